@@ -1,0 +1,375 @@
+// Type rules of gather/scatter/resize, reductions, contractions and composites (docs/ops.md).
+#include <algorithm>
+
+#include "ir/shape_rules.h"
+#include "ir/shape_rules_util.h"
+
+namespace kiln {
+
+using Types = StatusOr<std::vector<TensorType>>;
+using namespace rules;
+
+namespace {
+
+const std::vector<int64_t>& ints(const InferInput& in, const char* name) {
+  return std::get<4>(in.attrs.at(name));
+}
+int64_t intOf(const InferInput& in, const char* name) { return getInt(in.op, in.attrs, name); }
+
+bool contains(const std::vector<int64_t>& v, int64_t x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+Status checkSorted(const std::vector<int64_t>& v, const std::string& what) {
+  if (!std::is_sorted(v.begin(), v.end())) return err(what + " " + listStr(v) + " must be sorted");
+  return Status::ok();
+}
+
+// Index-space dims of `indices` (all dims but index_vector_dim) and the index vector length.
+struct IndexShape {
+  Shape batch;
+  Dim vectorSize;
+};
+
+StatusOr<IndexShape> indexShape(const TensorType& indices, int64_t indexVectorDim) {
+  if (!isInteger(indices.dtype())) return err("indices must be integers, got " + indices.str());
+  if (indexVectorDim < 0 || indexVectorDim > indices.rank())
+    return err("index_vector_dim " + std::to_string(indexVectorDim) + " is out of range for " +
+               indices.str());
+  IndexShape s{{}, Dim(1)};
+  for (int64_t i = 0; i < indices.rank(); ++i) {
+    if (i == indexVectorDim) s.vectorSize = indices.dim(i);
+    else s.batch.push_back(indices.dim(i));
+  }
+  return s;
+}
+
+Status checkIndexMap(const std::vector<int64_t>& map, const Dim& vectorSize, int64_t rank,
+                     const std::string& what) {
+  if (!vectorSize.isStatic() || vectorSize.value() != static_cast<int64_t>(map.size()))
+    return err(what + " " + listStr(map) + " must have one entry per index vector element (" +
+               vectorSize.str() + ")");
+  return checkAxes(map, rank, what);
+}
+
+}  // namespace
+
+Types inferGather(const InferInput& in) {
+  const TensorType& x = in.operands[0];
+  const auto& offsetDims = ints(in, "offset_dims");
+  const auto& collapsed = ints(in, "collapsed_slice_dims");
+  const auto& startIndexMap = ints(in, "start_index_map");
+  const auto& sliceSizes = ints(in, "slice_sizes");
+  KILN_ASSIGN_OR_RETURN(IndexShape is, indexShape(in.operands[1], intOf(in, "index_vector_dim")));
+  KILN_RETURN_IF_ERROR(checkIndexMap(startIndexMap, is.vectorSize, x.rank(), "start_index_map"));
+  KILN_RETURN_IF_ERROR(checkAxes(collapsed, x.rank(), "collapsed_slice_dims"));
+  KILN_RETURN_IF_ERROR(checkSorted(collapsed, "collapsed_slice_dims"));
+  KILN_RETURN_IF_ERROR(checkSorted(offsetDims, "offset_dims"));
+  if (static_cast<int64_t>(sliceSizes.size()) != x.rank())
+    return err("slice_sizes " + listStr(sliceSizes) + " must have one entry per operand dimension");
+  Shape window;
+  for (int64_t i = 0; i < x.rank(); ++i) {
+    const Dim& d = x.dim(i);
+    if (sliceSizes[i] < 0 || (d.isStatic() && sliceSizes[i] > d.value()))
+      return err("slice size " + std::to_string(sliceSizes[i]) + " does not fit dimension " +
+                 std::to_string(i) + " of " + x.str());
+    if (contains(collapsed, i)) {
+      if (sliceSizes[i] != 1)
+        return err("collapsed dimension " + std::to_string(i) + " must have slice size 1");
+    } else {
+      window.push_back(Dim(sliceSizes[i]));
+    }
+  }
+  if (offsetDims.size() != window.size())
+    return err("offset_dims " + listStr(offsetDims) + " must have " +
+               std::to_string(window.size()) + " entries");
+  int64_t outRank = static_cast<int64_t>(is.batch.size() + window.size());
+  KILN_RETURN_IF_ERROR(checkAxes(offsetDims, outRank, "offset_dims"));
+  Shape out;
+  size_t b = 0, w = 0;
+  for (int64_t i = 0; i < outRank; ++i) out.push_back(contains(offsetDims, i) ? window[w++] : is.batch[b++]);
+  return std::vector<TensorType>{x.withDims(std::move(out))};
+}
+
+Types inferScatter(const InferInput& in) {
+  const TensorType& x = in.operands[0];
+  const TensorType& updates = in.operands[2];
+  KILN_RETURN_IF_ERROR(requireSameDType(x, updates, "operand and updates"));
+  const auto& windowDims = ints(in, "update_window_dims");
+  const auto& inserted = ints(in, "inserted_window_dims");
+  const auto& toOperand = ints(in, "scatter_dims_to_operand_dims");
+  KILN_ASSIGN_OR_RETURN(IndexShape is, indexShape(in.operands[1], intOf(in, "index_vector_dim")));
+  KILN_RETURN_IF_ERROR(checkIndexMap(toOperand, is.vectorSize, x.rank(), "scatter_dims_to_operand_dims"));
+  KILN_RETURN_IF_ERROR(checkAxes(inserted, x.rank(), "inserted_window_dims"));
+  KILN_RETURN_IF_ERROR(checkSorted(inserted, "inserted_window_dims"));
+  KILN_RETURN_IF_ERROR(checkSorted(windowDims, "update_window_dims"));
+  KILN_RETURN_IF_ERROR(checkAxes(windowDims, updates.rank(), "update_window_dims"));
+  if (static_cast<int64_t>(windowDims.size() + inserted.size()) != x.rank())
+    return err("update_window_dims and inserted_window_dims must together cover the operand's " +
+               std::to_string(x.rank()) + " dimensions");
+  Shape scatterDims;
+  for (int64_t i = 0; i < updates.rank(); ++i)
+    if (!contains(windowDims, i)) scatterDims.push_back(updates.dim(i));
+  if (scatterDims != is.batch)
+    return err("update scatter dimensions " + dimsStr(scatterDims) +
+               " must match the index dimensions " + dimsStr(is.batch));
+  size_t w = 0;
+  for (int64_t i = 0; i < x.rank(); ++i) {
+    if (contains(inserted, i)) continue;
+    const Dim& u = updates.dim(windowDims[w++]);
+    const Dim& d = x.dim(i);
+    if (u.isStatic() && d.isStatic() && u.value() > d.value())
+      return err("update window " + updates.str() + " does not fit operand " + x.str());
+  }
+  const std::string& reduction = getEnum(in.op, in.attrs, "reduction");
+  if (x.dtype() == DType::Bool && reduction != "none" && reduction != "max" && reduction != "min")
+    return err("reduction '" + reduction + "' needs a numeric operand");
+  return std::vector<TensorType>{x};
+}
+
+Types inferResize(const InferInput& in) {
+  KILN_ASSIGN_OR_RETURN(TensorType r, declared(in));
+  const TensorType& x = in.operands[0];
+  if (r.dtype() != x.dtype() || r.rank() != x.rank())
+    return err("result " + r.str() + " must have the dtype and rank of " + x.str());
+  if (getEnum(in.op, in.attrs, "mode") != "nearest")
+    KILN_RETURN_IF_ERROR(requireFloat(x.dtype(), "operand of linear/cubic resize"));
+  auto scales = getFloats(in.attrs, "scales");
+  if (hasAttr(in.attrs, "scales") && static_cast<int64_t>(scales.size()) != x.rank())
+    return err("scales must have one entry per dimension");
+  for (double s : scales)
+    if (!(s > 0)) return err("scales must be positive");
+  for (int64_t i = 0; i < x.rank(); ++i)
+    if (x.dim(i).isSymbolic() && x.dim(i) != r.dim(i))
+      return err("symbolic dimension " + x.dim(i).str() + " cannot be resized");
+  return std::vector<TensorType>{r};
+}
+
+Types inferReduce(const InferInput& in) {
+  const TensorType& x = in.operands[0];
+  const auto& dims = ints(in, "dims");
+  KILN_RETURN_IF_ERROR(checkAxes(dims, x.rank(), "dims"));
+  const std::string& kind = getEnum(in.op, in.attrs, "kind");
+  bool logical = kind == "and" || kind == "or";
+  if (logical != (x.dtype() == DType::Bool) && !(x.dtype() == DType::Bool && (kind == "max" || kind == "min")))
+    return err("kind '" + kind + "' does not apply to " + x.str());
+  Shape out;
+  for (int64_t i = 0; i < x.rank(); ++i)
+    if (!contains(dims, i)) out.push_back(x.dim(i));
+  return std::vector<TensorType>{x.withDims(std::move(out))};
+}
+
+Types inferArgReduce(const InferInput& in) {
+  const TensorType& x = in.operands[0];
+  int64_t axis = intOf(in, "axis");
+  KILN_RETURN_IF_ERROR(checkAxis(axis, x.rank(), "axis"));
+  Shape out;
+  for (int64_t i = 0; i < x.rank(); ++i)
+    if (i != axis) out.push_back(x.dim(i));
+  return std::vector<TensorType>{TensorType(DType::I64, std::move(out))};
+}
+
+Types inferReduceWindow(const InferInput& in) {
+  const TensorType& x = in.operands[0];
+  int64_t r = x.rank();
+  if (x.dtype() == DType::Bool) return err("operand must be numeric, got " + x.str());
+  KILN_ASSIGN_OR_RETURN(auto window, perDim(in, "window_dimensions", r, 1));
+  KILN_ASSIGN_OR_RETURN(auto strides, perDim(in, "window_strides", r, 1));
+  KILN_ASSIGN_OR_RETURN(auto baseDil, perDim(in, "base_dilations", r, 1));
+  KILN_ASSIGN_OR_RETURN(auto winDil, perDim(in, "window_dilations", r, 1));
+  KILN_ASSIGN_OR_RETURN(auto lo, perDim(in, "padding_low", r, 0));
+  KILN_ASSIGN_OR_RETURN(auto hi, perDim(in, "padding_high", r, 0));
+  Shape out;
+  for (int64_t i = 0; i < r; ++i) {
+    if (window[i] < 1 || strides[i] < 1 || baseDil[i] < 1 || winDil[i] < 1)
+      return err("window sizes, strides and dilations must be positive");
+    auto d = computeDim(in, x.dim(i), i, "windowed dimension " + std::to_string(i), [&](int64_t n) {
+      int64_t padded = (n > 0 ? (n - 1) * baseDil[i] + 1 : 0) + lo[i] + hi[i];
+      int64_t dw = (window[i] - 1) * winDil[i] + 1;
+      return Dim(padded < dw ? 0 : (padded - dw) / strides[i] + 1);
+    });
+    if (!d) return d.status();
+    bool identity = window[i] == 1 && strides[i] == 1 && baseDil[i] == 1 && lo[i] == 0 && hi[i] == 0;
+    out.push_back(x.dim(i).isSymbolic() && identity ? x.dim(i) : *d);
+  }
+  return std::vector<TensorType>{x.withDims(std::move(out))};
+}
+
+Types inferCumsum(const InferInput& in) {
+  const TensorType& x = in.operands[0];
+  if (!isNumeric(x.dtype())) return err("operand must be numeric, got " + x.str());
+  KILN_RETURN_IF_ERROR(checkAxis(intOf(in, "axis"), x.rank(), "axis"));
+  return std::vector<TensorType>{x};
+}
+
+Types inferSort(const InferInput& in) {
+  const TensorType& x = in.operands[0];
+  KILN_RETURN_IF_ERROR(checkAxis(intOf(in, "dimension"), x.rank(), "dimension"));
+  return std::vector<TensorType>{x, x.withDType(DType::I64)};
+}
+
+Types inferTopK(const InferInput& in) {
+  const TensorType& x = in.operands[0];
+  int64_t axis = intOf(in, "axis");
+  int64_t k = intOf(in, "k");
+  KILN_RETURN_IF_ERROR(checkAxis(axis, x.rank(), "axis"));
+  if (k < 0 || (x.dim(axis).isStatic() && k > x.dim(axis).value()))
+    return err("k = " + std::to_string(k) + " does not fit dimension " + x.dim(axis).str());
+  Shape out = x.dims();
+  out[axis] = Dim(k);
+  TensorType values = x.withDims(out);
+  return std::vector<TensorType>{values, values.withDType(DType::I64)};
+}
+
+Types inferDotGeneral(const InferInput& in) {
+  const TensorType& a = in.operands[0];
+  const TensorType& b = in.operands[1];
+  KILN_RETURN_IF_ERROR(requireSameDType(a, b, "operands"));
+  if (a.dtype() == DType::Bool) return err("operands must be numeric");
+  auto lb = getInts(in.attrs, "lhs_batch"), rb = getInts(in.attrs, "rhs_batch");
+  auto lc = getInts(in.attrs, "lhs_contracting"), rc = getInts(in.attrs, "rhs_contracting");
+  if (lb.size() != rb.size() || lc.size() != rc.size())
+    return err("lhs and rhs need as many batch and contracting dimensions as each other");
+  std::vector<int64_t> lAll = lb, rAll = rb;
+  lAll.insert(lAll.end(), lc.begin(), lc.end());
+  rAll.insert(rAll.end(), rc.begin(), rc.end());
+  KILN_RETURN_IF_ERROR(checkAxes(lAll, a.rank(), "lhs batch/contracting dimension"));
+  KILN_RETURN_IF_ERROR(checkAxes(rAll, b.rank(), "rhs batch/contracting dimension"));
+  for (size_t i = 0; i < lAll.size(); ++i)
+    if (a.dim(lAll[i]) != b.dim(rAll[i]))
+      return err("lhs dimension " + std::to_string(lAll[i]) + " (" + a.dim(lAll[i]).str() +
+                 ") differs from rhs dimension " + std::to_string(rAll[i]) + " (" +
+                 b.dim(rAll[i]).str() + ") in " + a.str() + " x " + b.str());
+  Shape out;
+  for (int64_t d : lb) out.push_back(a.dim(d));
+  for (int64_t i = 0; i < a.rank(); ++i)
+    if (!contains(lAll, i)) out.push_back(a.dim(i));
+  for (int64_t i = 0; i < b.rank(); ++i)
+    if (!contains(rAll, i)) out.push_back(b.dim(i));
+  return std::vector<TensorType>{a.withDims(std::move(out))};
+}
+
+namespace {
+
+// Result extent of one convolution spatial dimension.
+StatusOr<Dim> convSpatial(const InferInput& in, const Dim& d, const Dim& k, size_t outIndex,
+                          int64_t lhsDil, int64_t rhsDil, int64_t lo, int64_t hi, int64_t stride) {
+  if (!k.isStatic()) return err("kernel spatial extents must be static");
+  return computeDim(in, d, outIndex, "input spatial dimension", [&](int64_t n) {
+    int64_t dn = n > 0 ? (n - 1) * lhsDil + 1 : 0;
+    int64_t dk = (k.value() - 1) * rhsDil + 1;
+    int64_t padded = dn + lo + hi;
+    return Dim(padded < dk ? 0 : (padded - dk) / stride + 1);
+  });
+}
+
+}  // namespace
+
+Types inferConvolution(const InferInput& in) {
+  const TensorType& x = in.operands[0];
+  const TensorType& w = in.operands[1];
+  KILN_RETURN_IF_ERROR(requireSameDType(x, w, "input and kernel"));
+  if (x.dtype() == DType::Bool) return err("operands must be numeric");
+  if (x.rank() < 3 || w.rank() != x.rank())
+    return err("input and kernel need one rank of at least 3, got " + x.str() + " and " + w.str());
+  KILN_ASSIGN_OR_RETURN(ConvDimensionNumbers dn, convDimensionNumbers(in.attrs, x.rank()));
+  int64_t ns = x.rank() - 2;
+  KILN_ASSIGN_OR_RETURN(auto strides, perDim(in, "window_strides", ns, 1));
+  KILN_ASSIGN_OR_RETURN(auto lo, perDim(in, "padding_low", ns, 0));
+  KILN_ASSIGN_OR_RETURN(auto hi, perDim(in, "padding_high", ns, 0));
+  KILN_ASSIGN_OR_RETURN(auto lhsDil, perDim(in, "lhs_dilation", ns, 1));
+  KILN_ASSIGN_OR_RETURN(auto rhsDil, perDim(in, "rhs_dilation", ns, 1));
+  for (int64_t i = 0; i < ns; ++i)
+    if (strides[i] < 1 || lhsDil[i] < 1 || rhsDil[i] < 1)
+      return err("strides and dilations must be positive");
+  int64_t groups = intOf(in, "feature_group_count"), batchGroups = intOf(in, "batch_group_count");
+  if (groups < 1 || batchGroups < 1) return err("group counts must be positive");
+  const Dim &inF = x.dim(dn.inputFeature), &kIn = w.dim(dn.kernelInput), &kOut = w.dim(dn.kernelOutput);
+  const Dim& batch = x.dim(dn.inputBatch);
+  if (!inF.isStatic() || !kIn.isStatic() || !kOut.isStatic())
+    return err("feature dimensions must be static");
+  if (kIn.value() * groups != inF.value())
+    return err("input features (" + inF.str() + ") must equal kernel input features (" +
+               kIn.str() + ") x feature_group_count (" + std::to_string(groups) + ")");
+  if (kOut.value() % groups != 0 || kOut.value() % batchGroups != 0)
+    return err("kernel output features (" + kOut.str() + ") must be divisible by the group counts");
+  if (batchGroups > 1 && (!batch.isStatic() || batch.value() % batchGroups != 0))
+    return err("batch (" + batch.str() + ") must be divisible by batch_group_count");
+  Shape out(x.rank());
+  out[dn.outputBatch] = batchGroups > 1 ? Dim(batch.value() / batchGroups) : batch;
+  out[dn.outputFeature] = kOut;
+  for (int64_t i = 0; i < ns; ++i) {
+    auto d = convSpatial(in, x.dim(dn.inputSpatial[i]), w.dim(dn.kernelSpatial[i]),
+                         dn.outputSpatial[i], lhsDil[i], rhsDil[i], lo[i], hi[i], strides[i]);
+    if (!d) return d.status();
+    out[dn.outputSpatial[i]] = *d;
+  }
+  return std::vector<TensorType>{x.withDims(std::move(out))};
+}
+
+Types inferSoftmax(const InferInput& in) {
+  const TensorType& x = in.operands[0];
+  KILN_RETURN_IF_ERROR(requireFloat(x.dtype(), "operand"));
+  KILN_RETURN_IF_ERROR(checkAxis(intOf(in, "axis"), x.rank(), "axis"));
+  return std::vector<TensorType>{x};
+}
+
+Types inferLayerNorm(const InferInput& in) {
+  const TensorType& x = in.operands[0];
+  KILN_RETURN_IF_ERROR(requireFloat(x.dtype(), "operand"));
+  int64_t axis = intOf(in, "axis");
+  KILN_RETURN_IF_ERROR(checkAxis(axis, x.rank(), "axis"));
+  Shape normDims(x.dims().begin() + axis, x.dims().end());
+  for (size_t i = 1; i < in.operands.size(); ++i) {
+    const TensorType& p = in.operands[i];
+    if (p.dtype() != x.dtype() || p.dims() != normDims)
+      return err(std::string(i == 1 ? "scale " : "bias ") + p.str() + " must be " +
+                 TensorType(x.dtype(), normDims).str());
+  }
+  return std::vector<TensorType>{x};
+}
+
+Types inferBatchNorm(const InferInput& in) {
+  const TensorType& x = in.operands[0];
+  KILN_RETURN_IF_ERROR(requireFloat(x.dtype(), "operand"));
+  int64_t fi = intOf(in, "feature_index");
+  KILN_RETURN_IF_ERROR(checkAxis(fi, x.rank(), "feature_index"));
+  TensorType want(x.dtype(), {x.dim(fi)});
+  static const char* names[] = {"", "scale", "offset", "mean", "variance"};
+  for (size_t i = 1; i < 5; ++i)
+    if (in.operands[i] != want)
+      return err(std::string(names[i]) + " " + in.operands[i].str() + " must be " + want.str());
+  return std::vector<TensorType>{x};
+}
+
+Types inferGelu(const InferInput& in) {
+  KILN_RETURN_IF_ERROR(requireFloat(in.operands[0].dtype(), "operand"));
+  return std::vector<TensorType>{in.operands[0]};
+}
+
+Types inferAttention(const InferInput& in) {
+  const TensorType &q = in.operands[0], &k = in.operands[1], &v = in.operands[2];
+  KILN_RETURN_IF_ERROR(requireFloat(q.dtype(), "q"));
+  if (k.dtype() != q.dtype() || v.dtype() != q.dtype()) return err("q, k and v must share a dtype");
+  int64_t r = q.rank();
+  if (r < 2 || k.rank() != r || v.rank() != r)
+    return err("q, k and v need one rank of at least 2, got " + q.str() + ", " + k.str() + ", " + v.str());
+  for (int64_t i = 0; i < r - 2; ++i)
+    if (q.dim(i) != k.dim(i) || q.dim(i) != v.dim(i))
+      return err("q, k and v must share leading dimensions: " + q.str() + ", " + k.str() + ", " + v.str());
+  if (q.dim(r - 1) != k.dim(r - 1)) return err("q and k head sizes differ: " + q.str() + ", " + k.str());
+  if (k.dim(r - 2) != v.dim(r - 2)) return err("k and v sequence lengths differ: " + k.str() + ", " + v.str());
+  Shape out = q.dims();
+  out[r - 1] = v.dim(r - 1);
+  if (in.operands.size() == 4) {
+    const TensorType& m = in.operands[3];
+    Shape want = q.dims();
+    want[r - 1] = k.dim(r - 2);
+    if (m.dims() != want || (m.dtype() != DType::Bool && m.dtype() != q.dtype()))
+      return err("mask " + m.str() + " must be bool or " + std::string(dtypeName(q.dtype())) +
+                 " with shape " + dimsStr(want));
+  }
+  return std::vector<TensorType>{q.withDims(std::move(out))};
+}
+
+}  // namespace kiln

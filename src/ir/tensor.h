@@ -1,0 +1,81 @@
+// Host tensors: a dtype, static dimensions and row-major bytes, shared by reference.
+//
+// Used for constant data in the IR (stored once, shared by every node that refers to it) and for
+// the inputs and outputs of the interpreter and runtimes. Copying a Tensor copies the reference;
+// clone() copies the bytes.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/types.h"
+
+namespace kiln {
+
+// IEEE half and bfloat16 stored as raw bits; arithmetic converts through float.
+struct Half {
+  uint16_t bits = 0;
+};
+struct BFloat16 {
+  uint16_t bits = 0;
+};
+float halfToFloat(uint16_t bits);
+uint16_t floatToHalf(float f);  // round to nearest even
+float bf16ToFloat(uint16_t bits);
+uint16_t floatToBf16(float f);  // round to nearest even
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // Zero-filled tensor. Dims must be non-negative and within kMaxElements (checked).
+  Tensor(DType dtype, std::vector<int64_t> dims);
+  // Zero-filled tensor, or an error for negative dims or too many elements.
+  static StatusOr<Tensor> create(DType dtype, std::vector<int64_t> dims);
+
+  DType dtype() const { return dtype_; }
+  const std::vector<int64_t>& dims() const { return dims_; }
+  int64_t rank() const { return static_cast<int64_t>(dims_.size()); }
+  int64_t numElements() const { return numElements_; }
+  size_t byteSize() const { return static_cast<size_t>(numElements_) * dtypeSize(dtype_); }
+  TensorType type() const { return TensorType::of(dtype_, dims_); }
+  bool defined() const { return data_ != nullptr; }
+
+  const std::byte* bytes() const { return data_ ? data_->data() : nullptr; }
+  std::byte* mutableBytes() { return data_ ? data_->data() : nullptr; }
+  template <typename T>
+  const T* data() const {
+    return reinterpret_cast<const T*>(bytes());
+  }
+  template <typename T>
+  T* mutableData() {
+    return reinterpret_cast<T*>(mutableBytes());
+  }
+
+  // Element i (row-major) converted to double / int64; any dtype.
+  double getDouble(int64_t i) const;
+  int64_t getInt(int64_t i) const;
+  // Stores v converted to the tensor's dtype (round to nearest even for f16/bf16,
+  // truncation toward zero for integers, v != 0 for bool).
+  void setDouble(int64_t i, double v);
+  void setInt(int64_t i, int64_t v);
+
+  // Same bytes, other dims (element counts must agree).
+  Tensor reshaped(std::vector<int64_t> dims) const;
+  Tensor clone() const;
+  // Bitwise equality of dtype, dims and bytes.
+  bool identical(const Tensor& o) const;
+
+  // Row-major strides in elements.
+  std::vector<int64_t> strides() const;
+
+ private:
+  DType dtype_ = DType::F32;
+  std::vector<int64_t> dims_;
+  int64_t numElements_ = 0;
+  std::shared_ptr<std::vector<std::byte>> data_;
+};
+
+}  // namespace kiln

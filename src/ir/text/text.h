@@ -1,0 +1,33 @@
+// The .kir text format: printer and parser. print(parse(s)) == s for printer output.
+//
+//   func @main(%x: f32[N,4], %w: f32[4,8]) -> (f32[N,8]) {
+//     %0 = f32[N,8] dot_general(%x, %w) {lhs_contracting = [1], rhs_contracting = [0]}
+//     %y = f32[N,8] tanh(%0) loc("Tanh_3")
+//     return %y
+//   }
+//   data @w0 = f32[64,3,7,7] 0x0000803f...   (out-of-line constant data, little-endian hex)
+//
+// docs/kir.md describes the grammar.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "ir/ir.h"
+
+namespace kiln {
+
+struct PrintOptions {
+  // Constants with more elements than this print out of line (as @name, data at the end).
+  int64_t inlineConstantLimit = 16;
+};
+
+std::string printModule(const Module& m, const PrintOptions& opts = {});
+// One function, without the module's data section (for messages and debugging).
+std::string printFunction(const Function& f, const PrintOptions& opts = {});
+
+// Parses and verifies a module. Errors are "file:line:col: error: message".
+StatusOr<std::unique_ptr<Module>> parseModule(std::string_view text, const std::string& filename);
+
+}  // namespace kiln

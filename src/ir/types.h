@@ -1,0 +1,93 @@
+// Element types, dimensions and tensor types of the graph IR.
+//
+// A dimension is either a static extent (>= 0) or a named symbol ("N"). Types are small values
+// compared with ==; printing gives the .kir spelling: f32[N,3,224,224], i64[] for a scalar.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "support/status.h"
+
+namespace kiln {
+
+// Keep the order: it is printed nowhere, but tables below are indexed by it.
+// Room is left for fp8 kinds (f8e4m3, f8e5m2) after bf16.
+enum class DType : uint8_t { Bool, I8, U8, I16, I32, I64, F16, BF16, F32, F64 };
+inline constexpr int kNumDTypes = 10;
+
+std::string_view dtypeName(DType t);               // "f32", "i64", "bool", ...
+std::optional<DType> parseDType(std::string_view s);
+size_t dtypeSize(DType t);                          // bytes per element
+bool isFloat(DType t);                              // f16, bf16, f32, f64
+bool isInteger(DType t);                            // i8..i64, u8 (not bool)
+bool isSignedInteger(DType t);
+bool isBool(DType t);
+inline bool isNumeric(DType t) { return !isBool(t); }
+
+class Dim {
+ public:
+  Dim() = default;
+  Dim(int64_t extent) : value_(extent) {}  // NOLINT(google-explicit-constructor)
+  static Dim symbol(std::string name) {
+    Dim d;
+    d.value_ = -1;
+    d.symbol_ = std::move(name);
+    return d;
+  }
+
+  bool isStatic() const { return value_ >= 0; }
+  bool isSymbolic() const { return value_ < 0; }
+  // Extent of a static dimension.
+  int64_t value() const { return value_; }
+  const std::string& symbolName() const { return symbol_; }
+  std::string str() const { return isStatic() ? std::to_string(value_) : symbol_; }
+
+  bool operator==(const Dim& o) const { return value_ == o.value_ && symbol_ == o.symbol_; }
+  bool operator!=(const Dim& o) const { return !(*this == o); }
+
+ private:
+  int64_t value_ = 0;
+  std::string symbol_;
+};
+
+using Shape = std::vector<Dim>;
+
+class TensorType {
+ public:
+  TensorType() = default;
+  TensorType(DType dtype, Shape dims) : dtype_(dtype), dims_(std::move(dims)) {}
+  static TensorType of(DType dtype, const std::vector<int64_t>& dims);
+
+  DType dtype() const { return dtype_; }
+  const Shape& dims() const { return dims_; }
+  const Dim& dim(size_t i) const { return dims_[i]; }
+  int64_t rank() const { return static_cast<int64_t>(dims_.size()); }
+  bool isStatic() const;
+  // Product of the extents; nullopt if any dimension is symbolic.
+  std::optional<int64_t> numElements() const;
+  // The static extents; requires isStatic().
+  std::vector<int64_t> staticDims() const;
+  TensorType withDType(DType t) const { return TensorType(t, dims_); }
+  TensorType withDims(Shape d) const { return TensorType(dtype_, std::move(d)); }
+
+  std::string str() const;  // f32[N,3]
+  bool operator==(const TensorType& o) const { return dtype_ == o.dtype_ && dims_ == o.dims_; }
+  bool operator!=(const TensorType& o) const { return !(*this == o); }
+
+ private:
+  DType dtype_ = DType::F32;
+  Shape dims_;
+};
+
+// Largest element count a tensor may have (2^40); larger types are rejected as user errors
+// rather than attempted.
+inline constexpr int64_t kMaxElements = int64_t(1) << 40;
+
+// Product of dims with overflow and kMaxElements checks.
+StatusOr<int64_t> checkedNumElements(const std::vector<int64_t>& dims);
+
+}  // namespace kiln
