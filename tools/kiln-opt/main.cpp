@@ -1,0 +1,131 @@
+// kiln-opt: reads a .kir module, verifies it, runs the passes named by flag in order, and prints
+// the result. The tool of compiler work and lit tests:
+//
+//   kiln-opt model.kir --decompose-composites --dce -o out.kir
+//
+// Any error is one line on stderr, "kiln-opt: file:line:col: error: message", and exit status 1.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ir/text/text.h"
+#include "passes/pass.h"
+
+namespace {
+
+struct Options {
+  std::string input;   // a path, or "-" for stdin
+  std::string output;  // empty: stdout
+  std::vector<std::string> passes;
+  bool verifyEach = false;
+  bool help = false;
+};
+
+std::string passList() {
+  std::string s;
+  for (const std::string& p : kiln::passNames()) s += (s.empty() ? "" : ", ") + ("--" + p);
+  return s;
+}
+
+void printHelp() {
+  std::cout << "usage: kiln-opt FILE.kir|- [--PASS ...] [--verify-each] [-o OUT]\n\n"
+               "Parses and verifies a .kir module, runs the named passes in order, and prints the\n"
+               "module (to OUT, or to stdout).\n\n"
+               "options:\n"
+               "  -o OUT         write the module to OUT\n"
+               "  --verify-each  verify the module after every pass\n"
+               "  --help         show this text\n\n"
+               "passes:\n";
+  for (const std::string& name : kiln::passNames()) {
+    auto pass = kiln::createPass(name);
+    std::cout << "  --" << name << "\n      " << (pass ? pass->description() : "") << "\n";
+  }
+}
+
+bool isPass(const std::string& name) {
+  for (const std::string& p : kiln::passNames())
+    if (p == name) return true;
+  return false;
+}
+
+kiln::StatusOr<Options> parseArgs(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      o.help = true;
+    } else if (a == "--verify-each") {
+      o.verifyEach = true;
+    } else if (a == "-o") {
+      if (i + 1 >= argc) return kiln::Status::error("-o needs a file name");
+      o.output = argv[++i];
+    } else if (a.size() > 2 && a.compare(0, 2, "--") == 0) {
+      if (!isPass(a.substr(2)))
+        return kiln::Status::error("unknown option '" + a + "'; the passes are " + passList());
+      o.passes.push_back(a.substr(2));
+    } else if (a.size() > 1 && a[0] == '-') {
+      return kiln::Status::error("unknown option '" + a + "'; the passes are " + passList());
+    } else if (!o.input.empty()) {
+      return kiln::Status::error("more than one input file ('" + o.input + "' and '" + a + "')");
+    } else {
+      o.input = a;
+    }
+  }
+  if (o.input.empty() && !o.help) return kiln::Status::error("no input file (use - for stdin)");
+  return o;
+}
+
+kiln::StatusOr<std::string> readInput(const std::string& path) {
+  std::ostringstream ss;
+  if (path == "-") {
+    ss << std::cin.rdbuf();
+    return ss.str();
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return kiln::Status::error("cannot open '" + path + "'");
+  ss << in.rdbuf();
+  if (in.bad()) return kiln::Status::error("cannot read '" + path + "'");
+  return ss.str();
+}
+
+kiln::Status writeOutput(const std::string& path, const std::string& text) {
+  if (path.empty()) {
+    std::cout << text;
+    std::cout.flush();
+    return std::cout ? kiln::Status::ok() : kiln::Status::error("cannot write to stdout");
+  }
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out) return kiln::Status::error("cannot write '" + path + "'");
+  return kiln::Status::ok();
+}
+
+kiln::Status run(const Options& o) {
+  KILN_ASSIGN_OR_RETURN(std::string text, readInput(o.input));
+  std::string filename = o.input == "-" ? "<stdin>" : o.input;
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<kiln::Module> module, kiln::parseModule(text, filename));
+  KILN_RETURN_IF_ERROR(kiln::runPasses(*module, o.passes, o.verifyEach));
+  return writeOutput(o.output, kiln::printModule(*module));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto opts = parseArgs(argc, argv);
+  kiln::Status s = opts ? kiln::Status::ok() : opts.status();
+  if (s && opts->help) {
+    printHelp();
+    return 0;
+  }
+  if (s) s = run(*opts);
+  if (!s) {
+    std::fprintf(stderr, "kiln-opt: %s\n", s.str().c_str());
+    return 1;
+  }
+  return 0;
+}
