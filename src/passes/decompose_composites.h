@@ -1,0 +1,25 @@
+// decompose-composites: rewrites composite ops into core ops.
+#pragma once
+
+#include "ir/ir.h"
+#include "support/status.h"
+
+namespace kiln {
+
+// Replaces every softmax, log_softmax, layer_norm, batch_norm_inference, gelu and attention node
+// of every function by the core ops that compute it (reduce, broadcast_in_dim, elementwise
+// arithmetic, dot_general, iota/reverse/compare for the causal mask, select, convert), inserted
+// where the composite stood. Returns whether anything changed.
+//
+// Needs: each composite node passes verifyNode (it is checked first; an invalid node is an error
+// naming it). Symbolic dimensions are fine: extents that the arithmetic needs at run time (the
+// element count of a layer_norm, attention's default scale 1/sqrt(D), the causal offset Sk - Sq)
+// are computed by ops, not read from the types.
+// Leaves true: no composite op remains; the module verifies; each replacement has the composite's
+// result type, value name, location and origin. f16/bf16 composites compute in f32 between a
+// convert in and a convert out, as the reference kernels do, so results agree to rounding.
+// Does not: simplify or share the ops it creates (two softmaxes over one input stay two chains),
+// remove nodes that were already unused (run dce), or decompose selectively.
+StatusOr<bool> decomposeComposites(Module& m);
+
+}  // namespace kiln

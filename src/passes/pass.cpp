@@ -1,0 +1,101 @@
+// The pass registry and runner. Each pass is one function (its header says what it does); the
+// table below gives it a flag name and a one-line description, and TablePass adapts it to Pass.
+#include "passes/pass.h"
+
+#include "ir/verifier.h"
+#include "passes/algebraic_simplify.h"
+#include "passes/constant_fold.h"
+#include "passes/cse.h"
+#include "passes/dce.h"
+#include "passes/decompose_composites.h"
+#include "passes/fold_batch_norm.h"
+#include "passes/layout_assignment.h"
+#include "passes/propagate_shapes.h"
+#include "passes/recognize_patterns.h"
+#include "passes/specialize_shapes.h"
+
+namespace kiln {
+namespace {
+
+struct PassEntry {
+  const char* name;
+  const char* description;
+  StatusOr<bool> (*run)(Module&);
+};
+
+// Every pass, by flag name. Add a pass here and it is known to kiln-opt and runPasses.
+const PassEntry kPasses[] = {
+    {"decompose-composites",
+     "rewrite softmax, log_softmax, layer_norm, batch_norm_inference, gelu and attention into "
+     "core ops",
+     decomposeComposites},
+    {"dce", "remove nodes whose results are unused and not returned", eliminateDeadCode},
+    {"algebraic-simplify", "apply local identities (x+0, x*1, transpose pairs, ...)",
+     algebraicSimplify},
+    {"constant-fold", "evaluate nodes whose operands are constants (size-capped)", constantFold},
+    {"cse", "merge nodes computing the same thing, and equal constants",
+     eliminateCommonSubexpressions},
+    {"propagate-shapes", "unify symbolic dims the graph determines", propagateShapes},
+    {"specialize-shapes", "bind symbols to extents: --specialize-shapes=N=1,S=128",
+     specializeShapesWithoutBindings},
+    {"recognize-patterns", "turn GELU, layer norm, softmax and attention chains into composites",
+     recognizePatterns},
+    {"fold-batch-norm", "fold batch norms into the weights of the contraction before them",
+     foldBatchNorm},
+    {"layout-assignment", "convolutions to the target layout (CPU: NHWC), transposes to the edges",
+     assignLayoutForCpu},
+};
+
+class TablePass : public Pass {
+ public:
+  explicit TablePass(const PassEntry& e) : e_(e) {}
+  std::string name() const override { return e_.name; }
+  std::string description() const override { return e_.description; }
+  StatusOr<bool> run(Module& m) override { return e_.run(m); }
+
+ private:
+  const PassEntry& e_;
+};
+
+std::string knownPassList() {
+  std::string s;
+  for (const PassEntry& e : kPasses) s += (s.empty() ? "" : ", ") + std::string(e.name);
+  return s;
+}
+
+}  // namespace
+
+std::vector<std::string> passNames() {
+  std::vector<std::string> names;
+  for (const PassEntry& e : kPasses) names.emplace_back(e.name);
+  return names;
+}
+
+std::unique_ptr<Pass> createPass(const std::string& name) {
+  for (const PassEntry& e : kPasses)
+    if (name == e.name) return std::make_unique<TablePass>(e);
+  return nullptr;
+}
+
+Status runPasses(Module& m, const std::vector<std::string>& names, bool verifyEach) {
+  // Resolve every name before running anything, so a misspelt pipeline changes nothing.
+  std::vector<std::unique_ptr<Pass>> passes;
+  for (const std::string& name : names) {
+    std::unique_ptr<Pass> p = createPass(name);
+    if (!p) return Status::error("unknown pass '" + name + "' (known: " + knownPassList() + ")");
+    passes.push_back(std::move(p));
+  }
+  for (const auto& p : passes) {
+    StatusOr<bool> changed = p->run(m);
+    if (!changed) {
+      Status s = changed.status();
+      return s.prefix("pass '" + p->name() + "'");
+    }
+    if (!verifyEach) continue;
+    Status v = verify(m);
+    if (!v) return v.prefix("module does not verify after pass '" + p->name() + "'");
+  }
+  return Status::ok();
+}
+
+}  // namespace kiln
