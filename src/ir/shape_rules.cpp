@@ -2,6 +2,7 @@
 #include "ir/shape_rules.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "ir/shape_rules_util.h"
 
@@ -357,7 +358,10 @@ Types inferPad(const InferInput& in) {
   KILN_ASSIGN_OR_RETURN(auto interior, perDim(in, "interior", r, 0));
   Shape out;
   for (int64_t i = 0; i < r; ++i) {
-    if (interior[i] < 0) return err("interior " + listStr(interior) + " must be non-negative");
+    if (interior[i] < 0 || interior[i] > (int64_t(1) << 20))
+      return err("interior " + listStr(interior) + " must be in [0, 2^20]");
+    if (std::abs(low[i]) > kMaxElements || std::abs(high[i]) > kMaxElements)
+      return err("padding " + listStr(low) + ", " + listStr(high) + " is out of range");
     const Dim& d = x.dim(i);
     if (d.isSymbolic()) {
       if (low[i] == 0 && high[i] == 0 && interior[i] == 0) {

@@ -1,5 +1,6 @@
 // Type rules of gather/scatter/resize, reductions, contractions and composites (docs/ops.md).
 #include <algorithm>
+#include <initializer_list>
 
 #include "ir/shape_rules.h"
 #include "ir/shape_rules_util.h"
@@ -50,6 +51,22 @@ Status checkIndexMap(const std::vector<int64_t>& map, const Dim& vectorSize, int
     return err(what + " " + listStr(map) + " must have one entry per index vector element (" +
                vectorSize.str() + ")");
   return checkAxes(map, rank, what);
+}
+
+// Window sizes, strides and dilations must be in [1, 2^20] and paddings within +-2^40, so the
+// extent arithmetic of the rules ((n-1)*dilation + 1 + padding) cannot overflow int64.
+Status checkWindowAttrs(std::initializer_list<const std::vector<int64_t>*> positive,
+                        std::initializer_list<const std::vector<int64_t>*> paddings) {
+  constexpr int64_t kMaxWindow = int64_t(1) << 20;
+  for (const auto* v : positive)
+    for (int64_t x : *v)
+      if (x < 1 || x > kMaxWindow)
+        return err("window sizes, strides and dilations must be in [1, 2^20], got " + listStr(*v));
+  for (const auto* v : paddings)
+    for (int64_t x : *v)
+      if (x < -kMaxElements || x > kMaxElements)
+        return err("padding " + listStr(*v) + " is out of range");
+  return Status::ok();
 }
 
 }  // namespace
@@ -179,10 +196,9 @@ Types inferReduceWindow(const InferInput& in) {
   KILN_ASSIGN_OR_RETURN(auto winDil, perDim(in, "window_dilations", r, 1));
   KILN_ASSIGN_OR_RETURN(auto lo, perDim(in, "padding_low", r, 0));
   KILN_ASSIGN_OR_RETURN(auto hi, perDim(in, "padding_high", r, 0));
+  KILN_RETURN_IF_ERROR(checkWindowAttrs({&window, &strides, &baseDil, &winDil}, {&lo, &hi}));
   Shape out;
   for (int64_t i = 0; i < r; ++i) {
-    if (window[i] < 1 || strides[i] < 1 || baseDil[i] < 1 || winDil[i] < 1)
-      return err("window sizes, strides and dilations must be positive");
     auto d = computeDim(in, x.dim(i), i, "windowed dimension " + std::to_string(i), [&](int64_t n) {
       int64_t padded = (n > 0 ? (n - 1) * baseDil[i] + 1 : 0) + lo[i] + hi[i];
       int64_t dw = (window[i] - 1) * winDil[i] + 1;
@@ -279,9 +295,7 @@ Types inferConvolution(const InferInput& in) {
   KILN_ASSIGN_OR_RETURN(auto hi, perDim(in, "padding_high", ns, 0));
   KILN_ASSIGN_OR_RETURN(auto lhsDil, perDim(in, "lhs_dilation", ns, 1));
   KILN_ASSIGN_OR_RETURN(auto rhsDil, perDim(in, "rhs_dilation", ns, 1));
-  for (int64_t i = 0; i < ns; ++i)
-    if (strides[i] < 1 || lhsDil[i] < 1 || rhsDil[i] < 1)
-      return err("strides and dilations must be positive");
+  KILN_RETURN_IF_ERROR(checkWindowAttrs({&strides, &lhsDil, &rhsDil}, {&lo, &hi}));
   int64_t groups = intOf(in, "feature_group_count"), batchGroups = intOf(in, "batch_group_count");
   if (groups < 1 || batchGroups < 1) return err("group counts must be positive");
   const Dim &inF = x.dim(dn.inputFeature), &kIn = w.dim(dn.kernelInput), &kOut = w.dim(dn.kernelOutput);
