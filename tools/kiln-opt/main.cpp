@@ -8,21 +8,27 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "ir/text/text.h"
 #include "passes/pass.h"
+#include "passes/pass_manager.h"
+#include "passes/pipeline.h"
 
 namespace {
 
 struct Options {
   std::string input;   // a path, or "-" for stdin
   std::string output;  // empty: stdout
-  std::vector<std::string> passes;
+  std::vector<std::string> passes;  // pass specs: "dce", "specialize-shapes=N=1", "pipeline"
   bool verifyEach = false;
   bool help = false;
+  std::string dumpDir;
+  bool timePasses = false;
+  std::set<std::string> printAfter;
 };
 
 std::string passList() {
@@ -32,14 +38,19 @@ std::string passList() {
 }
 
 void printHelp() {
-  std::cout << "usage: kiln-opt FILE.kir|- [--PASS ...] [--verify-each] [-o OUT]\n\n"
+  std::cout << "usage: kiln-opt FILE.kir|- [--PASS[=OPTIONS] ...] [--pipeline] [--verify-each]\n"
+               "                [--dump-dir DIR] [--time-passes] [--print-after=PASS] [-o OUT]\n\n"
                "Parses and verifies a .kir module, runs the named passes in order, and prints the\n"
                "module (to OUT, or to stdout).\n\n"
                "options:\n"
-               "  -o OUT         write the module to OUT\n"
-               "  --verify-each  verify the module after every pass\n"
-               "  --help         show this text\n\n"
-               "passes:\n";
+               "  -o OUT              write the module to OUT\n"
+               "  --pipeline          run the default optimisation pipeline (at that point)\n"
+               "  --verify-each       verify the module after every pass\n"
+               "  --dump-dir DIR      write the IR to DIR before and after every pass\n"
+               "  --time-passes       print a table of per-pass wall time to stderr\n"
+               "  --print-after=PASS  print the IR to stderr after PASS (or all)\n"
+               "  --help              show this text\n\n"
+               "passes (options: --specialize-shapes=N=1,S=128, --layout-assignment=nhwc|nchw|keep):\n";
   for (const std::string& name : kiln::passNames()) {
     auto pass = kiln::createPass(name);
     std::cout << "  --" << name << "\n      " << (pass ? pass->description() : "") << "\n";
@@ -63,10 +74,20 @@ kiln::StatusOr<Options> parseArgs(int argc, char** argv) {
     } else if (a == "-o") {
       if (i + 1 >= argc) return kiln::Status::error("-o needs a file name");
       o.output = argv[++i];
+    } else if (a == "--dump-dir") {
+      if (i + 1 >= argc) return kiln::Status::error("--dump-dir needs a directory");
+      o.dumpDir = argv[++i];
+    } else if (a == "--time-passes") {
+      o.timePasses = true;
+    } else if (a.rfind("--print-after=", 0) == 0) {
+      o.printAfter.insert(a.substr(14));
+    } else if (a == "--pipeline") {
+      o.passes.push_back("pipeline");
     } else if (a.size() > 2 && a.compare(0, 2, "--") == 0) {
-      if (!isPass(a.substr(2)))
+      std::string spec = a.substr(2);
+      if (!isPass(spec.substr(0, spec.find('='))))
         return kiln::Status::error("unknown option '" + a + "'; the passes are " + passList());
-      o.passes.push_back(a.substr(2));
+      o.passes.push_back(spec);
     } else if (a.size() > 1 && a[0] == '-') {
       return kiln::Status::error("unknown option '" + a + "'; the passes are " + passList());
     } else if (!o.input.empty()) {
@@ -109,7 +130,27 @@ kiln::Status run(const Options& o) {
   KILN_ASSIGN_OR_RETURN(std::string text, readInput(o.input));
   std::string filename = o.input == "-" ? "<stdin>" : o.input;
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<kiln::Module> module, kiln::parseModule(text, filename));
-  KILN_RETURN_IF_ERROR(kiln::runPasses(*module, o.passes, o.verifyEach));
+  kiln::PassManagerOptions pmo;
+  pmo.verifyEach = o.verifyEach;
+  pmo.dumpDir = o.dumpDir;
+  pmo.timePasses = o.timePasses;
+  pmo.printAfter = o.printAfter;
+  kiln::PassManager pm(pmo);
+  // Resolve every spec before running anything, so a misspelt option changes nothing.
+  std::vector<std::unique_ptr<kiln::Pass>> passes;
+  for (const std::string& spec : o.passes) {
+    if (spec == "pipeline") {
+      passes.push_back(nullptr);
+      continue;
+    }
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<kiln::Pass> p, kiln::createPassFromSpec(spec));
+    passes.push_back(std::move(p));
+  }
+  for (auto& p : passes) {
+    auto r = p ? pm.runPass(*p, *module) : kiln::runDefaultPipeline(*module, pm);
+    if (!r) return r.status();
+  }
+  if (o.timePasses) std::cerr << pm.timingReport();
   return writeOutput(o.output, kiln::printModule(*module));
 }
 

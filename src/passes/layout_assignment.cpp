@@ -1,0 +1,293 @@
+// layout-assignment: (1) each convolution not in the target layout is rebuilt in it between
+// transposes; (2) sweeps sink transposes toward the outputs and merge transpose pairs until
+// nothing moves. Sinking a transpose below an op needs no arithmetic change: the op runs on the
+// untransposed data and its result is transposed instead.
+#include "passes/layout_assignment.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "passes/rewrite_util.h"
+
+namespace kiln {
+namespace {
+
+using rewrite::builderBefore;
+using rewrite::inversePermutation;
+using rewrite::permuteShape;
+
+// A layout as positions: entry l is where logical dimension l sits, logical order being
+// (batch or kernel output, feature or kernel input, spatial 0, spatial 1, ...).
+std::vector<int64_t> positions(int64_t a, int64_t b, const std::vector<int64_t>& spatial) {
+  std::vector<int64_t> p{a, b};
+  p.insert(p.end(), spatial.begin(), spatial.end());
+  return p;
+}
+
+// The permutation turning data laid out as `from` into data laid out as `to`: result position j
+// holds logical dimension inverse(to)[j], found at from[...] in the source.
+std::vector<int64_t> relayout(const std::vector<int64_t>& from, const std::vector<int64_t>& to) {
+  std::vector<int64_t> logicalAt = inversePermutation(to), p;
+  for (int64_t l : logicalAt) p.push_back(from[static_cast<size_t>(l)]);
+  return p;
+}
+
+std::string targetDimensionNumbers(ConvLayout layout, int64_t numSpatial) {
+  if (layout == ConvLayout::ChannelsFirst) return defaultConvDimensionNumbers(numSpatial);
+  std::string sp;
+  for (int64_t i = 0; i < numSpatial; ++i) sp += static_cast<char>('0' + i);
+  return "b" + sp + "f_" + sp + "io->b" + sp + "f";
+}
+
+Value* transposeUnlessIdentity(Builder& b, Value* v, const std::vector<int64_t>& p) {
+  return rewrite::isIdentityPermutation(p) ? v : b.transpose(v, p);
+}
+
+// Rebuilds convolution `n` in `layout`; returns whether it changed.
+bool convertConvolution(Node* n, ConvLayout layout) {
+  const TensorType& x = n->operand(0)->type();
+  // Dimension numbers are written with one digit per spatial dimension.
+  if (x.rank() < 3 || x.rank() > 11) return false;
+  auto cur = convDimensionNumbers(n->attrs(), x.rank());
+  std::string want = targetDimensionNumbers(layout, x.rank() - 2);
+  auto tgt = parseConvDimensionNumbers(want);
+  if (!cur || !tgt) return false;
+  auto curIn = positions(cur->inputBatch, cur->inputFeature, cur->inputSpatial);
+  auto curK = positions(cur->kernelOutput, cur->kernelInput, cur->kernelSpatial);
+  auto curOut = positions(cur->outputBatch, cur->outputFeature, cur->outputSpatial);
+  auto tgtIn = positions(tgt->inputBatch, tgt->inputFeature, tgt->inputSpatial);
+  auto tgtK = positions(tgt->kernelOutput, tgt->kernelInput, tgt->kernelSpatial);
+  auto tgtOut = positions(tgt->outputBatch, tgt->outputFeature, tgt->outputSpatial);
+  if (curIn == tgtIn && curK == tgtK && curOut == tgtOut) return false;
+
+  Builder b = builderBefore(n);
+  Value* input = transposeUnlessIdentity(b, n->operand(0), relayout(curIn, tgtIn));
+  Value* kernel = transposeUnlessIdentity(b, n->operand(1), relayout(curK, tgtK));
+  AttrMap attrs = n->attrs();
+  attrs["dimension_numbers"] = stringAttr(want);
+  const TensorType& y = n->result()->type();
+  TensorType declared = y.withDims(permuteShape(y.dims(), relayout(curOut, tgtOut)));
+  Value* conv = b.op(OpCode::Convolution, {input, kernel}, std::move(attrs), {declared});
+  Value* out = conv ? transposeUnlessIdentity(b, conv, relayout(tgtOut, curOut)) : nullptr;
+  KILN_CHECK(out, "relaying out " + n->describe() + " failed: " + b.status().str());
+  rewrite::replaceValue(n->result(), out);
+  rewrite::eraseIfDead(n);
+  return true;
+}
+
+const std::vector<int64_t>* transposeOf(const Value* v, std::vector<int64_t>& storage) {
+  if (v->def()->op() != OpCode::Transpose) return nullptr;
+  storage = v->def()->attrInts("permutation");
+  return &storage;
+}
+
+// True when `n` is the only user of v (and v is not returned).
+bool onlyUser(const Value* v, const Node* n) {
+  if (v->isFunctionOutput()) return false;
+  for (const Use& u : v->uses())
+    if (u.user != n) return false;
+  return true;
+}
+
+// The permutation shared by the transposed operands of an elementwise op, if the sinking pays:
+// the transposes it frees (operands used by nothing else) at least match the ones it adds (one
+// for the result, one per operand that is neither transposed alike, a scalar, a broadcast nor a
+// constant).
+std::optional<std::vector<int64_t>> sinkablePermutation(const Node* n) {
+  std::optional<std::vector<int64_t>> perm;
+  std::vector<const Value*> freed;
+  int added = 1;
+  std::vector<int64_t> p;
+  for (const Value* v : n->operands()) {
+    if (v->type().rank() == 0) continue;
+    if (transposeOf(v, p) && (!perm || *perm == p)) {
+      perm = p;
+      if (onlyUser(v, n) && std::find(freed.begin(), freed.end(), v) == freed.end())
+        freed.push_back(v);
+      continue;
+    }
+    if (!rewrite::isConstantLike(v) && v->def()->op() != OpCode::BroadcastInDim) ++added;
+  }
+  if (!perm || rewrite::isIdentityPermutation(*perm) || static_cast<int>(freed.size()) < added)
+    return std::nullopt;
+  return perm;
+}
+
+// The operand of the sunk op standing for `v`, which the op saw transposed by `perm`.
+Value* untransposed(Builder& b, Value* v, const std::vector<int64_t>& perm) {
+  std::vector<int64_t> inv = inversePermutation(perm), p;
+  if (v->type().rank() == 0) return v;
+  if (transposeOf(v, p) && p == perm) return v->def()->operand(0);
+  if (v->def()->op() == OpCode::BroadcastInDim) {
+    // broadcast_in_dim(x, d) transposed by perm^-1 is broadcast_in_dim(x, perm.d).
+    std::vector<int64_t> dims;
+    for (int64_t d : v->def()->attrInts("dims")) dims.push_back(perm[static_cast<size_t>(d)]);
+    return b.broadcastInDim(v->def()->operand(0), permuteShape(v->type().dims(), inv), dims);
+  }
+  return b.transpose(v, inv);
+}
+
+bool isElementwise(const Node* n) {
+  OpClass c = n->info().opClass;
+  return c == OpClass::ElementwiseUnary || c == OpClass::ElementwiseBinary ||
+         c == OpClass::ElementwiseTernary;
+}
+
+// op(transpose(a, p), ...) -> transpose(op(a, ...), p)
+bool sinkThroughElementwise(Node* n) {
+  if (!isElementwise(n) || n->numResults() != 1) return false;
+  auto perm = sinkablePermutation(n);
+  if (!perm) return false;
+  Builder b = builderBefore(n);
+  std::vector<Value*> operands;
+  for (Value* v : n->operands()) operands.push_back(untransposed(b, v, *perm));
+  const TensorType& t = n->result()->type();
+  TensorType declared = t.withDims(permuteShape(t.dims(), inversePermutation(*perm)));
+  Value* inner = b.op(n->op(), operands, n->attrs(), {declared});
+  Value* out = inner ? b.transpose(inner, *perm) : nullptr;
+  KILN_CHECK(out, "sinking a transpose below " + n->describe() + " failed: " + b.status().str());
+  rewrite::replaceValue(n->result(), out);
+  rewrite::eraseIfDead(n);
+  return true;
+}
+
+// reduce(transpose(a, p), dims) -> transpose(reduce(a, p(dims)), q), q the order the kept
+// dimensions had (often the identity, e.g. global pooling of NHWC data into [N, C]).
+bool sinkThroughReduce(Node* n) {
+  std::vector<int64_t> perm;
+  Value* t = n->operand(0);
+  if (!transposeOf(t, perm) || !onlyUser(t, n)) return false;
+  std::vector<int64_t> dims = n->attrInts("dims"), newDims, keptSources, kept;
+  for (int64_t d : dims) newDims.push_back(perm[static_cast<size_t>(d)]);
+  std::sort(newDims.begin(), newDims.end());
+  for (int64_t i = 0; i < static_cast<int64_t>(perm.size()); ++i)
+    if (std::find(dims.begin(), dims.end(), i) == dims.end()) keptSources.push_back(perm[i]);
+  kept = keptSources;
+  std::sort(kept.begin(), kept.end());
+  std::vector<int64_t> q;
+  for (int64_t s : keptSources) q.push_back(std::find(kept.begin(), kept.end(), s) - kept.begin());
+  Builder b = builderBefore(n);
+  AttrMap attrs = n->attrs();
+  attrs["dims"] = intsAttr(newDims);
+  Value* inner = b.op(OpCode::Reduce, {t->def()->operand(0)}, std::move(attrs));
+  Value* out = inner ? transposeUnlessIdentity(b, inner, q) : nullptr;
+  KILN_CHECK(out, "sinking a transpose below " + n->describe() + " failed: " + b.status().str());
+  rewrite::replaceValue(n->result(), out);
+  rewrite::eraseIfDead(n);
+  return true;
+}
+
+// reduce_window(transpose(a, p)) -> transpose(reduce_window(a) with per-dim attributes moved
+// to a's dimensions, p)
+bool sinkThroughReduceWindow(Node* n) {
+  std::vector<int64_t> perm;
+  Value* t = n->operand(0);
+  if (!transposeOf(t, perm) || !onlyUser(t, n)) return false;
+  AttrMap attrs = n->attrs();
+  for (const char* name : {"window_dimensions", "window_strides", "base_dilations",
+                           "window_dilations", "padding_low", "padding_high"}) {
+    if (!hasAttr(attrs, name)) continue;
+    std::vector<int64_t> old = n->attrInts(name), moved(old.size());
+    if (old.size() != perm.size()) return false;
+    for (size_t i = 0; i < perm.size(); ++i) moved[static_cast<size_t>(perm[i])] = old[i];
+    attrs[name] = intsAttr(moved);
+  }
+  const TensorType& y = n->result()->type();
+  TensorType declared = y.withDims(permuteShape(y.dims(), inversePermutation(perm)));
+  Builder b = builderBefore(n);
+  Value* inner = b.op(OpCode::ReduceWindow, {t->def()->operand(0)}, std::move(attrs), {declared});
+  Value* out = inner ? b.transpose(inner, perm) : nullptr;
+  KILN_CHECK(out, "sinking a transpose below " + n->describe() + " failed: " + b.status().str());
+  rewrite::replaceValue(n->result(), out);
+  rewrite::eraseIfDead(n);
+  return true;
+}
+
+// transpose(transpose(x, p), q) -> transpose(x, p.q), or x for an inverse pair;
+// transpose(x, identity) -> x.
+bool mergeTransposes(Node* n) {
+  std::vector<int64_t> inner, outer = n->attrInts("permutation");
+  Value* x = n->operand(0);
+  std::vector<int64_t> q = outer;
+  if (transposeOf(x, inner)) {
+    q = rewrite::composePermutations(inner, outer);
+    x = x->def()->operand(0);
+  } else if (!rewrite::isIdentityPermutation(outer)) {
+    return false;
+  }
+  Builder b = builderBefore(n);
+  Value* out = transposeUnlessIdentity(b, x, q);
+  KILN_CHECK(out, "merging transposes at " + n->describe() + " failed: " + b.status().str());
+  rewrite::replaceValue(n->result(), out);
+  rewrite::eraseIfDead(n);
+  return true;
+}
+
+bool moveTransposes(Node* n) {
+  switch (n->op()) {
+    case OpCode::Transpose: return mergeTransposes(n);
+    case OpCode::Reduce: return sinkThroughReduce(n);
+    case OpCode::ReduceWindow: return sinkThroughReduceWindow(n);
+    default: return sinkThroughElementwise(n);
+  }
+}
+
+bool assignInFunction(Function& f, const LayoutTarget& target) {
+  bool changed = false;
+  std::vector<Node*> order;
+  for (const auto& n : f.nodes()) order.push_back(n.get());
+  if (target.convolution != ConvLayout::Keep)
+    for (Node* n : order)
+      if (n->op() == OpCode::Convolution)
+        changed = convertConvolution(n, target.convolution) || changed;
+  // Every sink moves a transpose below one more op, and merges only remove transposes, so the
+  // sweeps end; the bound guards against a rule cycle, which would be a bug.
+  constexpr int kMaxSweeps = 256;
+  for (int sweep = 0; sweep < kMaxSweeps; ++sweep) {
+    order.clear();
+    for (const auto& n : f.nodes()) order.push_back(n.get());
+    bool moved = false;
+    // Rewriting `n` erases only `n` and producers before it, so later entries stay valid.
+    for (Node* n : order) moved = moveTransposes(n) || moved;
+    if (!moved) break;
+    changed = true;
+  }
+  return changed;
+}
+
+class LayoutAssignmentPass : public Pass {
+ public:
+  explicit LayoutAssignmentPass(LayoutTarget t) : target_(t) {}
+  std::string name() const override { return "layout-assignment"; }
+  std::string description() const override {
+    return "put convolutions in the target's layout and sink the transposes to the graph's edges";
+  }
+  StatusOr<bool> run(Module& m) override { return assignLayout(m, target_); }
+
+ private:
+  LayoutTarget target_;
+};
+
+}  // namespace
+
+StatusOr<LayoutTarget> parseLayoutTarget(std::string_view text) {
+  if (text == "nhwc") return LayoutTarget{ConvLayout::ChannelsLast};
+  if (text == "nchw") return LayoutTarget{ConvLayout::ChannelsFirst};
+  if (text == "keep") return LayoutTarget{ConvLayout::Keep};
+  return Status::error("unknown layout target '" + std::string(text) +
+                       "' (expected nhwc, nchw or keep)");
+}
+
+StatusOr<bool> assignLayout(Module& m, const LayoutTarget& target) {
+  bool changed = false;
+  for (const auto& f : m.functions()) changed = assignInFunction(*f, target) || changed;
+  return changed;
+}
+
+StatusOr<bool> assignLayoutForCpu(Module& m) { return assignLayout(m, LayoutTarget::cpu()); }
+
+std::unique_ptr<Pass> makeLayoutAssignmentPass(LayoutTarget target) {
+  return std::make_unique<LayoutAssignmentPass>(target);
+}
+
+}  // namespace kiln

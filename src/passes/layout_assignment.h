@@ -1,0 +1,56 @@
+// layout-assignment: puts convolutions in the layout the target prefers and moves the transposes
+// this needs to the edges of the graph.
+#pragma once
+
+#include <memory>
+#include <string_view>
+
+#include "ir/ir.h"
+#include "passes/pass.h"
+#include "support/status.h"
+
+namespace kiln {
+
+// Where a convolution wants its feature dimension.
+enum class ConvLayout {
+  Keep,           // leave every convolution as it is
+  ChannelsFirst,  // NCHW input/output, OIHW kernel: "bf01_oi01->bf01"
+  ChannelsLast,   // NHWC input/output, HWIO kernel: "b01f_01io->b01f"
+};
+
+// What a backend prefers. New preferences (matmul operand layouts, blocked formats) go here as
+// fields, not as flags of the pass.
+struct LayoutTarget {
+  ConvLayout convolution = ConvLayout::ChannelsLast;
+
+  // The CPU backend (oneDNN and the vectorised loops read channels contiguously): NHWC.
+  static LayoutTarget cpu() { return LayoutTarget{ConvLayout::ChannelsLast}; }
+};
+
+// "nhwc" (channels last), "nchw" (channels first) or "keep" (kiln-opt --layout-assignment=nchw).
+StatusOr<LayoutTarget> parseLayoutTarget(std::string_view text);
+
+// Rewrites every convolution whose dimension_numbers differ from the target's into one in the
+// target layout, with transposes of its input and kernel before it and of its result after it, so
+// each rewrite keeps the value the rest of the graph sees. Then it sinks transposes toward the
+// outputs: through elementwise ops (when at least one transposed operand has no other user and
+// the other operands are transposed the same way, scalars, broadcasts or constants), through
+// reduce and reduce_window; and it merges transpose pairs (an inverse pair disappears). A chain of
+// convolutions with elementwise ops and pooling between them thus keeps transposes only where the
+// graph starts and ends. Returns whether anything changed.
+//
+// Needs: a verified module.
+// Leaves true: the module verifies; every convolution with rank >= 3 is in the target layout
+// (unless Keep); results are unchanged bit for bit (only data movement was added or removed).
+// Transposes of constants (the kernels) are left for constant-fold.
+// Does not: choose layouts for other ops (dot_general, pooling by itself); move transposes
+// upward toward the inputs; push transposes through reshapes.
+StatusOr<bool> assignLayout(Module& m, const LayoutTarget& target);
+
+// The registry entry: the CPU target.
+StatusOr<bool> assignLayoutForCpu(Module& m);
+
+// The pass object for another target (kiln-opt --layout-assignment=nchw).
+std::unique_ptr<Pass> makeLayoutAssignmentPass(LayoutTarget target);
+
+}  // namespace kiln

@@ -1,0 +1,79 @@
+// The pass manager: runs passes in order with instrumentation (verification, IR dumps, timing,
+// printing after chosen passes). The pipeline (pipeline.h) and kiln-opt both run passes through it.
+#pragma once
+
+#include <chrono>
+#include <iosfwd>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ir/ir.h"
+#include "passes/pass.h"
+#include "support/status.h"
+
+namespace kiln {
+
+struct PassManagerOptions {
+  // Verify the module after every pass. Always on in debug builds (!NDEBUG).
+  bool verifyEach = false;
+  // When set, the IR is written there before the first pass (00-input.kir) and after every pass
+  // (01-<pass>.kir, 02-<pass>.kir, ...). The files are complete .kir modules that parse back.
+  std::string dumpDir;
+  // Collect the wall time of every pass run; timingReport() formats it.
+  bool timePasses = false;
+  // Names of passes whose output is printed to `printStream` (stderr by default) after they run;
+  // "all" prints after every pass. A pass that changed nothing is printed too, so a missing
+  // printout never hides a pass that ran.
+  std::set<std::string> printAfter;
+  std::ostream* printStream = nullptr;
+};
+
+// A pass spec is a flag name, optionally with options after '=':
+//   "dce", "specialize-shapes=N=1,S=128", "layout-assignment=nchw".
+// Passes that take options are created here; every other name goes to the registry (pass.h).
+StatusOr<std::unique_ptr<Pass>> createPassFromSpec(const std::string& spec);
+
+class PassManager {
+ public:
+  explicit PassManager(PassManagerOptions options = {});
+
+  const PassManagerOptions& options() const { return options_; }
+
+  // Appends a pass to the list that run() runs.
+  void addPass(std::unique_ptr<Pass> pass);
+  // Appends the pass named by `spec` (see createPassFromSpec); an error names an unknown pass.
+  Status addPass(const std::string& spec);
+
+  // Runs the list in order; returns whether any pass changed the module.
+  StatusOr<bool> run(Module& m);
+  // Runs one pass with the instrumentation. Errors are prefixed with the pass name; a module
+  // that no longer verifies is an error naming the pass that broke it.
+  StatusOr<bool> runPass(Pass& pass, Module& m);
+  // Same, for a registered pass given by spec.
+  StatusOr<bool> runPass(const std::string& spec, Module& m);
+
+  // The timing table: one row per pass name (runs, how many changed the module, total
+  // milliseconds, share of the total), in order of first run; empty when nothing was timed.
+  std::string timingReport() const;
+
+ private:
+  struct PassTiming {
+    std::string name;
+    int runs = 0;
+    int changed = 0;
+    double ms = 0;
+  };
+
+  Status dump(const Module& m, const std::string& label);
+  void recordTiming(const std::string& name, bool changed, double ms);
+  bool shouldVerify() const;
+
+  PassManagerOptions options_;
+  std::vector<std::unique_ptr<Pass>> passes_;
+  std::vector<PassTiming> timings_;
+  int dumpIndex_ = 0;
+};
+
+}  // namespace kiln

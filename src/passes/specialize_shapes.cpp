@@ -1,0 +1,127 @@
+// specialize-shapes: checks the bindings against the module, then hands them to the shape solver
+// (shape_solver.h), function by function.
+#include "passes/specialize_shapes.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <set>
+
+#include "passes/shape_solver.h"
+
+namespace kiln {
+namespace {
+
+std::set<std::string> moduleSymbols(const Module& m) {
+  std::set<std::string> out;
+  for (const auto& f : m.functions())
+    for (const auto& n : f->nodes())
+      for (size_t i = 0; i < n->numResults(); ++i)
+        for (const Dim& d : n->result(i)->type().dims())
+          if (d.isSymbolic()) out.insert(d.symbolName());
+  return out;
+}
+
+bool isSymbolName(std::string_view s) {
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+  return true;
+}
+
+class SpecializeShapesPass : public Pass {
+ public:
+  explicit SpecializeShapesPass(SymbolBindings b) : bindings_(std::move(b)) {}
+  std::string name() const override { return "specialize-shapes"; }
+  std::string description() const override {
+    return "substitute concrete extents for symbols (specialize-shapes=N=1,S=128)";
+  }
+  StatusOr<bool> run(Module& m) override { return specializeShapes(m, bindings_); }
+
+ private:
+  SymbolBindings bindings_;
+};
+
+}  // namespace
+
+StatusOr<SymbolBindings> parseSymbolBindings(std::string_view text) {
+  if (text.empty()) return Status::error("no symbol bindings given (expected e.g. N=1,S=128)");
+  SymbolBindings out;
+  for (size_t start = 0; start <= text.size();) {
+    size_t comma = std::min(text.find(',', start), text.size());
+    std::string_view entry = text.substr(start, comma - start);
+    start = comma + 1;
+    size_t eq = entry.find('=');
+    std::string_view name = entry.substr(0, eq);
+    std::string_view number =
+        eq == std::string_view::npos ? std::string_view() : entry.substr(eq + 1);
+    int64_t v = -1;
+    auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), v);
+    if (!isSymbolName(name) || number.empty() || ec != std::errc() ||
+        end != number.data() + number.size() || v < 0 || v > kMaxElements)
+      return Status::error("bad symbol binding '" + std::string(entry) +
+                           "': expected NAME=EXTENT with 0 <= EXTENT <= 2^40, e.g. N=8");
+    if (!out.emplace(std::string(name), v).second)
+      return Status::error("symbol " + std::string(name) + " is bound twice");
+  }
+  return out;
+}
+
+StatusOr<SymbolBindings> bindingsFromInputShapes(const Function& f,
+                                                 const std::vector<std::vector<int64_t>>& shapes) {
+  if (shapes.size() != f.numParameters())
+    return Status::error("@" + f.name() + " takes " + std::to_string(f.numParameters()) +
+                         " inputs, got " + std::to_string(shapes.size()) + " shapes");
+  SymbolBindings out;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const Value* p = f.parameter(i);
+    const TensorType& t = p->type();
+    std::string who =
+        "input " + std::to_string(i) + (p->name().empty() ? "" : " ('" + p->name() + "')");
+    std::string got = "[";
+    for (size_t j = 0; j < shapes[i].size(); ++j)
+      got += (j ? "," : "") + std::to_string(shapes[i][j]);
+    got += "]";
+    if (static_cast<int64_t>(shapes[i].size()) != t.rank())
+      return Status::error(who + ": expected a shape for " + t.str() + ", got " + got);
+    for (size_t j = 0; j < shapes[i].size(); ++j) {
+      const Dim& d = t.dim(j);
+      int64_t e = shapes[i][j];
+      if (e < 0 || (d.isStatic() && d.value() != e))
+        return Status::error(who + ": expected a shape for " + t.str() + ", got " + got);
+      if (d.isStatic()) continue;
+      auto [it, inserted] = out.emplace(d.symbolName(), e);
+      if (!inserted && it->second != e)
+        return Status::error(who + ": symbol " + d.symbolName() + " is " + std::to_string(e) +
+                             " here but " + std::to_string(it->second) + " in an earlier input");
+    }
+  }
+  return out;
+}
+
+StatusOr<bool> specializeShapes(Module& m, const SymbolBindings& bindings) {
+  std::set<std::string> known = moduleSymbols(m);
+  for (const auto& [symbol, extent] : bindings) {
+    if (known.count(symbol)) continue;
+    std::string list;
+    for (const std::string& s : known) list += (list.empty() ? "" : ", ") + s;
+    return Status::error("symbol " + symbol + " does not appear in the module (its symbols: " +
+                         (list.empty() ? "none" : list) + ")");
+  }
+  bool changed = false;
+  for (const auto& f : m.functions()) {
+    KILN_ASSIGN_OR_RETURN(bool c, shapes::resolveFunctionShapes(*f, bindings));
+    changed = changed || c;
+  }
+  return changed;
+}
+
+std::unique_ptr<Pass> makeSpecializeShapesPass(SymbolBindings bindings) {
+  return std::make_unique<SpecializeShapesPass>(std::move(bindings));
+}
+
+StatusOr<bool> specializeShapesWithoutBindings(Module&) {
+  return Status::error("specialize-shapes needs bindings: --specialize-shapes=N=1,S=128");
+}
+
+}  // namespace kiln

@@ -1,0 +1,171 @@
+// algebraic-simplify's float policy (exact for every input, NaN, infinities and subnormals
+// included, up to the sign of zero), constant-fold's options, and cse on constants.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <limits>
+
+#include "interp/interpreter.h"
+#include "ir/text/text.h"
+#include "passes/algebraic_simplify.h"
+#include "passes/constant_fold.h"
+#include "passes/cse.h"
+
+namespace kiln {
+namespace {
+
+std::unique_ptr<Module> parse(const std::string& text) {
+  auto m = parseModule(text, "test.kir");
+  EXPECT_TRUE(m.isOk()) << m.status().str();
+  return m ? std::move(*m) : nullptr;
+}
+
+size_t countOp(const Function& f, OpCode op) {
+  size_t n = 0;
+  for (const auto& node : f.nodes()) n += node->op() == op ? 1 : 0;
+  return n;
+}
+
+// Every float rule on one input vector of special values; each output is one rule's chain.
+const char* kFloatRules =
+    R"(func @main(%x: f32[8]) -> (f32[8], f32[8], f32[8], f32[8], f32[8], f32[8], f32[8], f32[8], f32[8], f32[8]) {
+  %z = f32[] constant() {value = [0.0]}
+  %zb = f32[8] broadcast_in_dim(%z) {dims = []}
+  %one = f32[] constant() {value = [1.0]}
+  %oneb = f32[8] broadcast_in_dim(%one) {dims = []}
+  %m1 = f32[] constant() {value = [-1.0]}
+  %m1b = f32[8] broadcast_in_dim(%m1) {dims = []}
+  %q = f32[] constant() {value = [0.25]}
+  %qb = f32[8] broadcast_in_dim(%q) {dims = []}
+  %big = f32[] constant() {value = [1.7014118e+38]}
+  %bigb = f32[8] broadcast_in_dim(%big) {dims = []}
+  %a = f32[8] add(%x, %zb)
+  %s = f32[8] sub(%x, %zb)
+  %m = f32[8] mul(%oneb, %x)
+  %d = f32[8] div(%x, %oneb)
+  %d4 = f32[8] div(%x, %qb)
+  %dbig = f32[8] div(%x, %bigb)
+  %n = f32[8] mul(%x, %m1b)
+  %p = f32[8] pow(%x, %oneb)
+  %nn1 = f32[8] neg(%x)
+  %nn = f32[8] neg(%nn1)
+  %neg = f32[8] neg(%x)
+  %an = f32[8] add(%x, %neg)
+  return %a, %s, %m, %d, %d4, %dbig, %n, %p, %nn, %an
+}
+)";
+
+bool sameFloat(float a, float b) {
+  if (std::isnan(a)) return std::isnan(b);
+  if (a == 0 && b == 0) return true;  // the stated exception: the sign of a zero may change
+  return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b);
+}
+
+TEST(AlgebraicSimplify, FloatRulesAreExactOnSpecialValues) {
+  auto before = parse(kFloatRules);
+  auto after = parse(kFloatRules);
+  auto changed = algebraicSimplify(*after);
+  ASSERT_TRUE(changed.isOk()) << changed.status().str();
+  EXPECT_TRUE(*changed);
+  // Every division goes: by 1 (identity), by 0.25 and by 2^127 (powers of two whose reciprocals
+  // f32 holds exactly, 2^-127 as a subnormal). add(x, neg(x)) became sub(x, x), which stays.
+  EXPECT_EQ(countOp(*after->entry(), OpCode::Div), 0u) << printModule(*after);
+  EXPECT_EQ(countOp(*after->entry(), OpCode::Pow), 0u) << printModule(*after);
+  float inf = std::numeric_limits<float>::infinity();
+  Tensor x(DType::F32, {8});
+  float values[8] = {std::numeric_limits<float>::quiet_NaN(),
+                     inf,
+                     -inf,
+                     -0.0f,
+                     1.5f,
+                     -3.0e38f,
+                     1.0e-45f,
+                     6.0e-39f};
+  for (int i = 0; i < 8; ++i) x.mutableData<float>()[i] = values[i];
+  auto ref = interpret(*before->entry(), std::vector<Tensor>{x});
+  auto got = interpret(*after->entry(), std::vector<Tensor>{x});
+  ASSERT_TRUE(ref.isOk()) << ref.status().str();
+  ASSERT_TRUE(got.isOk()) << got.status().str();
+  for (size_t o = 0; o < ref->size(); ++o)
+    for (int i = 0; i < 8; ++i)
+      EXPECT_TRUE(sameFloat((*ref)[o].data<float>()[i], (*got)[o].data<float>()[i]))
+          << "output " << o << " input " << values[i] << ": " << (*ref)[o].data<float>()[i]
+          << " vs " << (*got)[o].data<float>()[i];
+}
+
+TEST(AlgebraicSimplify, IntegerRulesWrapLikeTheOps) {
+  const char* text = R"(func @main(%i: i32[4]) -> (i32[4], i32[4], i32[4]) {
+  %z = i32[4] constant() {value = [0, 0, 0, 0]}
+  %m1 = i32[4] constant() {value = [-1, -1, -1, -1]}
+  %a = i32[4] mul(%i, %z)
+  %b = i32[4] sub(%i, %i)
+  %c = i32[4] mul(%i, %m1)
+  return %a, %b, %c
+}
+)";
+  auto before = parse(text);
+  auto after = parse(text);
+  ASSERT_TRUE(algebraicSimplify(*after).isOk());
+  EXPECT_EQ(countOp(*after->entry(), OpCode::Mul), 0u) << printModule(*after);
+  EXPECT_EQ(countOp(*after->entry(), OpCode::Sub), 0u) << printModule(*after);
+  Tensor i(DType::I32, {4});
+  int32_t values[4] = {std::numeric_limits<int32_t>::min(), -7, 0,
+                       std::numeric_limits<int32_t>::max()};
+  for (int k = 0; k < 4; ++k) i.mutableData<int32_t>()[k] = values[k];
+  auto ref = interpret(*before->entry(), std::vector<Tensor>{i});
+  auto got = interpret(*after->entry(), std::vector<Tensor>{i});
+  ASSERT_TRUE(ref.isOk() && got.isOk());
+  for (size_t o = 0; o < ref->size(); ++o)
+    EXPECT_TRUE((*ref)[o].identical((*got)[o])) << "output " << o;
+}
+
+TEST(AlgebraicSimplify, EveryRuleHasAFormula) {
+  std::vector<std::string> rules = algebraicSimplifyRules();
+  EXPECT_GE(rules.size(), 30u);
+  for (const std::string& r : rules) EXPECT_NE(r.find("->"), std::string::npos) << r;
+}
+
+TEST(ConstantFold, OptionsBoundTheResultSize) {
+  const char* text = R"(func @main() -> (f32[64]) {
+  %a = f32[64] constant() {value = splat(2.0)}
+  %b = f32[64] constant() {value = splat(3.0)}
+  %c = f32[64] mul(%a, %b)
+  return %c
+}
+)";
+  auto m = parse(text);
+  ConstantFoldOptions tight;
+  tight.maxResultElements = 32;
+  auto r = constantFold(*m, tight);
+  ASSERT_TRUE(r.isOk());
+  EXPECT_FALSE(*r) << "64 elements are above the cap of 32";
+  auto r2 = constantFold(*m);
+  ASSERT_TRUE(r2.isOk());
+  EXPECT_TRUE(*r2);
+  const Tensor& t = m->entry()->outputs()[0]->def()->constantData().tensor;
+  EXPECT_EQ(t.getDouble(63), 6.0);
+}
+
+TEST(Cse, EqualConstantsMergeWhateverTheirNames) {
+  // Two out-of-line entries with the same bytes (pool names differ): one constant remains.
+  std::string hex(64 * 8, '0');
+  std::string text = "func @main() -> (f32[64]) {\n"
+                     "  %a = f32[64] constant() {value = @w1}\n"
+                     "  %b = f32[64] constant() {value = @w2}\n"
+                     "  %c = f32[64] add(%a, %b)\n"
+                     "  return %c\n}\n"
+                     "data @w1 = f32[64] 0x" +
+                     hex + "\ndata @w2 = f32[64] 0x" + hex + "\n";
+  auto m = parse(text);
+  auto r = eliminateCommonSubexpressions(*m);
+  ASSERT_TRUE(r.isOk());
+  EXPECT_TRUE(*r);
+  EXPECT_EQ(countOp(*m->entry(), OpCode::Constant), 1u) << printModule(*m);
+  auto again = eliminateCommonSubexpressions(*m);
+  ASSERT_TRUE(again.isOk());
+  EXPECT_FALSE(*again);
+}
+
+}  // namespace
+}  // namespace kiln
