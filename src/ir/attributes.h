@@ -22,9 +22,9 @@ struct ConstantData {
 // The order matches AttrValue's alternatives.
 enum class AttrKind : uint8_t { Int, Float, Bool, Enum, Ints, Floats, DType, String, Tensor };
 
-using AttrValue = std::variant<int64_t, double, bool, std::string /*enum word*/,
-                               std::vector<int64_t>, std::vector<double>, DType,
-                               std::string /*free string*/, ConstantData>;
+using AttrValue =
+    std::variant<int64_t, double, bool, std::string /*enum word*/, std::vector<int64_t>,
+                 std::vector<double>, DType, std::string /*free string*/, ConstantData>;
 
 inline AttrKind attrKind(const AttrValue& v) { return static_cast<AttrKind>(v.index()); }
 const char* attrKindName(AttrKind k);

@@ -136,8 +136,8 @@ Value* Builder::concatenate(std::vector<Value*> xs, int64_t dimension) {
   return op(OpCode::Concatenate, std::move(xs), {{"dimension", intAttr(dimension)}});
 }
 
-Value* Builder::pad(Value* x, Value* padValue, std::vector<int64_t> low,
-                    std::vector<int64_t> high, std::vector<int64_t> interior) {
+Value* Builder::pad(Value* x, Value* padValue, std::vector<int64_t> low, std::vector<int64_t> high,
+                    std::vector<int64_t> interior) {
   AttrMap a{{"low", intsAttr(std::move(low))}, {"high", intsAttr(std::move(high))}};
   if (!interior.empty()) a["interior"] = intsAttr(std::move(interior));
   return op(OpCode::Pad, {x, padValue}, std::move(a));

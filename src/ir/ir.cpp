@@ -78,8 +78,7 @@ void Function::erase(Node* n) {
     auto& u = n->operands_[i]->uses_;
     u.erase(std::find(u.begin(), u.end(), Use{n, static_cast<unsigned>(i)}));
   }
-  if (n->op() == OpCode::Parameter)
-    params_.erase(std::find(params_.begin(), params_.end(), n));
+  if (n->op() == OpCode::Parameter) params_.erase(std::find(params_.begin(), params_.end(), n));
   nodes_.erase(n->self_);
 }
 

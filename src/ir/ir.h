@@ -43,7 +43,8 @@ class Value {
  private:
   friend class Node;
   friend class Function;
-  Value(Node* def, unsigned index, TensorType type) : def_(def), index_(index), type_(std::move(type)) {}
+  Value(Node* def, unsigned index, TensorType type)
+      : def_(def), index_(index), type_(std::move(type)) {}
   Node* def_;
   unsigned index_;
   TensorType type_;

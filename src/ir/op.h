@@ -87,8 +87,10 @@ double getFloat(OpCode op, const AttrMap& a, const char* name);
 bool getBool(OpCode op, const AttrMap& a, const char* name);
 const std::string& getEnum(OpCode op, const AttrMap& a, const char* name);
 // A list attribute, or `fallback` when absent.
-std::vector<int64_t> getInts(const AttrMap& a, const char* name, std::vector<int64_t> fallback = {});
-std::vector<double> getFloats(const AttrMap& a, const char* name, std::vector<double> fallback = {});
+std::vector<int64_t> getInts(const AttrMap& a, const char* name,
+                             std::vector<int64_t> fallback = {});
+std::vector<double> getFloats(const AttrMap& a, const char* name,
+                              std::vector<double> fallback = {});
 bool hasAttr(const AttrMap& a, const char* name);
 
 // Convolution dimension numbers, spelled as in StableHLO's text: "bf01_oi01->bf01" (b batch,

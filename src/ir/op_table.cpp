@@ -15,11 +15,15 @@ AttrSpec req(const char* name, AttrKind kind, std::vector<const char*> words = {
 AttrSpec opt(const char* name, AttrKind kind) {
   return AttrSpec{name, kind, false, std::nullopt, {}};
 }
-AttrSpec optInt(const char* name, int64_t d) { return AttrSpec{name, K::Int, false, intAttr(d), {}}; }
+AttrSpec optInt(const char* name, int64_t d) {
+  return AttrSpec{name, K::Int, false, intAttr(d), {}};
+}
 AttrSpec optFloat(const char* name, double d) {
   return AttrSpec{name, K::Float, false, floatAttr(d), {}};
 }
-AttrSpec optBool(const char* name, bool d) { return AttrSpec{name, K::Bool, false, boolAttr(d), {}}; }
+AttrSpec optBool(const char* name, bool d) {
+  return AttrSpec{name, K::Bool, false, boolAttr(d), {}};
+}
 AttrSpec optEnum(const char* name, const char* d, std::vector<const char*> words) {
   return AttrSpec{name, K::Enum, false, enumAttr(d), std::move(words)};
 }
@@ -36,22 +40,53 @@ Extra extraFor(OpCode op) {
     case OpCode::Parameter: return {{req("index", K::Int)}, inferDeclared};
     case OpCode::Iota: return {{req("dimension", K::Int)}, inferIota};
 
-    case OpCode::Abs: case OpCode::Neg: case OpCode::Sign:
-    case OpCode::Floor: case OpCode::Ceil: case OpCode::RoundNearestEven:
-    case OpCode::Exp: case OpCode::Expm1: case OpCode::Log: case OpCode::Log1p:
-    case OpCode::Sqrt: case OpCode::Rsqrt: case OpCode::Sin: case OpCode::Cos: case OpCode::Tan:
-    case OpCode::Asin: case OpCode::Acos: case OpCode::Atan: case OpCode::Sinh: case OpCode::Cosh:
-    case OpCode::Asinh: case OpCode::Acosh: case OpCode::Atanh: case OpCode::Tanh:
-    case OpCode::Erf: case OpCode::Sigmoid: case OpCode::Not:
-    case OpCode::IsFinite: case OpCode::IsInf: case OpCode::IsNan:
-      return {{}, inferUnary};
+    case OpCode::Abs:
+    case OpCode::Neg:
+    case OpCode::Sign:
+    case OpCode::Floor:
+    case OpCode::Ceil:
+    case OpCode::RoundNearestEven:
+    case OpCode::Exp:
+    case OpCode::Expm1:
+    case OpCode::Log:
+    case OpCode::Log1p:
+    case OpCode::Sqrt:
+    case OpCode::Rsqrt:
+    case OpCode::Sin:
+    case OpCode::Cos:
+    case OpCode::Tan:
+    case OpCode::Asin:
+    case OpCode::Acos:
+    case OpCode::Atan:
+    case OpCode::Sinh:
+    case OpCode::Cosh:
+    case OpCode::Asinh:
+    case OpCode::Acosh:
+    case OpCode::Atanh:
+    case OpCode::Tanh:
+    case OpCode::Erf:
+    case OpCode::Sigmoid:
+    case OpCode::Not:
+    case OpCode::IsFinite:
+    case OpCode::IsInf:
+    case OpCode::IsNan: return {{}, inferUnary};
     case OpCode::Convert: return {{}, inferConvert};
 
-    case OpCode::Add: case OpCode::Sub: case OpCode::Mul: case OpCode::Div: case OpCode::Rem:
-    case OpCode::Pow: case OpCode::Max: case OpCode::Min: case OpCode::Atan2:
-    case OpCode::And: case OpCode::Or: case OpCode::Xor: case OpCode::ShiftLeft:
-    case OpCode::ShiftRightArithmetic: case OpCode::ShiftRightLogical:
-      return {{}, inferBinary};
+    case OpCode::Add:
+    case OpCode::Sub:
+    case OpCode::Mul:
+    case OpCode::Div:
+    case OpCode::Rem:
+    case OpCode::Pow:
+    case OpCode::Max:
+    case OpCode::Min:
+    case OpCode::Atan2:
+    case OpCode::And:
+    case OpCode::Or:
+    case OpCode::Xor:
+    case OpCode::ShiftLeft:
+    case OpCode::ShiftRightArithmetic:
+    case OpCode::ShiftRightLogical: return {{}, inferBinary};
     case OpCode::Compare:
       return {{req("direction", K::Enum, {"eq", "ne", "lt", "le", "gt", "ge"})}, inferBinary};
 
@@ -82,8 +117,8 @@ Extra extraFor(OpCode op) {
     case OpCode::Resize:
       return {{req("mode", K::Enum, {"nearest", "linear", "cubic"}),
                optEnum("coordinate_transformation_mode", "half_pixel",
-                       {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel",
-                        "align_corners", "asymmetric", "tf_half_pixel_for_nn"}),
+                       {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
+                        "asymmetric", "tf_half_pixel_for_nn"}),
                optEnum("nearest_mode", "round_prefer_floor",
                        {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}),
                optFloat("cubic_coeff_a", -0.75), optBool("exclude_outside", false),
@@ -91,9 +126,11 @@ Extra extraFor(OpCode op) {
               inferResize};
 
     case OpCode::Reduce:
-      return {{req("dims", K::Ints), req("kind", K::Enum, {"sum", "prod", "max", "min", "and", "or"})},
-              inferReduce};
-    case OpCode::ArgMax: case OpCode::ArgMin:
+      return {
+          {req("dims", K::Ints), req("kind", K::Enum, {"sum", "prod", "max", "min", "and", "or"})},
+          inferReduce};
+    case OpCode::ArgMax:
+    case OpCode::ArgMin:
       return {{req("axis", K::Int), optBool("select_last_index", false)}, inferArgReduce};
     case OpCode::ReduceWindow:
       return {{req("kind", K::Enum, {"sum", "max", "min"}), req("window_dimensions", K::Ints),
@@ -104,8 +141,7 @@ Extra extraFor(OpCode op) {
     case OpCode::Cumsum:
       return {{req("axis", K::Int), optBool("exclusive", false), optBool("reverse", false)},
               inferCumsum};
-    case OpCode::Sort:
-      return {{req("dimension", K::Int), optBool("descending", false)}, inferSort};
+    case OpCode::Sort: return {{req("dimension", K::Int), optBool("descending", false)}, inferSort};
     case OpCode::TopK:
       return {{req("k", K::Int), req("axis", K::Int), optBool("largest", true)}, inferTopK};
 
@@ -120,7 +156,8 @@ Extra extraFor(OpCode op) {
                optInt("batch_group_count", 1), opt("dimension_numbers", K::String)},
               inferConvolution};
 
-    case OpCode::Softmax: case OpCode::LogSoftmax: return {{req("axis", K::Int)}, inferSoftmax};
+    case OpCode::Softmax:
+    case OpCode::LogSoftmax: return {{req("axis", K::Int)}, inferSoftmax};
     case OpCode::LayerNorm:
       return {{req("axis", K::Int), optFloat("epsilon", 1e-5)}, inferLayerNorm};
     case OpCode::BatchNormInference:
@@ -135,11 +172,11 @@ Extra extraFor(OpCode op) {
 std::array<OpInfo, kNumOps> buildTable() {
   std::array<OpInfo, kNumOps> t;
   size_t i = 0;
-#define KILN_OP(id, nm, cls, minOps, maxOps, results)                            \
-  {                                                                              \
-    Extra e = extraFor(OpCode::id);                                              \
-    t[i++] = OpInfo{OpCode::id, nm, OpClass::cls, minOps, maxOps, results,       \
-                    std::move(e.attrs), e.infer};                                \
+#define KILN_OP(id, nm, cls, minOps, maxOps, results)                  \
+  {                                                                    \
+    Extra e = extraFor(OpCode::id);                                    \
+    t[i++] = OpInfo{OpCode::id, nm,      OpClass::cls,       minOps,   \
+                    maxOps,     results, std::move(e.attrs), e.infer}; \
   }
 #include "ir/ops.def"
 #undef KILN_OP
@@ -159,8 +196,8 @@ const AttrValue* lookup(const AttrMap& a, const char* name) {
 const AttrValue& attrOrDefault(OpCode op, const AttrMap& a, const char* name) {
   if (const AttrValue* v = lookup(a, name)) return *v;
   const AttrSpec* s = findAttrSpec(op, name);
-  KILN_CHECK(s && s->defaultValue, std::string(opName(op)) + " has no attribute '" + name +
-                                       "' and no default for it");
+  KILN_CHECK(s && s->defaultValue,
+             std::string(opName(op)) + " has no attribute '" + name + "' and no default for it");
   return *s->defaultValue;
 }
 
@@ -201,12 +238,10 @@ StatusOr<std::vector<TensorType>> inferResultTypes(const InferInput& in) {
   std::string op(info.name);
   int n = static_cast<int>(in.operands.size());
   if (n < info.minOperands || (info.maxOperands >= 0 && n > info.maxOperands)) {
-    std::string want = info.minOperands == info.maxOperands
-                           ? std::to_string(info.minOperands)
-                           : info.maxOperands < 0
-                                 ? "at least " + std::to_string(info.minOperands)
-                                 : std::to_string(info.minOperands) + " to " +
-                                       std::to_string(info.maxOperands);
+    std::string want = info.minOperands == info.maxOperands ? std::to_string(info.minOperands)
+                       : info.maxOperands < 0 ? "at least " + std::to_string(info.minOperands)
+                                              : std::to_string(info.minOperands) + " to " +
+                                                    std::to_string(info.maxOperands);
     return Status::error(op + " takes " + want + " operands, got " + std::to_string(n));
   }
   for (const auto& [name, value] : in.attrs) {
@@ -243,7 +278,8 @@ StatusOr<std::vector<TensorType>> inferResultTypes(const InferInput& in) {
     for (const Dim& d : t.dims())
       if (d.isStatic()) staticDims.push_back(d.value());
     auto count = checkedNumElements(staticDims);
-    if (!count) return Status::error(op + " result type " + t.str() + ": " + count.status().message());
+    if (!count)
+      return Status::error(op + " result type " + t.str() + ": " + count.status().message());
   }
   auto r = info.infer(in);
   if (!r) {
@@ -304,7 +340,8 @@ StatusOr<ConvDimensionNumbers> parseConvDimensionNumbers(std::string_view s) {
       char c = part[i];
       if (c == a && seenA < 0) seenA = static_cast<int64_t>(i);
       else if (c == b && seenB < 0) seenB = static_cast<int64_t>(i);
-      else if (c >= '0' && c < '0' + static_cast<int>(ns) && sp[c - '0'] < 0) sp[c - '0'] = static_cast<int64_t>(i);
+      else if (c >= '0' && c < '0' + static_cast<int>(ns) && sp[c - '0'] < 0)
+        sp[c - '0'] = static_cast<int64_t>(i);
       else return false;
     }
     da = seenA;

@@ -85,18 +85,26 @@ enum class Accepts { Any, Numeric, Float, Integer, BoolOrInteger };
 
 Accepts accepts(OpCode op) {
   switch (op) {
-    case OpCode::Abs: case OpCode::Neg: case OpCode::Sign:
-    case OpCode::Add: case OpCode::Sub: case OpCode::Mul: case OpCode::Div: case OpCode::Rem:
-    case OpCode::Pow:
-      return Accepts::Numeric;
-    case OpCode::Not: case OpCode::And: case OpCode::Or: case OpCode::Xor:
-      return Accepts::BoolOrInteger;
-    case OpCode::ShiftLeft: case OpCode::ShiftRightArithmetic: case OpCode::ShiftRightLogical:
-      return Accepts::Integer;
-    case OpCode::Max: case OpCode::Min: case OpCode::Compare:
-      return Accepts::Any;
-    default:
-      return Accepts::Float;
+    case OpCode::Abs:
+    case OpCode::Neg:
+    case OpCode::Sign:
+    case OpCode::Add:
+    case OpCode::Sub:
+    case OpCode::Mul:
+    case OpCode::Div:
+    case OpCode::Rem:
+    case OpCode::Pow: return Accepts::Numeric;
+    case OpCode::Not:
+    case OpCode::And:
+    case OpCode::Or:
+    case OpCode::Xor: return Accepts::BoolOrInteger;
+    case OpCode::ShiftLeft:
+    case OpCode::ShiftRightArithmetic:
+    case OpCode::ShiftRightLogical: return Accepts::Integer;
+    case OpCode::Max:
+    case OpCode::Min:
+    case OpCode::Compare: return Accepts::Any;
+    default: return Accepts::Float;
   }
 }
 
@@ -105,12 +113,25 @@ Status checkAccepts(OpCode op, DType t) {
   const char* want = "";
   switch (accepts(op)) {
     case Accepts::Any: break;
-    case Accepts::Numeric: ok = isNumeric(t); want = "a numeric type"; break;
-    case Accepts::Float: ok = isFloat(t); want = "a float type"; break;
-    case Accepts::Integer: ok = isInteger(t); want = "an integer type"; break;
-    case Accepts::BoolOrInteger: ok = !isFloat(t); want = "bool or an integer type"; break;
+    case Accepts::Numeric:
+      ok = isNumeric(t);
+      want = "a numeric type";
+      break;
+    case Accepts::Float:
+      ok = isFloat(t);
+      want = "a float type";
+      break;
+    case Accepts::Integer:
+      ok = isInteger(t);
+      want = "an integer type";
+      break;
+    case Accepts::BoolOrInteger:
+      ok = !isFloat(t);
+      want = "bool or an integer type";
+      break;
   }
-  if (!ok) return err("operand must be " + std::string(want) + ", got " + std::string(dtypeName(t)));
+  if (!ok)
+    return err("operand must be " + std::string(want) + ", got " + std::string(dtypeName(t)));
   return Status::ok();
 }
 
@@ -193,7 +214,8 @@ Types inferBroadcastInDim(const InferInput& in) {
   const auto& dims = std::get<4>(in.attrs.at("dims"));
   if (r.dtype() != x.dtype()) return err("result dtype differs: " + x.str() + " to " + r.str());
   if (static_cast<int64_t>(dims.size()) != x.rank())
-    return err("dims " + listStr(dims) + " must have one entry per operand dimension of " + x.str());
+    return err("dims " + listStr(dims) + " must have one entry per operand dimension of " +
+               x.str());
   KILN_RETURN_IF_ERROR(checkAxes(dims, r.rank(), "dims"));
   for (size_t i = 0; i < dims.size(); ++i) {
     const Dim& from = x.dim(i);
@@ -330,8 +352,8 @@ Types inferConcatenate(const InferInput& in) {
       return err("operands must share dtype and rank, got " + first.str() + " and " + t.str());
     for (int64_t i = 0; i < t.rank(); ++i)
       if (i != dim && t.dim(i) != first.dim(i))
-        return err("operands differ outside dimension " + std::to_string(dim) + ": " +
-                   first.str() + " and " + t.str());
+        return err("operands differ outside dimension " + std::to_string(dim) + ": " + first.str() +
+                   " and " + t.str());
     if (t.dim(dim).isStatic()) total += t.dim(dim).value();
     else symbolic = true;
   }

@@ -104,7 +104,8 @@ Types inferGather(const InferInput& in) {
   KILN_RETURN_IF_ERROR(checkAxes(offsetDims, outRank, "offset_dims"));
   Shape out;
   size_t b = 0, w = 0;
-  for (int64_t i = 0; i < outRank; ++i) out.push_back(contains(offsetDims, i) ? window[w++] : is.batch[b++]);
+  for (int64_t i = 0; i < outRank; ++i)
+    out.push_back(contains(offsetDims, i) ? window[w++] : is.batch[b++]);
   return std::vector<TensorType>{x.withDims(std::move(out))};
 }
 
@@ -116,7 +117,8 @@ Types inferScatter(const InferInput& in) {
   const auto& inserted = ints(in, "inserted_window_dims");
   const auto& toOperand = ints(in, "scatter_dims_to_operand_dims");
   KILN_ASSIGN_OR_RETURN(IndexShape is, indexShape(in.operands[1], intOf(in, "index_vector_dim")));
-  KILN_RETURN_IF_ERROR(checkIndexMap(toOperand, is.vectorSize, x.rank(), "scatter_dims_to_operand_dims"));
+  KILN_RETURN_IF_ERROR(
+      checkIndexMap(toOperand, is.vectorSize, x.rank(), "scatter_dims_to_operand_dims"));
   KILN_RETURN_IF_ERROR(checkAxes(inserted, x.rank(), "inserted_window_dims"));
   KILN_RETURN_IF_ERROR(checkSorted(inserted, "inserted_window_dims"));
   KILN_RETURN_IF_ERROR(checkSorted(windowDims, "update_window_dims"));
@@ -168,7 +170,8 @@ Types inferReduce(const InferInput& in) {
   KILN_RETURN_IF_ERROR(checkAxes(dims, x.rank(), "dims"));
   const std::string& kind = getEnum(in.op, in.attrs, "kind");
   bool logical = kind == "and" || kind == "or";
-  if (logical != (x.dtype() == DType::Bool) && !(x.dtype() == DType::Bool && (kind == "max" || kind == "min")))
+  if (logical != (x.dtype() == DType::Bool) &&
+      !(x.dtype() == DType::Bool && (kind == "max" || kind == "min")))
     return err("kind '" + kind + "' does not apply to " + x.str());
   Shape out;
   for (int64_t i = 0; i < x.rank(); ++i)
@@ -205,7 +208,8 @@ Types inferReduceWindow(const InferInput& in) {
       return Dim(padded < dw ? 0 : (padded - dw) / strides[i] + 1);
     });
     if (!d) return d.status();
-    bool identity = window[i] == 1 && strides[i] == 1 && baseDil[i] == 1 && lo[i] == 0 && hi[i] == 0;
+    bool identity =
+        window[i] == 1 && strides[i] == 1 && baseDil[i] == 1 && lo[i] == 0 && hi[i] == 0;
     out.push_back(x.dim(i).isSymbolic() && identity ? x.dim(i) : *d);
   }
   return std::vector<TensorType>{x.withDims(std::move(out))};
@@ -298,13 +302,14 @@ Types inferConvolution(const InferInput& in) {
   KILN_RETURN_IF_ERROR(checkWindowAttrs({&strides, &lhsDil, &rhsDil}, {&lo, &hi}));
   int64_t groups = intOf(in, "feature_group_count"), batchGroups = intOf(in, "batch_group_count");
   if (groups < 1 || batchGroups < 1) return err("group counts must be positive");
-  const Dim &inF = x.dim(dn.inputFeature), &kIn = w.dim(dn.kernelInput), &kOut = w.dim(dn.kernelOutput);
+  const Dim &inF = x.dim(dn.inputFeature), &kIn = w.dim(dn.kernelInput),
+            &kOut = w.dim(dn.kernelOutput);
   const Dim& batch = x.dim(dn.inputBatch);
   if (!inF.isStatic() || !kIn.isStatic() || !kOut.isStatic())
     return err("feature dimensions must be static");
   if (kIn.value() * groups != inF.value())
-    return err("input features (" + inF.str() + ") must equal kernel input features (" +
-               kIn.str() + ") x feature_group_count (" + std::to_string(groups) + ")");
+    return err("input features (" + inF.str() + ") must equal kernel input features (" + kIn.str() +
+               ") x feature_group_count (" + std::to_string(groups) + ")");
   if (kOut.value() % groups != 0 || kOut.value() % batchGroups != 0)
     return err("kernel output features (" + kOut.str() + ") must be divisible by the group counts");
   if (batchGroups > 1 && (!batch.isStatic() || batch.value() % batchGroups != 0))
@@ -367,12 +372,16 @@ Types inferAttention(const InferInput& in) {
   if (k.dtype() != q.dtype() || v.dtype() != q.dtype()) return err("q, k and v must share a dtype");
   int64_t r = q.rank();
   if (r < 2 || k.rank() != r || v.rank() != r)
-    return err("q, k and v need one rank of at least 2, got " + q.str() + ", " + k.str() + ", " + v.str());
+    return err("q, k and v need one rank of at least 2, got " + q.str() + ", " + k.str() + ", " +
+               v.str());
   for (int64_t i = 0; i < r - 2; ++i)
     if (q.dim(i) != k.dim(i) || q.dim(i) != v.dim(i))
-      return err("q, k and v must share leading dimensions: " + q.str() + ", " + k.str() + ", " + v.str());
-  if (q.dim(r - 1) != k.dim(r - 1)) return err("q and k head sizes differ: " + q.str() + ", " + k.str());
-  if (k.dim(r - 2) != v.dim(r - 2)) return err("k and v sequence lengths differ: " + k.str() + ", " + v.str());
+      return err("q, k and v must share leading dimensions: " + q.str() + ", " + k.str() + ", " +
+                 v.str());
+  if (q.dim(r - 1) != k.dim(r - 1))
+    return err("q and k head sizes differ: " + q.str() + ", " + k.str());
+  if (k.dim(r - 2) != v.dim(r - 2))
+    return err("k and v sequence lengths differ: " + k.str() + ", " + v.str());
   Shape out = q.dims();
   out[r - 1] = v.dim(r - 1);
   if (in.operands.size() == 4) {

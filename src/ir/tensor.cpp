@@ -41,7 +41,7 @@ uint16_t floatToHalf(float f) {
   if (absx < 0x38800000u) {  // subnormal or zero in half
     // value = absx as float; half subnormal unit is 2^-24.
     float a = std::bit_cast<float>(absx);
-    float scaled = a * 16777216.0f;  // 2^24, exact
+    float scaled = a * 16777216.0f;                              // 2^24, exact
     uint32_t m = static_cast<uint32_t>(std::nearbyint(scaled));  // ties to even (default mode)
     return static_cast<uint16_t>(sign | m);
   }
@@ -116,7 +116,9 @@ void Tensor::setDouble(int64_t i, double v) {
     case DType::I32: reinterpret_cast<int32_t*>(p)[i] = saturatingCast<int32_t>(v); return;
     case DType::I64: reinterpret_cast<int64_t*>(p)[i] = saturatingCast<int64_t>(v); return;
     case DType::F16: reinterpret_cast<uint16_t*>(p)[i] = floatToHalf(static_cast<float>(v)); return;
-    case DType::BF16: reinterpret_cast<uint16_t*>(p)[i] = floatToBf16(static_cast<float>(v)); return;
+    case DType::BF16:
+      reinterpret_cast<uint16_t*>(p)[i] = floatToBf16(static_cast<float>(v));
+      return;
     case DType::F32: reinterpret_cast<float*>(p)[i] = static_cast<float>(v); return;
     case DType::F64: reinterpret_cast<double*>(p)[i] = v; return;
   }

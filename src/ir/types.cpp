@@ -90,8 +90,7 @@ StatusOr<int64_t> checkedNumElements(const std::vector<int64_t>& dims) {
   int64_t n = 1;
   for (int64_t d : dims) {
     if (d < 0) return Status::error("negative dimension " + std::to_string(d));
-    if (d != 0 && n > kMaxElements / d)
-      return Status::error("tensor has more than 2^40 elements");
+    if (d != 0 && n > kMaxElements / d) return Status::error("tensor has more than 2^40 elements");
     n *= d;
   }
   return n;

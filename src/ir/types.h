@@ -19,11 +19,11 @@ namespace kiln {
 enum class DType : uint8_t { Bool, I8, U8, I16, I32, I64, F16, BF16, F32, F64 };
 inline constexpr int kNumDTypes = 10;
 
-std::string_view dtypeName(DType t);               // "f32", "i64", "bool", ...
+std::string_view dtypeName(DType t);  // "f32", "i64", "bool", ...
 std::optional<DType> parseDType(std::string_view s);
-size_t dtypeSize(DType t);                          // bytes per element
-bool isFloat(DType t);                              // f16, bf16, f32, f64
-bool isInteger(DType t);                            // i8..i64, u8 (not bool)
+size_t dtypeSize(DType t);  // bytes per element
+bool isFloat(DType t);      // f16, bf16, f32, f64
+bool isInteger(DType t);    // i8..i64, u8 (not bool)
 bool isSignedInteger(DType t);
 bool isBool(DType t);
 inline bool isNumeric(DType t) { return !isBool(t); }

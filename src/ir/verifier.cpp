@@ -38,10 +38,10 @@ Status verify(const Function& f) {
   bool pastParams = false;
   for (const auto& np : f.nodes()) {
     const Node& n = *np;
-    if (n.parent() != &f) return Status::error(n.describe() + " belongs to another function", n.loc());
+    if (n.parent() != &f)
+      return Status::error(n.describe() + " belongs to another function", n.loc());
     if (n.op() == OpCode::Parameter) {
-      if (pastParams)
-        return Status::error("parameter after a non-parameter node", n.loc());
+      if (pastParams) return Status::error("parameter after a non-parameter node", n.loc());
       if (n.attrInt("index") != paramIndex)
         return Status::error("parameter " + std::to_string(n.attrInt("index")) +
                                  " out of order (expected " + std::to_string(paramIndex) + ")",
@@ -59,7 +59,8 @@ Status verify(const Function& f) {
                              n.loc());
       }
       const auto& uses = v->uses();
-      if (std::find(uses.begin(), uses.end(), Use{const_cast<Node*>(&n), unsigned(i)}) == uses.end())
+      if (std::find(uses.begin(), uses.end(), Use{const_cast<Node*>(&n), unsigned(i)}) ==
+          uses.end())
         return Status::error("use list of an operand of " + n.describe() + " is out of date",
                              n.loc());
     }
@@ -68,8 +69,7 @@ Status verify(const Function& f) {
   }
   if (static_cast<size_t>(paramIndex) != f.numParameters())
     return Status::error("function @" + f.name() + " parameter list is out of date");
-  if (f.outputs().empty())
-    return Status::error("function @" + f.name() + " returns nothing");
+  if (f.outputs().empty()) return Status::error("function @" + f.name() + " returns nothing");
   for (const Value* v : f.outputs())
     if (!v || !defined.count(v))
       return Status::error("function @" + f.name() + " returns a value it does not define");

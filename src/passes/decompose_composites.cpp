@@ -139,9 +139,9 @@ Value* decomposeBatchNorm(Builder& b, const Node& n) {
   int64_t f = n.attrInt("feature_index");
   auto along = [&](Value* v) { return b.broadcastInDim(v, shape, {f}); };
   Value* variance = widen(b, n.operand(4));
-  Value* stddev = b.unary(
-      OpCode::Sqrt,
-      b.add(variance, splat(b, c, n.attrFloat("epsilon"), n.operand(4)->type().dims())));
+  Value* stddev =
+      b.unary(OpCode::Sqrt,
+              b.add(variance, splat(b, c, n.attrFloat("epsilon"), n.operand(4)->type().dims())));
   Value* centered = b.sub(x, along(widen(b, n.operand(3))));
   Value* y = b.div(centered, along(stddev));
   y = b.mul(y, along(widen(b, n.operand(1))));
@@ -260,8 +260,8 @@ Status decomposeNode(Function& f, Node* n) {
   Value* old = n->result();
   KILN_CHECK(replacement && replacement->type() == old->type(),
              "decomposition of " + n->describe() + " has type " +
-                 (replacement ? replacement->type().str() : std::string("<none>")) +
-                 ", expected " + old->type().str());
+                 (replacement ? replacement->type().str() : std::string("<none>")) + ", expected " +
+                 old->type().str());
   replacement->setName(old->name());
   f.replaceAllUsesWith(old, replacement);
   f.erase(n);

@@ -62,7 +62,7 @@ class Status {
 template <typename T>
 class StatusOr {
  public:
-  StatusOr(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  StatusOr(T value) : v_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
   StatusOr(Status status) : v_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     if (std::get<Status>(v_).isOk()) {
       std::fprintf(stderr, "kiln: internal error: StatusOr built from an ok Status\n");

@@ -97,8 +97,8 @@ void checkDecomposition(const BuildFn& build, const std::vector<Tensor>& inputs)
     bool ok = std::isinf(a) ? a == c : std::abs(a - c) <= tol;
     if (!ok) {
       ++bad;
-      ADD_FAILURE() << "element " << i << ": whole " << a << ", decomposed " << c << " (tol "
-                    << tol << ")";
+      ADD_FAILURE() << "element " << i << ": whole " << a << ", decomposed " << c << " (tol " << tol
+                    << ")";
     }
   }
 }
@@ -190,9 +190,9 @@ TEST(DecomposeComposites, LayerNormSymbolicNormalisedDim) {
     Value* o = b.parameter(TensorType(DType::F32, {m}), "bias");
     return b.op(OpCode::LayerNorm, {x, s, o}, {{"axis", intAttr(1)}});
   };
-  checkDecomposition(build, {randomTensor(DType::F32, {2, 6}, rng),
-                             randomTensor(DType::F32, {6}, rng),
-                             randomTensor(DType::F32, {6}, rng)});
+  checkDecomposition(build,
+                     {randomTensor(DType::F32, {2, 6}, rng), randomTensor(DType::F32, {6}, rng),
+                      randomTensor(DType::F32, {6}, rng)});
 }
 
 // --- batch_norm_inference ----------------------------------------------------------------------
@@ -219,7 +219,7 @@ void checkBatchNorm(DType t, std::vector<int64_t> dims, int64_t featureIndex, do
 }
 
 TEST(DecomposeComposites, BatchNormInference) {
-  checkBatchNorm(DType::F32, {2, 3, 4, 4}, 1, -1, 41);  // NCHW
+  checkBatchNorm(DType::F32, {2, 3, 4, 4}, 1, -1, 41);    // NCHW
   checkBatchNorm(DType::F32, {2, 4, 4, 3}, 3, 1e-3, 42);  // NHWC
   checkBatchNorm(DType::F32, {5, 3}, 1, -1, 43);
   checkBatchNorm(DType::F16, {2, 3, 4, 4}, 1, -1, 44);
@@ -264,9 +264,9 @@ std::vector<int64_t> withTail(std::vector<int64_t> v, int64_t a, int64_t b) {
 }
 
 void checkAttention(const AttentionCase& c, unsigned seed) {
-  SCOPED_TRACE("attention sq " + std::to_string(c.sq) + " sk " + std::to_string(c.sk) +
-               " mask " + std::to_string(static_cast<int>(c.mask)) + " causal " +
-               std::to_string(c.causal) + " " + std::string(dtypeName(c.t)));
+  SCOPED_TRACE("attention sq " + std::to_string(c.sq) + " sk " + std::to_string(c.sk) + " mask " +
+               std::to_string(static_cast<int>(c.mask)) + " causal " + std::to_string(c.causal) +
+               " " + std::string(dtypeName(c.t)));
   std::mt19937 rng(seed);
   auto qd = withTail(c.batch, c.sq, c.d), kd = withTail(c.batch, c.sk, c.d),
        vd = withTail(c.batch, c.sk, c.dv), md = withTail(c.batch, c.sq, c.sk);
@@ -303,8 +303,7 @@ TEST(DecomposeComposites, AttentionSymbolicDims) {
   // Sq, Sk and D symbolic: the causal offset and the default scale are computed at run time.
   std::mt19937 rng(71);
   auto build = [&](Builder& b) {
-    Dim bt = Dim::symbol("B"), sq = Dim::symbol("SQ"), sk = Dim::symbol("SK"),
-        d = Dim::symbol("D");
+    Dim bt = Dim::symbol("B"), sq = Dim::symbol("SQ"), sk = Dim::symbol("SK"), d = Dim::symbol("D");
     Value* q = b.parameter(TensorType(DType::F32, {bt, sq, d}), "q");
     Value* k = b.parameter(TensorType(DType::F32, {bt, sk, d}), "k");
     Value* v = b.parameter(TensorType(DType::F32, {bt, sk, Dim(3)}), "v");

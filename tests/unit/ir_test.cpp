@@ -34,7 +34,7 @@ TEST(Tensor, HalfAndBFloat16RoundToNearestEven) {
   EXPECT_EQ(floatToHalf(1.0f + std::ldexp(1.0f, -11)), 0x3c00);
   // 1 + 3*2^-11 is halfway between 1 + 2^-10 (odd) and 1 + 2^-9 (even): rounds up to even.
   EXPECT_EQ(floatToHalf(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);
-  EXPECT_EQ(floatToHalf(65520.0f), 0x7c00);        // rounds to +inf
+  EXPECT_EQ(floatToHalf(65520.0f), 0x7c00);               // rounds to +inf
   EXPECT_EQ(halfToFloat(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
   EXPECT_EQ(floatToHalf(std::ldexp(1.0f, -24)), 0x0001);
   EXPECT_TRUE(std::isnan(halfToFloat(floatToHalf(NAN))));
@@ -98,7 +98,8 @@ TEST_F(BuilderTest, RejectsBadAttributes) {
   auto r1 = b.tryBuild(OpCode::Transpose, {a}, {{"permutation", intsAttr({0, 0})}});
   EXPECT_EQ(r1.status().message(), "transpose: permutation [0, 0] repeats 0");
   auto r2 = b.tryBuild(OpCode::Transpose, {a}, {{"permutation", intAttr(1)}});
-  EXPECT_EQ(r2.status().message(), "transpose attribute 'permutation' must be integer list, got integer");
+  EXPECT_EQ(r2.status().message(),
+            "transpose attribute 'permutation' must be integer list, got integer");
   auto r3 = b.tryBuild(OpCode::Compare, {a, a}, {{"direction", enumAttr("lte")}});
   EXPECT_EQ(r3.status().message(),
             "compare attribute 'direction' is 'lte', expected one of eq, ne, lt, le, gt, ge");
@@ -115,7 +116,8 @@ TEST_F(BuilderTest, BroadcastAndReshapeRules) {
   EXPECT_EQ(b.broadcastTo(a, {4, 2, 3})->type().str(), "f32[4,2,3]");
   EXPECT_EQ(b.reshape(a, {3})->type().str(), "f32[3]");
   EXPECT_EQ(b.reshape(a, {4}), nullptr);
-  EXPECT_EQ(b.status().message(), "reshape: cannot reshape f32[1,3] (3 elements) to f32[4] (4 elements)");
+  EXPECT_EQ(b.status().message(),
+            "reshape: cannot reshape f32[1,3] (3 elements) to f32[4] (4 elements)");
 }
 
 TEST_F(BuilderTest, ConvolutionOutputShape) {
@@ -207,7 +209,8 @@ TEST_F(BuilderTest, VerifierCatchesWrongDeclaredType) {
   Node* n = f->createNode(OpCode::Exp, {x}, {T(DType::F32, {4})});
   n->setLoc(Location{"t.kir", 4, 7});
   f->setOutputs({n->result()});
-  EXPECT_EQ(verify(m).str(), "t.kir:4:7: error: exp has type f32[4] but its operands and attributes give f32[3]");
+  EXPECT_EQ(verify(m).str(),
+            "t.kir:4:7: error: exp has type f32[4] but its operands and attributes give f32[3]");
 }
 
 }  // namespace

@@ -123,9 +123,9 @@ TEST(Dce, RemovesDeadChainsKeepsLiveNodesAndParameters) {
   Builder b(f);
   Value* x = b.parameter(f32({3}), "x");
   b.parameter(f32({5}), "unused");
-  Value* e = b.unary(OpCode::Exp, x);       // dead: only the dead tanh uses it
-  b.unary(OpCode::Tanh, b.add(e, e));       // dead chain end
-  b.scalar(DType::F32, 2.0);                // dead constant
+  Value* e = b.unary(OpCode::Exp, x);  // dead: only the dead tanh uses it
+  b.unary(OpCode::Tanh, b.add(e, e));  // dead chain end
+  b.scalar(DType::F32, 2.0);           // dead constant
   Value* live = b.mul(x, b.unary(OpCode::Abs, x));
   f->setOutputs({live});
   ASSERT_TRUE(b.ok()) << b.status().str();

@@ -63,7 +63,8 @@ TEST(TextTest, AllOpsFileUsesEveryOpAndRoundTrips) {
   for (const auto& f : m->functions())
     for (const auto& n : f->nodes()) seen.insert(n->op());
   for (int i = 0; i < kNumOps; ++i)
-    EXPECT_TRUE(seen.count(static_cast<OpCode>(i))) << "missing op " << opName(static_cast<OpCode>(i));
+    EXPECT_TRUE(seen.count(static_cast<OpCode>(i)))
+        << "missing op " << opName(static_cast<OpCode>(i));
   EXPECT_EQ(printModule(*m), text);
 }
 
@@ -111,19 +112,17 @@ TEST(TextTest, AttributesPrintInSchemaOrderWithFloatSpellings) {
 }
 
 TEST(TextTest, SpecialFloatAttributes) {
-  std::string text =
-      "func @f(%x: f32[2,3]) -> (f32[2,3]) {\n"
-      "  %0 = f32[2,3] layer_norm(%x, %s) {axis = 1, epsilon = nan}\n"
-      "  return %0\n"
-      "}\n";
+  std::string text = "func @f(%x: f32[2,3]) -> (f32[2,3]) {\n"
+                     "  %0 = f32[2,3] layer_norm(%x, %s) {axis = 1, epsilon = nan}\n"
+                     "  return %0\n"
+                     "}\n";
   // %s is unknown: the error names it at its column.
   EXPECT_EQ(parseError(text), "t.kir:2:32: error: unknown value %s");
-  std::string ok =
-      "func @f(%x: f32[3], %q: f32[2,3]) -> (f32[2,3], f32[2,3]) {\n"
-      "  %0 = f32[2,3] layer_norm(%q, %x) {axis = 1, epsilon = inf}\n"
-      "  %1 = f32[2,3] layer_norm(%q, %x) {axis = 1, epsilon = -inf}\n"
-      "  return %0, %1\n"
-      "}\n";
+  std::string ok = "func @f(%x: f32[3], %q: f32[2,3]) -> (f32[2,3], f32[2,3]) {\n"
+                   "  %0 = f32[2,3] layer_norm(%q, %x) {axis = 1, epsilon = inf}\n"
+                   "  %1 = f32[2,3] layer_norm(%q, %x) {axis = 1, epsilon = -inf}\n"
+                   "  return %0, %1\n"
+                   "}\n";
   auto m = parseOk(ok);
   ASSERT_TRUE(m);
   EXPECT_EQ(printModule(*m), ok);
@@ -294,25 +293,24 @@ TEST(TextTest, ValueNames) {
   };
   Value* v0 = node(OpCode::Abs, x, "");
   Value* v1 = node(OpCode::Neg, v0, "t");
-  Value* v2 = node(OpCode::Neg, v1, "t");     // repeated: t.1 is a source name, so t.2
-  Value* v3 = node(OpCode::Abs, v2, "1");     // a numeric source name
-  Value* v4 = node(OpCode::Abs, v3, "");      // 1 is taken: 2
-  Value* v5 = node(OpCode::Abs, v4, "a b");   // needs quotes
+  Value* v2 = node(OpCode::Neg, v1, "t");    // repeated: t.1 is a source name, so t.2
+  Value* v3 = node(OpCode::Abs, v2, "1");    // a numeric source name
+  Value* v4 = node(OpCode::Abs, v3, "");     // 1 is taken: 2
+  Value* v5 = node(OpCode::Abs, v4, "a b");  // needs quotes
   Value* v6 = node(OpCode::Abs, v5, "t.1");
   Value* v7 = node(OpCode::Abs, v6, "q\"\n");  // escapes
   f->setOutputs({v7});
-  std::string expected =
-      "func @f(%x: f32[2]) -> (f32[2]) {\n"
-      "  %0 = f32[2] abs(%x)\n"
-      "  %t = f32[2] neg(%0)\n"
-      "  %t.2 = f32[2] neg(%t)\n"
-      "  %1 = f32[2] abs(%t.2)\n"
-      "  %2 = f32[2] abs(%1)\n"
-      "  %\"a b\" = f32[2] abs(%2)\n"
-      "  %t.1 = f32[2] abs(%\"a b\")\n"
-      "  %\"q\\\"\\n\" = f32[2] abs(%t.1)\n"
-      "  return %\"q\\\"\\n\"\n"
-      "}\n";
+  std::string expected = "func @f(%x: f32[2]) -> (f32[2]) {\n"
+                         "  %0 = f32[2] abs(%x)\n"
+                         "  %t = f32[2] neg(%0)\n"
+                         "  %t.2 = f32[2] neg(%t)\n"
+                         "  %1 = f32[2] abs(%t.2)\n"
+                         "  %2 = f32[2] abs(%1)\n"
+                         "  %\"a b\" = f32[2] abs(%2)\n"
+                         "  %t.1 = f32[2] abs(%\"a b\")\n"
+                         "  %\"q\\\"\\n\" = f32[2] abs(%t.1)\n"
+                         "  return %\"q\\\"\\n\"\n"
+                         "}\n";
   EXPECT_EQ(printModule(*m), expected);
   auto p = parseOk(expected);
   ASSERT_TRUE(p);
@@ -321,19 +319,18 @@ TEST(TextTest, ValueNames) {
 }
 
 TEST(TextTest, QuotedFunctionNamesAndComments) {
-  std::string text =
-      "// leading comment\n"
-      "func @\"my model/main\"(%x: bool[]) -> (bool[]) {  // trailing comment\n"
-      "  %0 = bool[] not(%x)\n"
-      "  return %0\n"
-      "}\n";
+  std::string text = "// leading comment\n"
+                     "func @\"my model/main\"(%x: bool[]) -> (bool[]) {  // trailing comment\n"
+                     "  %0 = bool[] not(%x)\n"
+                     "  return %0\n"
+                     "}\n";
   auto m = parseOk(text);
   ASSERT_TRUE(m);
   EXPECT_EQ(m->functions()[0]->name(), "my model/main");
   EXPECT_EQ(printModule(*m), "func @\"my model/main\"(%x: bool[]) -> (bool[]) {\n"
-                                 "  %0 = bool[] not(%x)\n"
-                                 "  return %0\n"
-                                 "}\n");
+                             "  %0 = bool[] not(%x)\n"
+                             "  return %0\n"
+                             "}\n");
 }
 
 const char* kHead = "func @f(%x: f32[2]) -> (f32[2]) {\n";
@@ -407,10 +404,10 @@ TEST(TextTest, HugeSizesAreErrorsNotAllocations) {
                        "  %c = f32[1099511627776] constant() {value = splat(0.0)}\n"),
             "t.kir:2:47: error: splat constant of type f32[1099511627776] would take "
             "4398046511104 bytes; the splats of a module may take 2^30 bytes in all");
-  EXPECT_EQ(parseError(std::string(kHead) +
-                       "  %c = f32[1099511627776] constant() {value = [0.0]}\n"),
-            "t.kir:2:47: error: constant of type f32[1099511627776] needs 1099511627776 "
-            "elements, got 1");
+  EXPECT_EQ(
+      parseError(std::string(kHead) + "  %c = f32[1099511627776] constant() {value = [0.0]}\n"),
+      "t.kir:2:47: error: constant of type f32[1099511627776] needs 1099511627776 "
+      "elements, got 1");
   EXPECT_EQ(parseError(std::string(kHead) + "  return %x\n}\ndata @d = f32[1099511627776] 0x00\n"),
             "t.kir:4:30: error: data @d has 2 hex digits, its type f32[1099511627776] needs "
             "8796093022208");

@@ -21,8 +21,8 @@
 namespace {
 
 struct Options {
-  std::string input;   // a path, or "-" for stdin
-  std::string output;  // empty: stdout
+  std::string input;                // a path, or "-" for stdin
+  std::string output;               // empty: stdout
   std::vector<std::string> passes;  // pass specs: "dce", "specialize-shapes=N=1", "pipeline"
   bool verifyEach = false;
   bool help = false;
@@ -38,19 +38,20 @@ std::string passList() {
 }
 
 void printHelp() {
-  std::cout << "usage: kiln-opt FILE.kir|- [--PASS[=OPTIONS] ...] [--pipeline] [--verify-each]\n"
-               "                [--dump-dir DIR] [--time-passes] [--print-after=PASS] [-o OUT]\n\n"
-               "Parses and verifies a .kir module, runs the named passes in order, and prints the\n"
-               "module (to OUT, or to stdout).\n\n"
-               "options:\n"
-               "  -o OUT              write the module to OUT\n"
-               "  --pipeline          run the default optimisation pipeline (at that point)\n"
-               "  --verify-each       verify the module after every pass\n"
-               "  --dump-dir DIR      write the IR to DIR before and after every pass\n"
-               "  --time-passes       print a table of per-pass wall time to stderr\n"
-               "  --print-after=PASS  print the IR to stderr after PASS (or all)\n"
-               "  --help              show this text\n\n"
-               "passes (options: --specialize-shapes=N=1,S=128, --layout-assignment=nhwc|nchw|keep):\n";
+  std::cout
+      << "usage: kiln-opt FILE.kir|- [--PASS[=OPTIONS] ...] [--pipeline] [--verify-each]\n"
+         "                [--dump-dir DIR] [--time-passes] [--print-after=PASS] [-o OUT]\n\n"
+         "Parses and verifies a .kir module, runs the named passes in order, and prints the\n"
+         "module (to OUT, or to stdout).\n\n"
+         "options:\n"
+         "  -o OUT              write the module to OUT\n"
+         "  --pipeline          run the default optimisation pipeline (at that point)\n"
+         "  --verify-each       verify the module after every pass\n"
+         "  --dump-dir DIR      write the IR to DIR before and after every pass\n"
+         "  --time-passes       print a table of per-pass wall time to stderr\n"
+         "  --print-after=PASS  print the IR to stderr after PASS (or all)\n"
+         "  --help              show this text\n\n"
+         "passes (options: --specialize-shapes=N=1,S=128, --layout-assignment=nhwc|nchw|keep):\n";
   for (const std::string& name : kiln::passNames()) {
     auto pass = kiln::createPass(name);
     std::cout << "  --" << name << "\n      " << (pass ? pass->description() : "") << "\n";

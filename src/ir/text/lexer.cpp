@@ -299,8 +299,9 @@ struct Lexer::Impl {
       while (isDigit(peek())) advance();
     }
     if (isBareNameChar(peek()) || peek() == '.')
-      return errorAt(line, col, "malformed number '" +
-                                    std::string(src_.substr(start, pos_ - start + 1)) + "'");
+      return errorAt(line, col,
+                     "malformed number '" + std::string(src_.substr(start, pos_ - start + 1)) +
+                         "'");
     t.kind = isFloat ? Tok::Float : Tok::Integer;
     t.text = src_.substr(start, pos_ - start);
     return Status::ok();

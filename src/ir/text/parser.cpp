@@ -1,11 +1,12 @@
 // The .kir parser: builds a Module from text and verifies it.
 //
 // Tokens come from the lexer one at a time, and the parser reads them in one pass with no
-// recursion, so no input can exhaust the stack or make memory grow with its token count. Attribute values are parsed by the kind the op's schema gives them. Each
-// node is checked against its type rule as soon as it is built, so a type error points at the op
-// that causes it. `data` entries may come after the constants that name them: those constants are
-// completed and checked once the whole module has been read. Sizes are checked before anything is
-// allocated, so a huge type in a small file is an error, not an allocation.
+// recursion, so no input can exhaust the stack or make memory grow with its token count. Attribute
+// values are parsed by the kind the op's schema gives them. Each node is checked against its type
+// rule as soon as it is built, so a type error points at the op that causes it. `data` entries may
+// come after the constants that name them: those constants are completed and checked once the whole
+// module has been read. Sizes are checked before anything is allocated, so a huge type in a small
+// file is an error, not an allocation.
 #include <bit>
 #include <charconv>
 #include <cmath>
@@ -126,7 +127,8 @@ class Parser {
                                      std::vector<PendingData>& pending);
   StatusOr<AttrValue> parseEnum(OpCode op, const AttrSpec& spec);
   StatusOr<AttrValue> parseList(AttrKind kind, const std::string& what);
-  StatusOr<AttrValue> parseTensorValue(const AttrSpec& spec, const std::vector<TensorType>& declared,
+  StatusOr<AttrValue> parseTensorValue(const AttrSpec& spec,
+                                       const std::vector<TensorType>& declared,
                                        std::vector<PendingData>& pending);
   StatusOr<Tensor> parseInlineTensor(const TensorType& type, int64_t count);
   StatusOr<Tensor> parseSplat(const TensorType& type, int64_t count);
@@ -316,9 +318,9 @@ Status Parser::parseReturn(Function* f, const std::vector<TensorType>& resultTyp
   for (size_t i = 0; i < outs.size(); ++i)
     if (outs[i]->type() != resultTypes[i])
       return errorAt(outToks[i], "returned value %" + outToks[i].str + " has type " +
-                                      outs[i]->type().str() + " but @" + f->name() +
-                                      " declares result " + std::to_string(i) + " as " +
-                                      resultTypes[i].str());
+                                     outs[i]->type().str() + " but @" + f->name() +
+                                     " declares result " + std::to_string(i) + " as " +
+                                     resultTypes[i].str());
   f->setOutputs(std::move(outs));
   return Status::ok();
 }
@@ -443,8 +445,8 @@ StatusOr<AttrValue> Parser::parseEnum(OpCode op, const AttrSpec& spec) {
   for (const char* w : spec.enumValues) allowed += (allowed.empty() ? "" : ", ") + std::string(w);
   std::string head = std::string(opName(op)) + " attribute '" + spec.name + "'";
   if (!at(Tok::Ident))
-    return errorAt(cur(), head + " expects one of " + allowed + ", got " +
-                              text::describeToken(cur()));
+    return errorAt(cur(),
+                   head + " expects one of " + allowed + ", got " + text::describeToken(cur()));
   Token t = take();
   for (const char* w : spec.enumValues)
     if (t.text == w) return enumAttr(std::string(t.text));
@@ -483,8 +485,7 @@ StatusOr<AttrValue> Parser::parseTensorValue(const AttrSpec& spec,
     return expected("a tensor ([...], splat(v) or @data)");
   if (declared.size() != 1) return errorAt(t, "a tensor attribute needs exactly one result type");
   const TensorType& type = declared[0];
-  if (!type.isStatic())
-    return errorAt(t, "a constant needs a static type, not " + type.str());
+  if (!type.isStatic()) return errorAt(t, "a constant needs a static type, not " + type.str());
   auto count = checkedNumElements(type.staticDims());
   if (!count) return errorAt(t, type.str() + ": " + count.status().message());
   if (at(Tok::GlobalName)) {
@@ -515,7 +516,8 @@ StatusOr<Tensor> Parser::parseInlineTensor(const TensorType& type, int64_t count
                              " elements, got " + std::to_string(seen));
   Tensor tensor(type.dtype(), type.staticDims());
   size_t es = dtypeSize(type.dtype());
-  for (size_t i = 0; i < bits.size(); ++i) std::memcpy(tensor.mutableBytes() + i * es, &bits[i], es);
+  for (size_t i = 0; i < bits.size(); ++i)
+    std::memcpy(tensor.mutableBytes() + i * es, &bits[i], es);
   return tensor;
 }
 
@@ -610,8 +612,8 @@ StatusOr<uint64_t> Parser::elementBits(DType dt, const Token& tok) const {
   std::string name(dtypeName(dt));
   if (dt == DType::Bool) {
     if (tok.kind != Tok::Ident || (tok.text != "true" && tok.text != "false"))
-      return errorAt(tok, "expected true or false for a bool element, got " +
-                              text::describeToken(tok));
+      return errorAt(tok,
+                     "expected true or false for a bool element, got " + text::describeToken(tok));
     return uint64_t(tok.text == "true");
   }
   if (isInteger(dt)) {
@@ -620,9 +622,9 @@ StatusOr<uint64_t> Parser::elementBits(DType dt, const Token& tok) const {
                               text::describeToken(tok));
     KILN_ASSIGN_OR_RETURN(int64_t v, intValue(tok));
     int bits = static_cast<int>(dtypeSize(dt) * 8);
-    bool ok = dt == DType::I64 ||
-              (dt == DType::U8 ? v >= 0 && v <= 255
-                               : v >= -(int64_t(1) << (bits - 1)) && v < (int64_t(1) << (bits - 1)));
+    bool ok = dt == DType::I64 || (dt == DType::U8 ? v >= 0 && v <= 255
+                                                   : v >= -(int64_t(1) << (bits - 1)) &&
+                                                         v < (int64_t(1) << (bits - 1)));
     if (!ok) return errorAt(tok, "value " + std::to_string(v) + " is out of range for " + name);
     return static_cast<uint64_t>(v);  // two's complement; the low bytes are the element
   }

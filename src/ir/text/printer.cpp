@@ -8,8 +8,8 @@
 // information.
 #include <bit>
 #include <cmath>
-#include <limits>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <set>
 #include <tuple>
