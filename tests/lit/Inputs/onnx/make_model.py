@@ -1,0 +1,99 @@
+"""Writes small ONNX models for the importer's lit tests: make_model.py NAME OUT.onnx.
+
+Each model is built with onnx.helper at test time, so the tests need no binary files."""
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+F = TensorProto.FLOAT
+
+
+def model(nodes, inputs, outputs, inits=(), opset=13, functions=(), extra_opsets=()):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
+    opsets = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, v) for d, v in extra_opsets]
+    return helper.make_model(graph, opset_imports=opsets, functions=list(functions))
+
+
+def conv_relu():
+    # Conv (SAME_UPPER, stride 2) + bias, then Relu; batch is the symbol "batch".
+    w = numpy_helper.from_array(np.arange(2 * 3 * 3 * 3, dtype=np.float32).reshape(2, 3, 3, 3), "conv.weight")
+    b = numpy_helper.from_array(np.array([0.5, -0.5], dtype=np.float32), "conv.bias")
+    nodes = [
+        helper.make_node("Conv", ["x", "conv.weight", "conv.bias"], ["c"], name="conv1",
+                         auto_pad="SAME_UPPER", strides=[2, 2]),
+        helper.make_node("Relu", ["c"], ["y"], name="relu1"),
+    ]
+    return model(nodes, [helper.make_tensor_value_info("x", F, ["batch", 3, 8, 8])],
+                 [helper.make_tensor_value_info("y", F, None)], [w, b])
+
+
+def shape_subgraph():
+    # y = Reshape(x, Concat(Shape(x)[0:1], [-1])): the shape is computed from a symbolic dim.
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Constant", [], ["idx"], value=numpy_helper.from_array(np.array([0], dtype=np.int64))),
+        helper.make_node("Gather", ["s", "idx"], ["n"], axis=0),
+        helper.make_node("Constant", [], ["m1"], value=numpy_helper.from_array(np.array([-1], dtype=np.int64))),
+        helper.make_node("Concat", ["n", "m1"], ["target"], axis=0),
+        helper.make_node("Reshape", ["x", "target"], ["y"]),
+    ]
+    return model(nodes, [helper.make_tensor_value_info("x", F, ["N", 4, 5])],
+                 [helper.make_tensor_value_info("y", F, None)])
+
+
+def broadcast_matmul():
+    # MatMul with batch broadcasting [N,1,2,3] x [4,3,5], then Add of a [5] bias.
+    b = numpy_helper.from_array(np.ones(5, dtype=np.float32), "bias")
+    nodes = [helper.make_node("MatMul", ["a", "b"], ["p"]), helper.make_node("Add", ["p", "bias"], ["y"])]
+    return model(nodes, [helper.make_tensor_value_info("a", F, [2, 1, 2, 3]),
+                         helper.make_tensor_value_info("b", F, [4, 3, 5])],
+                 [helper.make_tensor_value_info("y", F, None)], [b])
+
+
+def softmax_opset11():
+    nodes = [helper.make_node("Softmax", ["x"], ["y"], axis=1)]
+    return model(nodes, [helper.make_tensor_value_info("x", F, [2, 3, 4])],
+                 [helper.make_tensor_value_info("y", F, None)], opset=11)
+
+
+def unsupported():
+    # Two problems: an op Kiln does not map, and an unknown domain; both are named.
+    nodes = [
+        helper.make_node("Det", ["x"], ["d"], name="det"),
+        helper.make_node("Frob", ["x"], ["f"], name="", domain="com.example"),
+        helper.make_node("Add", ["d", "d"], ["y"], name="after"),
+    ]
+    return model(nodes, [helper.make_tensor_value_info("x", F, [3, 3])],
+                 [helper.make_tensor_value_info("y", F, None), helper.make_tensor_value_info("f", F, None)],
+                 extra_opsets=[("com.example", 1)])
+
+
+def cycle():
+    nodes = [helper.make_node("Neg", ["b"], ["a"], name="n1"), helper.make_node("Neg", ["a"], ["b"], name="n2")]
+    return model(nodes, [helper.make_tensor_value_info("x", F, [2])], [helper.make_tensor_value_info("b", F, None)])
+
+
+def bad_broadcast():
+    nodes = [helper.make_node("Add", ["x", "z"], ["y"], name="add_xz")]
+    return model(nodes, [helper.make_tensor_value_info("x", F, ["N", 3]), helper.make_tensor_value_info("z", F, ["M", 3])],
+                 [helper.make_tensor_value_info("y", F, None)])
+
+
+def short_data():
+    t = TensorProto(name="w", data_type=F, dims=[4], float_data=[1.0, 2.0])  # 2 values for 4
+    nodes = [helper.make_node("Identity", ["w"], ["y"])]
+    return model(nodes, [], [helper.make_tensor_value_info("y", F, None)], [t])
+
+
+MODELS = {f.__name__: f for f in [conv_relu, shape_subgraph, broadcast_matmul, softmax_opset11,
+                                  unsupported, cycle, bad_broadcast, short_data]}
+
+if __name__ == "__main__":
+    name, out = sys.argv[1], sys.argv[2]
+    if name == "corrupt":
+        with open(out, "wb") as f:
+            f.write(b"\x0a\xff\xff\xff\xff\x0f not a model")
+    else:
+        onnx.save(MODELS[name](), out)

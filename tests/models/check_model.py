@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""Runs one exported model (tools/export_models.py) with `kiln run` and compares Kiln's output
+with torch's: max |kiln - torch| / max |torch| must be at most --tolerance (default 1e-4).
+
+    check_model.py --kiln BUILD/bin/kiln --model-dir BUILD/models/resnet18 --work-dir DIR
+
+Exit status: 0 pass, 1 mismatch or kiln failure, 77 when the model folder is missing (the export
+fixture could not run, e.g. without torch).
+"""
+import argparse
+import glob
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--kiln", required=True, help="the kiln executable")
+    p.add_argument("--model-dir", required=True, help="a folder written by export_models.py")
+    p.add_argument("--work-dir", required=True, help="where kiln writes its outputs")
+    p.add_argument("--backend", default="interp")
+    p.add_argument("--tolerance", type=float, default=1e-4)
+    args = p.parse_args()
+
+    model = os.path.join(args.model_dir, "model.onnx")
+    if not os.path.exists(model):
+        print(f"check_model.py: {model} does not exist (run tools/export_models.py); skipping")
+        return 77
+    os.makedirs(args.work_dir, exist_ok=True)
+    for old in glob.glob(os.path.join(args.work_dir, "*.npy")):
+        os.remove(old)
+    cmd = [args.kiln, "run", "--backend", args.backend, model,
+           "--input", os.path.join(args.model_dir, "input_0.npy"), "--output-dir", args.work_dir]
+    print("running:", " ".join(cmd), flush=True)
+    start = time.time()
+    proc = subprocess.run(cmd)
+    seconds = time.time() - start
+    if proc.returncode != 0:
+        print(f"FAIL: kiln exited with status {proc.returncode} after {seconds:.1f} s")
+        return 1
+    outputs = sorted(glob.glob(os.path.join(args.work_dir, "*.npy")))
+    if len(outputs) != 1:
+        print(f"FAIL: expected one output .npy in {args.work_dir}, found {outputs}")
+        return 1
+    got = np.load(outputs[0])
+    want = np.load(os.path.join(args.model_dir, "expected_0.npy"))
+    if got.shape != want.shape or got.dtype != want.dtype:
+        print(f"FAIL: output {got.dtype}{list(got.shape)}, expected {want.dtype}{list(want.shape)}")
+        return 1
+    scale = float(np.max(np.abs(want)))
+    err = float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64))))
+    ratio = err / scale if scale > 0 else err
+    verdict = "PASS" if ratio <= args.tolerance else "FAIL"
+    print(f"{verdict}: {os.path.basename(args.model_dir)}: max|diff| {err:.3g}, max|ref| "
+          f"{scale:.3g}, ratio {ratio:.3g} (limit {args.tolerance:g}); kiln run took "
+          f"{seconds:.2f} s")
+    return 0 if verdict == "PASS" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

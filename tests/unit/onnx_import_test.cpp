@@ -1,0 +1,489 @@
+// Tests of the ONNX importer on small models built in C++ with the protobuf API: mapping and
+// values (through the reference interpreter), broadcasting and symbolic dims, shape-computing
+// subgraphs, opset selection, functions, initializer data (typed fields, external files) and
+// the errors for bad models.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "frontend/onnx/import_options.h"
+#include "interp/interpreter.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace ko = kiln::onnx;
+using kiln::DType;
+using kiln::Tensor;
+
+// A model under construction.
+struct ModelBuilder {
+  ::onnx::ModelProto m;
+  ::onnx::GraphProto* g;
+
+  explicit ModelBuilder(int opset = 13) {
+    m.set_ir_version(8);
+    auto* op = m.add_opset_import();
+    op->set_domain("");
+    op->set_version(opset);
+    g = m.mutable_graph();
+    g->set_name("g");
+  }
+
+  // dims: >= 0 static, -1 a dim_param named `sym`, -2 no value at all.
+  static void setType(::onnx::ValueInfoProto* vi, int elem, const std::vector<int64_t>& dims,
+                      const std::string& sym = "N") {
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(elem);
+    auto* shape = tt->mutable_shape();
+    for (int64_t d : dims) {
+      auto* dim = shape->add_dim();
+      if (d >= 0) dim->set_dim_value(d);
+      else if (d == -1) dim->set_dim_param(sym);
+    }
+  }
+  void input(const std::string& name, const std::vector<int64_t>& dims,
+             int elem = ::onnx::TensorProto::FLOAT, const std::string& sym = "N") {
+    auto* vi = g->add_input();
+    vi->set_name(name);
+    setType(vi, elem, dims, sym);
+  }
+  void output(const std::string& name) { g->add_output()->set_name(name); }
+  ::onnx::NodeProto* node(const std::string& op, std::vector<std::string> ins,
+                          std::vector<std::string> outs, const std::string& name = "") {
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    if (!name.empty()) n->set_name(name);
+    for (auto& i : ins) n->add_input(i);
+    for (auto& o : outs) n->add_output(o);
+    return n;
+  }
+  ::onnx::TensorProto* floatInit(const std::string& name, const std::vector<int64_t>& dims,
+                                 const std::vector<float>& v) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(::onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) t->add_dims(d);
+    t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4));
+    return t;
+  }
+  ::onnx::TensorProto* i64Init(const std::string& name, const std::vector<int64_t>& v) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(::onnx::TensorProto::INT64);
+    t->add_dims(static_cast<int64_t>(v.size()));
+    for (int64_t x : v) t->add_int64_data(x);
+    return t;
+  }
+  std::string bytes() const { return m.SerializeAsString(); }
+  auto import(const std::string& dir = ".", const ko::ImportOptions& o = {}) const {
+    return ko::importModelBytes(bytes(), dir, o);
+  }
+};
+
+void addAttrInt(::onnx::NodeProto* n, const std::string& name, int64_t v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(::onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
+Tensor f32(std::vector<int64_t> dims, const std::vector<float>& v) {
+  Tensor t(DType::F32, std::move(dims));
+  std::memcpy(t.mutableBytes(), v.data(), v.size() * 4);
+  return t;
+}
+
+std::vector<float> values(const Tensor& t) {
+  std::vector<float> v(static_cast<size_t>(t.numElements()));
+  for (int64_t i = 0; i < t.numElements(); ++i) v[static_cast<size_t>(i)] = static_cast<float>(t.getDouble(i));
+  return v;
+}
+
+std::vector<Tensor> run(const kiln::Module& m, const std::vector<Tensor>& in) {
+  auto r = kiln::interpret(*m.entry(), in);
+  EXPECT_TRUE(r.isOk()) << r.status().message();
+  return r ? *r : std::vector<Tensor>{};
+}
+
+TEST(OnnxImport, AddReluWithInitializerBroadcast) {
+  ModelBuilder mb;
+  mb.input("x", {2, 3});
+  mb.floatInit("b", {3}, {1.0f, -2.0f, 0.5f});
+  mb.node("Add", {"x", "b"}, {"s"});
+  mb.node("Relu", {"s"}, {"y"});
+  mb.output("y");
+  auto m = mb.import();
+  ASSERT_TRUE(m.isOk()) << m.status().message();
+  kiln::Function* f = (*m)->entry();
+  ASSERT_EQ(f->numParameters(), 1u);
+  EXPECT_EQ(f->parameter(0)->name(), "x");
+  ASSERT_EQ(f->outputs().size(), 1u);
+  EXPECT_EQ(f->outputs()[0]->name(), "y");
+  EXPECT_EQ(f->outputs()[0]->type().str(), "f32[2,3]");
+  // relu(x + b) by hand: row 0: (-1+1, 1-2, 2+0.5) -> (0, 0, 2.5); row 1: (3+1, 4-2, -3+0.5).
+  auto out = run(**m, {f32({2, 3}, {-1, 1, 2, 3, 4, -3})});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(values(out[0]), (std::vector<float>{0, 0, 2.5f, 4, 2, 0}));
+}
+
+TEST(OnnxImport, SymbolicDimsBroadcastAndUnnamedDims) {
+  ModelBuilder mb;
+  mb.input("x", {-1, 3});
+  mb.input("y", {1, 3});
+  mb.input("z", {-2, 3});
+  mb.node("Mul", {"x", "y"}, {"p"});
+  mb.output("p");
+  mb.output("z");
+  auto m = mb.import();
+  ASSERT_TRUE(m.isOk()) << m.status().message();
+  kiln::Function* f = (*m)->entry();
+  EXPECT_EQ(f->outputs()[0]->type().str(), "f32[N,3]");
+  EXPECT_EQ(f->parameter(2)->type().str(), "f32[unk0,3]");
+}
+
+TEST(OnnxImport, TwoDifferentSymbolsDoNotBroadcast) {
+  ModelBuilder mb;
+  mb.input("x", {-1, 3}, ::onnx::TensorProto::FLOAT, "N");
+  mb.input("y", {-1, 3}, ::onnx::TensorProto::FLOAT, "M");
+  mb.node("Add", {"x", "y"}, {"s"}, "the_add");
+  mb.output("s");
+  auto m = mb.import();
+  ASSERT_FALSE(m.isOk());
+  EXPECT_NE(m.status().message().find("node 'the_add' (ai.onnx::Add, opset 13)"), std::string::npos)
+      << m.status().message();
+  EXPECT_NE(m.status().message().find("N vs M"), std::string::npos) << m.status().message();
+}
+
+TEST(OnnxImport, ShapeSubgraphWithSymbolicBatchFeedsReshape) {
+  // Reshape(x, Concat(Gather(Shape(x), 0), [-1])): the batch stays symbolic.
+  ModelBuilder mb;
+  mb.input("x", {-1, 2, 3});
+  mb.i64Init("zero", {0});
+  mb.i64Init("minus1", {-1});
+  mb.node("Shape", {"x"}, {"shp"});
+  mb.node("Gather", {"shp", "zero"}, {"n"});
+  auto* cat = mb.node("Concat", {"n", "minus1"}, {"target"});
+  addAttrInt(cat, "axis", 0);
+  mb.node("Reshape", {"x", "target"}, {"y"});
+  mb.output("y");
+  auto m = mb.import();
+  ASSERT_TRUE(m.isOk()) << m.status().message();
+  EXPECT_EQ((*m)->entry()->outputs()[0]->type().str(), "f32[N,6]");
+  // The shape computation is gone: only the parameter and the reshape remain.
+  EXPECT_EQ((*m)->entry()->numNodes(), 2u);
+}
+
+TEST(OnnxImport, SymbolicShapeUsedAsDataIsRefused) {
+  ModelBuilder mb;
+  mb.input("x", {-1, 2});
+  mb.node("Shape", {"x"}, {"shp"}, "shape_of_x");
+  auto* cast = mb.node("Cast", {"shp"}, {"y"});
+  addAttrInt(cast, "to", ::onnx::TensorProto::FLOAT);
+  mb.output("y");
+  auto m = mb.import();
+  ASSERT_FALSE(m.isOk());
+  EXPECT_NE(m.status().message().find("symbolic dimensions is used as data"), std::string::npos)
+      << m.status().message();
+}
+
+TEST(OnnxImport, OpsetSelectsSoftmaxSemantics) {
+  // Softmax over axis 1 of [1,2,2]: opset 11 normalises over the flattened [2*2] tail, opset 13
+  // over axis 1 alone. Input all zeros: opset 11 gives 1/4 everywhere, opset 13 gives 1/2.
+  for (int opset : {11, 13}) {
+    ModelBuilder mb(opset);
+    mb.input("x", {1, 2, 2});
+    auto* n = mb.node("Softmax", {"x"}, {"y"});
+    addAttrInt(n, "axis", 1);
+    mb.output("y");
+    auto m = mb.import();
+    ASSERT_TRUE(m.isOk()) << m.status().message();
+    auto out = run(**m, {f32({1, 2, 2}, {0, 0, 0, 0})});
+    float want = opset == 11 ? 0.25f : 0.5f;
+    for (float v : values(out[0])) EXPECT_FLOAT_EQ(v, want) << "opset " << opset;
+  }
+}
+
+TEST(OnnxImport, BoundInputBecomesConstantOnlyWhereNeeded) {
+  ModelBuilder mb;
+  mb.input("x", {2, 3});
+  mb.input("shape", {2}, ::onnx::TensorProto::INT64);
+  mb.node("Reshape", {"x", "shape"}, {"y"});
+  mb.output("y");
+  // Without a value the target shape is unknowable while importing.
+  auto bad = mb.import();
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_NE(bad.status().message().find("must be known while importing"), std::string::npos)
+      << bad.status().message();
+  ko::ImportOptions o;
+  Tensor s(DType::I64, {2});
+  s.setInt(0, 3);
+  s.setInt(1, -1);
+  o.inputValues["shape"] = s;
+  o.inputValues["x"] = f32({2, 3}, {1, 2, 3, 4, 5, 6});
+  auto m = mb.import(".", o);
+  ASSERT_TRUE(m.isOk()) << m.status().message();
+  kiln::Function* f = (*m)->entry();
+  ASSERT_EQ(f->numParameters(), 1u);  // x stays a parameter; shape became a constant
+  EXPECT_EQ(f->parameter(0)->name(), "x");
+  EXPECT_EQ(f->outputs()[0]->type().str(), "f32[3,2]");
+}
+
+TEST(OnnxImport, ModelLocalFunctionExpands) {
+  ModelBuilder mb;
+  auto* op = mb.m.add_opset_import();
+  op->set_domain("my.domain");
+  op->set_version(1);
+  auto* fn = mb.m.add_functions();
+  fn->set_name("Twice");
+  fn->set_domain("my.domain");
+  fn->add_input("a");
+  fn->add_output("b");
+  auto* fo = fn->add_opset_import();
+  fo->set_domain("");
+  fo->set_version(13);
+  auto* inner = fn->add_node();
+  inner->set_op_type("Add");
+  inner->add_input("a");
+  inner->add_input("a");
+  inner->add_output("b");
+  mb.input("x", {2});
+  auto* call = mb.node("Twice", {"x"}, {"y"});
+  call->set_domain("my.domain");
+  mb.output("y");
+  auto m = mb.import();
+  ASSERT_TRUE(m.isOk()) << m.status().message();
+  auto out = run(**m, {f32({2}, {1.5f, -4})});
+  EXPECT_EQ(values(out[0]), (std::vector<float>{3, -8}));
+}
+
+TEST(OnnxImport, TypedFieldsFloat16AndInt64) {
+  ModelBuilder mb;
+  auto* h = mb.g->add_initializer();
+  h->set_name("h");
+  h->set_data_type(::onnx::TensorProto::FLOAT16);
+  h->add_dims(2);
+  h->add_int32_data(0x3c00);  // 1.0 in IEEE half
+  h->add_int32_data(0xc000);  // -2.0
+  mb.i64Init("i", {7, -9});
+  mb.output("h");
+  mb.output("i");
+  auto m = mb.import();
+  ASSERT_TRUE(m.isOk()) << m.status().message();
+  auto out = run(**m, {});
+  EXPECT_EQ(out[0].dtype(), DType::F16);
+  EXPECT_EQ(values(out[0]), (std::vector<float>{1, -2}));
+  EXPECT_EQ(out[1].getInt(0), 7);
+  EXPECT_EQ(out[1].getInt(1), -9);
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    path_ = fs::temp_directory_path() / ("kiln_onnx_test_" + std::to_string(::getpid()) + "_" +
+                                         std::to_string(counter_++));
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+  static inline int counter_ = 0;
+};
+
+void writeFile(const fs::path& p, const std::string& bytes) {
+  std::ofstream out(p, std::ios::binary);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+::onnx::TensorProto* externalInit(ModelBuilder& mb, const std::string& location, int64_t offset,
+                                  int64_t n) {
+  auto* t = mb.g->add_initializer();
+  t->set_name("w");
+  t->set_data_type(::onnx::TensorProto::FLOAT);
+  t->add_dims(n);
+  t->set_data_location(::onnx::TensorProto::EXTERNAL);
+  auto add = [&](const char* k, const std::string& v) {
+    auto* e = t->add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  };
+  add("location", location);
+  add("offset", std::to_string(offset));
+  add("length", std::to_string(n * 4));
+  return t;
+}
+
+TEST(OnnxImport, ExternalDataIsReadRelativeToTheModel) {
+  TempDir dir;
+  std::vector<float> data{9, 1.5f, -2, 4};  // the tensor is the last three, at offset 4
+  writeFile(dir.path() / "weights.bin", std::string(reinterpret_cast<const char*>(data.data()), 16));
+  ModelBuilder mb;
+  externalInit(mb, "weights.bin", 4, 3);
+  mb.output("w");
+  writeFile(dir.path() / "model.onnx", mb.bytes());
+  auto m = ko::importModelFile((dir.path() / "model.onnx").string());
+  ASSERT_TRUE(m.isOk()) << m.status().message();
+  auto out = run(**m, {});
+  EXPECT_EQ(values(out[0]), (std::vector<float>{1.5f, -2, 4}));
+}
+
+TEST(OnnxImport, ExternalDataErrors) {
+  TempDir dir;
+  writeFile(dir.path() / "weights.bin", std::string(8, '\0'));
+  {
+    ModelBuilder mb;
+    externalInit(mb, "../weights.bin", 0, 2);
+    mb.output("w");
+    auto m = mb.import(dir.path().string());
+    ASSERT_FALSE(m.isOk());
+    EXPECT_NE(m.status().message().find("leaves the model's folder"), std::string::npos)
+        << m.status().message();
+  }
+  {
+    ModelBuilder mb;
+    externalInit(mb, "weights.bin", 4, 2);  // bytes [4, 12) of an 8-byte file
+    mb.output("w");
+    auto m = mb.import(dir.path().string());
+    ASSERT_FALSE(m.isOk());
+    EXPECT_NE(m.status().message().find("beyond the end"), std::string::npos) << m.status().message();
+    EXPECT_NE(m.status().message().find("initializer 'w'"), std::string::npos);
+  }
+}
+
+TEST(OnnxImport, CorruptAndTruncatedBytesAreRejected) {
+  auto bad = ko::importModelBytes(std::string("\xff\xff\xff\xff garbage", 13), ".");
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_NE(bad.status().message().find("not a valid ONNX model"), std::string::npos);
+  ModelBuilder mb;
+  mb.input("x", {2});
+  mb.floatInit("b", {64}, std::vector<float>(64, 1.0f));
+  mb.node("Neg", {"x"}, {"y"});
+  mb.output("y");
+  std::string full = mb.bytes();
+  auto cut = ko::importModelBytes(full.substr(0, full.size() / 2), ".");
+  EXPECT_FALSE(cut.isOk());
+}
+
+TEST(OnnxImport, CycleIsReported) {
+  ModelBuilder mb;
+  mb.input("x", {2});
+  mb.node("Add", {"x", "b"}, {"a"}, "first");
+  mb.node("Neg", {"a"}, {"b"}, "second");
+  mb.output("b");
+  auto m = mb.import();
+  ASSERT_FALSE(m.isOk());
+  EXPECT_NE(m.status().message().find("graph 'g': cycle through nodes 'first', 'second'"), std::string::npos)
+      << m.status().message();
+}
+
+TEST(OnnxImport, UndefinedInputIsReported) {
+  ModelBuilder mb;
+  mb.input("x", {2});
+  mb.node("Add", {"x", "nowhere"}, {"y"});
+  mb.output("y");
+  auto m = mb.import();
+  ASSERT_FALSE(m.isOk());
+  EXPECT_NE(m.status().message().find("node 'Add_0'"), std::string::npos) << m.status().message();
+  EXPECT_NE(m.status().message().find("'nowhere' is not produced"), std::string::npos);
+}
+
+TEST(OnnxImport, DataLengthMismatchNamesTheTensor) {
+  ModelBuilder mb;
+  auto* t = mb.floatInit("weights", {3}, {1, 2});  // 8 bytes for 3 floats
+  (void)t;
+  mb.output("weights");
+  auto m = mb.import();
+  ASSERT_FALSE(m.isOk());
+  EXPECT_NE(m.status().message().find("initializer 'weights'"), std::string::npos);
+  EXPECT_NE(m.status().message().find("raw_data has 8 bytes"), std::string::npos)
+      << m.status().message();
+}
+
+TEST(OnnxImport, AbsurdDimsFailBeforeAllocating) {
+  ModelBuilder mb;
+  auto* t = mb.g->add_initializer();
+  t->set_name("huge");
+  t->set_data_type(::onnx::TensorProto::FLOAT);
+  t->add_dims(1000000);
+  t->add_dims(1000000);  // 1e12 elements, 4 TB
+  t->set_raw_data("abcd");
+  mb.output("huge");
+  auto m = mb.import();
+  ASSERT_FALSE(m.isOk());
+  EXPECT_NE(m.status().message().find("initializer 'huge'"), std::string::npos)
+      << m.status().message();
+}
+
+TEST(OnnxImport, UnknownDomainAndCheckListsEverything) {
+  ModelBuilder mb;
+  mb.input("x", {2});
+  mb.input("s", {2}, ::onnx::TensorProto::STRING);
+  auto* n = mb.node("Frobnicate", {"x"}, {"y"}, "frob");
+  n->set_domain("com.example");
+  mb.node("NoSuchOp", {"x"}, {"z"}, "nosuch");
+  mb.node("Neg", {"y"}, {"w"}, "after");  // its input comes from a failed node
+  mb.output("w");
+  mb.output("z");
+  auto m = mb.import();
+  ASSERT_FALSE(m.isOk());
+  auto list = ko::checkModelBytes(mb.bytes(), ".");
+  ASSERT_TRUE(list.isOk()) << list.status().message();
+  ASSERT_EQ(list->size(), 3u);
+  EXPECT_EQ((*list)[0].node, "graph input 's'");
+  EXPECT_NE((*list)[0].reason.find("STRING"), std::string::npos);
+  EXPECT_EQ((*list)[1].node, "frob");
+  EXPECT_EQ((*list)[1].opType, "com.example::Frobnicate");
+  EXPECT_NE((*list)[1].reason.find("domain 'com.example' is not supported"), std::string::npos);
+  EXPECT_EQ((*list)[2].node, "nosuch");
+  EXPECT_NE((*list)[2].reason.find("op not supported"), std::string::npos);
+}
+
+TEST(OnnxImport, CheckOfASupportedModelIsEmpty) {
+  ModelBuilder mb;
+  mb.input("x", {2, 2});
+  mb.node("MatMul", {"x", "x"}, {"y"});
+  mb.output("y");
+  auto list = ko::checkModelBytes(mb.bytes(), ".");
+  ASSERT_TRUE(list.isOk());
+  EXPECT_TRUE(list->empty());
+}
+
+TEST(OnnxImport, UnsupportedAttributeValueIsNamed) {
+  ModelBuilder mb;
+  mb.input("x", {1, 1, 4});
+  auto* n = mb.node("Pad", {"x", "pads"}, {"y"}, "pad");
+  mb.i64Init("pads", {0, 0, 1, 0, 0, 1});
+  auto* a = n->add_attribute();
+  a->set_name("mode");
+  a->set_type(::onnx::AttributeProto::STRING);
+  a->set_s("wrap");
+  mb.output("y");
+  auto m = mb.import();
+  ASSERT_FALSE(m.isOk());
+  EXPECT_NE(m.status().message().find("pad mode 'wrap'"), std::string::npos) << m.status().message();
+}
+
+TEST(OnnxImport, ReadTensorProtoFile) {
+  TempDir dir;
+  ::onnx::TensorProto t;
+  t.set_data_type(::onnx::TensorProto::INT32);
+  t.add_dims(2);
+  t.add_dims(1);
+  t.add_int32_data(-5);
+  t.add_int32_data(12);
+  writeFile(dir.path() / "t.pb", t.SerializeAsString());
+  auto r = ko::readTensorProtoFile((dir.path() / "t.pb").string());
+  ASSERT_TRUE(r.isOk()) << r.status().message();
+  EXPECT_EQ(r->type().str(), "i32[2,1]");
+  EXPECT_EQ(r->getInt(0), -5);
+  EXPECT_EQ(r->getInt(1), 12);
+  auto missing = ko::readTensorProtoFile((dir.path() / "none.pb").string());
+  EXPECT_FALSE(missing.isOk());
+}
+
+}  // namespace

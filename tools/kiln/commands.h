@@ -1,0 +1,20 @@
+// The subcommands of the kiln tool and the one way they report an error.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "support/status.h"
+
+namespace kiln::cli {
+
+inline constexpr int kExitError = 1;
+inline constexpr int kExitUsage = 2;
+
+// Prints `s` as one line, "kiln: error: [file:line:col: ]message", on stderr; returns exitCode.
+int reportError(const Status& s, int exitCode);
+
+// `kiln run ARGS...` (the arguments after "run"); returns the exit status.
+int runCommand(const std::vector<std::string>& args);
+
+}  // namespace kiln::cli

@@ -1,0 +1,221 @@
+// Runs one ONNX backend test: imports model.onnx, feeds each test_data_set_*/input_<i>.pb to the
+// function's parameters in order, runs the backend and compares with output_<i>.pb.
+#include "conformance_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <set>
+
+#include "conformance_compare.h"
+#include "conformance_scope.h"
+#include "frontend/onnx/onnx_importer.h"
+#include "interp/interpreter.h"
+
+namespace kiln::conformance {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Files or folders of `dir` named <prefix><number><suffix>, sorted by the number (so input_10
+// follows input_9).
+std::vector<std::string> numbered(const fs::path& dir, const std::string& prefix,
+                                  const std::string& suffix, bool wantDirs) {
+  std::vector<std::pair<long, std::string>> found;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    std::string name = e.path().filename().string();
+    if (e.is_directory(ec) != wantDirs) continue;
+    if (name.size() <= prefix.size() + suffix.size() || name.rfind(prefix, 0) != 0 ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+    if (digits.size() > 9 ||
+        !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    found.emplace_back(std::stol(digits), e.path().string());
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (auto& f : found) out.push_back(std::move(f.second));
+  return out;
+}
+
+struct DataSet {
+  std::string name;
+  std::vector<std::string> inputs, outputs;
+};
+
+std::vector<DataSet> findDataSets(const std::string& testDir) {
+  std::vector<DataSet> sets;
+  for (const auto& dir : numbered(testDir, "test_data_set_", "", true))
+    sets.push_back({fs::path(dir).filename().string(), numbered(dir, "input_", ".pb", false),
+                    numbered(dir, "output_", ".pb", false)});
+  return sets;
+}
+
+StatusOr<std::vector<Tensor>> readAll(const std::vector<std::string>& files) {
+  std::vector<Tensor> out;
+  for (const auto& f : files) {
+    auto t = onnx::readTensorProtoFile(f);
+    if (!t) return t.status();
+    out.push_back(std::move(*t));
+  }
+  return out;
+}
+
+StatusOr<std::vector<Tensor>> runOnBackend(const std::string& backend, const Function& f,
+                                           std::span<const Tensor> inputs) {
+  KILN_CHECK(backend == "interp", "unknown backend " + backend);
+  return interpret(f, inputs);
+}
+
+// Fills the outcome of a test whose model did not import: the importer's full list of
+// unsupported items when it has one, else the import error.
+void describeUnsupported(const std::string& model, const Status& importError, TestResult& r) {
+  r.outcome = Outcome::Unsupported;
+  auto items = onnx::checkModelFile(model);
+  if (!items || items->empty()) {
+    r.reason = importError.str();
+    return;
+  }
+  std::set<std::string> ops;
+  std::string reason;
+  size_t shown = 0;
+  for (const auto& u : *items) {
+    if (!u.opType.empty()) ops.insert(u.opType);
+    if (shown++ < 4)
+      reason += (reason.empty() ? "" : "; ") + u.node +
+                (u.opType.empty() ? "" : " (" + u.opType + ")") + ": " + u.reason;
+  }
+  if (items->size() > 4) reason += "; and " + std::to_string(items->size() - 4) + " more";
+  r.reason = reason;
+  r.unsupportedOps.assign(ops.begin(), ops.end());
+}
+
+// Runs one data set; false (with r filled) when the test did not pass on it.
+bool runDataSet(const Function& f, const DataSet& ds, const RunOptions& opts, TestResult& r) {
+  auto inputs = readAll(ds.inputs);
+  if (!inputs) {
+    r.outcome = Outcome::Unsupported;
+    r.reason = ds.name + ": input data: " + inputs.status().str();
+    return false;
+  }
+  if (inputs->size() != f.numParameters()) {
+    r.outcome = Outcome::Error;
+    r.reason = ds.name + ": the model takes " + std::to_string(f.numParameters()) +
+               " inputs, the data set has " + std::to_string(inputs->size());
+    return false;
+  }
+  auto outputs = runOnBackend(opts.backend, f, *inputs);
+  if (!outputs) {
+    r.outcome = Outcome::Error;
+    r.reason = ds.name + ": " + outputs.status().str();
+    return false;
+  }
+  auto expected = readAll(ds.outputs);
+  if (!expected) {
+    r.outcome = Outcome::Unsupported;
+    r.reason = ds.name + ": expected output data: " + expected.status().str();
+    return false;
+  }
+  if (outputs->size() != expected->size()) {
+    r.outcome = Outcome::Failed;
+    r.reason = ds.name + ": " + std::to_string(outputs->size()) + " outputs, expected " +
+               std::to_string(expected->size());
+    return false;
+  }
+  for (size_t i = 0; i < outputs->size(); ++i) {
+    Comparison c = compareTensors((*outputs)[i], (*expected)[i], opts.rtol, opts.atol);
+    r.maxAbsError = std::max(r.maxAbsError, c.maxAbsError);
+    if (c.ok) continue;
+    r.outcome = Outcome::Failed;
+    r.reason = ds.name + ": output " + std::to_string(i) + " '" + f.outputs()[i]->name() +
+               "': " + c.message;
+    return false;
+  }
+  return true;
+}
+
+std::vector<std::optional<Tensor>> readFirstInputs(const std::vector<DataSet>& sets) {
+  std::vector<std::optional<Tensor>> out;
+  if (sets.empty()) return out;
+  for (const auto& f : sets[0].inputs) {
+    auto t = onnx::readTensorProtoFile(f);
+    out.push_back(t ? std::optional<Tensor>(std::move(*t)) : std::nullopt);
+  }
+  return out;
+}
+
+void runTestBody(const TestCase& test, const RunOptions& opts, TestResult& r) {
+  std::string model = (fs::path(test.path) / "model.onnx").string();
+  std::error_code ec;
+  if (!fs::is_regular_file(model, ec)) {
+    r.outcome = Outcome::Unsupported;
+    r.reason = "no model.onnx in the test folder";
+    return;
+  }
+  std::vector<DataSet> sets = findDataSets(test.path);
+  ScopeDecision scope = decideScope(model, readFirstInputs(sets));
+  r.inScope = scope.inScope;
+  r.scopeReason = scope.reason;
+  if (sets.empty()) {
+    r.outcome = Outcome::Error;
+    r.reason = "no test_data_set_* folder";
+    return;
+  }
+  auto module = onnx::importModelFile(model);
+  if (!module) return describeUnsupported(model, module.status(), r);
+  const Function* f = (*module)->entry();
+  if (!f) {
+    r.outcome = Outcome::Error;
+    r.reason = "the imported module has no function";
+    return;
+  }
+  for (const auto& ds : sets)
+    if (!runDataSet(*f, ds, opts, r)) return;
+  r.outcome = Outcome::Passed;
+}
+
+}  // namespace
+
+const char* outcomeName(Outcome o) {
+  switch (o) {
+    case Outcome::Passed: return "passed";
+    case Outcome::Failed: return "failed";
+    case Outcome::Unsupported: return "unsupported";
+    case Outcome::Error: return "error";
+  }
+  return "error";
+}
+
+bool isKnownBackend(const std::string& backend) { return backend == "interp"; }
+
+std::vector<TestCase> discoverTests(const std::string& dir, const std::string& filter) {
+  std::vector<TestCase> tests;
+  std::string folder = fs::path(dir).lexically_normal().filename().string();
+  if (folder.empty()) folder = fs::path(dir).lexically_normal().parent_path().filename().string();
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (!e.is_directory(ec)) continue;
+    std::string name = e.path().filename().string();
+    if (name.find(filter) == std::string::npos) continue;
+    tests.push_back({folder, name, e.path().string()});
+  }
+  std::sort(tests.begin(), tests.end(),
+            [](const TestCase& a, const TestCase& b) { return a.name < b.name; });
+  return tests;
+}
+
+TestResult runTest(const TestCase& test, const RunOptions& opts) {
+  TestResult r;
+  r.test = test;
+  auto start = std::chrono::steady_clock::now();
+  runTestBody(test, opts, r);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+}  // namespace kiln::conformance

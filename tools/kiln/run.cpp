@@ -1,0 +1,149 @@
+// `kiln run`: load a program, bind its inputs, run it, write its outputs, print the report.
+#include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <set>
+
+#include "commands.h"
+#include "inputs.h"
+#include "interp/interpreter.h"
+#include "passes/specialize_shapes.h"
+#include "program.h"
+#include "run_options.h"
+#include "summary.h"
+#include "support/npy.h"
+
+namespace kiln::cli {
+namespace {
+
+double msSince(std::chrono::steady_clock::time_point start) {
+  std::chrono::duration<double, std::milli> d = std::chrono::steady_clock::now() - start;
+  return d.count();
+}
+
+// A file name made of [A-Za-z0-9._-] only, not starting with '.', so that an output name cannot
+// escape the output directory or hide itself.
+std::string sanitizeFileName(const std::string& name) {
+  std::string s;
+  for (char c : name.substr(0, 200)) {
+    bool plain = std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+    s += plain ? c : '_';
+  }
+  if (s.empty() || s[0] == '.') s = "_" + s;
+  return s;
+}
+
+// How many values of `f` have a type with a symbolic dimension.
+int countSymbolicValues(const Function& f) {
+  int n = 0;
+  for (const auto& node : f.nodes()) {
+    for (size_t r = 0; r < node->numResults(); ++r) n += !node->result(r)->type().isStatic();
+  }
+  return n;
+}
+
+// Substitutes the sizes the inputs fixed for the parameters' symbols (specialize-shapes), so
+// that ops whose result shape is declared rather than derived (a bias broadcast to f32[N,32])
+// know them too. Describes what it did: "N=4: 10 value types made static".
+StatusOr<std::string> specialize(Module& m, const Function& f, const SymbolBindings& sizes) {
+  int before = countSymbolicValues(f);
+  StatusOr<bool> changed = specializeShapes(m, sizes);
+  std::string given;
+  for (const auto& [symbol, size] : sizes)
+    given += (given.empty() ? "" : ", ") + symbol + "=" + std::to_string(size);
+  if (!changed) return Status(changed.status()).prefix("with " + given);
+  int made = before - countSymbolicValues(f);
+  return given + ": " + std::to_string(made) + (made == 1 ? " value type" : " value types") +
+         " made static";
+}
+
+std::vector<std::string> outputNames(const Function& f) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < f.outputs().size(); ++i) {
+    const std::string& n = f.outputs()[i]->name();
+    // %0, %1, ... are how the text spells unnamed values.
+    bool unnamed = n.empty() || n.find_first_not_of("0123456789") == std::string::npos;
+    names.push_back(unnamed ? "output_" + std::to_string(i) : n);
+  }
+  return names;
+}
+
+// Writes each output to dir/NAME.npy (names made unique); bf16 goes out as f32, with a note.
+Status writeOutputs(const std::string& dir, std::vector<TensorRow>& outputs,
+                    std::vector<std::string>& notes) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir, ec))
+    return Status::error("cannot create output directory '" + dir + "'");
+  std::set<std::string> used;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    std::string file = sanitizeFileName(outputs[i].name);
+    while (!used.insert(file).second) file += "_" + std::to_string(i);
+    std::string path = (std::filesystem::path(dir) / (file + ".npy")).string();
+    Tensor value = outputs[i].value;
+    if (value.dtype() == DType::BF16) {
+      Tensor f32(DType::F32, value.dims());
+      for (int64_t k = 0; k < value.numElements(); ++k) f32.setDouble(k, value.getDouble(k));
+      value = f32;
+      notes.push_back("output '" + outputs[i].name + "' is bf16; " + path +
+                      " holds it as f32 (numpy has no bf16)");
+    }
+    Status s = writeNpy(path, value);
+    if (!s) return Status::error("output '" + outputs[i].name + "': " + path + ": " + s.message());
+    outputs[i].where = path;
+  }
+  return Status::ok();
+}
+
+// Everything after option parsing; returns an error to report with exit status 1.
+Status runProgram(const RunOptions& o) {
+  RunSummary summary;
+  summary.program = o.program;
+  summary.backend = o.backend;
+  KILN_ASSIGN_OR_RETURN(LoadedProgram program, loadProgram(o.program));
+  Function& f = *program.module->entry();
+  summary.function = f.name();
+  summary.stages.push_back({"parse+verify", program.loadMs, describeNodes(f)});
+
+  KILN_ASSIGN_OR_RETURN(BoundInputs bound, bindInputs(f, o));
+  if (!bound.symbols.empty()) {
+    auto start = std::chrono::steady_clock::now();
+    KILN_ASSIGN_OR_RETURN(std::string what, specialize(*program.module, f, bound.symbols));
+    summary.stages.push_back({"specialize-shapes", msSince(start), what});
+  }
+  std::vector<Tensor> values;
+  for (BoundInput& in : bound.inputs) {
+    values.push_back(in.value);
+    summary.inputs.push_back({in.name, in.value, in.source});
+  }
+
+  auto start = std::chrono::steady_clock::now();
+  KILN_ASSIGN_OR_RETURN(std::vector<Tensor> results, interpret(f, values));
+  summary.runMs = msSince(start);
+
+  std::vector<std::string> names = outputNames(f);
+  KILN_CHECK(names.size() == results.size(), "interpret returned a result count unlike outputs");
+  for (size_t i = 0; i < results.size(); ++i)
+    summary.outputs.push_back({names[i], results[i], "not written"});
+  if (!o.outputDir.empty())
+    KILN_RETURN_IF_ERROR(writeOutputs(o.outputDir, summary.outputs, summary.notes));
+  std::fputs(formatSummary(summary).c_str(), stdout);
+  return Status::ok();
+}
+
+}  // namespace
+
+int runCommand(const std::vector<std::string>& args) {
+  StatusOr<RunOptions> o = parseRunOptions(args);
+  if (!o) return reportError(o.status(), kExitUsage);
+  if (o->help) {
+    std::fputs(runUsage(), stdout);
+    return 0;
+  }
+  Status s = runProgram(*o);
+  if (!s) return reportError(s, kExitError);
+  return 0;
+}
+
+}  // namespace kiln::cli

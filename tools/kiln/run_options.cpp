@@ -1,0 +1,143 @@
+// Parsing of `kiln run` flags. Value flags take their value as the next argument or after '='
+// (`--seed 3` or `--seed=3`).
+#include "run_options.h"
+
+#include <cctype>
+#include <charconv>
+#include <optional>
+#include <string_view>
+
+namespace kiln::cli {
+namespace {
+
+Status usageError(const std::string& message) { return Status::error(message); }
+
+template <typename T>
+std::optional<T> parseNumber(std::string_view s) {
+  T v{};
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+bool isIdentifier(std::string_view s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  }
+  return true;
+}
+
+// `--input NAME=FILE` names a parameter when the text before the first '=' could be one (no
+// path separator); otherwise the whole argument is a file bound in order.
+InputArg parseInputArg(const std::string& v) {
+  size_t eq = v.find('=');
+  if (eq == std::string::npos || eq == 0 || v.substr(0, eq).find('/') != std::string::npos)
+    return InputArg{"", v};
+  return InputArg{v.substr(0, eq), v.substr(eq + 1)};
+}
+
+Status parseDimArg(const std::string& v, RunOptions& o) {
+  size_t eq = v.find('=');
+  std::string symbol = v.substr(0, eq);
+  if (eq == std::string::npos || !isIdentifier(symbol))
+    return usageError("--dim expects SYMBOL=SIZE, got '" + v + "'");
+  auto size = parseNumber<int64_t>(std::string_view(v).substr(eq + 1));
+  if (!size || *size < 0)
+    return usageError("--dim " + symbol + ": size must be a non-negative integer, got '" +
+                      v.substr(eq + 1) + "'");
+  if (o.dims.count(symbol)) return usageError("--dim " + symbol + " is given twice");
+  o.dims[symbol] = *size;
+  return Status::ok();
+}
+
+// Applies one flag that takes a value.
+Status applyValueFlag(const std::string& flag, const std::string& v, RunOptions& o) {
+  if (flag == "--input") {
+    InputArg in = parseInputArg(v);
+    if (in.file.empty()) return usageError("--input " + v + ": missing file name");
+    o.inputs.push_back(std::move(in));
+  } else if (flag == "--seed") {
+    auto seed = parseNumber<uint64_t>(v);
+    if (!seed) return usageError("--seed expects a non-negative integer, got '" + v + "'");
+    o.seed = *seed;
+  } else if (flag == "--dim") {
+    return parseDimArg(v, o);
+  } else if (flag == "--output-dir") {
+    if (v.empty()) return usageError("--output-dir expects a directory");
+    o.outputDir = v;
+  } else if (flag == "--backend") {
+    if (v != "interp") return usageError("unknown backend '" + v + "' (available: interp)");
+    o.backend = v;
+  } else {
+    return usageError("unknown option '" + flag + "' (see kiln run --help)");
+  }
+  return Status::ok();
+}
+
+bool takesValue(const std::string& flag) {
+  return flag == "--input" || flag == "--seed" || flag == "--dim" || flag == "--output-dir" ||
+         flag == "--backend";
+}
+
+}  // namespace
+
+StatusOr<RunOptions> parseRunOptions(const std::vector<std::string>& args) {
+  RunOptions o;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "-h" || a == "--help") {
+      o.help = true;
+      return o;
+    }
+    if (a == "--random-inputs") {
+      o.randomInputs = true;
+      continue;
+    }
+    if (a.size() > 1 && a[0] == '-') {
+      size_t eq = a.find('=');
+      std::string flag = a.substr(0, eq);
+      if (!takesValue(flag)) return usageError("unknown option '" + a + "' (see kiln run --help)");
+      if (eq != std::string::npos) {
+        KILN_RETURN_IF_ERROR(applyValueFlag(flag, a.substr(eq + 1), o));
+      } else if (i + 1 < args.size()) {
+        KILN_RETURN_IF_ERROR(applyValueFlag(flag, args[++i], o));
+      } else {
+        return usageError(flag + " expects a value");
+      }
+      continue;
+    }
+    if (!o.program.empty())
+      return usageError("more than one program given ('" + o.program + "' and '" + a + "')");
+    o.program = a;
+  }
+  if (o.program.empty()) return usageError("no program given (usage: kiln run PROGRAM [options])");
+  return o;
+}
+
+const char* runUsage() {
+  return R"(usage: kiln run PROGRAM [options]
+
+Runs PROGRAM on the given inputs, prints each input and output (dtype, shape, min/max/mean), the
+run time and what the compiler did, and writes the outputs as .npy files when --output-dir is set.
+PROGRAM is a .kir file (Kiln's text IR).
+
+Options:
+  --input NAME=FILE.npy  bind the input (parameter) NAME to the array in FILE.npy
+  --input FILE.npy       bind the next input not bound by name, in parameter order
+  --random-inputs        fill every input not given with seeded random values: floats uniform
+                         in [-1, 1), integers uniform in [0, 10), bools true or false
+  --seed N               seed of --random-inputs (default 0); the same seed gives the same values
+  --dim SYMBOL=SIZE      size of a symbolic dimension (e.g. --dim N=8); needed by
+                         --random-inputs when no input file fixes the symbol
+  --output-dir DIR       write each output to DIR/NAME.npy (DIR is created when missing); NAME
+                         is the output's name in the program, or output_<i> when it has none
+  --backend NAME         where to run: interp, the reference interpreter (the default)
+  -h, --help             show this help
+
+Exit status: 0 on success, 1 on an error (one line on stderr: "kiln: error: ..."), 2 on a
+usage error.
+)";
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,36 @@
+// Command-line options of `kiln run` and their parser.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "support/status.h"
+
+namespace kiln::cli {
+
+// One --input flag: NAME=FILE.npy (name set) or FILE.npy (name empty: bound in order).
+struct InputArg {
+  std::string name;
+  std::string file;
+};
+
+struct RunOptions {
+  std::string program;
+  std::vector<InputArg> inputs;
+  bool randomInputs = false;
+  uint64_t seed = 0;
+  std::map<std::string, int64_t> dims;  // --dim SYMBOL=N
+  std::string outputDir;                // empty: outputs are not written
+  std::string backend = "interp";
+  bool help = false;
+};
+
+// Parses the arguments after `run`. Every error is a usage error (exit status 2).
+StatusOr<RunOptions> parseRunOptions(const std::vector<std::string>& args);
+
+// The text of `kiln run --help`.
+const char* runUsage();
+
+}  // namespace kiln::cli
