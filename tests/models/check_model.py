@@ -30,6 +30,10 @@ def main():
     if not os.path.exists(model):
         print(f"check_model.py: {model} does not exist (run tools/export_models.py); skipping")
         return 77
+    if os.path.realpath(args.work_dir) == os.path.realpath(args.model_dir):
+        print("check_model.py: --work-dir must differ from --model-dir (its .npy files are "
+              "replaced)")
+        return 1
     os.makedirs(args.work_dir, exist_ok=True)
     for old in glob.glob(os.path.join(args.work_dir, "*.npy")):
         os.remove(old)

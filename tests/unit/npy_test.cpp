@@ -163,7 +163,9 @@ TEST_F(NpyTest, RoundTripsEveryNumpyDType) {
                          DType::I64,  DType::F16, DType::F32, DType::F64};
   for (DType dt : types) {
     Tensor t(dt, {3, 1, 4});
-    for (int64_t i = 0; i < t.numElements(); ++i) t.setDouble(i, isBool(dt) ? i % 2 : i - 5);
+    // Values every dtype holds exactly: 0/1 for bool, 0..33 for u8, -17..16 otherwise.
+    for (int64_t i = 0; i < t.numElements(); ++i)
+      t.setInt(i, isBool(dt) ? i % 2 : dt == DType::U8 ? 3 * i : 3 * i - 17);
     std::string p = path("t.npy");
     ASSERT_TRUE(writeNpy(p, t).isOk()) << dtypeName(dt);
     auto back = readNpy(p);

@@ -3,11 +3,11 @@
 // subgraphs, opset selection, functions, initializer data (typed fields, external files) and
 // the errors for bad models.
 #include <gtest/gtest.h>
-#include <onnx/onnx_pb.h>
 
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <onnx/onnx_pb.h>
 
 #include "frontend/onnx/import_options.h"
 #include "interp/interpreter.h"
@@ -99,7 +99,8 @@ Tensor f32(std::vector<int64_t> dims, const std::vector<float>& v) {
 
 std::vector<float> values(const Tensor& t) {
   std::vector<float> v(static_cast<size_t>(t.numElements()));
-  for (int64_t i = 0; i < t.numElements(); ++i) v[static_cast<size_t>(i)] = static_cast<float>(t.getDouble(i));
+  for (int64_t i = 0; i < t.numElements(); ++i)
+    v[static_cast<size_t>(i)] = static_cast<float>(t.getDouble(i));
   return v;
 }
 
@@ -283,8 +284,8 @@ TEST(OnnxImport, TypedFieldsFloat16AndInt64) {
 class TempDir {
  public:
   TempDir() {
-    path_ = fs::temp_directory_path() / ("kiln_onnx_test_" + std::to_string(::getpid()) + "_" +
-                                         std::to_string(counter_++));
+    path_ = fs::temp_directory_path() /
+            ("kiln_onnx_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
     fs::create_directories(path_);
   }
   ~TempDir() { fs::remove_all(path_); }
@@ -321,7 +322,8 @@ void writeFile(const fs::path& p, const std::string& bytes) {
 TEST(OnnxImport, ExternalDataIsReadRelativeToTheModel) {
   TempDir dir;
   std::vector<float> data{9, 1.5f, -2, 4};  // the tensor is the last three, at offset 4
-  writeFile(dir.path() / "weights.bin", std::string(reinterpret_cast<const char*>(data.data()), 16));
+  writeFile(dir.path() / "weights.bin",
+            std::string(reinterpret_cast<const char*>(data.data()), 16));
   ModelBuilder mb;
   externalInit(mb, "weights.bin", 4, 3);
   mb.output("w");
@@ -350,7 +352,8 @@ TEST(OnnxImport, ExternalDataErrors) {
     mb.output("w");
     auto m = mb.import(dir.path().string());
     ASSERT_FALSE(m.isOk());
-    EXPECT_NE(m.status().message().find("beyond the end"), std::string::npos) << m.status().message();
+    EXPECT_NE(m.status().message().find("beyond the end"), std::string::npos)
+        << m.status().message();
     EXPECT_NE(m.status().message().find("initializer 'w'"), std::string::npos);
   }
 }
@@ -377,7 +380,8 @@ TEST(OnnxImport, CycleIsReported) {
   mb.output("b");
   auto m = mb.import();
   ASSERT_FALSE(m.isOk());
-  EXPECT_NE(m.status().message().find("graph 'g': cycle through nodes 'first', 'second'"), std::string::npos)
+  EXPECT_NE(m.status().message().find("graph 'g': cycle through nodes 'first', 'second'"),
+            std::string::npos)
       << m.status().message();
 }
 
@@ -465,7 +469,8 @@ TEST(OnnxImport, UnsupportedAttributeValueIsNamed) {
   mb.output("y");
   auto m = mb.import();
   ASSERT_FALSE(m.isOk());
-  EXPECT_NE(m.status().message().find("pad mode 'wrap'"), std::string::npos) << m.status().message();
+  EXPECT_NE(m.status().message().find("pad mode 'wrap'"), std::string::npos)
+      << m.status().message();
 }
 
 TEST(OnnxImport, ReadTensorProtoFile) {

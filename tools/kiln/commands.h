@@ -16,5 +16,8 @@ int reportError(const Status& s, int exitCode);
 
 // `kiln run ARGS...` (the arguments after "run"); returns the exit status.
 int runCommand(const std::vector<std::string>& args);
+// `kiln import MODEL.onnx [-o OUT.kir]` and `kiln check MODEL.onnx`.
+int importCommand(const std::vector<std::string>& args);
+int checkCommand(const std::vector<std::string>& args);
 
 }  // namespace kiln::cli

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "conformance.h"
 
 #ifndef KILN_VERSION
 #error "KILN_VERSION must be defined by the build"
@@ -20,6 +21,10 @@ struct Command {
 
 const Command kCommands[] = {
     {"run", "run a program on inputs and show what the compiler did", runCommand},
+    {"import", "import an ONNX model and print its graph IR", importCommand},
+    {"check", "list every part of an ONNX model that Kiln cannot handle", checkCommand},
+    {"conformance", "run ONNX backend test folders and compare with their outputs",
+     conformanceCommand},
 };
 
 void printUsage(std::FILE* out) {

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "frontend/onnx/onnx_importer.h"
 #include "ir/text/text.h"
 
 namespace kiln::cli {
@@ -42,11 +43,11 @@ StatusOr<LoadedProgram> loadProgram(const std::string& path) {
     KILN_ASSIGN_OR_RETURN(p.module, loadKir(path));
     p.format = "kir";
   } else if (ext == ".onnx") {
-    return Status::error("ONNX models are not supported yet (write the program as .kir)",
-                         Location{path, 0, 0});
+    KILN_ASSIGN_OR_RETURN(p.module, onnx::importModelFile(path));
+    p.format = "onnx";
   } else {
     std::string what = ext.empty() ? "no file extension" : "unknown extension '" + ext + "'";
-    return Status::error("cannot tell the program format: " + what + " (expected .kir)",
+    return Status::error("cannot tell the program format: " + what + " (expected .kir or .onnx)",
                          Location{path, 0, 0});
   }
   if (!p.module->entry())

@@ -1,6 +1,4 @@
-// Function expansion (ONNX ops defined by a function body, and model-local functions) and If
-// nodes whose condition is known while importing (the chosen branch is inlined; control flow
-// that depends on run-time values is not supported).
+// Function expansion: ONNX ops defined by a function body, and model-local functions.
 #include <onnx/defs/schema.h>
 
 #include "frontend/onnx/op_context.h"
@@ -55,12 +53,14 @@ Status Importer::expandFunction(const pb::FunctionProto& fn, const pb::NodeProto
                                 const ::onnx::OpSchema* schema) {
   std::string op = (node.domain().empty() ? "ai.onnx" : node.domain()) + "::" + node.op_type();
   if (outer.depth >= kMaxExpansionDepth)
-    return report(name, op, Status::error("function expansion nested more than " +
-                                          std::to_string(kMaxExpansionDepth) +
-                                          " deep (a recursive function?)"));
+    return report(name, op,
+                  Status::error("function expansion nested more than " +
+                                std::to_string(kMaxExpansionDepth) +
+                                " deep (a recursive function?)"));
   if (node.input_size() > fn.input_size() || node.output_size() > fn.output_size())
-    return report(name, op, Status::error("the node has more inputs or outputs than function '" +
-                                          fn.name() + "' declares"));
+    return report(name, op,
+                  Status::error("the node has more inputs or outputs than function '" + fn.name() +
+                                "' declares"));
   Scope inner;
   inner.depth = outer.depth + 1;
   inner.nameValues = false;
@@ -98,55 +98,12 @@ Status Importer::expandFunction(const pb::FunctionProto& fn, const pb::NodeProto
     if (node.output(i).empty()) continue;
     Value* v = inner.lookup(fn.output(i));
     if (!v)
-      return report(name, op, Status::error("function '" + fn.name() + "' does not produce '" +
-                                            fn.output(i) + "'"));
+      return report(
+          name, op,
+          Status::error("function '" + fn.name() + "' does not produce '" + fn.output(i) + "'"));
     outer.values[node.output(i)] = v;
     if (outer.nameValues && v->name().empty() && v->def()->op() != OpCode::Parameter)
       v->setName(node.output(i));
-  }
-  return Status::ok();
-}
-
-Status Importer::importIf(const pb::NodeProto& node, Scope& scope, const std::string& name) {
-  const pb::GraphProto* thenG = nullptr;
-  const pb::GraphProto* elseG = nullptr;
-  for (const auto& a : node.attribute()) {
-    if (a.name() == "then_branch" && a.has_g()) thenG = &a.g();
-    if (a.name() == "else_branch" && a.has_g()) elseG = &a.g();
-  }
-  if (!thenG || !elseG) return Status::error("then_branch and else_branch are required");
-  Value* cond = node.input_size() > 0 ? scope.lookup(node.input(0)) : nullptr;
-  if (!cond) return Status::error("the condition input is required");
-  KILN_ASSIGN_OR_RETURN(const KnownValue* k, knownValue(cond));
-  if (!k || k->symbolic) {
-    if (!k) noteNeededInputs(parameterDeps(cond));
-    return Status::error(
-        "the condition is computed at run time; control flow is not supported");
-  }
-  if (k->tensor.numElements() != 1)
-    return Status::error("the condition must hold one value, got " + k->tensor.type().str());
-  const pb::GraphProto& g = k->tensor.getDouble(0) != 0 ? *thenG : *elseG;
-  if (g.output_size() != node.output_size())
-    return Status::error("the branch has " + std::to_string(g.output_size()) +
-                         " outputs, the node " + std::to_string(node.output_size()));
-  Scope branch;
-  branch.parent = &scope;
-  branch.opsets = scope.opsets;
-  branch.originPrefix = name + "/";
-  branch.depth = scope.depth + 1;
-  if (branch.depth >= kMaxExpansionDepth) return Status::error("If nested too deeply");
-  KILN_RETURN_IF_ERROR(importInitializerList(g, branch));
-  size_t before = unsupported_.size();
-  KILN_RETURN_IF_ERROR(importGraphNodes(g, branch));
-  if (unsupported_.size() != before) {
-    placeholdOutputs(node, scope);
-    return Status::ok();
-  }
-  for (int i = 0; i < node.output_size(); ++i) {
-    Value* v = branch.lookup(g.output(i).name());
-    if (!v) return Status::error("the branch output '" + g.output(i).name() + "' is not defined");
-    if (node.output(i).empty()) continue;
-    scope.values[node.output(i)] = v;
   }
   return Status::ok();
 }

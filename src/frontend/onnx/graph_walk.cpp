@@ -2,7 +2,6 @@
 // undefined inputs are named), dispatch of each node to its mapping by (domain, op type, opset),
 // expansion of ops that ONNX defines as functions, and check mode's carrying on past failures.
 #include <onnx/defs/schema.h>
-
 #include <optional>
 #include <queue>
 
@@ -104,8 +103,7 @@ Status Importer::importGraphNodes(const pb::GraphProto& g, Scope& scope) {
       if (waiting[static_cast<size_t>(i)] > 0) {
         names += (listed++ ? ", '" : "'") + nodeName(g.node(i), i) + "'";
       }
-    return report("graph '" + g.name() + "'", "",
-                  Status::error("cycle through nodes " + names));
+    return report("graph '" + g.name() + "'", "", Status::error("cycle through nodes " + names));
   }
   for (int i : order) {
     const pb::NodeProto& node = g.node(i);
@@ -133,8 +131,7 @@ Status Importer::importNodeList(const std::vector<const pb::NodeProto*>& nodes, 
 bool Importer::skipPoisoned(const pb::NodeProto& node, Scope& scope, const std::string& name) {
   if (mode_ != Mode::Check) return false;
   bool poisoned = false;
-  for (const std::string& in : readsOf(node))
-    poisoned |= !scope.lookup(in) && poisoned_.count(in);
+  for (const std::string& in : readsOf(node)) poisoned |= !scope.lookup(in) && poisoned_.count(in);
   if (!poisoned) return false;
   // The node cannot be checked in full without its inputs; still say if its op is unknown.
   std::string domain = node.domain() == "ai.onnx" ? "" : node.domain();
@@ -143,8 +140,7 @@ bool Importer::skipPoisoned(const pb::NodeProto& node, Scope& scope, const std::
                (opTable().find(node.op_type(), opset->second) ||
                 ::onnx::OpSchemaRegistry::Schema(node.op_type(), opset->second, ""));
   known |= localFunction(node.domain(), node.op_type()) != nullptr;
-  if (!known)
-    (void)report(name, qualifiedOp(node), Status::error("op not supported"));
+  if (!known) (void)report(name, qualifiedOp(node), Status::error("op not supported"));
   for (const auto& o : node.output()) poisoned_.insert(o);
   return true;
 }
@@ -232,8 +228,11 @@ Status Importer::importNode(const pb::NodeProto& node, Scope& scope, const std::
     s = report(name, op, Status::error("domain '" + domain + "' is not supported"));
   } else if (opsetIt == scope.opsets.end()) {
     s = report(name, op, Status::error("the model imports no opset of the default domain"));
-  } else if (opset = opsetIt->second; node.op_type() == "If") {
-    s = importIf(node, scope, name);
+  } else if (opset = opsetIt->second; node.op_type() == "If" || node.op_type() == "Loop" ||
+                                       node.op_type() == "Scan") {
+    s = node.op_type() == "If"     ? importIf(node, scope, name)
+        : node.op_type() == "Loop" ? importLoop(node, scope, name)
+                                   : importScan(node, scope, name, opset);
     if (!s) placeholdOutputs(node, scope);
     return report(name, op, s, opset);
   } else if (MapFn fn = opTable().find(node.op_type(), opset)) {
@@ -245,8 +244,9 @@ Status Importer::importNode(const pb::NodeProto& node, Scope& scope, const std::
     if (auto body = schema ? schemaFunction(*schema, node, scope) : std::nullopt) {
       s = expandFunction(*body, node, scope, name, schema);
     } else {
-      std::string why = schema ? "op not supported"
-                               : "op not supported (no such op in opset " + std::to_string(opset) + ")";
+      std::string why =
+          schema ? "op not supported"
+                 : "op not supported (no such op in opset " + std::to_string(opset) + ")";
       s = report(name, op, Status::error(why), opset);
     }
   }

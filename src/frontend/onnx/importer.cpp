@@ -26,14 +26,16 @@ constexpr int64_t kSentinelBase = std::numeric_limits<int64_t>::min() / 2;
 // results may still be read as dims. Any other op on a sentinel gives a meaningless number.
 bool carriesSentinels(const Node& n) {
   switch (n.op()) {
-    case OpCode::Reshape: case OpCode::BroadcastInDim: case OpCode::Transpose:
-    case OpCode::Slice: case OpCode::Concatenate: case OpCode::Gather: case OpCode::Reverse:
-    case OpCode::DynamicSlice:
-      return true;
-    case OpCode::Convert:
-      return n.result()->type().dtype() == DType::I64;
-    default:
-      return false;
+    case OpCode::Reshape:
+    case OpCode::BroadcastInDim:
+    case OpCode::Transpose:
+    case OpCode::Slice:
+    case OpCode::Concatenate:
+    case OpCode::Gather:
+    case OpCode::Reverse:
+    case OpCode::DynamicSlice: return true;
+    case OpCode::Convert: return n.result()->type().dtype() == DType::I64;
+    default: return false;
   }
 }
 
@@ -54,10 +56,7 @@ Value* Scope::lookup(const std::string& name) const {
 
 Importer::Importer(const pb::ModelProto& model, std::string baseDir, Mode mode,
                    const ImportOptions& options, std::set<std::string> boundInputs)
-    : model_(model),
-      baseDir_(std::move(baseDir)),
-      mode_(mode),
-      options_(options),
+    : model_(model), baseDir_(std::move(baseDir)), mode_(mode), options_(options),
       boundInputs_(std::move(boundInputs)) {}
 
 Status Importer::report(const std::string& node, const std::string& opType, const Status& s,
@@ -90,8 +89,10 @@ StatusOr<std::unique_ptr<Module>> Importer::run() {
   if (!scope.opsets.count("")) scope.opsets[""] = 1;  // models before opset_import existed
   int opset = scope.opsets[""];
   if (opset < 1 || opset > 17) {
-    KILN_RETURN_IF_ERROR(report("model", "", Status::error(
-        "opset " + std::to_string(opset) + " of the default domain is not supported (1 to 17)")));
+    KILN_RETURN_IF_ERROR(
+        report("model", "",
+               Status::error("opset " + std::to_string(opset) +
+                             " of the default domain is not supported (1 to 17)")));
   }
   if (mode_ == Mode::Check) {
     // The model's own value_info, so that checking can go on past a failing node. (ONNX's shape
@@ -127,15 +128,15 @@ Status Importer::importInitializerList(const pb::GraphProto& g, Scope& scope) {
     std::string what = "initializer '" + t.name() + "'";
     auto tensor = tensorFromProto(t, baseDir_, what);
     if (!tensor) {
-      KILN_RETURN_IF_ERROR(report(what, "", Status::error(tensor.status().message().substr(
-                                               what.size() + 2))));
+      KILN_RETURN_IF_ERROR(
+          report(what, "", Status::error(tensor.status().message().substr(what.size() + 2))));
       poisoned_.insert(t.name());
       continue;
     }
     b.setOrigin(t.name());
     TensorType type = tensor->type();
-    Value* v = b.op(OpCode::Constant, {}, {{"value", tensorAttr(std::move(*tensor), t.name())}},
-                    {type});
+    Value* v =
+        b.op(OpCode::Constant, {}, {{"value", tensorAttr(std::move(*tensor), t.name())}}, {type});
     if (!v) return b.status();
     v->setName(t.name());
     scope.values[t.name()] = v;
@@ -169,10 +170,11 @@ StatusOr<TensorType> Importer::typeOfValueInfo(const pb::ValueInfoProto& vi,
                                                const std::string& what) {
   const pb::TypeProto& tp = vi.type();
   if (!tp.has_tensor_type()) {
-    const char* kind = tp.has_sequence_type() ? "sequence"
-                       : tp.has_optional_type() ? "optional"
-                       : tp.has_map_type() ? "map"
-                       : tp.has_sparse_tensor_type() ? "sparse tensor" : "unknown";
+    const char* kind = tp.has_sequence_type()        ? "sequence"
+                       : tp.has_optional_type()      ? "optional"
+                       : tp.has_map_type()           ? "map"
+                       : tp.has_sparse_tensor_type() ? "sparse tensor"
+                                                     : "unknown";
     return Status::error(std::string(kind) + " types are not supported");
   }
   const auto& tt = tp.tensor_type();
@@ -189,7 +191,8 @@ StatusOr<TensorType> Importer::typeOfValueInfo(const pb::ValueInfoProto& vi,
     } else if (d.has_dim_param() && !d.dim_param().empty()) {
       auto fixed = options_.dimValues.find(d.dim_param());
       if (fixed != options_.dimValues.end()) {
-        if (fixed->second < 0) return Status::error("the value given for dim '" + d.dim_param() + "' is negative");
+        if (fixed->second < 0)
+          return Status::error("the value given for dim '" + d.dim_param() + "' is negative");
         dims.emplace_back(fixed->second);
       } else {
         dims.push_back(Dim::symbol(symbolFor(d.dim_param())));
@@ -276,9 +279,11 @@ void Importer::removeDeadNodes() {
 
 Status Importer::checkDeadSymbolic() {
   for (const Node* n : symbolicConstants_)
-    KILN_RETURN_IF_ERROR(report(n->origin(), "", Status::error(
-        "the shape of a tensor with symbolic dimensions is used as data at run time; dynamic "
-        "shapes are not supported")));
+    KILN_RETURN_IF_ERROR(report(
+        n->origin(), "",
+        Status::error(
+            "the shape of a tensor with symbolic dimensions is used as data at run time; dynamic "
+            "shapes are not supported")));
   return Status::ok();
 }
 
@@ -337,8 +342,8 @@ Status Importer::evaluate(Node* n) {
     operands.push_back(k.tensor);
   }
   // Select picks elements, so a sentinel in its data operands survives; not in its predicate.
-  bool carries = carriesSentinels(*n) ||
-                 (n->op() == OpCode::Select && !known_.at(n->operand(0)).symbolic);
+  bool carries =
+      carriesSentinels(*n) || (n->op() == OpCode::Select && !known_.at(n->operand(0)).symbolic);
   if (symbolic && !carries) {
     std::set<std::string> syms;
     for (const Tensor& t : operands)
@@ -358,8 +363,8 @@ Status Importer::evaluate(Node* n) {
     auto count = n->result(i)->type().numElements();
     if (!count || *count > kMaxKnownElements) {
       for (size_t j = 0; j < n->numResults(); ++j)
-        unknowable_[n->result(j)] = "it is too large to compute while importing (" +
-                                    n->result(i)->type().str() + ")";
+        unknowable_[n->result(j)] =
+            "it is too large to compute while importing (" + n->result(i)->type().str() + ")";
       return Status::ok();
     }
   }
@@ -443,9 +448,8 @@ StatusOr<pb::ModelProto> parseModel(std::string_view bytes) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Module>> importModelBytes(std::string_view bytes,
-                                                   const std::string& baseDir,
-                                                   const ImportOptions& options) {
+StatusOr<std::unique_ptr<Module>>
+importModelBytes(std::string_view bytes, const std::string& baseDir, const ImportOptions& options) {
   KILN_ASSIGN_OR_RETURN(pb::ModelProto model, parseModel(bytes));
   std::set<std::string> bound;
   // Graph inputs are bound to their given values only where a node needs them; each round binds

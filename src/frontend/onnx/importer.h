@@ -111,9 +111,19 @@ class Importer {
   void removeDeadNodes();
   // Check mode: records a problem; Import mode: returns it. `opset` > 0 adds the opset to the
   // message.
-  Status report(const std::string& node, const std::string& opType, const Status& s,
-                int opset = 0);
+  Status report(const std::string& node, const std::string& opType, const Status& s, int opset = 0);
+  // Control flow (control_flow.cpp): inlined or unrolled where the decisions are known.
   Status importIf(const pb::NodeProto& node, Scope& scope, const std::string& name);
+  Status importLoop(const pb::NodeProto& node, Scope& scope, const std::string& name);
+  Status importScan(const pb::NodeProto& node, Scope& scope, const std::string& name, int opset);
+  // Imports subgraph `g` with its inputs bound to `inputs`; its outputs, or an empty list when
+  // check mode reported a problem inside.
+  StatusOr<std::vector<Value*>> runSubgraph(const pb::GraphProto& g, Scope& outer,
+                                            const std::string& prefix,
+                                            const std::vector<Value*>& inputs, bool nameValues);
+  StatusOr<bool> knownFlag(Value* v, const std::string& what);
+  Status bindOutputs(const pb::NodeProto& node, Scope& scope, const std::vector<Value*>& outs);
+  StatusOr<Value*> stack(Builder& b, std::vector<Value*> parts, int64_t axis, bool reverse);
   // Runs a table mapping for one node: builder errors, attribute checks, missing outputs.
   Status runMapping(Status (*fn)(OpContext&), const pb::NodeProto& node, Scope& scope,
                     const std::string& name, int opset);

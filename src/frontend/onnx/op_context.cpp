@@ -126,7 +126,8 @@ StatusOr<const KnownValue*> OpContext::knownOf(int i, const std::string& what) {
   if (k) return k;
   std::string why = imp_.unknownReason(v);
   if (!why.empty())
-    return err("input '" + node_.input(i) + "' (" + what + ") must be known while importing, but " + why);
+    return err("input '" + node_.input(i) + "' (" + what + ") must be known while importing, but " +
+               why);
   std::vector<std::string> deps = imp_.parameterDeps(v);
   imp_.noteNeededInputs(deps);
   std::string from;
@@ -280,8 +281,7 @@ StatusOr<Value*> broadcastUni(OpContext& c, Value* x, const Shape& target) {
   ONNX_BUILT(c, x);
   KILN_ASSIGN_OR_RETURN(Shape s, broadcastShapes(target, x->type().dims()));
   if (s != target)
-    return Status::error("shape " + x->type().str() + " does not broadcast to " +
-                         shapeStr(target));
+    return Status::error("shape " + x->type().str() + " does not broadcast to " + shapeStr(target));
   Value* r = c.b.broadcastTo(x, target);
   ONNX_BUILT(c, r);
   return r;
@@ -301,10 +301,10 @@ Value* scalarConst(Builder& b, DType t, double v) {
     // Clamp before converting: a double outside the integer range has no defined conversion.
     double lo = dtypeLowest(t), hi = dtypeHighest(t);
     if (std::isnan(v)) v = 0;
-    if (v <= lo) s.setInt(0, t == DType::I64 ? std::numeric_limits<int64_t>::min()
-                                             : static_cast<int64_t>(lo));
-    else if (v >= hi) s.setInt(0, t == DType::I64 ? std::numeric_limits<int64_t>::max()
-                                                  : static_cast<int64_t>(hi));
+    if (v <= lo)
+      s.setInt(0, t == DType::I64 ? std::numeric_limits<int64_t>::min() : static_cast<int64_t>(lo));
+    else if (v >= hi)
+      s.setInt(0, t == DType::I64 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(hi));
     else s.setInt(0, static_cast<int64_t>(v));
   } else {
     s.setDouble(0, v);
@@ -355,7 +355,8 @@ Value* insertUnitDims(Builder& b, Value* x, const std::vector<int64_t>& axes) {
   std::vector<int64_t> sorted = axes;
   std::sort(sorted.begin(), sorted.end());
   Shape s = x->type().dims();
-  for (int64_t a : sorted) s.insert(s.begin() + std::min<int64_t>(a, static_cast<int64_t>(s.size())), Dim(1));
+  for (int64_t a : sorted)
+    s.insert(s.begin() + std::min<int64_t>(a, static_cast<int64_t>(s.size())), Dim(1));
   return b.reshape(x, s);
 }
 

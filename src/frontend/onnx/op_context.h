@@ -96,8 +96,8 @@ class OpContext {
 };
 
 // Returns the builder's error from the enclosing mapping when `v` is null.
-#define ONNX_BUILT(ctx, v) \
-  do {                     \
+#define ONNX_BUILT(ctx, v)                 \
+  do {                                     \
     if (!(v)) return (ctx).builderError(); \
   } while (0)
 
@@ -163,7 +163,8 @@ Value* i64Const(Builder& b, const std::vector<int64_t>& v);
 
 // a * b into `out`; false on overflow or when |a * b| exceeds kMaxElements.
 bool checkedMul(int64_t a, int64_t b, int64_t& out);
-// The product of dims (nullopt past kMaxElements), symbolic when it is one symbol times static 1s; nullopt otherwise.
+// The product of dims (nullopt past kMaxElements), symbolic when it is one symbol times static 1s;
+// nullopt otherwise.
 std::optional<Dim> dimProduct(const Shape& dims);
 // `x` with 1s inserted at the (sorted) result positions `axes` (keepdims after a reduce).
 Value* insertUnitDims(Builder& b, Value* x, const std::vector<int64_t>& axes);

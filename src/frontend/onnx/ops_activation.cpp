@@ -106,8 +106,8 @@ Status thresholdedRelu(OpContext& c) {
 Status shrink(OpContext& c) {
   KILN_ASSIGN_OR_RETURN(Value * x, input0(c));
   double bias = c.attrFloat("bias", 0.0), lambd = c.attrFloat("lambd", 0.5);
-  Value* y = c.b.select(c.b.compare("gt", x, k(c, x, lambd)), c.b.sub(x, k(c, x, bias)),
-                        k(c, x, 0));
+  Value* y =
+      c.b.select(c.b.compare("gt", x, k(c, x, lambd)), c.b.sub(x, k(c, x, bias)), k(c, x, 0));
   c.setOutput(0, c.b.select(c.b.compare("lt", x, k(c, x, -lambd)), c.b.add(x, k(c, x, bias)), y));
   return Status::ok();
 }

@@ -12,8 +12,7 @@ StatusOr<Value*> minusZeroPoint(OpContext& c, Value* x, Value* zp, int64_t axis)
 // A per-tensor or per-axis (1-D along `axis`) parameter broadcast to x's shape.
 StatusOr<Value*> perAxis(OpContext& c, Value* p, Value* x, int64_t axis);
 // round_half_even(x / scale) + zero point, saturated and converted to `out`.
-StatusOr<Value*> quantize(OpContext& c, Value* x, Value* scale, Value* zp, DType out,
-                          int64_t axis);
+StatusOr<Value*> quantize(OpContext& c, Value* x, Value* scale, Value* zp, DType out, int64_t axis);
 
 // Reduction of x over `axes` (sorted, normalised) with ONNX's keepdims (ops_reduce.cpp).
 Value* reduceKeep(OpContext& c, Value* x, const std::vector<int64_t>& axes, const std::string& kind,
@@ -40,7 +39,8 @@ struct Window {
 StatusOr<Window> readWindow(OpContext& c, Value* x, std::vector<int64_t> kernel,
                             bool hasDilations = true);
 // Static extents of dims [from, rank) of x; error for a symbolic one.
-StatusOr<std::vector<int64_t>> staticDims(OpContext& c, Value* x, int64_t from, const std::string& what);
+StatusOr<std::vector<int64_t>> staticDims(OpContext& c, Value* x, int64_t from,
+                                          const std::string& what);
 
 // Static slice along one axis (ops_slice.cpp).
 Value* sliceAxis(Builder& b, Value* x, int64_t axis, int64_t start, int64_t limit,

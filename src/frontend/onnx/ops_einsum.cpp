@@ -34,7 +34,8 @@ StatusOr<std::vector<int>> parseLabels(OpContext& c, const std::string& s, int64
       continue;
     }
     char ch = s[i];
-    if (!std::isalpha(static_cast<unsigned char>(ch))) return c.err(std::string("bad label '") + ch + "'");
+    if (!std::isalpha(static_cast<unsigned char>(ch)))
+      return c.err(std::string("bad label '") + ch + "'");
     out.push_back(static_cast<int>(ch));
   }
   int64_t e = hasEllipsis ? rank - static_cast<int64_t>(out.size()) : 0;
@@ -42,7 +43,8 @@ StatusOr<std::vector<int>> parseLabels(OpContext& c, const std::string& s, int64
     return c.err("term '" + s + "' does not match rank " + std::to_string(rank));
   if (rank < 0) e = maxEllipsis;  // the output: every ellipsis dim
   std::vector<int> ell;
-  for (int64_t k = 0; k < e; ++k) ell.push_back(kEllipsisBase + static_cast<int>(maxEllipsis - e + k));
+  for (int64_t k = 0; k < e; ++k)
+    ell.push_back(kEllipsisBase + static_cast<int>(maxEllipsis - e + k));
   out.insert(out.begin() + static_cast<std::ptrdiff_t>(at), ell.begin(), ell.end());
   return out;
 }
@@ -55,7 +57,8 @@ StatusOr<Term> diagonals(OpContext& c, Term t) {
       const Shape& d = t.v->type().dims();
       if (d[i] != d[j]) return c.err("repeated label has different extents");
       TensorType it(DType::I64, d);
-      Value* mask = c.b.compare("eq", c.b.iota(it, static_cast<int64_t>(i)), c.b.iota(it, static_cast<int64_t>(j)));
+      Value* mask = c.b.compare("eq", c.b.iota(it, static_cast<int64_t>(i)),
+                                c.b.iota(it, static_cast<int64_t>(j)));
       Value* kept = c.b.select(mask, t.v, splat(c.b, t.v, 0));
       t.v = c.b.reduce(kept, {static_cast<int64_t>(j)}, "sum");
       ONNX_BUILT(c, t.v);
@@ -135,7 +138,8 @@ struct Equation {
 };
 
 // Parses the equation against the inputs ("ij,jk->ik", with "..." and implicit outputs).
-StatusOr<Equation> parseEquation(OpContext& c, const std::string& eq, const std::vector<Value*>& xs) {
+StatusOr<Equation> parseEquation(OpContext& c, const std::string& eq,
+                                 const std::vector<Value*>& xs) {
   size_t arrow = eq.find("->");
   std::string lhs = eq.substr(0, arrow);
   std::vector<std::string> sides;
@@ -153,7 +157,8 @@ StatusOr<Equation> parseEquation(OpContext& c, const std::string& eq, const std:
     size_t letters = 0;
     for (char ch : sides[i]) letters += std::isalpha(static_cast<unsigned char>(ch)) ? 1 : 0;
     if (sides[i].find("...") != std::string::npos)
-      maxE = std::max<int>(maxE, static_cast<int>(xs[i]->type().rank() - static_cast<int64_t>(letters)));
+      maxE = std::max<int>(maxE,
+                           static_cast<int>(xs[i]->type().rank() - static_cast<int64_t>(letters)));
   }
   Equation e;
   for (size_t i = 0; i < xs.size(); ++i) {
@@ -196,7 +201,8 @@ Status einsum(OpContext& c) {
   Term acc = terms[0];
   for (size_t i = 1; i < terms.size(); ++i) {
     std::multiset<int> later(e.out.begin(), e.out.end());
-    for (size_t j = i + 1; j < terms.size(); ++j) later.insert(terms[j].labels.begin(), terms[j].labels.end());
+    for (size_t j = i + 1; j < terms.size(); ++j)
+      later.insert(terms[j].labels.begin(), terms[j].labels.end());
     KILN_ASSIGN_OR_RETURN(acc, contract(c, acc, terms[i], later));
     sumUnneeded(c, acc, later);
     ONNX_BUILT(c, acc.v);

@@ -31,7 +31,8 @@ StatusOr<std::vector<Value*>> legacyBroadcast(OpContext& c, Value* a, Value* b) 
                    " and broadcast = 0");
     return std::vector<Value*>{a, b};
   }
-  if (rb > ra) return c.err("with broadcast = 1 the second input's rank must not exceed the first's");
+  if (rb > ra)
+    return c.err("with broadcast = 1 the second input's rank must not exceed the first's");
   int64_t axis = c.attrInt("axis", ra - rb);
   KILN_ASSIGN_OR_RETURN(axis, normAxis(axis, ra));
   if (axis + rb > ra) return c.err("axis " + std::to_string(axis) + " leaves too few dimensions");
@@ -89,8 +90,7 @@ Status variadic(OpContext& c, OpCode op, bool mean) {
   KILN_ASSIGN_OR_RETURN(xs, broadcastAll(c, xs));
   Value* acc = xs[0];
   for (size_t i = 1; i < xs.size(); ++i) acc = c.b.binary(op, acc, xs[i]);
-  if (mean && xs.size() > 1)
-    acc = c.b.div(acc, splat(c.b, acc, static_cast<double>(xs.size())));
+  if (mean && xs.size() > 1) acc = c.b.div(acc, splat(c.b, acc, static_cast<double>(xs.size())));
   c.setOutput(0, acc);
   return Status::ok();
 }

@@ -17,9 +17,11 @@ StatusOr<Value*> wrapNegative(OpContext& c, Value* indices, const Dim& dim) {
       anyNegative = k->tensor.getInt(i) < 0;
     if (!anyNegative) return idx;
   }
-  if (!dim.isStatic()) return c.unsupported("negative indices into symbolic dimension " + dim.str());
+  if (!dim.isStatic())
+    return c.unsupported("negative indices into symbolic dimension " + dim.str());
   Value* zero = splat(c.b, idx, 0);
-  Value* r = c.b.select(c.b.compare("lt", idx, zero), c.b.add(idx, splat(c.b, idx, double(dim.value()))), idx);
+  Value* r = c.b.select(c.b.compare("lt", idx, zero),
+                        c.b.add(idx, splat(c.b, idx, double(dim.value()))), idx);
   ONNX_BUILT(c, r);
   return r;
 }
@@ -33,7 +35,8 @@ std::vector<int64_t> upTo(int64_t n, int64_t from = 0) {
 }
 
 // Static extents of x, with 1 at `axis`; error for a symbolic extent elsewhere.
-StatusOr<std::vector<int64_t>> sliceSizes(OpContext& c, Value* x, const std::vector<int64_t>& unitAxes) {
+StatusOr<std::vector<int64_t>> sliceSizes(OpContext& c, Value* x,
+                                          const std::vector<int64_t>& unitAxes) {
   std::vector<int64_t> s;
   for (int64_t i = 0; i < x->type().rank(); ++i) {
     if (std::find(unitAxes.begin(), unitAxes.end(), i) != unitAxes.end()) {
@@ -144,7 +147,8 @@ StatusOr<Value*> ndIndices(OpContext& c, Value* data, Value* idx, int64_t batchD
     std::vector<int64_t> ext;
     for (int64_t j = 0; j < k; ++j) {
       const Dim& d = data->type().dim(batchDims + j);
-      if (!d.isStatic()) return c.unsupported("negative indices into symbolic dimension " + d.str());
+      if (!d.isStatic())
+        return c.unsupported("negative indices into symbolic dimension " + d.str());
       ext.push_back(d.value());
     }
     Value* extB = c.b.broadcastInDim(i64Const(c.b, ext), i64->type().dims(), {q - 1});

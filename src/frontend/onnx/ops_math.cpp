@@ -178,7 +178,8 @@ Status matmulInteger(OpContext& c) {
   KILN_ASSIGN_OR_RETURN(Value * a, c.req(0));
   KILN_ASSIGN_OR_RETURN(Value * b, c.req(1));
   // A's zero point is per row (the second-to-last dim), B's per column (the last dim).
-  KILN_ASSIGN_OR_RETURN(Value * ai, minusZeroPoint(c, a, c.in(2), std::max<int64_t>(0, a->type().rank() - 2)));
+  KILN_ASSIGN_OR_RETURN(Value * ai,
+                        minusZeroPoint(c, a, c.in(2), std::max<int64_t>(0, a->type().rank() - 2)));
   KILN_ASSIGN_OR_RETURN(Value * bi, minusZeroPoint(c, b, c.in(3), -1));
   KILN_ASSIGN_OR_RETURN(Value * r, matmul(c, ai, bi));
   c.setOutput(0, r);
@@ -192,7 +193,8 @@ Status qlinearMatmul(OpContext& c) {
   KILN_ASSIGN_OR_RETURN(Value * bs, c.req(4));
   KILN_ASSIGN_OR_RETURN(Value * ys, c.req(6));
   Value* yzp = c.in(7);
-  KILN_ASSIGN_OR_RETURN(Value * ai, minusZeroPoint(c, a, c.in(2), std::max<int64_t>(0, a->type().rank() - 2)));
+  KILN_ASSIGN_OR_RETURN(Value * ai,
+                        minusZeroPoint(c, a, c.in(2), std::max<int64_t>(0, a->type().rank() - 2)));
   KILN_ASSIGN_OR_RETURN(Value * bi, minusZeroPoint(c, b, c.in(5), -1));
   KILN_ASSIGN_OR_RETURN(Value * acc, matmul(c, ai, bi));
   // The i32 accumulator rescaled by a_scale * b_scale / y_scale, then requantized.
@@ -202,8 +204,9 @@ Status qlinearMatmul(OpContext& c) {
   ONNX_BUILT(c, accF);
   Value* one = scalarConst(c.b, DType::F32, 1.0);
   DType out = yzp ? yzp->type().dtype() : a->type().dtype();
-  KILN_ASSIGN_OR_RETURN(Value * r, quantize(c, c.b.mul(accF, c.b.broadcastInDim(scale, accF->type().dims(), {})),
-                                            one, yzp, out, 1));
+  KILN_ASSIGN_OR_RETURN(
+      Value * r, quantize(c, c.b.mul(accF, c.b.broadcastInDim(scale, accF->type().dims(), {})), one,
+                          yzp, out, 1));
   c.setOutput(0, r);
   return Status::ok();
 }

@@ -218,13 +218,14 @@ Status oneHot(OpContext& c) {
   ONNX_BUILT(c, hot);
   ONNX_BUILT(c, on);
   ONNX_BUILT(c, off);
-  c.setOutput(0, c.b.select(hot, c.b.broadcastInDim(on, out, {}), c.b.broadcastInDim(off, out, {})));
+  c.setOutput(0,
+              c.b.select(hot, c.b.broadcastInDim(on, out, {}), c.b.broadcastInDim(off, out, {})));
   return Status::ok();
 }
 
 Status nonZero(OpContext& c) {
   KILN_ASSIGN_OR_RETURN(Tensor x, c.knownInput(0, "the input (NonZero's result shape depends on "
-                                                 "its values)"));
+                                                  "its values)"));
   std::vector<int64_t> hits;
   for (int64_t i = 0; i < x.numElements(); ++i)
     if (x.getDouble(i) != 0) hits.push_back(i);
@@ -260,10 +261,6 @@ Status compress(OpContext& c) {
   return Status::ok();
 }
 
-Status controlFlow(OpContext& c) {
-  return c.unsupported("control flow (" + c.opType() + ") is not supported");
-}
-
 }  // namespace
 
 void addMiscOps(OpTable& t) {
@@ -279,8 +276,6 @@ void addMiscOps(OpTable& t) {
   t.add("OneHot", 9, oneHot);
   t.add("NonZero", 9, nonZero);
   t.add("Compress", 9, compress);
-  t.add("Loop", 1, controlFlow);
-  t.add("Scan", 8, controlFlow);
 }
 
 }  // namespace kiln::onnx

@@ -31,8 +31,8 @@ StatusOr<Window> readWindow(OpContext& c, Value* x, std::vector<int64_t> kernel,
                              : std::vector<int64_t>(n, 1);
   std::vector<int64_t> pads = c.attrInts("pads", std::vector<int64_t>(2 * n, 0));
   std::string autoPad = c.attrString("auto_pad", "NOTSET");
-  if (static_cast<int64_t>(w.strides.size()) != n || static_cast<int64_t>(w.dilations.size()) != n ||
-      static_cast<int64_t>(pads.size()) != 2 * n)
+  if (static_cast<int64_t>(w.strides.size()) != n ||
+      static_cast<int64_t>(w.dilations.size()) != n || static_cast<int64_t>(pads.size()) != 2 * n)
     return c.err("strides, dilations and pads must match the " + std::to_string(n) +
                  " spatial dimensions");
   // Bounded so that the window arithmetic below cannot overflow.
@@ -142,7 +142,8 @@ StatusOr<Window> transposedWindow(OpContext& c, Value* x, const std::vector<int6
     if (p < -kMaxWindow || p > kMaxWindow) return c.err("pads must be within +-2^31");
   for (int64_t o : outShape)
     if (o < 0 || o > kMaxElements) return c.err("output_shape entries must be extents");
-  if (outShape.size() > static_cast<size_t>(n)) outShape.erase(outShape.begin(), outShape.end() - n);
+  if (outShape.size() > static_cast<size_t>(n))
+    outShape.erase(outShape.begin(), outShape.end() - n);
   if (outShape.empty() && (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER"))
     for (int64_t i = 0; i < n; ++i) outShape.push_back(in[i] * strides[i]);
   Window win;
@@ -174,7 +175,8 @@ StatusOr<Value*> transposedKernel(OpContext& c, Value* w, int64_t groups, int64_
   Value* k = w;
   if (groups > 1) {
     if (!wd[0].isStatic() || !wd[1].isStatic() || wd[0].value() % groups != 0)
-      return c.err("weights " + w->type().str() + " do not split into " + std::to_string(groups) + " groups");
+      return c.err("weights " + w->type().str() + " do not split into " + std::to_string(groups) +
+                   " groups");
     int64_t cg = wd[0].value() / groups, mg = wd[1].value();
     Shape s5{Dim(groups), Dim(cg), Dim(mg)}, s3{Dim(cg), Dim(groups * mg)};
     for (int64_t i = 0; i < n; ++i) {
@@ -243,7 +245,8 @@ Status qlinearConv(OpContext& c) {
   Value* scaled = c.b.div(c.b.mul(accF, c.b.mul(xsB, wsB)), ysB);
   ONNX_BUILT(c, scaled);
   DType out = yzp ? yzp->type().dtype() : x->type().dtype();
-  KILN_ASSIGN_OR_RETURN(Value * r, quantize(c, scaled, scalarConst(c.b, DType::F32, 1.0), yzp, out, 1));
+  KILN_ASSIGN_OR_RETURN(Value * r,
+                        quantize(c, scaled, scalarConst(c.b, DType::F32, 1.0), yzp, out, 1));
   c.setOutput(0, r);
   return Status::ok();
 }

@@ -62,8 +62,8 @@ Status batchNorm(OpContext& c) {
   if (c.attrInt("spatial", 1) == 0)
     return c.unsupported("spatial = 0 (per-activation statistics) is not supported");
   bool training = c.opset() >= 14 ? c.attrInt("training_mode", 0) != 0
-                                  : c.opset() < 7 ? c.attrInt("is_test", 0) == 0
-                                                  : c.numOutputs() > 1;
+                  : c.opset() < 7 ? c.attrInt("is_test", 0) == 0
+                                  : c.numOutputs() > 1;
   c.ignoreAttr("momentum");
   if (training) {
     if (c.opset() < 14) return c.unsupported("training-mode BatchNormalization before opset 14");
@@ -108,8 +108,8 @@ Status layerNorm(OpContext& c) {
     ops.push_back(bias);
   }
   KILN_RETURN_IF_ERROR(sameDType(c, ops));
-  c.setOutput(0, c.b.op(OpCode::LayerNorm, ops,
-                        {{"axis", intAttr(axis)}, {"epsilon", floatAttr(eps)}}));
+  c.setOutput(
+      0, c.b.op(OpCode::LayerNorm, ops, {{"axis", intAttr(axis)}, {"epsilon", floatAttr(eps)}}));
   if (c.wantsOutput(1) || c.wantsOutput(2)) {
     std::vector<int64_t> axes;
     for (int64_t i = axis; i < rank; ++i) axes.push_back(i);
@@ -139,8 +139,10 @@ Status lrn(OpContext& c) {
   hi[1] = size - 1 - lo[1];
   // Same extents in and out (given, so that a symbolic batch passes through).
   Value* sq = c.b.op(OpCode::ReduceWindow, {c.b.mul(x, x)},
-                     {{"kind", enumAttr("sum")}, {"window_dimensions", intsAttr(win)},
-                      {"padding_low", intsAttr(lo)}, {"padding_high", intsAttr(hi)}},
+                     {{"kind", enumAttr("sum")},
+                      {"window_dimensions", intsAttr(win)},
+                      {"padding_low", intsAttr(lo)},
+                      {"padding_high", intsAttr(hi)}},
                      {x->type()});
   Value* base = c.b.add(splat(c.b, sq, bias), c.b.mul(sq, splat(c.b, sq, alpha / double(size))));
   c.setOutput(0, c.b.div(x, c.b.binary(OpCode::Pow, base, splat(c.b, base, beta))));

@@ -6,8 +6,8 @@
 
 namespace kiln::onnx {
 
-Value* reduceKeep(OpContext& c, Value* x, const std::vector<int64_t>& axes,
-                  const std::string& kind, bool keepdims) {
+Value* reduceKeep(OpContext& c, Value* x, const std::vector<int64_t>& axes, const std::string& kind,
+                  bool keepdims) {
   if (!x) return nullptr;
   Value* r = c.b.reduce(x, axes, kind);
   return keepdims ? insertUnitDims(c.b, r, axes) : r;
@@ -40,8 +40,7 @@ StatusOr<Value*> reduceBy(OpContext& c, Red kind, Value* x, const std::vector<in
     case Red::Prod: return reduceKeep(c, x, axes, "prod", keep);
     case Red::L1: return reduceKeep(c, c.b.unary(OpCode::Abs, x), axes, "sum", keep);
     case Red::SumSquare: return reduceKeep(c, c.b.mul(x, x), axes, "sum", keep);
-    case Red::L2:
-      return c.b.unary(OpCode::Sqrt, reduceKeep(c, c.b.mul(x, x), axes, "sum", keep));
+    case Red::L2: return c.b.unary(OpCode::Sqrt, reduceKeep(c, c.b.mul(x, x), axes, "sum", keep));
     case Red::LogSum: return c.b.unary(OpCode::Log, reduceKeep(c, x, axes, "sum", keep));
     case Red::Mean: {
       KILN_ASSIGN_OR_RETURN(Value * m, meanKeep(c, x, axes));

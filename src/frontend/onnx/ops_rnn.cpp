@@ -41,9 +41,10 @@ StatusOr<Value*> activate(OpContext& c, const Act& a, Value* x) {
 
 // The activation functions of every direction (ONNX defaults, alpha/beta by position).
 StatusOr<std::vector<Act>> readActs(OpContext& c, Cell cell, int64_t dirs) {
-  std::vector<std::string> dflt = cell == Cell::Rnn   ? std::vector<std::string>{"Tanh"}
-                                  : cell == Cell::Gru ? std::vector<std::string>{"Sigmoid", "Tanh"}
-                                                      : std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"};
+  std::vector<std::string> dflt = cell == Cell::Rnn ? std::vector<std::string>{"Tanh"}
+                                  : cell == Cell::Gru
+                                      ? std::vector<std::string>{"Sigmoid", "Tanh"}
+                                      : std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"};
   std::vector<std::string> names;
   if (const pb::AttributeProto* a = c.rawAttr("activations"))
     for (const auto& s : a->strings()) names.push_back(s);
@@ -52,7 +53,8 @@ StatusOr<std::vector<Act>> readActs(OpContext& c, Cell cell, int64_t dirs) {
   if (names.size() != dflt.size() * static_cast<size_t>(dirs))
     return c.err("expected " + std::to_string(dflt.size() * dirs) + " activations, got " +
                  std::to_string(names.size()));
-  std::vector<double> alpha = c.attrFloats("activation_alpha"), beta = c.attrFloats("activation_beta");
+  std::vector<double> alpha = c.attrFloats("activation_alpha"),
+                      beta = c.attrFloats("activation_beta");
   std::vector<Act> acts;
   for (size_t i = 0; i < names.size(); ++i) {
     // Defaults as in ONNX's list: LeakyRelu 0.01, ThresholdedRelu 1, HardSigmoid 0.2/0.5, ...
@@ -114,8 +116,10 @@ StatusOr<Dir> runDirection(OpContext& c, const Ctx& k, Value* xw, Value* r, Valu
       KILN_ASSIGN_OR_RETURN(Value * pre, clipped(c, k, c.b.add(xt, hr)));
       KILN_ASSIGN_OR_RETURN(st.h, activate(c, acts[0], pre));
     } else if (k.cell == Cell::Gru) {
-      KILN_ASSIGN_OR_RETURN(Value * zp, clipped(c, k, c.b.add(gate(c.b, xt, 0, H), gate(c.b, hr, 0, H))));
-      KILN_ASSIGN_OR_RETURN(Value * rp, clipped(c, k, c.b.add(gate(c.b, xt, 1, H), gate(c.b, hr, 1, H))));
+      KILN_ASSIGN_OR_RETURN(Value * zp,
+                            clipped(c, k, c.b.add(gate(c.b, xt, 0, H), gate(c.b, hr, 0, H))));
+      KILN_ASSIGN_OR_RETURN(Value * rp,
+                            clipped(c, k, c.b.add(gate(c.b, xt, 1, H), gate(c.b, hr, 1, H))));
       KILN_ASSIGN_OR_RETURN(Value * z, activate(c, acts[0], zp));
       KILN_ASSIGN_OR_RETURN(Value * rg, activate(c, acts[0], rp));
       Value* hPart;
@@ -165,13 +169,13 @@ StatusOr<Dir> runDirection(OpContext& c, const Ctx& k, Value* xw, Value* r, Valu
 }
 
 struct Inputs {
-  Value* x;       // [steps, batch, input]
-  Value* w;       // [dirs, gates*hidden, input]
-  Value* r;       // [dirs, gates*hidden, hidden]
-  Value* b;       // [dirs, 2*gates*hidden] or null
-  Value* h0;      // [dirs, batch, hidden] or null
-  Value* c0;      // LSTM: [dirs, batch, hidden] or null
-  Value* p;       // LSTM peepholes [dirs, 3*hidden] or null
+  Value* x;   // [steps, batch, input]
+  Value* w;   // [dirs, gates*hidden, input]
+  Value* r;   // [dirs, gates*hidden, hidden]
+  Value* b;   // [dirs, 2*gates*hidden] or null
+  Value* h0;  // [dirs, batch, hidden] or null
+  Value* c0;  // LSTM: [dirs, batch, hidden] or null
+  Value* p;   // LSTM peepholes [dirs, 3*hidden] or null
   int64_t batch;
 };
 
@@ -190,7 +194,8 @@ StatusOr<Dir> direction(OpContext& c, const Ctx& k, const Inputs& in, int64_t d,
     if (k.cell == Cell::Gru && k.linearBeforeReset) {
       // Rbh is added inside the reset product; the other recurrent biases join the input's.
       rbh = c.b.broadcastInDim(sliceAxis(c.b, rb, 0, 2 * H, 3 * H), {Dim(B), Dim(H)}, {1});
-      rb = c.b.concatenate({sliceAxis(c.b, rb, 0, 0, 2 * H), splatType(c.b, TensorType(dt, {Dim(H)}), 0)}, 0);
+      rb = c.b.concatenate(
+          {sliceAxis(c.b, rb, 0, 0, 2 * H), splatType(c.b, TensorType(dt, {Dim(H)}), 0)}, 0);
     }
     xw = c.b.add(xw, c.b.broadcastInDim(c.b.add(wb, rb), xw->type().dims(), {2}));
   } else if (k.cell == Cell::Gru && k.linearBeforeReset) {
@@ -222,17 +227,30 @@ Status recurrent(OpContext& c, Cell cell) {
   if (layout == 1) x = c.b.transpose(x, {1, 0, 2});
   ONNX_BUILT(c, x);
   KILN_ASSIGN_OR_RETURN(auto xd, staticDims(c, x, 0, "X"));
-  Ctx k{cell, c.attrInt("hidden_size", 0), xd[0], cell == Cell::Rnn ? 1 : cell == Cell::Gru ? 3 : 4,
-        c.attrFloat("clip", 0.0), c.attrInt("linear_before_reset", 0) != 0};
-  if (k.steps > kMaxSteps) return c.unsupported("sequences longer than " + std::to_string(kMaxSteps));
+  Ctx k{cell,
+        c.attrInt("hidden_size", 0),
+        xd[0],
+        cell == Cell::Rnn   ? 1
+        : cell == Cell::Gru ? 3
+                            : 4,
+        c.attrFloat("clip", 0.0),
+        c.attrInt("linear_before_reset", 0) != 0};
+  if (k.steps > kMaxSteps)
+    return c.unsupported("sequences longer than " + std::to_string(kMaxSteps));
   if (cell == Cell::Lstm && c.attrInt("input_forget", 0) != 0)
     return c.unsupported("input_forget = 1 is not supported");
   std::string dirName = c.attrString("direction", "forward");
   int64_t dirs = dirName == "bidirectional" ? 2 : 1;
   if (dirName != "forward" && dirName != "reverse" && dirs != 2)
     return c.err("direction '" + dirName + "' is not forward, reverse or bidirectional");
-  Inputs in{x, nullptr, nullptr, c.in(3), c.in(5), cell == Cell::Lstm ? c.in(6) : nullptr,
-            cell == Cell::Lstm ? c.in(7) : nullptr, xd[1]};
+  Inputs in{x,
+            nullptr,
+            nullptr,
+            c.in(3),
+            c.in(5),
+            cell == Cell::Lstm ? c.in(6) : nullptr,
+            cell == Cell::Lstm ? c.in(7) : nullptr,
+            xd[1]};
   KILN_ASSIGN_OR_RETURN(in.w, c.req(1));
   KILN_ASSIGN_OR_RETURN(in.r, c.req(2));
   KILN_RETURN_IF_ERROR(checkWeights(c, k, in.w, dirs));
@@ -250,7 +268,9 @@ Status recurrent(OpContext& c, Cell cell) {
   std::vector<Value*> ysDirs, hs, cs;
   for (int64_t d = 0; d < dirs; ++d) {
     bool reverse = dirName == "reverse" || d == 1;
-    KILN_ASSIGN_OR_RETURN(Dir st, direction(c, k, in, d, &acts[static_cast<size_t>(d) * acts.size() / dirs], reverse));
+    KILN_ASSIGN_OR_RETURN(
+        Dir st,
+        direction(c, k, in, d, &acts[static_cast<size_t>(d) * acts.size() / dirs], reverse));
     std::vector<Value*> steps;
     for (Value* y : st.ys) steps.push_back(c.b.reshape(y, {Dim(1), Dim(1), Dim(B), Dim(H)}));
     ysDirs.push_back(steps.size() == 1 ? steps[0] : c.b.concatenate(steps, 0));

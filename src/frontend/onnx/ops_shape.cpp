@@ -22,8 +22,9 @@ StatusOr<Shape> resolveReshape(OpContext& c, const Shape& in,
     if (e.isSymbol()) {
       target.push_back(e.dim());
     } else if (e.value == 0 && !allowzero) {
-      if (i >= in.size()) return c.err("shape entry 0 at position " + std::to_string(i) +
-                                       " has no input dimension to copy");
+      if (i >= in.size())
+        return c.err("shape entry 0 at position " + std::to_string(i) +
+                     " has no input dimension to copy");
       target.push_back(in[i]);
     } else if (e.value == -1) {
       if (inferAt >= 0) return c.err("the shape has more than one -1");
@@ -64,7 +65,7 @@ StatusOr<Shape> resolveReshape(OpContext& c, const Shape& in,
   if (covered && rest.empty()) {
     if (outStatic == 0 || inStatic % outStatic != 0)
       return c.err("cannot infer -1: " + std::to_string(inStatic) +
-                    " elements do not divide into " + std::to_string(outStatic));
+                   " elements do not divide into " + std::to_string(outStatic));
     t = Dim(inStatic / outStatic);
   } else if (covered && rest.size() == 1 && inStatic == outStatic) {
     t = Dim::symbol(*rest.begin());
@@ -99,7 +100,8 @@ Status flatten(OpContext& c) {
   int64_t rank = x->type().rank();
   int64_t axis = c.attrInt("axis", 1);
   if (axis < 0) axis += rank;
-  if (axis < 0 || axis > rank) return c.err("axis is out of range for rank " + std::to_string(rank));
+  if (axis < 0 || axis > rank)
+    return c.err("axis is out of range for rank " + std::to_string(rank));
   const Shape& d = x->type().dims();
   auto outer = dimProduct(Shape(d.begin(), d.begin() + axis));
   auto inner = dimProduct(Shape(d.begin() + axis, d.end()));
@@ -251,7 +253,8 @@ Status spaceToDepth(OpContext& c) {
   auto ch = dimProduct({d[1], Dim(bs * bs)});
   if (!ch) return c.unsupported("symbolic channels need dynamic shape arithmetic");
   Dim h(d[2].value() / bs), w(d[3].value() / bs);
-  Value* t = c.b.transpose(c.b.reshape(x, {d[0], d[1], h, Dim(bs), w, Dim(bs)}), {0, 3, 5, 1, 2, 4});
+  Value* t =
+      c.b.transpose(c.b.reshape(x, {d[0], d[1], h, Dim(bs), w, Dim(bs)}), {0, 3, 5, 1, 2, 4});
   c.setOutput(0, c.b.reshape(t, {d[0], *ch, h, w}));
   return Status::ok();
 }

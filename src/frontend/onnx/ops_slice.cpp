@@ -7,8 +7,7 @@
 
 namespace kiln::onnx {
 
-Value* sliceAxis(Builder& b, Value* x, int64_t axis, int64_t start, int64_t limit,
-                 int64_t stride) {
+Value* sliceAxis(Builder& b, Value* x, int64_t axis, int64_t start, int64_t limit, int64_t stride) {
   if (!x) return nullptr;
   const Shape& d = x->type().dims();
   std::vector<int64_t> lo(d.size(), 0), hi, st(d.size(), 1);
@@ -96,13 +95,13 @@ Status splitBy(OpContext& c, Value* x, std::vector<int64_t> sizes) {
   int64_t d = dim.value(), n = c.numOutputs();
   if (sizes.empty()) {
     if (n == 0 || d % n != 0)
-      return c.err("dimension " + std::to_string(d) + " does not split into " +
-                   std::to_string(n) + " equal parts");
+      return c.err("dimension " + std::to_string(d) + " does not split into " + std::to_string(n) +
+                   " equal parts");
     sizes.assign(static_cast<size_t>(n), d / n);
   }
   if (static_cast<int64_t>(sizes.size()) != n)
-    return c.err("split has " + std::to_string(sizes.size()) + " entries for " +
-                 std::to_string(n) + " outputs");
+    return c.err("split has " + std::to_string(sizes.size()) + " entries for " + std::to_string(n) +
+                 " outputs");
   int64_t at = 0;
   for (int64_t i = 0; i < n; ++i) {
     int64_t s = sizes[static_cast<size_t>(i)];
@@ -111,7 +110,8 @@ Status splitBy(OpContext& c, Value* x, std::vector<int64_t> sizes) {
       c.setOutput(static_cast<int>(i), sliceAxis(c.b, x, axis, at, at + s));
     at += s;
   }
-  if (at != d) return c.err("split sizes add up to " + std::to_string(at) + ", not " + std::to_string(d));
+  if (at != d)
+    return c.err("split sizes add up to " + std::to_string(at) + ", not " + std::to_string(d));
   return Status::ok();
 }
 
@@ -139,7 +139,8 @@ StatusOr<Value*> padAxisCopy(OpContext& c, Value* x, int64_t axis, int64_t lo, i
   const Dim& dim = x->type().dim(axis);
   if (!dim.isStatic()) return c.unsupported("padding symbolic dimension " + dim.str());
   int64_t d = dim.value();
-  if (d == 0) return c.err("cannot " + std::string(reflect ? "reflect" : "edge") + "-pad an empty axis");
+  if (d == 0)
+    return c.err("cannot " + std::string(reflect ? "reflect" : "edge") + "-pad an empty axis");
   if (reflect && (lo > d - 1 || hi > d - 1))
     return c.err("reflect padding of " + std::to_string(std::max(lo, hi)) +
                  " exceeds the axis extent " + std::to_string(d) + " minus 1");
@@ -154,7 +155,8 @@ StatusOr<Value*> padAxisCopy(OpContext& c, Value* x, int64_t axis, int64_t lo, i
   };
   if (lo > 0) parts.push_back(reflect ? rev(sliceAxis(c.b, x, axis, 1, lo + 1)) : edge(0, lo));
   parts.push_back(x);
-  if (hi > 0) parts.push_back(reflect ? rev(sliceAxis(c.b, x, axis, d - 1 - hi, d - 1)) : edge(d - 1, hi));
+  if (hi > 0)
+    parts.push_back(reflect ? rev(sliceAxis(c.b, x, axis, d - 1 - hi, d - 1)) : edge(d - 1, hi));
   Value* r = parts.size() == 1 ? x : c.b.concatenate(parts, axis);
   ONNX_BUILT(c, r);
   return r;
