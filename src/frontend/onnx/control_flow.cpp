@@ -47,7 +47,8 @@ StatusOr<std::vector<Value*>> Importer::runSubgraph(const pb::GraphProto& g, Sco
   sub.nameValues = nameValues;
   sub.depth = outer.depth + 1;
   if (sub.depth >= kMaxNesting) return Status::error("subgraphs nested too deeply");
-  for (int i = 0; i < g.input_size(); ++i) sub.values[g.input(i).name()] = inputs[static_cast<size_t>(i)];
+  for (int i = 0; i < g.input_size(); ++i)
+    sub.values[g.input(i).name()] = inputs[static_cast<size_t>(i)];
   KILN_RETURN_IF_ERROR(importInitializerList(g, sub));
   size_t before = unsupported_.size();
   KILN_RETURN_IF_ERROR(importGraphNodes(g, sub));
@@ -103,11 +104,13 @@ Status Importer::importIf(const pb::NodeProto& node, Scope& scope, const std::st
 }
 
 // Stacks per-iteration values along a new axis `axis` (reversed order when `reverse`).
-StatusOr<Value*> Importer::stack(Builder& b, std::vector<Value*> parts, int64_t axis, bool reverse) {
+StatusOr<Value*> Importer::stack(Builder& b, std::vector<Value*> parts, int64_t axis,
+                                 bool reverse) {
   if (parts.empty()) return Status::error("no iterations to stack a scan output from");
   if (reverse) std::reverse(parts.begin(), parts.end());
   Shape s = parts[0]->type().dims();
-  KILN_ASSIGN_OR_RETURN(axis, normAxis(axis, static_cast<int64_t>(s.size()) + 1, "scan output axis"));
+  KILN_ASSIGN_OR_RETURN(axis,
+                        normAxis(axis, static_cast<int64_t>(s.size()) + 1, "scan output axis"));
   s.insert(s.begin() + axis, Dim(1));
   for (Value*& p : parts) p = b.reshape(p, s);
   Value* r = parts.size() == 1 ? parts[0] : b.concatenate(parts, axis);
@@ -134,7 +137,8 @@ Status Importer::importLoop(const pb::NodeProto& node, Scope& scope, const std::
   if (Value* cv = in(1)) {
     KILN_ASSIGN_OR_RETURN(cond, knownFlag(cv, "the loop condition"));
   }
-  if (trips < 0 && !in(1)) return Status::error("a loop without trip count or condition never ends");
+  if (trips < 0 && !in(1))
+    return Status::error("a loop without trip count or condition never ends");
   std::vector<Value*> carried;
   for (int i = 2; i < node.input_size(); ++i) carried.push_back(in(i));
   size_t nCarried = carried.size();
@@ -159,7 +163,8 @@ Status Importer::importLoop(const pb::NodeProto& node, Scope& scope, const std::
   std::vector<Value*> results = carried;
   size_t nScans = static_cast<size_t>(body->output_size()) - 1 - nCarried;
   for (size_t k = 0; k < nScans; ++k) {
-    if (k >= scans.size()) return Status::error("a loop that runs no iteration has no scan output shape");
+    if (k >= scans.size())
+      return Status::error("a loop that runs no iteration has no scan output shape");
     KILN_ASSIGN_OR_RETURN(Value * v, stack(b, scans[k], 0, false));
     results.push_back(v);
   }
@@ -175,8 +180,10 @@ Status Importer::importScan(const pb::NodeProto& node, Scope& scope, const std::
   int64_t total = node.input_size();
   if (m < 1 || m > total) return Status::error("num_scan_inputs is out of range");
   int64_t nState = total - m;
-  std::vector<int64_t> inAxes = intsAttrOf(node, "scan_input_axes"), inDirs = intsAttrOf(node, "scan_input_directions");
-  std::vector<int64_t> outAxes = intsAttrOf(node, "scan_output_axes"), outDirs = intsAttrOf(node, "scan_output_directions");
+  std::vector<int64_t> inAxes = intsAttrOf(node, "scan_input_axes"),
+                       inDirs = intsAttrOf(node, "scan_input_directions");
+  std::vector<int64_t> outAxes = intsAttrOf(node, "scan_output_axes"),
+                       outDirs = intsAttrOf(node, "scan_output_directions");
   std::vector<Value*> state, xs;
   for (int64_t i = 0; i < total; ++i) {
     Value* v = scope.lookup(node.input(static_cast<int>(i)));
@@ -188,14 +195,17 @@ Status Importer::importScan(const pb::NodeProto& node, Scope& scope, const std::
   int64_t steps = -1;
   std::vector<int64_t> axes;
   for (size_t j = 0; j < xs.size(); ++j) {
-    KILN_ASSIGN_OR_RETURN(int64_t ax, normAxis(j < inAxes.size() ? inAxes[j] : 0, xs[j]->type().rank(), "scan_input_axes"));
+    KILN_ASSIGN_OR_RETURN(int64_t ax, normAxis(j < inAxes.size() ? inAxes[j] : 0,
+                                               xs[j]->type().rank(), "scan_input_axes"));
     const Dim& d = xs[j]->type().dim(ax);
-    if (!d.isStatic()) return Status::error("scanning symbolic dimension " + d.str() + " is not supported");
+    if (!d.isStatic())
+      return Status::error("scanning symbolic dimension " + d.str() + " is not supported");
     if (steps >= 0 && d.value() != steps) return Status::error("scan inputs differ in length");
     steps = d.value();
     axes.push_back(ax);
   }
-  if (steps > kMaxUnroll) return Status::error("unrolling more than " + std::to_string(kMaxUnroll) + " steps");
+  if (steps > kMaxUnroll)
+    return Status::error("unrolling more than " + std::to_string(kMaxUnroll) + " steps");
   std::vector<std::vector<Value*>> scans;
   for (int64_t t = 0; t < steps; ++t) {
     std::vector<Value*> args = state;
@@ -205,11 +215,13 @@ Status Importer::importScan(const pb::NodeProto& node, Scope& scope, const std::
       args.push_back(s ? b.reshape(s, dropAxes(s->type().dims(), {axes[j]})) : nullptr);
       if (!args.back()) return b.status();
     }
-    KILN_ASSIGN_OR_RETURN(auto outs, runSubgraph(*body, scope, name + "/" + std::to_string(t) + "/", args, false));
+    KILN_ASSIGN_OR_RETURN(
+        auto outs, runSubgraph(*body, scope, name + "/" + std::to_string(t) + "/", args, false));
     if (outs.empty()) return bindOutputs(node, scope, outs);
     state.assign(outs.begin(), outs.begin() + nState);
     scans.resize(outs.size() - static_cast<size_t>(nState));
-    for (size_t k = 0; k < scans.size(); ++k) scans[k].push_back(outs[static_cast<size_t>(nState) + k]);
+    for (size_t k = 0; k < scans.size(); ++k)
+      scans[k].push_back(outs[static_cast<size_t>(nState) + k]);
   }
   std::vector<Value*> results = state;
   for (size_t k = 0; k < scans.size(); ++k) {

@@ -228,8 +228,8 @@ Status Importer::importNode(const pb::NodeProto& node, Scope& scope, const std::
     s = report(name, op, Status::error("domain '" + domain + "' is not supported"));
   } else if (opsetIt == scope.opsets.end()) {
     s = report(name, op, Status::error("the model imports no opset of the default domain"));
-  } else if (opset = opsetIt->second; node.op_type() == "If" || node.op_type() == "Loop" ||
-                                       node.op_type() == "Scan") {
+  } else if (opset = opsetIt->second;
+             node.op_type() == "If" || node.op_type() == "Loop" || node.op_type() == "Scan") {
     s = node.op_type() == "If"     ? importIf(node, scope, name)
         : node.op_type() == "Loop" ? importLoop(node, scope, name)
                                    : importScan(node, scope, name, opset);
