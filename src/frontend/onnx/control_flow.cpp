@@ -171,63 +171,108 @@ Status Importer::importLoop(const pb::NodeProto& node, Scope& scope, const std::
   return bindOutputs(node, scope, results);
 }
 
-Status Importer::importScan(const pb::NodeProto& node, Scope& scope, const std::string& name,
-                            int opset) {
-  if (opset < 9) return Status::error("Scan before opset 9 (with a batch axis) is not supported");
-  const pb::GraphProto* body = graphAttr(node, "body");
-  if (!body) return Status::error("the body attribute is required");
-  int64_t m = intAttrOf(node, "num_scan_inputs", -1);
-  int64_t total = node.input_size();
-  if (m < 1 || m > total) return Status::error("num_scan_inputs is out of range");
-  int64_t nState = total - m;
-  std::vector<int64_t> inAxes = intsAttrOf(node, "scan_input_axes"),
-                       inDirs = intsAttrOf(node, "scan_input_directions");
-  std::vector<int64_t> outAxes = intsAttrOf(node, "scan_output_axes"),
-                       outDirs = intsAttrOf(node, "scan_output_directions");
-  std::vector<Value*> state, xs;
-  for (int64_t i = 0; i < total; ++i) {
-    Value* v = scope.lookup(node.input(static_cast<int>(i)));
-    if (!v) return Status::error("input '" + node.input(static_cast<int>(i)) + "' is not defined");
-    (i < nState ? state : xs).push_back(v);
-  }
+StatusOr<std::vector<Value*>> Importer::scanOnce(const pb::GraphProto& body, Scope& scope,
+                                                 const std::string& prefix, ScanSpec spec) {
   Builder b(f_);
-  b.setOrigin(name);
+  b.setOrigin(prefix.substr(0, prefix.size() - 1));
   int64_t steps = -1;
   std::vector<int64_t> axes;
-  for (size_t j = 0; j < xs.size(); ++j) {
-    KILN_ASSIGN_OR_RETURN(int64_t ax, normAxis(j < inAxes.size() ? inAxes[j] : 0,
-                                               xs[j]->type().rank(), "scan_input_axes"));
-    const Dim& d = xs[j]->type().dim(ax);
-    if (!d.isStatic())
-      return Status::error("scanning symbolic dimension " + d.str() + " is not supported");
+  for (size_t j = 0; j < spec.xs.size(); ++j) {
+    int64_t want = j < spec.inAxes.size() ? spec.inAxes[j] : 0;
+    KILN_ASSIGN_OR_RETURN(int64_t ax, normAxis(want, spec.xs[j]->type().rank(), "scan_input_axes"));
+    const Dim& d = spec.xs[j]->type().dim(ax);
+    if (!d.isStatic()) return Status::error("scanning symbolic dimension " + d.str() + " is not supported");
     if (steps >= 0 && d.value() != steps) return Status::error("scan inputs differ in length");
     steps = d.value();
     axes.push_back(ax);
   }
-  if (steps > kMaxUnroll)
-    return Status::error("unrolling more than " + std::to_string(kMaxUnroll) + " steps");
+  if (steps > kMaxUnroll) return Status::error("unrolling more than " + std::to_string(kMaxUnroll) + " steps");
   std::vector<std::vector<Value*>> scans;
+  std::vector<Value*> state = spec.state;
   for (int64_t t = 0; t < steps; ++t) {
     std::vector<Value*> args = state;
-    for (size_t j = 0; j < xs.size(); ++j) {
-      int64_t at = j < inDirs.size() && inDirs[j] ? steps - 1 - t : t;
-      Value* s = sliceAxis(b, xs[j], axes[j], at, at + 1);
-      args.push_back(s ? b.reshape(s, dropAxes(s->type().dims(), {axes[j]})) : nullptr);
+    for (size_t j = 0; j < spec.xs.size(); ++j) {
+      int64_t at = j < spec.inDirs.size() && spec.inDirs[j] ? steps - 1 - t : t;
+      Value* sl = sliceAxis(b, spec.xs[j], axes[j], at, at + 1);
+      args.push_back(sl ? b.reshape(sl, dropAxes(sl->type().dims(), {axes[j]})) : nullptr);
       if (!args.back()) return b.status();
     }
-    KILN_ASSIGN_OR_RETURN(
-        auto outs, runSubgraph(*body, scope, name + "/" + std::to_string(t) + "/", args, false));
-    if (outs.empty()) return bindOutputs(node, scope, outs);
-    state.assign(outs.begin(), outs.begin() + nState);
-    scans.resize(outs.size() - static_cast<size_t>(nState));
-    for (size_t k = 0; k < scans.size(); ++k)
-      scans[k].push_back(outs[static_cast<size_t>(nState) + k]);
+    KILN_ASSIGN_OR_RETURN(auto outs, runSubgraph(body, scope, prefix + std::to_string(t) + "/", args, false));
+    if (outs.empty()) return outs;
+    if (outs.size() < state.size()) return Status::error("the body returns too few values");
+    state.assign(outs.begin(), outs.begin() + static_cast<std::ptrdiff_t>(state.size()));
+    scans.resize(outs.size() - state.size());
+    for (size_t k = 0; k < scans.size(); ++k) scans[k].push_back(outs[state.size() + k]);
   }
   std::vector<Value*> results = state;
   for (size_t k = 0; k < scans.size(); ++k) {
-    KILN_ASSIGN_OR_RETURN(Value * v, stack(b, scans[k], k < outAxes.size() ? outAxes[k] : 0,
-                                           k < outDirs.size() && outDirs[k] != 0));
+    KILN_ASSIGN_OR_RETURN(Value * v, stack(b, scans[k], k < spec.outAxes.size() ? spec.outAxes[k] : 0,
+                                           k < spec.outDirs.size() && spec.outDirs[k] != 0));
     results.push_back(v);
+  }
+  return results;
+}
+
+// Scan before opset 9 has a leading batch axis on every input and output, and optional
+// sequence lengths first: each batch entry is scanned on its own and the results stacked.
+StatusOr<std::vector<Value*>> Importer::scanBatched(const pb::GraphProto& body, Scope& scope,
+                                                    const std::string& prefix, ScanSpec spec) {
+  Builder b(f_);
+  b.setOrigin(prefix.substr(0, prefix.size() - 1));
+  Value* first = spec.xs.empty() ? nullptr : spec.xs[0];
+  if (!first || first->type().rank() < 2 || !first->type().dim(0).isStatic())
+    return Status::error("Scan-8 needs scan inputs with a static batch axis");
+  int64_t batch = first->type().dim(0).value();
+  auto entry = [&](Value* v, int64_t i) -> Value* {
+    Value* sl = sliceAxis(b, v, 0, i, i + 1);
+    return sl ? b.reshape(sl, dropAxes(sl->type().dims(), {0})) : nullptr;
+  };
+  std::vector<std::vector<Value*>> perBatch;
+  for (int64_t i = 0; i < batch; ++i) {
+    ScanSpec one = spec;
+    for (Value*& v : one.state) v = entry(v, i);
+    for (Value*& v : one.xs) v = entry(v, i);
+    if (!b.ok()) return b.status();
+    KILN_ASSIGN_OR_RETURN(auto outs, scanOnce(body, scope, prefix + "b" + std::to_string(i) + "/", one));
+    if (outs.empty()) return outs;
+    perBatch.push_back(outs);
+  }
+  std::vector<Value*> results;
+  for (size_t k = 0; !perBatch.empty() && k < perBatch[0].size(); ++k) {
+    std::vector<Value*> parts;
+    for (auto& r : perBatch) parts.push_back(r[k]);
+    KILN_ASSIGN_OR_RETURN(Value * v, stack(b, parts, 0, false));
+    results.push_back(v);
+  }
+  return results;
+}
+
+Status Importer::importScan(const pb::NodeProto& node, Scope& scope, const std::string& name,
+                            int opset) {
+  const pb::GraphProto* body = graphAttr(node, "body");
+  if (!body) return Status::error("the body attribute is required");
+  int64_t m = intAttrOf(node, "num_scan_inputs", -1);
+  int first = opset < 9 ? 1 : 0;  // Scan-8 starts with the optional sequence lengths
+  if (opset < 9 && node.input_size() > 0 && !node.input(0).empty())
+    return Status::error("Scan-8 with sequence lengths is not supported");
+  int64_t total = node.input_size() - first;
+  if (m < 1 || m > total) return Status::error("num_scan_inputs is out of range");
+  ScanSpec spec;
+  spec.inAxes = intsAttrOf(node, "scan_input_axes");
+  spec.inDirs = intsAttrOf(node, opset < 9 ? "directions" : "scan_input_directions");
+  spec.outAxes = intsAttrOf(node, "scan_output_axes");
+  spec.outDirs = intsAttrOf(node, "scan_output_directions");
+  for (int64_t i = 0; i < total; ++i) {
+    const std::string& n = node.input(static_cast<int>(first + i));
+    Value* v = scope.lookup(n);
+    if (!v) return Status::error("input '" + n + "' is not defined");
+    (i < total - m ? spec.state : spec.xs).push_back(v);
+  }
+  std::vector<Value*> results;
+  if (opset < 9) {
+    KILN_ASSIGN_OR_RETURN(results, scanBatched(*body, scope, name + "/", spec));
+  } else {
+    KILN_ASSIGN_OR_RETURN(results, scanOnce(*body, scope, name + "/", spec));
   }
   return bindOutputs(node, scope, results);
 }

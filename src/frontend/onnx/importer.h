@@ -122,6 +122,15 @@ class Importer {
                                             const std::string& prefix,
                                             const std::vector<Value*>& inputs, bool nameValues);
   StatusOr<bool> knownFlag(Value* v, const std::string& what);
+  // A Scan's inputs: loop state, scanned tensors, and the axis / direction attributes.
+  struct ScanSpec {
+    std::vector<Value*> state, xs;
+    std::vector<int64_t> inAxes, inDirs, outAxes, outDirs;
+  };
+  StatusOr<std::vector<Value*>> scanOnce(const pb::GraphProto& body, Scope& scope,
+                                         const std::string& prefix, ScanSpec spec);
+  StatusOr<std::vector<Value*>> scanBatched(const pb::GraphProto& body, Scope& scope,
+                                            const std::string& prefix, ScanSpec spec);
   Status bindOutputs(const pb::NodeProto& node, Scope& scope, const std::vector<Value*>& outs);
   StatusOr<Value*> stack(Builder& b, std::vector<Value*> parts, int64_t axis, bool reverse);
   // Runs a table mapping for one node: builder errors, attribute checks, missing outputs.
