@@ -181,12 +181,14 @@ StatusOr<std::vector<Value*>> Importer::scanOnce(const pb::GraphProto& body, Sco
     int64_t want = j < spec.inAxes.size() ? spec.inAxes[j] : 0;
     KILN_ASSIGN_OR_RETURN(int64_t ax, normAxis(want, spec.xs[j]->type().rank(), "scan_input_axes"));
     const Dim& d = spec.xs[j]->type().dim(ax);
-    if (!d.isStatic()) return Status::error("scanning symbolic dimension " + d.str() + " is not supported");
+    if (!d.isStatic())
+      return Status::error("scanning symbolic dimension " + d.str() + " is not supported");
     if (steps >= 0 && d.value() != steps) return Status::error("scan inputs differ in length");
     steps = d.value();
     axes.push_back(ax);
   }
-  if (steps > kMaxUnroll) return Status::error("unrolling more than " + std::to_string(kMaxUnroll) + " steps");
+  if (steps > kMaxUnroll)
+    return Status::error("unrolling more than " + std::to_string(kMaxUnroll) + " steps");
   std::vector<std::vector<Value*>> scans;
   std::vector<Value*> state = spec.state;
   for (int64_t t = 0; t < steps; ++t) {
@@ -197,7 +199,8 @@ StatusOr<std::vector<Value*>> Importer::scanOnce(const pb::GraphProto& body, Sco
       args.push_back(sl ? b.reshape(sl, dropAxes(sl->type().dims(), {axes[j]})) : nullptr);
       if (!args.back()) return b.status();
     }
-    KILN_ASSIGN_OR_RETURN(auto outs, runSubgraph(body, scope, prefix + std::to_string(t) + "/", args, false));
+    KILN_ASSIGN_OR_RETURN(auto outs,
+                          runSubgraph(body, scope, prefix + std::to_string(t) + "/", args, false));
     if (outs.empty()) return outs;
     if (outs.size() < state.size()) return Status::error("the body returns too few values");
     state.assign(outs.begin(), outs.begin() + static_cast<std::ptrdiff_t>(state.size()));
@@ -206,8 +209,9 @@ StatusOr<std::vector<Value*>> Importer::scanOnce(const pb::GraphProto& body, Sco
   }
   std::vector<Value*> results = state;
   for (size_t k = 0; k < scans.size(); ++k) {
-    KILN_ASSIGN_OR_RETURN(Value * v, stack(b, scans[k], k < spec.outAxes.size() ? spec.outAxes[k] : 0,
-                                           k < spec.outDirs.size() && spec.outDirs[k] != 0));
+    KILN_ASSIGN_OR_RETURN(Value * v,
+                          stack(b, scans[k], k < spec.outAxes.size() ? spec.outAxes[k] : 0,
+                                k < spec.outDirs.size() && spec.outDirs[k] != 0));
     results.push_back(v);
   }
   return results;
@@ -233,7 +237,8 @@ StatusOr<std::vector<Value*>> Importer::scanBatched(const pb::GraphProto& body, 
     for (Value*& v : one.state) v = entry(v, i);
     for (Value*& v : one.xs) v = entry(v, i);
     if (!b.ok()) return b.status();
-    KILN_ASSIGN_OR_RETURN(auto outs, scanOnce(body, scope, prefix + "b" + std::to_string(i) + "/", one));
+    KILN_ASSIGN_OR_RETURN(auto outs,
+                          scanOnce(body, scope, prefix + "b" + std::to_string(i) + "/", one));
     if (outs.empty()) return outs;
     perBatch.push_back(outs);
   }
