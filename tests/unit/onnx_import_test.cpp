@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <onnx/onnx_pb.h>
+#include <unistd.h>
 
 #include "frontend/onnx/import_options.h"
 #include "interp/interpreter.h"
@@ -259,6 +260,93 @@ TEST(OnnxImport, ModelLocalFunctionExpands) {
   ASSERT_TRUE(m.isOk()) << m.status().message();
   auto out = run(**m, {f32({2}, {1.5f, -4})});
   EXPECT_EQ(values(out[0]), (std::vector<float>{3, -8}));
+}
+
+TEST(OnnxImport, LoopWithConstantTripCountUnrolls) {
+  // y = x; 3 times: y = y * 2, scan output y. Final 8x, scans 2x, 4x, 8x.
+  ModelBuilder mb;
+  mb.input("x", {2});
+  mb.i64Init("trips", {3});
+  auto* t = mb.g->mutable_initializer(0);
+  t->clear_dims();  // a scalar trip count
+  auto* loop = mb.node("Loop", {"trips", "", "x"}, {"y", "ys"}, "loop");
+  auto* a = loop->add_attribute();
+  a->set_name("body");
+  a->set_type(::onnx::AttributeProto::GRAPH);
+  ::onnx::GraphProto* body = a->mutable_g();
+  body->set_name("body");
+  for (const char* n : {"i", "c", "v"}) body->add_input()->set_name(n);
+  auto* two = body->add_initializer();
+  two->set_name("two");
+  two->set_data_type(::onnx::TensorProto::FLOAT);
+  two->add_float_data(2.0f);
+  auto* id = body->add_node();
+  id->set_op_type("Identity");
+  id->add_input("c");
+  id->add_output("c_out");
+  auto* mul = body->add_node();
+  mul->set_op_type("Mul");
+  mul->add_input("v");
+  mul->add_input("two");
+  mul->add_output("v_out");
+  auto* copy = body->add_node();
+  copy->set_op_type("Identity");
+  copy->add_input("v_out");
+  copy->add_output("scan");
+  for (const char* n : {"c_out", "v_out", "scan"}) body->add_output()->set_name(n);
+  mb.output("y");
+  mb.output("ys");
+  auto m = mb.import();
+  ASSERT_TRUE(m.isOk()) << m.status().message();
+  EXPECT_EQ((*m)->entry()->outputs()[1]->type().str(), "f32[3,2]");
+  auto out = run(**m, {f32({2}, {1, -0.5f})});
+  EXPECT_EQ(values(out[0]), (std::vector<float>{8, -4}));
+  EXPECT_EQ(values(out[1]), (std::vector<float>{2, -1, 4, -2, 8, -4}));
+}
+
+TEST(OnnxImport, IfWithRunTimeConditionIsUnsupported) {
+  ModelBuilder mb;
+  mb.input("c", {}, ::onnx::TensorProto::BOOL);
+  auto* n = mb.node("If", {"c"}, {"y"}, "branch");
+  for (const char* b : {"then_branch", "else_branch"}) {
+    auto* a = n->add_attribute();
+    a->set_name(b);
+    a->set_type(::onnx::AttributeProto::GRAPH);
+    a->mutable_g()->set_name(b);
+  }
+  mb.output("y");
+  auto m = mb.import();
+  ASSERT_FALSE(m.isOk());
+  EXPECT_NE(m.status().message().find("node 'branch' (ai.onnx::If, opset 13): the condition is "
+                                      "computed at run time"),
+            std::string::npos)
+      << m.status().message();
+}
+
+TEST(OnnxImport, DimValuesMakeSymbolsStatic) {
+  ModelBuilder mb;
+  mb.input("x", {-1, 4}, ::onnx::TensorProto::FLOAT, "batch");
+  mb.node("Shape", {"x"}, {"s"});
+  mb.i64Init("four", {4});
+  mb.node("Mul", {"s", "four"}, {"t"});  // shape arithmetic: [batch*4, 16]
+  mb.i64Init("one", {1});
+  auto* sl = mb.node("Slice", {"t", "zero", "one"}, {"n"});
+  (void)sl;
+  mb.i64Init("zero", {0});
+  mb.i64Init("m1", {-1});
+  auto* cat = mb.node("Concat", {"n", "m1"}, {"target"});
+  addAttrInt(cat, "axis", 0);
+  mb.node("Reshape", {"x", "target"}, {"y"});
+  mb.output("y");
+  auto bad = mb.import();
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_NE(bad.status().message().find("from symbolic dimension 'batch'"), std::string::npos)
+      << bad.status().message();
+  ko::ImportOptions o;
+  o.dimValues["batch"] = 2;  // target [8, -1]: 8 elements of x [2,4] -> [8, 1]
+  auto m = mb.import(".", o);
+  ASSERT_TRUE(m.isOk()) << m.status().message();
+  EXPECT_EQ((*m)->entry()->outputs()[0]->type().str(), "f32[8,1]");
 }
 
 TEST(OnnxImport, TypedFieldsFloat16AndInt64) {

@@ -220,6 +220,9 @@ Status checkWeights(OpContext& c, const Ctx& k, Value* w, int64_t dirs) {
   return Status::ok();
 }
 
+void setRecurrentOutputs(OpContext& c, const std::vector<Dir>& dirs, int64_t B, int64_t H,
+                         bool batchFirst);
+
 Status recurrent(OpContext& c, Cell cell) {
   KILN_ASSIGN_OR_RETURN(Value * x, c.req(0));
   int64_t layout = c.attrInt("layout", 0);
@@ -264,23 +267,33 @@ Status recurrent(OpContext& c, Cell cell) {
     if (in.h0) in.h0 = c.b.transpose(in.h0, {1, 0, 2});
     if (in.c0) in.c0 = c.b.transpose(in.c0, {1, 0, 2});
   }
-  int64_t B = in.batch, H = k.hidden;
-  std::vector<Value*> ysDirs, hs, cs;
+  std::vector<Dir> results;
   for (int64_t d = 0; d < dirs; ++d) {
     bool reverse = dirName == "reverse" || d == 1;
     KILN_ASSIGN_OR_RETURN(
         Dir st,
         direction(c, k, in, d, &acts[static_cast<size_t>(d) * acts.size() / dirs], reverse));
+    results.push_back(std::move(st));
+  }
+  setRecurrentOutputs(c, results, in.batch, k.hidden, layout == 1);
+  return Status::ok();
+}
+
+// Y [steps, dirs, batch, hidden], Y_h and Y_c [dirs, batch, hidden] (batch first for layout 1).
+void setRecurrentOutputs(OpContext& c, const std::vector<Dir>& dirs, int64_t B, int64_t H,
+                         bool batchFirst) {
+  std::vector<Value*> ysDirs, hs, cs;
+  for (const Dir& st : dirs) {
     std::vector<Value*> steps;
     for (Value* y : st.ys) steps.push_back(c.b.reshape(y, {Dim(1), Dim(1), Dim(B), Dim(H)}));
     ysDirs.push_back(steps.size() == 1 ? steps[0] : c.b.concatenate(steps, 0));
     hs.push_back(c.b.reshape(st.h, {Dim(1), Dim(B), Dim(H)}));
     if (st.cState) cs.push_back(c.b.reshape(st.cState, {Dim(1), Dim(B), Dim(H)}));
   }
-  Value* y = dirs == 1 ? ysDirs[0] : c.b.concatenate(ysDirs, 1);
-  Value* yh = dirs == 1 ? hs[0] : c.b.concatenate(hs, 0);
-  Value* yc = cs.empty() ? nullptr : dirs == 1 ? cs[0] : c.b.concatenate(cs, 0);
-  if (layout == 1) {
+  Value* y = ysDirs.size() == 1 ? ysDirs[0] : c.b.concatenate(ysDirs, 1);
+  Value* yh = hs.size() == 1 ? hs[0] : c.b.concatenate(hs, 0);
+  Value* yc = cs.empty() ? nullptr : cs.size() == 1 ? cs[0] : c.b.concatenate(cs, 0);
+  if (batchFirst) {
     y = c.b.transpose(y, {2, 0, 1, 3});
     yh = c.b.transpose(yh, {1, 0, 2});
     if (yc) yc = c.b.transpose(yc, {1, 0, 2});
@@ -288,7 +301,6 @@ Status recurrent(OpContext& c, Cell cell) {
   c.setOutput(0, y);
   c.setOutput(1, yh);
   if (yc) c.setOutput(2, yc);
-  return Status::ok();
 }
 
 Status rnn(OpContext& c) { return recurrent(c, Cell::Rnn); }
