@@ -1,5 +1,5 @@
-// Program loading by extension: .kir through the text parser. A new frontend (ONNX) is one more
-// entry in loadProgram().
+// Program loading by extension: .kir through the text parser, .onnx through the ONNX importer.
+// A new frontend is one more branch in loadProgram().
 #include "program.h"
 
 #include <chrono>

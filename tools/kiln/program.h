@@ -10,8 +10,8 @@ namespace kiln::cli {
 
 struct LoadedProgram {
   std::unique_ptr<Module> module;
-  std::string format;  // "kir"
-  double loadMs = 0;   // read + parse + verify
+  std::string format;  // "kir" or "onnx"
+  double loadMs = 0;   // read + parse (or import) + verify
 };
 
 // Reads, parses and verifies the program at `path`. Errors carry the file (and line:col where

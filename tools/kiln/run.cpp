@@ -104,7 +104,8 @@ Status runProgram(const RunOptions& o) {
   KILN_ASSIGN_OR_RETURN(LoadedProgram program, loadProgram(o.program));
   Function& f = *program.module->entry();
   summary.function = f.name();
-  summary.stages.push_back({"parse+verify", program.loadMs, describeNodes(f)});
+  std::string loadStage = program.format == "onnx" ? "import+verify" : "parse+verify";
+  summary.stages.push_back({loadStage, program.loadMs, describeNodes(f)});
 
   KILN_ASSIGN_OR_RETURN(BoundInputs bound, bindInputs(f, o));
   if (!bound.symbols.empty()) {

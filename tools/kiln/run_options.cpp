@@ -120,7 +120,7 @@ const char* runUsage() {
 
 Runs PROGRAM on the given inputs, prints each input and output (dtype, shape, min/max/mean), the
 run time and what the compiler did, and writes the outputs as .npy files when --output-dir is set.
-PROGRAM is a .kir file (Kiln's text IR).
+PROGRAM is a .kir file (Kiln's text IR) or an ONNX model (.onnx).
 
 Options:
   --input NAME=FILE.npy  bind the input (parameter) NAME to the array in FILE.npy
