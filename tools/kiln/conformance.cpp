@@ -37,6 +37,8 @@ const char* kUsage =
     "                        if one of them does not pass, and list new passes\n"
     "  --write-expected FILE write the names of the tests that passed (a new --expected list)\n"
     "  --filter SUBSTR       run only tests whose name contains SUBSTR\n"
+    "  -O0, -O1              run the imported IR as is (-O0, default) or after the default\n"
+    "                        optimisation pipeline, specialised to each data set's shapes (-O1)\n"
     "  --jobs N              run N tests at a time (default 1)\n"
     "  --timeout SECONDS     time limit of one test (default 60)\n"
     "  --memory-limit-mb N   address-space limit of one test process (default 8192; 0: none)\n"
@@ -106,6 +108,8 @@ int parseArgs(const std::vector<std::string>& args, Args& a) {
     }
     if (arg == "-v" || arg == "--verbose") {
       a.verbose = true;
+    } else if (arg == "-O0" || arg == "-O1") {
+      a.run.optLevel = arg[2] - '0';
     } else if (arg.rfind("--", 0) == 0) {
       size_t eq = arg.find('=');
       std::string name = arg.substr(0, eq), value;

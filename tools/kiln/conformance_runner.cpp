@@ -1,5 +1,5 @@
-// Runs one ONNX backend test: imports model.onnx, feeds each test_data_set_*/input_<i>.pb to the
-// function's parameters in order, runs the backend and compares with output_<i>.pb.
+// Runs one ONNX backend test: imports model.onnx for each test_data_set_*, feeds input_<i>.pb to
+// the graph input it belongs to (by position among the graph inputs), runs the backend and compares with output_<i>.pb.
 #include "conformance_runner.h"
 
 #include <algorithm>
@@ -10,8 +10,10 @@
 
 #include "conformance_compare.h"
 #include "conformance_scope.h"
+#include "frontend/onnx/import_options.h"
 #include "frontend/onnx/onnx_importer.h"
 #include "interp/interpreter.h"
+#include "passes/pipeline.h"
 
 namespace kiln::conformance {
 
@@ -95,21 +97,76 @@ void describeUnsupported(const std::string& model, const Status& importError, Te
   r.unsupportedOps.assign(ops.begin(), ops.end());
 }
 
+// Imports the model for one data set. Graph inputs whose values the importer needs (a shape, axes,
+// a count) are bound to this data set's values and become constants; the others stay parameters.
+// With opts.optLevel > 0 the function is then specialised to the inputs' shapes and put through
+// the default pipeline, as `kiln run` does.
+StatusOr<std::unique_ptr<Module>> importForDataSet(const std::string& model,
+                                                   const std::vector<std::string>& names,
+                                                   const std::vector<Tensor>& inputs,
+                                                   const RunOptions& opts) {
+  onnx::ImportOptions io;
+  for (size_t i = 0; i < names.size(); ++i) io.inputValues[names[i]] = inputs[i];
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, onnx::importModelFile(model, io));
+  if (opts.optLevel == 0) return m;
+  Function* f = m->entry();
+  KILN_CHECK(f != nullptr, "the imported module has no function");
+  std::vector<std::vector<int64_t>> shapes;
+  for (size_t p = 0; p < f->numParameters(); ++p) {
+    auto it = std::find(names.begin(), names.end(), f->parameter(p)->name());
+    KILN_CHECK(it != names.end(), "parameter '" + f->parameter(p)->name() + "' has no input");
+    shapes.push_back(inputs[it - names.begin()].dims());
+  }
+  PipelineOptions po;
+  KILN_ASSIGN_OR_RETURN(po.specialize, bindingsFromInputShapes(*f, shapes));
+  Status s = runDefaultPipeline(*m, po, PassManagerOptions{}).status();
+  if (!s) return s.prefix("optimisation pipeline");
+  return m;
+}
+
 // Runs one data set; false (with r filled) when the test did not pass on it.
-bool runDataSet(const Function& f, const DataSet& ds, const RunOptions& opts, TestResult& r) {
+bool runDataSet(const std::string& model, const std::vector<std::string>& names,
+                const DataSet& ds, const RunOptions& opts, TestResult& r) {
   auto inputs = readAll(ds.inputs);
   if (!inputs) {
     r.outcome = Outcome::Unsupported;
     r.reason = ds.name + ": input data: " + inputs.status().str();
     return false;
   }
-  if (inputs->size() != f.numParameters()) {
+  if (inputs->size() != names.size()) {
     r.outcome = Outcome::Error;
-    r.reason = ds.name + ": the model takes " + std::to_string(f.numParameters()) +
-               " inputs, the data set has " + std::to_string(inputs->size());
+    r.reason = ds.name + ": the model has " + std::to_string(names.size()) +
+               " graph inputs, the data set has " + std::to_string(inputs->size());
     return false;
   }
-  auto outputs = runOnBackend(opts.backend, f, *inputs);
+  auto module = importForDataSet(model, names, *inputs, opts);
+  if (!module) {
+    if (module.status().message().find("optimisation pipeline") != std::string::npos) {
+      r.outcome = Outcome::Error;
+      r.reason = ds.name + ": " + module.status().str();
+    } else {
+      describeUnsupported(model, module.status(), r);
+    }
+    return false;
+  }
+  const Function* f = (*module)->entry();
+  if (!f) {
+    r.outcome = Outcome::Error;
+    r.reason = "the imported module has no function";
+    return false;
+  }
+  // Parameters are the graph inputs the importer did not bind, matched by name.
+  std::vector<Tensor> args;
+  for (size_t p = 0; p < f->numParameters(); ++p) {
+    auto it = std::find(names.begin(), names.end(), f->parameter(p)->name());
+    if (it == names.end()) {
+      r.outcome = Outcome::Error;
+      r.reason = ds.name + ": parameter '" + f->parameter(p)->name() + "' is no graph input";
+      return false;
+    }
+    args.push_back((*inputs)[it - names.begin()]);
+  }
+  auto outputs = runOnBackend(opts.backend, *f, args);
   if (!outputs) {
     r.outcome = Outcome::Error;
     r.reason = ds.name + ": " + outputs.status().str();
@@ -132,7 +189,7 @@ bool runDataSet(const Function& f, const DataSet& ds, const RunOptions& opts, Te
     r.maxAbsError = std::max(r.maxAbsError, c.maxAbsError);
     if (c.ok) continue;
     r.outcome = Outcome::Failed;
-    r.reason = ds.name + ": output " + std::to_string(i) + " '" + f.outputs()[i]->name() +
+    r.reason = ds.name + ": output " + std::to_string(i) + " '" + f->outputs()[i]->name() +
                "': " + c.message;
     return false;
   }
@@ -166,16 +223,10 @@ void runTestBody(const TestCase& test, const RunOptions& opts, TestResult& r) {
     r.reason = "no test_data_set_* folder";
     return;
   }
-  auto module = onnx::importModelFile(model);
-  if (!module) return describeUnsupported(model, module.status(), r);
-  const Function* f = (*module)->entry();
-  if (!f) {
-    r.outcome = Outcome::Error;
-    r.reason = "the imported module has no function";
-    return;
-  }
+  auto names = onnx::graphInputNames(model);
+  if (!names) return describeUnsupported(model, names.status(), r);
   for (const auto& ds : sets)
-    if (!runDataSet(*f, ds, opts, r)) return;
+    if (!runDataSet(model, *names, ds, opts, r)) return;
   r.outcome = Outcome::Passed;
 }
 

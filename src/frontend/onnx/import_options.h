@@ -34,6 +34,10 @@ StatusOr<std::unique_ptr<Module>> importModelBytes(std::string_view bytes,
 StatusOr<std::vector<Unsupported>> checkModelBytes(std::string_view bytes,
                                                    const std::string& baseDir);
 
+// The graph inputs of the model at `path` that are not initializers, in the graph's order: the
+// names the ONNX test data's input_<i>.pb files belong to.
+StatusOr<std::vector<std::string>> graphInputNames(const std::string& path);
+
 // A parameter of the imported function is named after its graph input, so a caller matches
 // input values to parameters by name (bound inputs are not parameters).
 

@@ -501,6 +501,18 @@ StatusOr<std::vector<Unsupported>> checkModelFile(const std::string& path) {
   return r;
 }
 
+StatusOr<std::vector<std::string>> graphInputNames(const std::string& path) {
+  KILN_ASSIGN_OR_RETURN(std::string bytes, readFileLimited(path, "model file"));
+  auto model = parseModel(bytes);
+  if (!model) return Status(model.status()).prefix(path);
+  std::set<std::string> initializers;
+  for (const pb::TensorProto& t : model->graph().initializer()) initializers.insert(t.name());
+  std::vector<std::string> names;
+  for (const pb::ValueInfoProto& vi : model->graph().input())
+    if (!initializers.count(vi.name())) names.push_back(vi.name());
+  return names;
+}
+
 StatusOr<Tensor> readTensorProtoFile(const std::string& path) {
   pb::TensorProto t;
   KILN_RETURN_IF_ERROR(parseProtoFile(path, "tensor file", t));
