@@ -48,6 +48,46 @@ StatusOr<std::unique_ptr<Pass>> createPassFromSpec(const std::string& spec) {
   return p;
 }
 
+StatusOr<size_t> parseInstrumentationFlag(const std::vector<std::string>& args, size_t i,
+                                          PassManagerOptions& options) {
+  const std::string& a = args[i];
+  if (a == "--verify-each") {
+    options.verifyEach = true;
+    return size_t{1};
+  }
+  if (a == "--time-passes") {
+    options.timePasses = true;
+    return size_t{1};
+  }
+  for (const std::string flag : {"--dump-dir", "--print-after"}) {
+    std::string value;
+    size_t used = 0;
+    if (a.rfind(flag + "=", 0) == 0) {
+      value = a.substr(flag.size() + 1);
+      used = 1;
+    } else if (a == flag) {
+      if (i + 1 >= args.size()) return Status::error(flag + " needs a value");
+      value = args[i + 1];
+      used = 2;
+    } else {
+      continue;
+    }
+    if (value.empty()) return Status::error(flag + " needs a value");
+    if (flag == "--dump-dir") options.dumpDir = value;
+    else options.printAfter.insert(value);
+    return used;
+  }
+  return size_t{0};
+}
+
+const char* instrumentationFlagsHelp() {
+  return "  --verify-each          verify the IR after every pass (always on in debug builds)\n"
+         "  --dump-dir DIR         write the IR to DIR before the first pass and after each one\n"
+         "                         (00-<start>.kir, 01-<pass>.kir, ...)\n"
+         "  --time-passes          print the wall time of each pass to stderr\n"
+         "  --print-after=PASS     print the IR to stderr after PASS (or all)\n";
+}
+
 PassManager::PassManager(PassManagerOptions options) : options_(std::move(options)) {}
 
 void PassManager::addPass(std::unique_ptr<Pass> pass) { passes_.push_back(std::move(pass)); }
@@ -81,7 +121,8 @@ StatusOr<bool> PassManager::runPass(const std::string& spec, Module& m) {
 }
 
 StatusOr<bool> PassManager::runPass(Pass& pass, Module& m) {
-  if (!options_.dumpDir.empty() && dumpIndex_ == 0) KILN_RETURN_IF_ERROR(dump(m, "input"));
+  if (!options_.dumpDir.empty() && dumpIndex_ == 0)
+    KILN_RETURN_IF_ERROR(dump(m, options_.inputLabel));
   auto start = std::chrono::steady_clock::now();
   StatusOr<bool> changed = pass.run(m);
   double ms =

@@ -28,7 +28,18 @@ struct PassManagerOptions {
   // printout never hides a pass that ran.
   std::set<std::string> printAfter;
   std::ostream* printStream = nullptr;
+  // The name of the first dump (00-<inputLabel>.kir): "input" in kiln-opt, "import" in kiln.
+  std::string inputLabel = "input";
 };
+
+// The instrumentation flags that `kiln` and `kiln-opt` share: --verify-each, --time-passes,
+// --dump-dir DIR (or --dump-dir=DIR), --print-after=PASS (or --print-after PASS). Looks at
+// args[i]; returns how many arguments it used (0: not one of these flags) or a usage error.
+StatusOr<size_t> parseInstrumentationFlag(const std::vector<std::string>& args, size_t i,
+                                          PassManagerOptions& options);
+
+// The --help lines of those flags.
+const char* instrumentationFlagsHelp();
 
 // A pass spec is a flag name, optionally with options after '=':
 //   "dce", "specialize-shapes=N=1,S=128", "layout-assignment=nchw".

@@ -24,11 +24,8 @@ struct Options {
   std::string input;                // a path, or "-" for stdin
   std::string output;               // empty: stdout
   std::vector<std::string> passes;  // pass specs: "dce", "specialize-shapes=N=1", "pipeline"
-  bool verifyEach = false;
   bool help = false;
-  std::string dumpDir;
-  bool timePasses = false;
-  std::set<std::string> printAfter;
+  kiln::PassManagerOptions instrumentation;
 };
 
 std::string passList() {
@@ -44,13 +41,10 @@ void printHelp() {
          "Parses and verifies a .kir module, runs the named passes in order, and prints the\n"
          "module (to OUT, or to stdout).\n\n"
          "options:\n"
-         "  -o OUT              write the module to OUT\n"
-         "  --pipeline          run the default optimisation pipeline (at that point)\n"
-         "  --verify-each       verify the module after every pass\n"
-         "  --dump-dir DIR      write the IR to DIR before and after every pass\n"
-         "  --time-passes       print a table of per-pass wall time to stderr\n"
-         "  --print-after=PASS  print the IR to stderr after PASS (or all)\n"
-         "  --help              show this text\n\n"
+         "  -o OUT                 write the module to OUT\n"
+         "  --pipeline             run the default optimisation pipeline (at that point)\n"
+      << kiln::instrumentationFlagsHelp()
+      << "  --help                 show this text\n\n"
          "passes (options: --specialize-shapes=N=1,S=128, --layout-assignment=nhwc|nchw|keep):\n";
   for (const std::string& name : kiln::passNames()) {
     auto pass = kiln::createPass(name);
@@ -66,22 +60,19 @@ bool isPass(const std::string& name) {
 
 kiln::StatusOr<Options> parseArgs(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    KILN_ASSIGN_OR_RETURN(size_t used, kiln::parseInstrumentationFlag(args, i, o.instrumentation));
+    if (used > 0) {
+      i += used - 1;
+      continue;
+    }
     if (a == "--help" || a == "-h") {
       o.help = true;
-    } else if (a == "--verify-each") {
-      o.verifyEach = true;
     } else if (a == "-o") {
-      if (i + 1 >= argc) return kiln::Status::error("-o needs a file name");
-      o.output = argv[++i];
-    } else if (a == "--dump-dir") {
-      if (i + 1 >= argc) return kiln::Status::error("--dump-dir needs a directory");
-      o.dumpDir = argv[++i];
-    } else if (a == "--time-passes") {
-      o.timePasses = true;
-    } else if (a.rfind("--print-after=", 0) == 0) {
-      o.printAfter.insert(a.substr(14));
+      if (i + 1 >= args.size()) return kiln::Status::error("-o needs a file name");
+      o.output = args[++i];
     } else if (a == "--pipeline") {
       o.passes.push_back("pipeline");
     } else if (a.size() > 2 && a.compare(0, 2, "--") == 0) {
@@ -131,12 +122,7 @@ kiln::Status run(const Options& o) {
   KILN_ASSIGN_OR_RETURN(std::string text, readInput(o.input));
   std::string filename = o.input == "-" ? "<stdin>" : o.input;
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<kiln::Module> module, kiln::parseModule(text, filename));
-  kiln::PassManagerOptions pmo;
-  pmo.verifyEach = o.verifyEach;
-  pmo.dumpDir = o.dumpDir;
-  pmo.timePasses = o.timePasses;
-  pmo.printAfter = o.printAfter;
-  kiln::PassManager pm(pmo);
+  kiln::PassManager pm(o.instrumentation);
   // Resolve every spec before running anything, so a misspelt option changes nothing.
   std::vector<std::unique_ptr<kiln::Pass>> passes;
   for (const std::string& spec : o.passes) {
@@ -151,7 +137,7 @@ kiln::Status run(const Options& o) {
     auto r = p ? pm.runPass(*p, *module) : kiln::runDefaultPipeline(*module, pm);
     if (!r) return r.status();
   }
-  if (o.timePasses) std::cerr << pm.timingReport();
+  if (o.instrumentation.timePasses) std::cerr << pm.timingReport();
   return writeOutput(o.output, kiln::printModule(*module));
 }
 

@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "inputs.h"
 #include "interp/interpreter.h"
+#include "passes/pipeline.h"
 #include "passes/specialize_shapes.h"
 #include "program.h"
 #include "run_options.h"
@@ -43,15 +44,23 @@ int countSymbolicValues(const Function& f) {
   return n;
 }
 
-// Substitutes the sizes the inputs fixed for the parameters' symbols (specialize-shapes), so
-// that ops whose result shape is declared rather than derived (a bias broadcast to f32[N,32])
-// know them too. Describes what it did: "N=4: 10 value types made static".
-StatusOr<std::string> specialize(Module& m, const Function& f, const SymbolBindings& sizes) {
-  int before = countSymbolicValues(f);
-  StatusOr<bool> changed = specializeShapes(m, sizes);
+// "N=4, S=16".
+std::string describeBindings(const SymbolBindings& sizes) {
   std::string given;
   for (const auto& [symbol, size] : sizes)
     given += (given.empty() ? "" : ", ") + symbol + "=" + std::to_string(size);
+  return given;
+}
+
+// -O0: substitutes the sizes the inputs fixed for the parameters' symbols (specialize-shapes), so
+// that ops whose result shape is declared rather than derived (a bias broadcast to f32[N,32])
+// know them too. Describes what it did: "N=4: 10 value types made static".
+StatusOr<std::string> specialize(Module& m, const Function& f, PassManager& pm,
+                                 const SymbolBindings& sizes) {
+  int before = countSymbolicValues(f);
+  std::unique_ptr<Pass> pass = makeSpecializeShapesPass(sizes);
+  StatusOr<bool> changed = pm.runPass(*pass, m);
+  std::string given = describeBindings(sizes);
   if (!changed) return Status(changed.status()).prefix("with " + given);
   int made = before - countSymbolicValues(f);
   return given + ": " + std::to_string(made) + (made == 1 ? " value type" : " value types") +
@@ -107,12 +116,28 @@ Status runProgram(const RunOptions& o) {
   std::string loadStage = program.format == "onnx" ? "import+verify" : "parse+verify";
   summary.stages.push_back({loadStage, program.loadMs, describeNodes(f)});
 
+  // Output names are the program's interface: taken before the passes, which may replace an
+  // output by another value (max(h, h) by h).
+  std::vector<std::string> names = outputNames(f);
   KILN_ASSIGN_OR_RETURN(BoundInputs bound, bindInputs(f, o));
-  if (!bound.symbols.empty()) {
+  PassManager pm(o.instrumentation);
+  if (o.optLevel > 0) {
+    // The default pipeline, specialised to the sizes the inputs fixed.
+    PipelineOptions po;
+    po.specialize = bound.symbols;
     auto start = std::chrono::steady_clock::now();
-    KILN_ASSIGN_OR_RETURN(std::string what, specialize(*program.module, f, bound.symbols));
+    size_t before = f.numNodes();
+    StatusOr<bool> changed = runDefaultPipeline(*program.module, pm, po);
+    if (!changed) return changed.status();
+    std::string what = std::to_string(before) + " -> " + describeNodes(f);
+    if (!bound.symbols.empty()) what = describeBindings(bound.symbols) + "; " + what;
+    summary.stages.push_back({"optimize (-O1)", msSince(start), what});
+  } else if (!bound.symbols.empty()) {
+    auto start = std::chrono::steady_clock::now();
+    KILN_ASSIGN_OR_RETURN(std::string what, specialize(*program.module, f, pm, bound.symbols));
     summary.stages.push_back({"specialize-shapes", msSince(start), what});
   }
+  if (o.instrumentation.timePasses) std::fputs(pm.timingReport().c_str(), stderr);
   std::vector<Tensor> values;
   for (BoundInput& in : bound.inputs) {
     values.push_back(in.value);
@@ -123,7 +148,6 @@ Status runProgram(const RunOptions& o) {
   KILN_ASSIGN_OR_RETURN(std::vector<Tensor> results, interpret(f, values));
   summary.runMs = msSince(start);
 
-  std::vector<std::string> names = outputNames(f);
   KILN_CHECK(names.size() == results.size(), "interpret returned a result count unlike outputs");
   for (size_t i = 0; i < results.size(); ++i)
     summary.outputs.push_back({names[i], results[i], "not written"});

@@ -84,8 +84,19 @@ bool takesValue(const std::string& flag) {
 
 StatusOr<RunOptions> parseRunOptions(const std::vector<std::string>& args) {
   RunOptions o;
+  o.instrumentation.inputLabel = "import";
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
+    StatusOr<size_t> used = parseInstrumentationFlag(args, i, o.instrumentation);
+    if (!used) return usageError(used.status().message());
+    if (*used > 0) {
+      i += *used - 1;
+      continue;
+    }
+    if (a == "-O0" || a == "-O1") {
+      o.optLevel = a[2] - '0';
+      continue;
+    }
     if (a == "-h" || a == "--help") {
       o.help = true;
       return o;
@@ -115,8 +126,7 @@ StatusOr<RunOptions> parseRunOptions(const std::vector<std::string>& args) {
   return o;
 }
 
-const char* runUsage() {
-  return R"(usage: kiln run PROGRAM [options]
+constexpr const char* kRunUsage = R"(usage: kiln run PROGRAM [options]
 
 Runs PROGRAM on the given inputs, prints each input and output (dtype, shape, min/max/mean), the
 run time and what the compiler did, and writes the outputs as .npy files when --output-dir is set.
@@ -133,11 +143,22 @@ Options:
   --output-dir DIR       write each output to DIR/NAME.npy (DIR is created when missing); NAME
                          is the output's name in the program, or output_<i> when it has none
   --backend NAME         where to run: interp, the reference interpreter (the default)
-  -h, --help             show this help
+  -O1                    optimise first with the default pipeline, specialised to the input
+                         shapes (the default; docs/passes.md lists its passes)
+  -O0                    run the program as loaded, only specialised to the input shapes
+%s  -h, --help             show this help
 
 Exit status: 0 on success, 1 on an error (one line on stderr: "kiln: error: ..."), 2 on a
 usage error.
 )";
+
+const char* runUsage() {
+  static const std::string text = [] {
+    std::string t = kRunUsage;
+    size_t at = t.find("%s");
+    return t.replace(at, 2, instrumentationFlagsHelp());
+  }();
+  return text.c_str();
 }
 
 }  // namespace kiln::cli

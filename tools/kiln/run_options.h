@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "passes/pass_manager.h"
 #include "support/status.h"
 
 namespace kiln::cli {
@@ -24,6 +25,10 @@ struct RunOptions {
   std::map<std::string, int64_t> dims;  // --dim SYMBOL=N
   std::string outputDir;                // empty: outputs are not written
   std::string backend = "interp";
+  // 1: the default optimisation pipeline before running (the default); 0: the program as loaded
+  // (only specialised to the input shapes).
+  int optLevel = 1;
+  PassManagerOptions instrumentation;  // --verify-each, --dump-dir, --time-passes, --print-after
   bool help = false;
 };
 
