@@ -163,8 +163,12 @@ def export(name, out_dir, opset):
     # (aten::_transformer_encoder_layer_fwd) that has no ONNX export. The reference output is
     # computed the same way, so it matches the exported graph's computation.
     expected = model(x).detach()
+    # TrainingMode.PRESERVE exports the eval-mode model as it is: torch's default (EVAL) would fold
+    # each BatchNormalization into the convolution before it, a job Kiln's fold-batch-norm pass
+    # does itself, so the exported graphs keep their batch norms (inference mode) for Kiln to fold.
     torch.onnx.export(model, (x,), path, opset_version=opset, input_names=["input"],
-                      output_names=["output"], dynamic_axes=dynamic, do_constant_folding=True)
+                      output_names=["output"], dynamic_axes=dynamic, do_constant_folding=True,
+                      training=torch.onnx.TrainingMode.PRESERVE)
     onnx.checker.check_model(onnx.load(path))
     x_np, y_np = x.numpy(), expected.numpy()
     np.save(os.path.join(folder, "input_0.npy"), x_np)

@@ -23,6 +23,8 @@ def main():
     p.add_argument("--model-dir", required=True, help="a folder written by export_models.py")
     p.add_argument("--work-dir", required=True, help="where kiln writes its outputs")
     p.add_argument("--backend", default="interp")
+    p.add_argument("--opt-level", type=int, choices=[0, 1], default=1,
+                   help="kiln run -O level: 1 runs the default pipeline first, 0 does not")
     p.add_argument("--tolerance", type=float, default=1e-4)
     args = p.parse_args()
 
@@ -37,7 +39,7 @@ def main():
     os.makedirs(args.work_dir, exist_ok=True)
     for old in glob.glob(os.path.join(args.work_dir, "*.npy")):
         os.remove(old)
-    cmd = [args.kiln, "run", "--backend", args.backend, model,
+    cmd = [args.kiln, "run", "--backend", args.backend, f"-O{args.opt_level}", model,
            "--input", os.path.join(args.model_dir, "input_0.npy"), "--output-dir", args.work_dir]
     print("running:", " ".join(cmd), flush=True)
     start = time.time()
@@ -59,7 +61,7 @@ def main():
     err = float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64))))
     ratio = err / scale if scale > 0 else err
     verdict = "PASS" if ratio <= args.tolerance else "FAIL"
-    print(f"{verdict}: {os.path.basename(args.model_dir)}: max|diff| {err:.3g}, max|ref| "
+    print(f"{verdict}: {os.path.basename(args.model_dir)} -O{args.opt_level}: max|diff| {err:.3g}, max|ref| "
           f"{scale:.3g}, ratio {ratio:.3g} (limit {args.tolerance:g}); kiln run took "
           f"{seconds:.2f} s")
     return 0 if verdict == "PASS" else 1
