@@ -129,6 +129,38 @@ class DataNames {
   std::vector<std::pair<std::string, const Tensor*>> entries_;
 };
 
+}  // namespace
+
+std::map<const Value*, std::string> printedValueNames(const Function& f) {
+  std::map<const Value*, std::string> names;
+  std::set<std::string> used;
+  std::vector<const Value*> values;
+  for (const auto& n : f.nodes())
+    for (size_t i = 0; i < n->numResults(); ++i) {
+      values.push_back(n->result(i));
+      if (!n->result(i)->name().empty()) used.insert(n->result(i)->name());
+    }
+  std::set<std::string> assigned;
+  int64_t counter = 0;
+  for (const Value* v : values) {
+    std::string name = v->name();
+    if (name.empty()) {
+      while (used.count(std::to_string(counter))) ++counter;
+      name = std::to_string(counter++);
+    } else if (assigned.count(name)) {
+      int suffix = 1;
+      while (used.count(name + "." + std::to_string(suffix))) ++suffix;
+      name += "." + std::to_string(suffix);
+    }
+    used.insert(name);
+    assigned.insert(name);
+    names[v] = nameText('%', name);
+  }
+  return names;
+}
+
+namespace {
+
 class FunctionPrinter {
  public:
   FunctionPrinter(const Function& f, const DataNames& data, const PrintOptions& opts)
@@ -149,31 +181,7 @@ class FunctionPrinter {
   }
 
  private:
-  void assignNames() {
-    std::set<std::string> used;
-    std::vector<const Value*> values;
-    for (const auto& n : f_.nodes())
-      for (size_t i = 0; i < n->numResults(); ++i) {
-        values.push_back(n->result(i));
-        if (!n->result(i)->name().empty()) used.insert(n->result(i)->name());
-      }
-    std::set<std::string> assigned;
-    int64_t counter = 0;
-    for (const Value* v : values) {
-      std::string name = v->name();
-      if (name.empty()) {
-        while (used.count(std::to_string(counter))) ++counter;
-        name = std::to_string(counter++);
-      } else if (assigned.count(name)) {
-        int suffix = 1;
-        while (used.count(name + "." + std::to_string(suffix))) ++suffix;
-        name += "." + std::to_string(suffix);
-      }
-      used.insert(name);
-      assigned.insert(name);
-      names_[v] = nameText('%', name);
-    }
-  }
+  void assignNames() { names_ = printedValueNames(f_); }
 
   std::string valueRef(const Value* v) const {
     auto it = names_.find(v);
@@ -285,7 +293,7 @@ class FunctionPrinter {
   const Function& f_;
   const DataNames& data_;
   const PrintOptions& opts_;
-  std::unordered_map<const Value*, std::string> names_;
+  std::map<const Value*, std::string> names_;
 };
 
 void printDataEntry(const std::string& name, const Tensor& t, std::string& out) {

@@ -10,6 +10,7 @@
 // docs/kir.md describes the grammar.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -26,6 +27,10 @@ struct PrintOptions {
 std::string printModule(const Module& m, const PrintOptions& opts = {});
 // One function, without the module's data section (for messages and debugging).
 std::string printFunction(const Function& f, const PrintOptions& opts = {});
+
+// The names the printer gives the values of `f` ("%x", "%0", "%\"onnx::Add_3\""), for tools that
+// refer to values the way the .kir dump of the function does.
+std::map<const Value*, std::string> printedValueNames(const Function& f);
 
 // Parses and verifies a module. Errors are "file:line:col: error: message".
 StatusOr<std::unique_ptr<Module>> parseModule(std::string_view text, const std::string& filename);

@@ -1,0 +1,86 @@
+// Fusion: groups the ops of a function into kernels, each decision a value with its reason.
+//
+// The planner is the same for every backend: it decides which ops run together in one kernel, and
+// the kernel IR lowering (src/kernel/) turns each kernel into loops. Kinds of fusion:
+//   - loop fusion: an elementwise or injective producer computed inside its consumer's loop;
+//   - input fusion: elementwise/injective producers computed inside a reduction's loop (the
+//     softmax, layer norm and pooling kernels read their input once);
+//   - epilogue fusion: elementwise consumers (bias add, activation, residual add) applied to the
+//     result of a matrix product, convolution, reduction or attention before it is stored;
+//   - recomputation: an injective producer (a broadcast, a transpose) computed again in each of
+//     its consumers instead of being stored (index arithmetic only);
+//   - multi-output fusion: a producer needed by several kernels is computed in one of them, which
+//     also stores it for the others;
+//   - sibling fusion: two kernels that read the same large input over the same iteration space
+//     become one kernel with two outputs (one pass over the input).
+//
+// Needs: a verified function, best after the default pipeline and shape specialisation (costs
+// take symbolic dimensions as 1).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "fusion/op_pattern.h"
+#include "ir/ir.h"
+
+namespace kiln::fusion {
+
+enum class KernelKind : uint8_t {
+  Loop,         // elementwise and injective ops over one iteration space
+  Reduction,    // a reduction (reduce, softmax, layer_norm, pooling) with fused inputs/epilogue
+  Contraction,  // a library matrix product or convolution with a fused epilogue
+  Attention,    // an attention kernel
+  Opaque,       // sort, top_k, cumsum, scatter: one op
+};
+std::string_view kernelKindName(KernelKind k);  // "loop", "reduction", ...
+
+// One producer -> consumer edge (the consumer uses a result of the producer), or for sibling
+// fusion two kernels' first ops, and what the planner decided about it.
+struct Decision {
+  const Node* producer = nullptr;
+  const Node* consumer = nullptr;
+  bool fused = false;
+  std::string how;     // fused: "loop", "input", "epilogue", "recompute", "multi-output", "sibling"
+  std::string reason;  // why (for both outcomes)
+};
+
+struct Kernel {
+  int id = 0;
+  KernelKind kind = KernelKind::Loop;
+  // The op that defines the kernel's structure (the reduction, contraction or attention); for a
+  // loop kernel, its last op.
+  const Node* anchor = nullptr;
+  std::vector<const Node*> nodes;     // in program order
+  std::vector<const Value*> inputs;   // read from memory: parameters, constants, other kernels
+  std::vector<const Value*> outputs;  // stored: used by another kernel or a function output
+  int64_t bytesRead = 0;
+  int64_t bytesWritten = 0;
+  double flops = 0;
+};
+
+struct FusionOptions {
+  // false: one kernel per op (what fusion is measured against; also for debugging a backend).
+  bool fuse = true;
+  // Inputs smaller than this are not worth a sibling fusion.
+  int64_t minSiblingBytes = 1024;
+};
+
+struct FusionPlan {
+  std::vector<Kernel> kernels;      // in an order that respects their dependencies
+  std::vector<Decision> decisions;  // every edge between compute ops, fused or not
+  int64_t bytesUnfused = 0;         // memory traffic with one kernel per op, for comparison
+  bool symbolic = false;            // some dimension was symbolic (counted as 1)
+  // The kernels each compute node belongs to (more than one when recomputed).
+  std::map<const Node*, std::vector<int>> kernelsOf;
+};
+
+FusionPlan planFusion(const Function& f, const FusionOptions& options = {});
+
+// The plan as text, the body of `kiln explain`: a summary line, each kernel with its ops, bytes
+// and flops, and every producer -> consumer edge left unfused with its reason.
+std::string explainPlan(const Function& f, const FusionPlan& plan);
+
+}  // namespace kiln::fusion

@@ -1,0 +1,107 @@
+// `kiln explain`: what the compiler makes of a program: the optimised graph's kernels (the fusion
+// plan) with their ops, bytes and flops, and the reason for every edge left unfused.
+#include <cstdio>
+
+#include "commands.h"
+#include "fusion/fusion.h"
+#include "passes/pipeline.h"
+#include "program.h"
+#include "run_options.h"
+
+namespace kiln::cli {
+namespace {
+
+constexpr const char* kUsage = R"(usage: kiln explain PROGRAM [options]
+
+Compiles PROGRAM (.kir or .onnx) as `kiln run` would, without running it, and prints the fusion
+plan: each kernel with its ops, the bytes it reads and writes and its flops, the fused edges with
+how they were fused, and every producer -> consumer edge left unfused with the reason.
+
+Options:
+  --dim SYMBOL=SIZE      size of a symbolic dimension (e.g. --dim N=8); symbols left unbound are
+                         counted as 1 in the costs
+  -O0                    explain the program as loaded, without the optimisation pipeline
+  --no-fusion            one kernel per op (the baseline the plan is measured against)
+%s  -h, --help             show this help
+)";
+
+struct ExplainOptions {
+  std::string program;
+  SymbolBindings dims;
+  int optLevel = 1;
+  bool fuse = true;
+  PassManagerOptions instrumentation;
+};
+
+StatusOr<ExplainOptions> parse(const std::vector<std::string>& args, bool& help) {
+  ExplainOptions o;
+  o.instrumentation.inputLabel = "import";
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    KILN_ASSIGN_OR_RETURN(size_t used, parseInstrumentationFlag(args, i, o.instrumentation));
+    if (used > 0) {
+      i += used - 1;
+    } else if (a == "-h" || a == "--help") {
+      help = true;
+    } else if (a == "-O0" || a == "-O1") {
+      o.optLevel = a[2] - '0';
+    } else if (a == "--no-fusion") {
+      o.fuse = false;
+    } else if (a == "--dim" || a.rfind("--dim=", 0) == 0) {
+      std::string v = a == "--dim" ? (i + 1 < args.size() ? args[++i] : "") : a.substr(6);
+      KILN_ASSIGN_OR_RETURN(SymbolBindings b, parseSymbolBindings(v));
+      for (const auto& [s, n] : b) {
+        if (o.dims.count(s)) return Status::error("--dim " + s + " is given twice");
+        o.dims[s] = n;
+      }
+    } else if (a.size() > 1 && a[0] == '-') {
+      return Status::error("unknown option '" + a + "' (see kiln explain --help)");
+    } else if (!o.program.empty()) {
+      return Status::error("more than one program given ('" + o.program + "' and '" + a + "')");
+    } else {
+      o.program = a;
+    }
+  }
+  if (o.program.empty() && !help)
+    return Status::error("no program given (usage: kiln explain PROGRAM [options])");
+  return o;
+}
+
+Status explain(const ExplainOptions& o) {
+  KILN_ASSIGN_OR_RETURN(LoadedProgram program, loadProgram(o.program));
+  PassManager pm(o.instrumentation);
+  if (o.optLevel > 0) {
+    PipelineOptions po;
+    po.specialize = o.dims;
+    KILN_RETURN_IF_ERROR(runDefaultPipeline(*program.module, pm, po).status());
+  } else if (!o.dims.empty()) {
+    std::unique_ptr<Pass> specialize = makeSpecializeShapesPass(o.dims);
+    KILN_RETURN_IF_ERROR(pm.runPass(*specialize, *program.module).status());
+  }
+  if (o.instrumentation.timePasses) std::fputs(pm.timingReport().c_str(), stderr);
+  const Function& f = *program.module->entry();
+  fusion::FusionOptions fo;
+  fo.fuse = o.fuse;
+  fusion::FusionPlan plan = fusion::planFusion(f, fo);
+  std::fputs(fusion::explainPlan(f, plan).c_str(), stdout);
+  return Status::ok();
+}
+
+}  // namespace
+
+int explainCommand(const std::vector<std::string>& args) {
+  bool help = false;
+  StatusOr<ExplainOptions> o = parse(args, help);
+  if (help) {
+    std::string text = kUsage;
+    text.replace(text.find("%s"), 2, instrumentationFlagsHelp());
+    std::fputs(text.c_str(), stdout);
+    return 0;
+  }
+  if (!o) return reportError(o.status(), kExitUsage);
+  Status s = explain(*o);
+  if (!s) return reportError(s, kExitError);
+  return 0;
+}
+
+}  // namespace kiln::cli
