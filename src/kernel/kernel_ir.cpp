@@ -1,0 +1,389 @@
+// Kernel IR builders (with the folding of index arithmetic) and the printer.
+#include "kernel/kernel_ir.h"
+
+#include <cmath>
+#include <cstdio>
+
+namespace kiln::kernel {
+
+const char* unaryOpName(UnaryOp op) {
+  static const char* const names[] = {
+      "neg",  "abs",   "sign", "floor", "ceil",  "round_nearest_even", "exp",   "expm1",
+      "log",  "log1p", "sqrt", "rsqrt", "sin",   "cos",                "tan",   "asin",
+      "acos", "atan",  "sinh", "cosh",  "asinh", "acosh",              "atanh", "tanh",
+      "erf",  "sigmoid", "not", "is_finite", "is_inf", "is_nan"};
+  return names[static_cast<int>(op)];
+}
+
+const char* binaryOpName(BinaryOp op) {
+  static const char* const names[] = {"add", "sub", "mul", "div", "rem", "pow", "max",
+                                      "min", "atan2", "and", "or", "xor", "shl", "shr",
+                                      "shru", "lt", "le", "gt", "ge", "eq", "ne"};
+  return names[static_cast<int>(op)];
+}
+
+const char* loopKindName(LoopKind k) {
+  switch (k) {
+    case LoopKind::Serial: return "serial";
+    case LoopKind::Parallel: return "parallel";
+    case LoopKind::Vectorized: return "vectorized";
+    case LoopKind::Unrolled: return "unrolled";
+    case LoopKind::GpuBlock: return "gpu_block";
+    case LoopKind::GpuThread: return "gpu_thread";
+  }
+  return "?";
+}
+
+ExprRef intConst(int64_t v, DType type) {
+  auto e = std::make_shared<Expr>();
+  e->kind = Expr::Kind::Const;
+  e->type = type;
+  e->i = v;
+  e->f = static_cast<double>(v);
+  return e;
+}
+
+ExprRef floatConst(double v, DType type) {
+  auto e = std::make_shared<Expr>();
+  e->kind = Expr::Kind::Const;
+  e->type = type;
+  e->f = v;
+  return e;
+}
+
+ExprRef constOf(double v, DType type) {
+  if (isFloat(type)) return floatConst(v, type);
+  if (isBool(type)) return intConst(v != 0 ? 1 : 0, type);
+  return intConst(static_cast<int64_t>(v), type);
+}
+
+ExprRef var(const std::string& name) {
+  auto e = std::make_shared<Expr>();
+  e->kind = Expr::Kind::Var;
+  e->type = DType::I64;
+  e->name = name;
+  return e;
+}
+
+ExprRef load(const std::string& buffer, DType type, ExprRef index) {
+  auto e = std::make_shared<Expr>();
+  e->kind = Expr::Kind::Load;
+  e->type = type;
+  e->name = buffer;
+  e->args = {std::move(index)};
+  return e;
+}
+
+ExprRef unary(UnaryOp op, ExprRef a) {
+  auto e = std::make_shared<Expr>();
+  e->kind = Expr::Kind::Unary;
+  bool predicate = op == UnaryOp::IsFinite || op == UnaryOp::IsInf || op == UnaryOp::IsNan;
+  e->type = predicate ? DType::Bool : a->type;
+  e->unary = op;
+  e->args = {std::move(a)};
+  return e;
+}
+
+namespace {
+
+bool isIntConst(const ExprRef& e, int64_t v) {
+  return e->kind == Expr::Kind::Const && !isFloat(e->type) && e->i == v;
+}
+
+bool isComparison(BinaryOp op) {
+  return op == BinaryOp::Lt || op == BinaryOp::Le || op == BinaryOp::Gt || op == BinaryOp::Ge ||
+         op == BinaryOp::Eq || op == BinaryOp::Ne;
+}
+
+}  // namespace
+
+ExprRef binary(BinaryOp op, ExprRef a, ExprRef b) {
+  // Index arithmetic (i64) folds, so lowered indices read like i0 * 8 + i1.
+  if (a->type == DType::I64 && b->type == DType::I64) {
+    bool ca = a->kind == Expr::Kind::Const, cb = b->kind == Expr::Kind::Const;
+    if (ca && cb) {
+      switch (op) {
+        case BinaryOp::Add: return intConst(a->i + b->i);
+        case BinaryOp::Sub: return intConst(a->i - b->i);
+        case BinaryOp::Mul: return intConst(a->i * b->i);
+        case BinaryOp::Div:
+          if (b->i > 0 && a->i >= 0) return intConst(a->i / b->i);
+          break;
+        case BinaryOp::Rem:
+          if (b->i > 0 && a->i >= 0) return intConst(a->i % b->i);
+          break;
+        default: break;
+      }
+    }
+    if (op == BinaryOp::Add && isIntConst(b, 0)) return a;
+    if (op == BinaryOp::Add && isIntConst(a, 0)) return b;
+    if (op == BinaryOp::Sub && isIntConst(b, 0)) return a;
+    if (op == BinaryOp::Mul && (isIntConst(a, 0) || isIntConst(b, 0))) return intConst(0);
+    if (op == BinaryOp::Mul && isIntConst(b, 1)) return a;
+    if (op == BinaryOp::Mul && isIntConst(a, 1)) return b;
+    if (op == BinaryOp::Div && isIntConst(b, 1)) return a;
+    if (op == BinaryOp::Rem && isIntConst(b, 1)) return intConst(0);
+  }
+  auto e = std::make_shared<Expr>();
+  e->kind = Expr::Kind::Binary;
+  e->type = isComparison(op) ? DType::Bool : a->type;
+  e->binary = op;
+  e->args = {std::move(a), std::move(b)};
+  return e;
+}
+
+ExprRef select(ExprRef cond, ExprRef a, ExprRef b) {
+  if (cond->kind == Expr::Kind::Const) return cond->i ? a : b;
+  auto e = std::make_shared<Expr>();
+  e->kind = Expr::Kind::Select;
+  e->type = a->type;
+  e->args = {std::move(cond), std::move(a), std::move(b)};
+  return e;
+}
+
+ExprRef cast(ExprRef a, DType type) {
+  if (a->type == type) return a;
+  auto e = std::make_shared<Expr>();
+  e->kind = Expr::Kind::Cast;
+  e->type = type;
+  e->args = {std::move(a)};
+  return e;
+}
+
+StmtRef block(std::vector<StmtRef> body) {
+  auto s = std::make_shared<Stmt>();
+  s->kind = Stmt::Kind::Block;
+  s->body = std::move(body);
+  return s;
+}
+
+StmtRef forLoop(const std::string& v, ExprRef extent, LoopKind kind, StmtRef body) {
+  auto s = std::make_shared<Stmt>();
+  s->kind = Stmt::Kind::For;
+  s->var = v;
+  s->extent = std::move(extent);
+  s->loop = kind;
+  s->body = {std::move(body)};
+  return s;
+}
+
+StmtRef store(const std::string& buffer, ExprRef index, ExprRef value) {
+  auto s = std::make_shared<Stmt>();
+  s->kind = Stmt::Kind::Store;
+  s->buffer = buffer;
+  s->index = std::move(index);
+  s->value = std::move(value);
+  return s;
+}
+
+StmtRef alloc(const std::string& buffer, DType type, int64_t size, MemoryScope scope,
+              StmtRef body) {
+  auto s = std::make_shared<Stmt>();
+  s->kind = Stmt::Kind::Alloc;
+  s->buffer = buffer;
+  s->type = type;
+  s->size = size;
+  s->scope = scope;
+  s->body = {std::move(body)};
+  return s;
+}
+
+StmtRef ifThen(ExprRef cond, StmtRef then, StmtRef otherwise) {
+  auto s = std::make_shared<Stmt>();
+  s->kind = Stmt::Kind::If;
+  s->cond = std::move(cond);
+  s->body = {std::move(then), std::move(otherwise)};
+  return s;
+}
+
+StmtRef barrier() {
+  auto s = std::make_shared<Stmt>();
+  s->kind = Stmt::Kind::Barrier;
+  return s;
+}
+
+StmtRef call(const std::string& callee, const Node* node, std::vector<std::string> args) {
+  auto s = std::make_shared<Stmt>();
+  s->kind = Stmt::Kind::Call;
+  s->callee = callee;
+  s->node = node;
+  s->args = std::move(args);
+  return s;
+}
+
+int64_t Buffer::elements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+const Buffer* Kernel::find(const std::string& n) const {
+  for (const Buffer& b : buffers)
+    if (b.name == n) return &b;
+  return nullptr;
+}
+
+namespace {
+
+std::string constText(const Expr& e) {
+  if (isFloat(e.type)) {
+    if (std::isnan(e.f)) return "nan";
+    if (std::isinf(e.f)) return e.f > 0 ? "inf" : "-inf";
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.9g", e.f);
+    std::string s = buf;
+    if (s.find_first_of(".e") == std::string::npos) s += ".0";
+    return s;
+  }
+  if (isBool(e.type)) return e.i ? "true" : "false";
+  return std::to_string(e.i);
+}
+
+const char* infixOf(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::Add: return " + ";
+    case BinaryOp::Sub: return " - ";
+    case BinaryOp::Mul: return " * ";
+    case BinaryOp::Div: return " / ";
+    case BinaryOp::Rem: return " % ";
+    case BinaryOp::Lt: return " < ";
+    case BinaryOp::Le: return " <= ";
+    case BinaryOp::Gt: return " > ";
+    case BinaryOp::Ge: return " >= ";
+    case BinaryOp::Eq: return " == ";
+    case BinaryOp::Ne: return " != ";
+    default: return nullptr;
+  }
+}
+
+int precedence(const Expr& e) {
+  if (e.kind != Expr::Kind::Binary || !infixOf(e.binary)) return 3;
+  switch (e.binary) {
+    case BinaryOp::Mul:
+    case BinaryOp::Div:
+    case BinaryOp::Rem: return 2;
+    case BinaryOp::Add:
+    case BinaryOp::Sub: return 1;
+    default: return 0;
+  }
+}
+
+void printExprTo(const Expr& e, std::string& out) {
+  switch (e.kind) {
+    case Expr::Kind::Const: out += constText(e); return;
+    case Expr::Kind::Var: out += e.name; return;
+    case Expr::Kind::Load:
+      out += "%" + e.name + "[";
+      printExprTo(*e.args[0], out);
+      out += "]";
+      return;
+    case Expr::Kind::Unary:
+      out += unaryOpName(e.unary);
+      out += "(";
+      printExprTo(*e.args[0], out);
+      out += ")";
+      return;
+    case Expr::Kind::Binary: {
+      if (const char* infix = infixOf(e.binary)) {
+        int p = precedence(e);
+        auto side = [&](const Expr& a, bool right) {
+          bool paren = precedence(a) < p || (right && precedence(a) == p);
+          if (paren) out += "(";
+          printExprTo(a, out);
+          if (paren) out += ")";
+        };
+        side(*e.args[0], false);
+        out += infix;
+        side(*e.args[1], true);
+        return;
+      }
+      out += binaryOpName(e.binary);
+      out += "(";
+      printExprTo(*e.args[0], out);
+      out += ", ";
+      printExprTo(*e.args[1], out);
+      out += ")";
+      return;
+    }
+    case Expr::Kind::Select:
+      out += "select(";
+      for (size_t i = 0; i < 3; ++i) {
+        if (i) out += ", ";
+        printExprTo(*e.args[i], out);
+      }
+      out += ")";
+      return;
+    case Expr::Kind::Cast:
+      out += std::string(dtypeName(e.type)) + "(";
+      printExprTo(*e.args[0], out);
+      out += ")";
+      return;
+  }
+}
+
+void printStmtTo(const Stmt& s, int indent, std::string& out) {
+  std::string pad(static_cast<size_t>(indent) * 2, ' ');
+  switch (s.kind) {
+    case Stmt::Kind::Block:
+      for (const StmtRef& b : s.body)
+        if (b) printStmtTo(*b, indent, out);
+      return;
+    case Stmt::Kind::For:
+      out += pad + loopKindName(s.loop) + " for " + s.var + " in [0, " + printExpr(s.extent) +
+             ") {\n";
+      printStmtTo(*s.body[0], indent + 1, out);
+      out += pad + "}\n";
+      return;
+    case Stmt::Kind::Store:
+      out += pad + "%" + s.buffer + "[" + printExpr(s.index) + "] = " + printExpr(s.value) + "\n";
+      return;
+    case Stmt::Kind::Alloc:
+      out += pad + (s.scope == MemoryScope::Local ? "local" : "shared") + " %" + s.buffer + ": " +
+             std::string(dtypeName(s.type)) + "[" + std::to_string(s.size) + "] {\n";
+      printStmtTo(*s.body[0], indent + 1, out);
+      out += pad + "}\n";
+      return;
+    case Stmt::Kind::If:
+      out += pad + "if (" + printExpr(s.cond) + ") {\n";
+      printStmtTo(*s.body[0], indent + 1, out);
+      if (s.body.size() > 1 && s.body[1]) {
+        out += pad + "} else {\n";
+        printStmtTo(*s.body[1], indent + 1, out);
+      }
+      out += pad + "}\n";
+      return;
+    case Stmt::Kind::Barrier: out += pad + "barrier\n"; return;
+    case Stmt::Kind::Call:
+      out += pad + "call " + s.callee + "(";
+      for (size_t i = 0; i < s.args.size(); ++i) out += (i ? ", %" : "%") + s.args[i];
+      out += ")\n";
+      return;
+  }
+}
+
+}  // namespace
+
+std::string printExpr(const ExprRef& e) {
+  std::string out;
+  printExprTo(*e, out);
+  return out;
+}
+
+std::string printKernel(const Kernel& k) {
+  std::string out = "kernel " + k.name + "(";
+  for (size_t i = 0; i < k.buffers.size(); ++i) {
+    const Buffer& b = k.buffers[i];
+    out += i ? ", " : "";
+    out += b.role == BufferRole::Input ? "in %" : "out %";
+    out += b.name + ": " + std::string(dtypeName(b.type)) + "[";
+    for (size_t d = 0; d < b.shape.size(); ++d)
+      out += (d ? "," : "") + std::to_string(b.shape[d]);
+    out += "]";
+  }
+  out += ") {\n";
+  if (k.body) printStmtTo(*k.body, 1, out);
+  out += "}\n";
+  return out;
+}
+
+}  // namespace kiln::kernel

@@ -1,0 +1,150 @@
+// The kernel IR: one fused kernel as loops over buffers (in the spirit of Halide's lowered IR and
+// TVM's TIR). The lowering (lower.h) builds it from a fusion::Kernel; backends print it: LLVM IR
+// for the CPU, CUDA C++ for the GPU. Nothing here knows a backend.
+//
+// Values are scalars. Buffers are flat arrays in row-major order; a load or store takes a flat
+// element index (an i64 expression), so layouts and views are index arithmetic the lowering
+// writes out. Expressions are immutable trees shared by pointer; statements form a tree too.
+//
+//   kernel k0_loop(in %x: f32[4,8], out %y: f32[4,8]) {
+//     parallel for i0 in [0, 4) {
+//       vectorized for i1 in [0, 8) {
+//         %y[i0 * 8 + i1] = exp(%x[i0 * 8 + i1])
+//       }
+//     }
+//   }
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/ir.h"
+#include "ir/types.h"
+
+namespace kiln::kernel {
+
+enum class UnaryOp : uint8_t {
+  Neg, Abs, Sign, Floor, Ceil, RoundNearestEven, Exp, Expm1, Log, Log1p, Sqrt, Rsqrt, Sin, Cos,
+  Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Tanh, Erf, Sigmoid,
+  Not,                     // logical not for bool, bitwise not for integers
+  IsFinite, IsInf, IsNan,  // float -> bool
+};
+
+enum class BinaryOp : uint8_t {
+  Add, Sub, Mul, Div, Rem, Pow, Max, Min, Atan2,
+  And, Or, Xor,                  // logical for bool, bitwise for integers
+  ShiftLeft, ShiftRightArithmetic, ShiftRightLogical,
+  Lt, Le, Gt, Ge, Eq, Ne,        // -> bool; float comparisons are ordered except Ne
+};
+
+const char* unaryOpName(UnaryOp op);    // "exp"
+const char* binaryOpName(BinaryOp op);  // "add"
+
+struct Expr;
+using ExprRef = std::shared_ptr<const Expr>;
+
+struct Expr {
+  enum class Kind : uint8_t {
+    Const,   // a number of `type` (ints and bool in `i`, floats in `f`)
+    Var,     // a loop variable (i64) by name
+    Load,    // buffer[args[0]]: `name` is the buffer
+    Unary,   // args[0]
+    Binary,  // args[0], args[1]
+    Select,  // args[0] (bool) ? args[1] : args[2]
+    Cast,    // args[0] converted to `type` (float -> int truncates toward zero, saturating)
+  };
+  Kind kind = Kind::Const;
+  DType type = DType::I64;
+  int64_t i = 0;
+  double f = 0;
+  std::string name;
+  UnaryOp unary = UnaryOp::Neg;
+  BinaryOp binary = BinaryOp::Add;
+  std::vector<ExprRef> args;
+};
+
+// Builders. Binary and unary builders fold constants and the identities of index arithmetic
+// (i + 0, i * 1, i * 0, c1 + c2) so lowered index expressions stay readable.
+ExprRef intConst(int64_t v, DType type = DType::I64);
+ExprRef floatConst(double v, DType type);
+ExprRef constOf(double v, DType type);  // int or float constant by type
+ExprRef var(const std::string& name);
+ExprRef load(const std::string& buffer, DType type, ExprRef index);
+ExprRef unary(UnaryOp op, ExprRef a);
+ExprRef binary(BinaryOp op, ExprRef a, ExprRef b);
+ExprRef select(ExprRef cond, ExprRef a, ExprRef b);
+ExprRef cast(ExprRef a, DType type);
+
+enum class LoopKind : uint8_t { Serial, Parallel, Vectorized, Unrolled, GpuBlock, GpuThread };
+const char* loopKindName(LoopKind k);  // "serial", "parallel", ...
+
+enum class MemoryScope : uint8_t { Local, Shared };  // Local: per thread; Shared: per GPU block
+
+struct Stmt;
+using StmtRef = std::shared_ptr<Stmt>;
+
+struct Stmt {
+  enum class Kind : uint8_t {
+    Block,    // body, in order
+    For,      // for var in [0, extent): body[0]
+    Store,    // buffer[index] = value
+    Alloc,    // a scratch buffer `buffer` of `size` elements of `type` in `scope`, live in body[0]
+    If,       // if (cond) body[0] else body[1] (body[1] may be null)
+    Barrier,  // all threads of a GPU block wait here
+    Call,     // a library kernel: callee(args...) on whole buffers (matrix product, convolution)
+  };
+  Kind kind = Kind::Block;
+  std::vector<StmtRef> body;
+  // For
+  std::string var;
+  ExprRef extent;
+  LoopKind loop = LoopKind::Serial;
+  // Store, Alloc
+  std::string buffer;
+  ExprRef index, value;
+  DType type = DType::F32;
+  int64_t size = 0;
+  MemoryScope scope = MemoryScope::Local;
+  // If
+  ExprRef cond;
+  // Call: the graph node it runs, its operand and result buffers.
+  std::string callee;
+  const Node* node = nullptr;
+  std::vector<std::string> args;
+};
+
+StmtRef block(std::vector<StmtRef> body);
+StmtRef forLoop(const std::string& var, ExprRef extent, LoopKind kind, StmtRef body);
+StmtRef store(const std::string& buffer, ExprRef index, ExprRef value);
+StmtRef alloc(const std::string& buffer, DType type, int64_t size, MemoryScope scope,
+              StmtRef body);
+StmtRef ifThen(ExprRef cond, StmtRef then, StmtRef otherwise = nullptr);
+StmtRef barrier();
+StmtRef call(const std::string& callee, const Node* node, std::vector<std::string> args);
+
+enum class BufferRole : uint8_t { Input, Output };
+
+// A kernel parameter: a buffer the runtime passes in (a graph value in memory).
+struct Buffer {
+  std::string name;
+  DType type = DType::F32;
+  std::vector<int64_t> shape;
+  BufferRole role = BufferRole::Input;
+  const Value* value = nullptr;  // the graph value it holds
+  int64_t elements() const;
+};
+
+struct Kernel {
+  std::string name;             // "k3_reduction"
+  std::vector<Buffer> buffers;  // inputs, then outputs
+  StmtRef body;
+  const Buffer* find(const std::string& name) const;
+};
+
+// The readable text of a kernel (the format of the example at the top of this file).
+std::string printKernel(const Kernel& k);
+std::string printExpr(const ExprRef& e);
+
+}  // namespace kiln::kernel
