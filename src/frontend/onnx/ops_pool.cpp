@@ -94,7 +94,7 @@ StatusOr<Value*> windowStack(OpContext& c, Value* x, const Pool& p) {
   std::vector<Value*> parts;
   for (int64_t pos = 0; pos < k; ++pos) {
     std::vector<int64_t> start(padded.size(), 0), limit = padded, stride(padded.size(), 1);
-    for (int64_t i = n - 1, rest = pos; i >= 0; --i, rest /= p.w.kernel[i]) {
+    for (int64_t i = n - 1, rest = pos; i >= 0; rest /= p.w.kernel[i], --i) {
       int64_t off = (rest % p.w.kernel[i]) * p.w.dilations[i];
       int64_t extent = out->type().dim(2 + i).value();
       start[2 + i] = off;
