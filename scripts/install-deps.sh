@@ -21,6 +21,11 @@ PACKAGES=(
   # ONNX frontend: protobuf, the ONNX protos and checker, the ONNX backend test data, and the
   # Python onnx package that writes test models.
   libprotobuf-dev protobuf-compiler libonnx-dev libonnx-testdata python3-onnx
+  # CPU backend (src/codegen/cpu): LLVM 19 headers, CMake config and the shared libLLVM-19 for
+  # the ORC JIT (find_package(LLVM 19.1 CONFIG)).
+  llvm-19-dev
+  # CPU library kernels (src/codegen/cpu/onednn.cpp): oneDNN 2.6 for convolution and matmul.
+  libdnnl-dev
 )
 
 # One dpkg-query for all packages; unknown packages print nothing and count as missing.

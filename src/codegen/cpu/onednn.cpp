@@ -1,0 +1,432 @@
+// oneDNN library kernels: dot_general -> matmul, convolution -> convolution_forward. See
+// onednn.h for what is covered and docs/codegen.md ("Library kernels (oneDNN)") for the design.
+//
+// Every operand and result is described to oneDNN by its logical dims and the strides it has in
+// Kiln's dense row-major buffer, so a primitive reads and writes the runtime's buffers in place.
+// Only constant weights may be reordered, once, into the layout the primitive prefers.
+#include "codegen/cpu/onednn.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <exception>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "ir/op.h"
+#include "ir/tensor.h"
+#include "ir/types.h"
+
+#if DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP
+// From libgomp, which libdnnl is linked against (declared here so that no OpenMP compile flags
+// are needed: nothing in Kiln uses OpenMP pragmas).
+extern "C" {
+int omp_get_max_threads(void);
+void omp_set_num_threads(int n);
+}
+#endif
+
+namespace kiln::codegen::cpu {
+namespace {
+
+using dnnl::memory;
+using Dims = memory::dims;
+
+// Sets the OpenMP thread count of the calling thread for the scope's lifetime. libgomp keeps
+// nthreads-var per thread for threads it did not create (an OpenMP "data environment" ICV), so
+// this does not change what other threads' oneDNN calls use.
+class OmpThreadsScope {
+ public:
+  explicit OmpThreadsScope(int threads) {
+#if DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP
+    if (threads > 0) {
+      saved_ = omp_get_max_threads();
+      omp_set_num_threads(threads);
+    }
+#else
+    (void)threads;
+#endif
+  }
+  ~OmpThreadsScope() {
+#if DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP
+    if (saved_ > 0) omp_set_num_threads(saved_);
+#endif
+  }
+  OmpThreadsScope(const OmpThreadsScope&) = delete;
+  OmpThreadsScope& operator=(const OmpThreadsScope&) = delete;
+
+ private:
+  int saved_ = 0;
+};
+
+// The CPU engine, created on first use and shared by all kernels (engines are thread-safe).
+const dnnl::engine& cpuEngine() {
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+// One dim of a oneDNN memory descriptor: extent and stride in elements.
+struct Axis {
+  int64_t ext = 1, stride = 1;
+};
+
+// A plain f32 descriptor with explicit strides. A unit dim's stride is irrelevant to addressing;
+// it is set to the span of the dims inside it so that the descriptor looks dense to oneDNN's
+// implementation checks (which compare strides with extents).
+memory::desc stridedDesc(std::vector<Axis> axes) {
+  for (size_t i = axes.size(); i-- > 0;) {
+    if (axes[i].ext != 1) continue;
+    int64_t span = 1;
+    for (size_t j = i + 1; j < axes.size(); ++j)
+      span = std::max(span, axes[j].ext * axes[j].stride);
+    axes[i].stride = span;
+  }
+  Dims dims, strides;
+  for (const Axis& a : axes) {
+    dims.push_back(a.ext);
+    strides.push_back(a.stride);
+  }
+  return memory::desc(dims, memory::data_type::f32, strides);
+}
+
+std::vector<int64_t> rowMajor(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> s(dims.size(), 1);
+  for (size_t i = dims.size(); i-- > 1;) s[i - 1] = s[i] * dims[i];
+  return s;
+}
+
+std::string joinDims(const std::vector<int64_t>& v, const char* sep) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + std::to_string(v[i]);
+  return s;
+}
+
+// The static, non-empty dims of an f32 value, or why not.
+StatusOr<std::vector<int64_t>> f32Dims(const Value* v, const char* what) {
+  const TensorType& t = v->type();
+  if (t.dtype() != DType::F32)
+    return Status::error(std::string(what) + " is " + t.str() + "; only f32 is supported");
+  if (!t.isStatic()) return Status::error(std::string(what) + " has symbolic dims");
+  std::vector<int64_t> d = t.staticDims();
+  for (int64_t e : d)
+    if (e == 0) return Status::error(std::string(what) + " is empty");
+  return d;
+}
+
+// A oneDNN primitive with its memory descriptors, ready to run on Kiln's buffers.
+class OneDnnKernel final : public LibraryKernel {
+ public:
+  OneDnnKernel(dnnl::primitive prim, memory::desc src, memory::desc weights, memory::desc dst,
+               memory::desc scratch, std::optional<memory> packedWeights, int threads,
+               std::string description)
+      : engine_(cpuEngine()), prim_(std::move(prim)), src_(std::move(src)),
+        weights_(std::move(weights)), dst_(std::move(dst)), scratch_(std::move(scratch)),
+        packedWeights_(std::move(packedWeights)), threads_(threads),
+        description_(std::move(description)) {}
+
+  Status run(void* const* buffers) const override {
+    try {
+      OmpThreadsScope scope(threads_);
+      dnnl::stream stream(engine_);
+      std::unordered_map<int, memory> args;
+      args.emplace(DNNL_ARG_SRC, memory(src_, engine_, buffers[0]));
+      args.emplace(DNNL_ARG_WEIGHTS,
+                   packedWeights_ ? *packedWeights_ : memory(weights_, engine_, buffers[1]));
+      args.emplace(DNNL_ARG_DST, memory(dst_, engine_, buffers[2]));
+      // A scratchpad per call (user mode): concurrent runs never share one.
+      if (scratch_.get_size() > 0) args.emplace(DNNL_ARG_SCRATCHPAD, memory(scratch_, engine_));
+      prim_.execute(stream, args);
+      stream.wait();
+      return Status::ok();
+    } catch (const dnnl::error& e) {
+      return Status::error(description_ + ": oneDNN error: " + e.what());
+    } catch (const std::exception& e) {
+      return Status::error(description_ + ": " + e.what());
+    }
+  }
+
+  std::string describe() const override { return description_; }
+
+ private:
+  dnnl::engine engine_;
+  dnnl::primitive prim_;
+  memory::desc src_, weights_, dst_, scratch_;
+  std::optional<memory> packedWeights_;  // constant weights in the primitive's layout
+  int threads_;
+  std::string description_;
+};
+
+// Builds the primitive from `makePd(weightsDesc)`. With constant weights the primitive may
+// choose their layout (format `any`); when it differs from the constant's own, the constant is
+// reordered into it once, here.
+template <typename Primitive, typename MakePd>
+StatusOr<std::unique_ptr<LibraryKernel>>
+finish(const Node& n, int threads, const memory::desc& src, const memory::desc& weights,
+       const memory::desc& dst, MakePd makePd, const std::string& what) {
+  const dnnl::engine& engine = cpuEngine();
+  const Node* wdef = n.operand(1)->def();
+  const Tensor* constant = nullptr;
+  if (wdef->op() == OpCode::Constant) {
+    const Tensor& t = wdef->constantData().tensor;
+    if (t.dtype() == DType::F32 && t.defined() &&
+        static_cast<size_t>(t.numElements()) * sizeof(float) == weights.get_size())
+      constant = &t;
+  }
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  memory::desc anyWeights(weights.dims(), memory::data_type::f32, memory::format_tag::any);
+  auto pd = makePd(constant ? anyWeights : weights, attr);
+  std::optional<memory> packed;
+  if (constant && pd.weights_desc() != weights) {
+    memory user(weights, engine, const_cast<std::byte*>(constant->bytes()));
+    packed = memory(pd.weights_desc(), engine);
+    dnnl::stream stream(engine);
+    dnnl::reorder(user, *packed).execute(stream, user, *packed);
+    stream.wait();
+  }
+  std::string desc = "oneDNN " + what + ", " + pd.impl_info_str();
+  if (constant) desc += packed ? ", constant weights reordered" : ", constant weights";
+  desc += ")";
+  return std::unique_ptr<LibraryKernel>(new OneDnnKernel(Primitive(pd), src, weights, dst,
+                                                         pd.scratchpad_desc(), std::move(packed),
+                                                         threads, std::move(desc)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// dot_general -> matmul
+
+// A run of dims (outer to inner) that is one strided dim: extent, stride of its innermost dim,
+// and the position (in the list it came from) of that innermost dim.
+struct Run {
+  int64_t ext = 1, stride = 1;
+  size_t inner = 0;
+};
+
+// Merges the dims `axes` (outer to inner) of a tensor into as few strided runs as possible;
+// unit dims are dropped (they do not address anything).
+std::vector<Run> mergeRuns(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides,
+                           const std::vector<int64_t>& axes) {
+  std::vector<Run> runs;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t ext = dims[static_cast<size_t>(axes[i])];
+    int64_t stride = strides[static_cast<size_t>(axes[i])];
+    if (ext == 1) continue;
+    if (!runs.empty() && runs.back().stride == stride * ext) {
+      runs.back().ext *= ext;
+      runs.back().stride = stride;
+      runs.back().inner = i;
+    } else {
+      runs.push_back(Run{ext, stride, i});
+    }
+  }
+  return runs;
+}
+
+std::vector<int64_t> otherDims(int64_t rank, const std::vector<int64_t>& a,
+                               const std::vector<int64_t>& b) {
+  std::vector<int64_t> r;
+  for (int64_t i = 0; i < rank; ++i)
+    if (std::find(a.begin(), a.end(), i) == a.end() && std::find(b.begin(), b.end(), i) == b.end())
+      r.push_back(i);
+  return r;
+}
+
+Status checkPairs(const std::vector<int64_t>& l, const std::vector<int64_t>& r,
+                  const std::vector<int64_t>& ld, const std::vector<int64_t>& rd) {
+  if (l.size() != r.size()) return Status::error("lhs and rhs dimension lists differ in length");
+  for (size_t i = 0; i < l.size(); ++i) {
+    if (l[i] < 0 || l[i] >= static_cast<int64_t>(ld.size()) || r[i] < 0 ||
+        r[i] >= static_cast<int64_t>(rd.size()))
+      return Status::error("batch or contracting dimension out of range");
+    if (ld[static_cast<size_t>(l[i])] != rd[static_cast<size_t>(r[i])])
+      return Status::error("paired dimensions have different extents");
+  }
+  return Status::ok();
+}
+
+StatusOr<std::unique_ptr<LibraryKernel>> createMatmul(const Node& n, int threads) {
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> ld, f32Dims(n.operand(0), "lhs"));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> rd, f32Dims(n.operand(1), "rhs"));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> od, f32Dims(n.result(0), "result"));
+  std::vector<int64_t> lb = n.attrInts("lhs_batch"), rb = n.attrInts("rhs_batch"),
+                       lc = n.attrInts("lhs_contracting"), rc = n.attrInts("rhs_contracting");
+  KILN_RETURN_IF_ERROR(checkPairs(lb, rb, ld, rd));
+  KILN_RETURN_IF_ERROR(checkPairs(lc, rc, ld, rd));
+  std::vector<int64_t> lf = otherDims(static_cast<int64_t>(ld.size()), lb, lc),
+                       rf = otherDims(static_cast<int64_t>(rd.size()), rb, rc);
+  if (od.size() != lb.size() + lf.size() + rf.size())
+    return Status::error("result rank does not match the operands");
+  std::vector<int64_t> ls = rowMajor(ld), rs = rowMajor(rd), os = rowMajor(od);
+
+  // K: the contracting dims must be one strided run on each side.
+  std::vector<Run> lk = mergeRuns(ld, ls, lc), rk = mergeRuns(rd, rs, rc);
+  if (lk.size() > 1 || rk.size() > 1)
+    return Status::error("contracting dims do not merge into one strided dim");
+  Axis srcK = lk.empty() ? Axis{} : Axis{lk[0].ext, lk[0].stride};
+  Axis wK = rk.empty() ? Axis{} : Axis{rk[0].ext, rk[0].stride};
+  // N: the rhs free dims must be one strided run.
+  std::vector<Run> rn = mergeRuns(rd, rs, rf);
+  if (rn.size() > 1) return Status::error("rhs free dims do not merge into one strided dim");
+  size_t firstN = lb.size() + lf.size();  // output position of the first rhs free dim
+  Axis wN = rn.empty() ? Axis{} : Axis{rn[0].ext, rn[0].stride};
+  Axis dN = rn.empty() ? Axis{} : Axis{rn[0].ext, os[firstN + rn[0].inner]};
+  // M: the last run of lhs free dims; earlier runs are batch dims the rhs is broadcast over.
+  std::vector<Run> lm = mergeRuns(ld, ls, lf);
+  if (lm.empty()) lm.push_back(Run{1, 1, 0});
+
+  std::vector<Axis> src, wei, dst;
+  std::vector<int64_t> batch;
+  for (size_t i = 0; i < lb.size(); ++i) {
+    int64_t ext = ld[static_cast<size_t>(lb[i])];
+    if (ext == 1) continue;
+    src.push_back({ext, ls[static_cast<size_t>(lb[i])]});
+    wei.push_back({ext, rs[static_cast<size_t>(rb[i])]});
+    dst.push_back({ext, os[i]});
+    batch.push_back(ext);
+  }
+  for (size_t r = 0; r + 1 < lm.size(); ++r) {
+    src.push_back({lm[r].ext, lm[r].stride});
+    wei.push_back({1, 1});
+    dst.push_back({lm[r].ext, os[lb.size() + lm[r].inner]});
+    batch.push_back(lm[r].ext);
+  }
+  const Run& m = lm.back();
+  src.push_back({m.ext, m.stride});
+  src.push_back(srcK);
+  wei.push_back(wK);
+  wei.push_back(wN);
+  dst.push_back({m.ext, os[lb.size() + m.inner]});
+  dst.push_back(dN);
+  if (src.size() > DNNL_MAX_NDIMS) return Status::error("too many batch dims for oneDNN");
+
+  bool lhsT = srcK.ext > 1 && m.ext > 1 && srcK.stride != 1;
+  bool rhsT = wK.ext > 1 && wN.ext > 1 && wN.stride != 1;
+  std::string what = "matmul (";
+  if (!batch.empty()) what += "batch " + joinDims(batch, "x") + ", ";
+  what += std::to_string(m.ext) + "x" + std::to_string(srcK.ext) + "x" + std::to_string(wN.ext);
+  if (lhsT) what += ", lhs transposed";
+  if (rhsT) what += ", rhs transposed";
+  memory::desc srcMd = stridedDesc(src), weiMd = stridedDesc(wei), dstMd = stridedDesc(dst);
+  auto makePd = [&](const memory::desc& w, const dnnl::primitive_attr& attr) {
+    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(srcMd, w, dstMd), attr, cpuEngine());
+  };
+  return finish<dnnl::matmul>(n, threads, srcMd, weiMd, dstMd, makePd, what);
+}
+
+// ---------------------------------------------------------------------------------------------
+// convolution -> convolution_forward
+
+// The layout letters of a convolution operand: `batch`/`feature` letters at their dims, the
+// spatial letters (w; h, w; d, h, w) at the spatial dims.
+std::string layoutName(size_t rank, int64_t b, char bl, int64_t f, char fl,
+                       const std::vector<int64_t>& spatial) {
+  static const char* kSpatial[] = {"w", "hw", "dhw"};
+  std::string s(rank, '?');
+  s[static_cast<size_t>(b)] = bl;
+  s[static_cast<size_t>(f)] = fl;
+  const char* letters = kSpatial[spatial.size() - 1];
+  for (size_t i = 0; i < spatial.size(); ++i) s[static_cast<size_t>(spatial[i])] = letters[i];
+  return s;
+}
+
+StatusOr<std::unique_ptr<LibraryKernel>> createConvolution(const Node& n, int threads) {
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> xd, f32Dims(n.operand(0), "input"));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> kd, f32Dims(n.operand(1), "kernel"));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> od, f32Dims(n.result(0), "result"));
+  size_t rank = xd.size();
+  if (rank < 3 || rank > 5 || kd.size() != rank || od.size() != rank)
+    return Status::error("only 1-D, 2-D and 3-D convolutions (rank 3 to 5) are supported");
+  size_t ns = rank - 2;
+  auto dnOr = convDimensionNumbers(n.attrs(), static_cast<int64_t>(rank));
+  if (!dnOr) return dnOr.status();
+  const ConvDimensionNumbers& dn = *dnOr;
+  auto list = [&](const char* name, int64_t fill) {
+    return n.attrInts(name, std::vector<int64_t>(ns, fill));
+  };
+  std::vector<int64_t> strides = list("window_strides", 1), lo = list("padding_low", 0),
+                       hi = list("padding_high", 0), lhsDil = list("lhs_dilation", 1),
+                       rhsDil = list("rhs_dilation", 1);
+  for (const auto* l : {&strides, &lo, &hi, &lhsDil, &rhsDil})
+    if (l->size() != ns) return Status::error("window attributes need one entry per spatial dim");
+  for (size_t s = 0; s < ns; ++s) {
+    if (lhsDil[s] != 1) return Status::error("lhs_dilation is not supported");
+    if (strides[s] < 1 || rhsDil[s] < 1) return Status::error("strides and dilations must be >= 1");
+    if (lo[s] < 0 || hi[s] < 0) return Status::error("negative padding is not supported");
+  }
+  if (n.attrInt("batch_group_count") != 1)
+    return Status::error("batch_group_count other than 1 is not supported");
+  int64_t groups = n.attrInt("feature_group_count");
+  auto at = [](const std::vector<int64_t>& v, int64_t i) { return v[static_cast<size_t>(i)]; };
+  int64_t inC = at(xd, dn.inputFeature), kO = at(kd, dn.kernelOutput), kI = at(kd, dn.kernelInput);
+  if (groups < 1 || kI * groups != inC || kO % groups != 0)
+    return Status::error("feature_group_count does not fit the feature extents");
+  if (at(od, dn.outputBatch) != at(xd, dn.inputBatch) || at(od, dn.outputFeature) != kO)
+    return Status::error("result batch or feature extent does not match the operands");
+
+  std::vector<int64_t> xs = rowMajor(xd), ks = rowMajor(kd), os = rowMajor(od);
+  std::vector<Axis> src{{at(xd, dn.inputBatch), at(xs, dn.inputBatch)},
+                        {inC, at(xs, dn.inputFeature)}};
+  std::vector<Axis> dst{{at(od, dn.outputBatch), at(os, dn.outputBatch)},
+                        {kO, at(os, dn.outputFeature)}};
+  std::vector<Axis> wei;
+  if (groups > 1) wei.push_back({groups, (kO / groups) * at(ks, dn.kernelOutput)});
+  wei.push_back({kO / groups, at(ks, dn.kernelOutput)});
+  wei.push_back({kI, at(ks, dn.kernelInput)});
+  Dims dStrides, dDilation, dLo, dHi;
+  std::vector<int64_t> window;
+  for (size_t s = 0; s < ns; ++s) {
+    src.push_back({at(xd, dn.inputSpatial[s]), at(xs, dn.inputSpatial[s])});
+    wei.push_back({at(kd, dn.kernelSpatial[s]), at(ks, dn.kernelSpatial[s])});
+    dst.push_back({at(od, dn.outputSpatial[s]), at(os, dn.outputSpatial[s])});
+    window.push_back(at(kd, dn.kernelSpatial[s]));
+    dStrides.push_back(strides[s]);
+    dDilation.push_back(rhsDil[s] - 1);  // oneDNN counts the holes: 0 is dense
+    dLo.push_back(lo[s]);
+    dHi.push_back(hi[s]);
+  }
+  std::string what =
+      "convolution (" +
+      layoutName(rank, dn.inputBatch, 'n', dn.inputFeature, 'c', dn.inputSpatial) + ", " +
+      layoutName(rank, dn.kernelOutput, 'o', dn.kernelInput, 'i', dn.kernelSpatial) + " -> " +
+      layoutName(rank, dn.outputBatch, 'n', dn.outputFeature, 'c', dn.outputSpatial) + ", " +
+      joinDims(window, "x");
+  if (std::any_of(strides.begin(), strides.end(), [](int64_t v) { return v != 1; }))
+    what += ", stride " + joinDims(strides, "x");
+  if (std::any_of(rhsDil.begin(), rhsDil.end(), [](int64_t v) { return v != 1; }))
+    what += ", dilation " + joinDims(rhsDil, "x");
+  if (groups > 1) what += ", groups " + std::to_string(groups);
+  memory::desc srcMd = stridedDesc(src), weiMd = stridedDesc(wei), dstMd = stridedDesc(dst);
+  auto makePd = [&](const memory::desc& w, const dnnl::primitive_attr& attr) {
+    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference,
+                                      dnnl::algorithm::convolution_direct, srcMd, w, dstMd,
+                                      dStrides, dDilation, dLo, dHi);
+    return dnnl::convolution_forward::primitive_desc(d, attr, cpuEngine());
+  };
+  return finish<dnnl::convolution_forward>(n, threads, srcMd, weiMd, dstMd, makePd, what);
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<LibraryKernel>> createOneDnnKernel(const Node& n, int threads) {
+  if (n.numOperands() != 2 || n.numResults() != 1)
+    return Status::error(n.describe() + ": expected two operands and one result");
+  try {
+    // Primitives read the thread count when they are created (jit kernels size their work
+    // split by it), so creation runs under the same limit as run().
+    OmpThreadsScope scope(threads);
+    StatusOr<std::unique_ptr<LibraryKernel>> k = Status::error("not a dot_general or convolution");
+    if (n.op() == OpCode::DotGeneral) k = createMatmul(n, threads);
+    else if (n.op() == OpCode::Convolution) k = createConvolution(n, threads);
+    if (!k) return Status(k.status()).prefix(n.describe() + ": no oneDNN kernel");
+    return k;
+  } catch (const dnnl::error& e) {
+    return Status::error(n.describe() + ": no oneDNN kernel: oneDNN error: " + e.what());
+  } catch (const std::exception& e) {
+    return Status::error(n.describe() + ": no oneDNN kernel: " + e.what());
+  }
+}
+
+}  // namespace kiln::codegen::cpu

@@ -1,0 +1,52 @@
+// Library kernels: oneDNN (Debian libdnnl-dev, 2.6) primitives for the contractions of the graph
+// IR, prepared once per node at compile time and run by the runtime for a kernel IR Call.
+//
+// createOneDnnKernel maps a node onto one oneDNN primitive whose memory descriptors carry the
+// IR's dense row-major strides, so operands and results are used in place (no copies, no
+// reorders at run time):
+//  - f32 dot_general -> matmul. The batch dim pairs become oneDNN batch dims; the lhs free dims
+//    become M (runs of lhs free dims that cannot be merged into one strided dim become further
+//    batch dims over which the rhs is broadcast); the rhs free dims must merge into one N, and
+//    the contracting dims into one K. Transposed operands (contracting dim first or last) are
+//    strided descriptors.
+//  - f32 convolution of rank 3, 4 or 5 (1-D, 2-D, 3-D) with any dimension_numbers, strides,
+//    non-negative padding, rhs_dilation and feature_group_count -> convolution_forward
+//    (inference). lhs_dilation and batch_group_count other than 1 are refused.
+// Everything else (other dtypes, symbolic or zero extents, negative padding, ...) is an error
+// that says why; the caller then runs the reference kernel.
+//
+// When the weights operand (operand 1) is a `constant`, the primitive may pick the weights
+// layout it prefers; the constant is then reordered into that layout once, here. Otherwise the
+// weights are read as they are.
+//
+// Threads: this oneDNN uses the OpenMP runtime (libgomp). A kernel sets the calling thread's
+// OpenMP thread count (omp_set_num_threads, which in libgomp is a per-thread setting for
+// threads not created by OpenMP) to `threads` while it creates its primitive and while it runs,
+// and restores it afterwards. See docs/codegen.md, "Library kernels (oneDNN)".
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "ir/ir.h"
+#include "support/status.h"
+
+namespace kiln::codegen::cpu {
+
+// A library kernel prepared once at compile time for one node with static shapes; run() is
+// thread-safe (may be called from several threads at once, each with its own buffers).
+class LibraryKernel {
+ public:
+  virtual ~LibraryKernel() = default;
+  // buffers: the node's operands' data then its results' data, dense row-major as in the IR.
+  virtual Status run(void* const* buffers) const = 0;
+  // e.g. "oneDNN convolution (nhwc, 3x3, groups 32, jit:avx2)"
+  virtual std::string describe() const = 0;
+};
+
+// The oneDNN kernel for `n` (a convolution or dot_general whose shapes and layout oneDNN can
+// take directly), or an error saying why not (the caller then falls back to the reference
+// kernel). threads <= 0: the OpenMP default (one per CPU).
+StatusOr<std::unique_ptr<LibraryKernel>> createOneDnnKernel(const Node& n, int threads);
+
+}  // namespace kiln::codegen::cpu
