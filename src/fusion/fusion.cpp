@@ -404,7 +404,7 @@ class Planner {
     return last ? &last->result()->type() : nullptr;
   }
 
-  // Sibling fusion: kernels of the same kind and iteration space that read the same large input
+  // Sibling fusion: loop kernels of the same iteration space that read the same large input
   // become one kernel that reads it once.
   void fuseSiblings() {
     bool changed = true;
@@ -413,7 +413,9 @@ class Planner {
       std::map<const Value*, std::vector<int>> readers;
       for (size_t g = 0; g < groups_.size(); ++g) {
         const Group& G = groups_[g];
-        if (!G.alive || (G.kind != KernelKind::Loop && G.kind != KernelKind::Reduction)) continue;
+        // Loop kernels only: a kernel with two reductions needs a multi-reduction lowering,
+        // which the kernel IR lowering does not have yet.
+        if (!G.alive || G.kind != KernelKind::Loop) continue;
         std::set<const Value*> ins;
         for (const Node* m : G.members)
           for (const Value* v : m->operands())

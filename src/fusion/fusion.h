@@ -11,8 +11,8 @@
 //     its consumers instead of being stored (index arithmetic only);
 //   - multi-output fusion: a producer needed by several kernels is computed in one of them, which
 //     also stores it for the others;
-//   - sibling fusion: two kernels that read the same large input over the same iteration space
-//     become one kernel with two outputs (one pass over the input).
+//   - sibling fusion: two loop kernels that read the same large input over the same iteration
+//     space become one kernel with two outputs (one pass over the input).
 //
 // Needs: a verified function, best after the default pipeline and shape specialisation (costs
 // take symbolic dimensions as 1).

@@ -18,8 +18,8 @@ enum class OpPattern : uint8_t {
   // batch_norm_inference (whose per-channel operands are read at the channel's index).
   Elementwise,
   // Each output element is one input element at a computed index (or a value computed from the
-  // index alone): broadcast_in_dim, reshape, transpose, slice, reverse, pad, concatenate, iota,
-  // gather, dynamic_slice, resize. Free to recompute: index arithmetic only.
+  // index alone): broadcast_in_dim, reshape, transpose, slice, reverse, pad, concatenate, iota.
+  // Free to recompute: index arithmetic only.
   Injective,
   // Reads many input elements per output element along some axes: reduce, argmax, argmin,
   // reduce_window (pooling), and the row composites softmax, log_softmax, layer_norm.
@@ -29,7 +29,8 @@ enum class OpPattern : uint8_t {
   Contraction,
   // attention: its own kernel (no S x S score matrix in memory).
   Attention,
-  // sort, top_k, cumsum, scatter, dynamic_update_slice: a kernel of their own, never fused.
+  // sort, top_k, cumsum, scatter, dynamic_update_slice, and (until they have a loop lowering)
+  // gather, dynamic_slice, resize: a kernel of their own, never fused.
   Opaque,
 };
 

@@ -8,17 +8,18 @@ namespace kiln::kernel {
 
 const char* unaryOpName(UnaryOp op) {
   static const char* const names[] = {
-      "neg",  "abs",   "sign", "floor", "ceil",  "round_nearest_even", "exp",   "expm1",
-      "log",  "log1p", "sqrt", "rsqrt", "sin",   "cos",                "tan",   "asin",
-      "acos", "atan",  "sinh", "cosh",  "asinh", "acosh",              "atanh", "tanh",
-      "erf",  "sigmoid", "not", "is_finite", "is_inf", "is_nan"};
+      "neg",  "abs",     "sign",  "floor",     "ceil",   "round_nearest_even",
+      "exp",  "expm1",   "log",   "log1p",     "sqrt",   "rsqrt",
+      "sin",  "cos",     "tan",   "asin",      "acos",   "atan",
+      "sinh", "cosh",    "asinh", "acosh",     "atanh",  "tanh",
+      "erf",  "sigmoid", "not",   "is_finite", "is_inf", "is_nan"};
   return names[static_cast<int>(op)];
 }
 
 const char* binaryOpName(BinaryOp op) {
-  static const char* const names[] = {"add", "sub", "mul", "div", "rem", "pow", "max",
-                                      "min", "atan2", "and", "or", "xor", "shl", "shr",
-                                      "shru", "lt", "le", "gt", "ge", "eq", "ne"};
+  static const char* const names[] = {"add",  "sub",   "mul", "div", "rem", "pow", "max",
+                                      "min",  "atan2", "and", "or",  "xor", "shl", "shr",
+                                      "shru", "lt",    "le",  "gt",  "ge",  "eq",  "ne"};
   return names[static_cast<int>(op)];
 }
 
@@ -329,8 +330,8 @@ void printStmtTo(const Stmt& s, int indent, std::string& out) {
         if (b) printStmtTo(*b, indent, out);
       return;
     case Stmt::Kind::For:
-      out += pad + loopKindName(s.loop) + " for " + s.var + " in [0, " + printExpr(s.extent) +
-             ") {\n";
+      out +=
+          pad + loopKindName(s.loop) + " for " + s.var + " in [0, " + printExpr(s.extent) + ") {\n";
       printStmtTo(*s.body[0], indent + 1, out);
       out += pad + "}\n";
       return;
@@ -374,10 +375,9 @@ std::string printKernel(const Kernel& k) {
   for (size_t i = 0; i < k.buffers.size(); ++i) {
     const Buffer& b = k.buffers[i];
     out += i ? ", " : "";
-    out += b.role == BufferRole::Input ? "in %" : "out %";
+    out += b.role == BufferRole::Input ? "in %" : b.role == BufferRole::Output ? "out %" : "temp %";
     out += b.name + ": " + std::string(dtypeName(b.type)) + "[";
-    for (size_t d = 0; d < b.shape.size(); ++d)
-      out += (d ? "," : "") + std::to_string(b.shape[d]);
+    for (size_t d = 0; d < b.shape.size(); ++d) out += (d ? "," : "") + std::to_string(b.shape[d]);
     out += "]";
   }
   out += ") {\n";

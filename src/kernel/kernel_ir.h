@@ -26,17 +26,60 @@
 namespace kiln::kernel {
 
 enum class UnaryOp : uint8_t {
-  Neg, Abs, Sign, Floor, Ceil, RoundNearestEven, Exp, Expm1, Log, Log1p, Sqrt, Rsqrt, Sin, Cos,
-  Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Tanh, Erf, Sigmoid,
-  Not,                     // logical not for bool, bitwise not for integers
-  IsFinite, IsInf, IsNan,  // float -> bool
+  Neg,
+  Abs,
+  Sign,
+  Floor,
+  Ceil,
+  RoundNearestEven,
+  Exp,
+  Expm1,
+  Log,
+  Log1p,
+  Sqrt,
+  Rsqrt,
+  Sin,
+  Cos,
+  Tan,
+  Asin,
+  Acos,
+  Atan,
+  Sinh,
+  Cosh,
+  Asinh,
+  Acosh,
+  Atanh,
+  Tanh,
+  Erf,
+  Sigmoid,
+  Not,  // logical not for bool, bitwise not for integers
+  IsFinite,
+  IsInf,
+  IsNan,  // float -> bool
 };
 
 enum class BinaryOp : uint8_t {
-  Add, Sub, Mul, Div, Rem, Pow, Max, Min, Atan2,
-  And, Or, Xor,                  // logical for bool, bitwise for integers
-  ShiftLeft, ShiftRightArithmetic, ShiftRightLogical,
-  Lt, Le, Gt, Ge, Eq, Ne,        // -> bool; float comparisons are ordered except Ne
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Rem,
+  Pow,
+  Max,
+  Min,
+  Atan2,
+  And,
+  Or,
+  Xor,  // logical for bool, bitwise for integers
+  ShiftLeft,
+  ShiftRightArithmetic,
+  ShiftRightLogical,
+  Lt,
+  Le,
+  Gt,
+  Ge,
+  Eq,
+  Ne,  // -> bool; float comparisons are ordered except Ne
 };
 
 const char* unaryOpName(UnaryOp op);    // "exp"
@@ -118,13 +161,14 @@ struct Stmt {
 StmtRef block(std::vector<StmtRef> body);
 StmtRef forLoop(const std::string& var, ExprRef extent, LoopKind kind, StmtRef body);
 StmtRef store(const std::string& buffer, ExprRef index, ExprRef value);
-StmtRef alloc(const std::string& buffer, DType type, int64_t size, MemoryScope scope,
-              StmtRef body);
+StmtRef alloc(const std::string& buffer, DType type, int64_t size, MemoryScope scope, StmtRef body);
 StmtRef ifThen(ExprRef cond, StmtRef then, StmtRef otherwise = nullptr);
 StmtRef barrier();
 StmtRef call(const std::string& callee, const Node* node, std::vector<std::string> args);
 
-enum class BufferRole : uint8_t { Input, Output };
+// Input and Output buffers hold graph values; a Temp buffer is scratch memory the runtime
+// provides for one run of the kernel (a library call's result that an epilogue then reads).
+enum class BufferRole : uint8_t { Input, Output, Temp };
 
 // A kernel parameter: a buffer the runtime passes in (a graph value in memory).
 struct Buffer {
@@ -138,7 +182,7 @@ struct Buffer {
 
 struct Kernel {
   std::string name;             // "k3_reduction"
-  std::vector<Buffer> buffers;  // inputs, then outputs
+  std::vector<Buffer> buffers;  // inputs, then outputs, then temps
   StmtRef body;
   const Buffer* find(const std::string& name) const;
 };

@@ -19,6 +19,8 @@ int runCommand(const std::vector<std::string>& args);
 // `kiln import MODEL.onnx [-o OUT.kir]` and `kiln check MODEL.onnx`.
 int importCommand(const std::vector<std::string>& args);
 int checkCommand(const std::vector<std::string>& args);
+// `kiln bench PROGRAM [options]`: compile time by phase and run latency.
+int benchCommand(const std::vector<std::string>& args);
 // `kiln explain PROGRAM [options]`: the fusion plan of the optimised program.
 int explainCommand(const std::vector<std::string>& args);
 

@@ -30,7 +30,7 @@ const char* kUsage =
     "/ error counts per DIR. Each test runs in its own process with a time limit.\n"
     "\n"
     "options:\n"
-    "  --backend NAME        backend to run on (interp; default interp)\n"
+    "  --backend NAME        backend to run on: interp (the default) or cpu\n"
     "  --report FILE.json    write every test's outcome and reason as JSON\n"
     "  --markdown FILE.md    write a Markdown page of the results (docs/conformance.md)\n"
     "  --expected FILE       tests expected to pass, one name per line ('#' comments); exit 1\n"
@@ -73,7 +73,7 @@ bool parseInt(const std::string& s, long lo, long hi, long& out) {
 std::string applyOption(const std::string& name, const std::string& value, Args& a) {
   long n = 0;
   if (name == "--backend") {
-    if (!isKnownBackend(value)) return "unknown backend '" + value + "' (known: interp)";
+    if (!isKnownBackend(value)) return "unknown backend '" + value + "' (known: cpu, interp)";
     a.run.backend = value;
   } else if (name == "--report") a.report = value;
   else if (name == "--markdown") a.markdown = value;

@@ -15,6 +15,7 @@
 #include "frontend/onnx/onnx_importer.h"
 #include "interp/interpreter.h"
 #include "passes/pipeline.h"
+#include "runtime/executable.h"
 
 namespace kiln::conformance {
 
@@ -69,10 +70,22 @@ StatusOr<std::vector<Tensor>> readAll(const std::vector<std::string>& files) {
   return out;
 }
 
-StatusOr<std::vector<Tensor>> runOnBackend(const std::string& backend, const Function& f,
+// Runs the imported module on the backend: the interpreter, or the cpu backend (compiled for the
+// inputs' shapes at the run's -O level).
+StatusOr<std::vector<Tensor>> runOnBackend(const RunOptions& opts, std::unique_ptr<Module> m,
                                            std::span<const Tensor> inputs) {
-  KILN_CHECK(backend == "interp", "unknown backend " + backend);
-  return interpret(f, inputs);
+  const Function& f = *m->entry();
+  if (opts.backend == "interp") return interpret(f, inputs);
+  KILN_CHECK(opts.backend == "cpu", "unknown backend " + opts.backend);
+  std::vector<std::vector<int64_t>> shapes;
+  for (const Tensor& t : inputs) shapes.push_back(t.dims());
+  runtime::CompileOptions co;
+  co.optLevel = opts.optLevel;
+  co.threads = 1;
+  KILN_ASSIGN_OR_RETURN(co.dims, bindingsFromInputShapes(f, shapes));
+  auto exe = runtime::Executable::compile(std::move(m), co);
+  if (!exe) return Status(exe.status()).prefix("compile");
+  return (*exe)->run(inputs);
 }
 
 // Fills the outcome of a test whose model did not import: the importer's full list of
@@ -109,7 +122,8 @@ StatusOr<std::unique_ptr<Module>> importForDataSet(const std::string& model,
   onnx::ImportOptions io;
   for (size_t i = 0; i < names.size(); ++i) io.inputValues[names[i]] = inputs[i];
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, onnx::importModelFile(model, io));
-  if (opts.optLevel == 0) return m;
+  // The cpu backend compiles (and optimises) the module itself.
+  if (opts.optLevel == 0 || opts.backend != "interp") return m;
   Function* f = m->entry();
   KILN_CHECK(f != nullptr, "the imported module has no function");
   std::vector<std::vector<int64_t>> shapes;
@@ -167,7 +181,9 @@ bool runDataSet(const std::string& model, const std::vector<std::string>& names,
     }
     args.push_back((*inputs)[it - names.begin()]);
   }
-  auto outputs = runOnBackend(opts.backend, *f, args);
+  std::vector<std::string> outputNames;
+  for (const Value* v : f->outputs()) outputNames.push_back(v->name());
+  auto outputs = runOnBackend(opts, std::move(*module), args);
   if (!outputs) {
     r.outcome = Outcome::Error;
     r.reason = ds.name + ": " + outputs.status().str();
@@ -190,8 +206,8 @@ bool runDataSet(const std::string& model, const std::vector<std::string>& names,
     r.maxAbsError = std::max(r.maxAbsError, c.maxAbsError);
     if (c.ok) continue;
     r.outcome = Outcome::Failed;
-    r.reason = ds.name + ": output " + std::to_string(i) + " '" + f->outputs()[i]->name() +
-               "': " + c.message;
+    r.reason =
+        ds.name + ": output " + std::to_string(i) + " '" + outputNames[i] + "': " + c.message;
     return false;
   }
   return true;
@@ -243,7 +259,7 @@ const char* outcomeName(Outcome o) {
   return "error";
 }
 
-bool isKnownBackend(const std::string& backend) { return backend == "interp"; }
+bool isKnownBackend(const std::string& backend) { return backend == "interp" || backend == "cpu"; }
 
 std::vector<TestCase> discoverTests(const std::string& dir, const std::string& filter) {
   std::vector<TestCase> tests;

@@ -4,9 +4,11 @@
 
 #include "commands.h"
 #include "fusion/fusion.h"
+#include "kernel/lower.h"
 #include "passes/pipeline.h"
 #include "program.h"
 #include "run_options.h"
+#include "runtime/buffer_plan.h"
 
 namespace kiln::cli {
 namespace {
@@ -22,6 +24,7 @@ Options:
                          counted as 1 in the costs
   -O0                    explain the program as loaded, without the optimisation pipeline
   --no-fusion            one kernel per op (the baseline the plan is measured against)
+  --kernel-ir            also print each kernel's loop-level IR (what the backends compile)
 %s  -h, --help             show this help
 )";
 
@@ -30,6 +33,7 @@ struct ExplainOptions {
   SymbolBindings dims;
   int optLevel = 1;
   bool fuse = true;
+  bool kernelIr = false;
   PassManagerOptions instrumentation;
 };
 
@@ -47,6 +51,8 @@ StatusOr<ExplainOptions> parse(const std::vector<std::string>& args, bool& help)
       o.optLevel = a[2] - '0';
     } else if (a == "--no-fusion") {
       o.fuse = false;
+    } else if (a == "--kernel-ir") {
+      o.kernelIr = true;
     } else if (a == "--dim" || a.rfind("--dim=", 0) == 0) {
       std::string v = a == "--dim" ? (i + 1 < args.size() ? args[++i] : "") : a.substr(6);
       KILN_ASSIGN_OR_RETURN(SymbolBindings b, parseSymbolBindings(v));
@@ -84,6 +90,22 @@ Status explain(const ExplainOptions& o) {
   fo.fuse = o.fuse;
   fusion::FusionPlan plan = fusion::planFusion(f, fo);
   std::fputs(fusion::explainPlan(f, plan).c_str(), stdout);
+  // Memory: lowering gives each kernel's buffers, the buffer plan their places. Both need static
+  // shapes.
+  bool symbolic = false;
+  for (const auto& n : f.nodes())
+    for (size_t r = 0; r < n->numResults(); ++r) symbolic |= !n->result(r)->type().isStatic();
+  if (symbolic) {
+    std::puts("\nmemory: not planned (symbolic dimensions; give their sizes with --dim)");
+    return Status::ok();
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<kernel::Kernel> kernels, kernel::lowerPlan(f, plan));
+  KILN_ASSIGN_OR_RETURN(runtime::BufferPlan buffers, runtime::planBuffers(f, kernels));
+  std::printf("\nmemory: %s\n", runtime::describeBufferPlan(buffers).c_str());
+  if (o.kernelIr) {
+    std::puts("\nkernel IR:");
+    for (const kernel::Kernel& k : kernels) std::printf("\n%s", kernel::printKernel(k).c_str());
+  }
   return Status::ok();
 }
 

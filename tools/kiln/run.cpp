@@ -12,6 +12,7 @@
 #include "passes/specialize_shapes.h"
 #include "program.h"
 #include "run_options.h"
+#include "runtime/executable.h"
 #include "summary.h"
 #include "support/npy.h"
 
@@ -120,34 +121,59 @@ Status runProgram(const RunOptions& o) {
   // output by another value (max(h, h) by h).
   std::vector<std::string> names = outputNames(f);
   KILN_ASSIGN_OR_RETURN(BoundInputs bound, bindInputs(f, o));
-  PassManager pm(o.instrumentation);
-  if (o.optLevel > 0) {
-    // The default pipeline, specialised to the sizes the inputs fixed.
-    PipelineOptions po;
-    po.specialize = bound.symbols;
-    auto start = std::chrono::steady_clock::now();
-    size_t before = f.numNodes();
-    StatusOr<bool> changed = runDefaultPipeline(*program.module, pm, po);
-    if (!changed) return changed.status();
-    std::string what = std::to_string(before) + " -> " + describeNodes(f);
-    if (!bound.symbols.empty()) what = describeBindings(bound.symbols) + "; " + what;
-    summary.stages.push_back({"optimize (-O1)", msSince(start), what});
-  } else if (!bound.symbols.empty()) {
-    auto start = std::chrono::steady_clock::now();
-    KILN_ASSIGN_OR_RETURN(std::string what, specialize(*program.module, f, pm, bound.symbols));
-    summary.stages.push_back({"specialize-shapes", msSince(start), what});
-  }
-  if (o.instrumentation.timePasses) std::fputs(pm.timingReport().c_str(), stderr);
   std::vector<Tensor> values;
   for (BoundInput& in : bound.inputs) {
     values.push_back(in.value);
     summary.inputs.push_back({in.name, in.value, in.source});
   }
-
-  auto start = std::chrono::steady_clock::now();
-  KILN_ASSIGN_OR_RETURN(std::vector<Tensor> results, interpret(f, values));
-  summary.runMs = msSince(start);
-
+  std::vector<Tensor> results;
+  if (o.backend == "cpu") {
+    runtime::CompileOptions co;
+    co.dims = bound.symbols;
+    co.optLevel = o.optLevel;
+    co.threads = o.threads;
+    co.dumpDir = o.instrumentation.dumpDir;
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Executable> exe,
+                          runtime::Executable::compile(std::move(program.module), co));
+    const runtime::CompileTimes& t = exe->times();
+    const Function& opt = exe->function();
+    std::string bindings = bound.symbols.empty() ? "" : describeBindings(bound.symbols) + "; ";
+    summary.stages.push_back({o.optLevel > 0 ? "optimize (-O1)" : "specialize-shapes", t.passes,
+                              bindings + describeNodes(opt)});
+    const fusion::FusionPlan& plan = exe->plan();
+    summary.stages.push_back({"fusion", t.fusion,
+                              std::to_string(plan.kernels.size()) + " kernels (kiln explain " +
+                                  "shows them and why edges were not fused)"});
+    summary.stages.push_back({"lowering", t.lowering, "kernel IR for each kernel"});
+    summary.stages.push_back({"codegen", t.codegen, "LLVM -O3 for " + exe->hostCpu()});
+    summary.stages.push_back({"buffers", t.buffers, runtime::describeBufferPlan(exe->buffers())});
+    auto start = std::chrono::steady_clock::now();
+    KILN_ASSIGN_OR_RETURN(results, exe->run(values));
+    summary.runMs = msSince(start);
+    summary.backend = "cpu, " + std::to_string(exe->threads()) + " threads";
+  } else {
+    PassManager pm(o.instrumentation);
+    if (o.optLevel > 0) {
+      // The default pipeline, specialised to the sizes the inputs fixed.
+      PipelineOptions po;
+      po.specialize = bound.symbols;
+      auto start = std::chrono::steady_clock::now();
+      size_t before = f.numNodes();
+      StatusOr<bool> changed = runDefaultPipeline(*program.module, pm, po);
+      if (!changed) return changed.status();
+      std::string what = std::to_string(before) + " -> " + describeNodes(f);
+      if (!bound.symbols.empty()) what = describeBindings(bound.symbols) + "; " + what;
+      summary.stages.push_back({"optimize (-O1)", msSince(start), what});
+    } else if (!bound.symbols.empty()) {
+      auto start = std::chrono::steady_clock::now();
+      KILN_ASSIGN_OR_RETURN(std::string what, specialize(*program.module, f, pm, bound.symbols));
+      summary.stages.push_back({"specialize-shapes", msSince(start), what});
+    }
+    if (o.instrumentation.timePasses) std::fputs(pm.timingReport().c_str(), stderr);
+    auto start = std::chrono::steady_clock::now();
+    KILN_ASSIGN_OR_RETURN(results, interpret(f, values));
+    summary.runMs = msSince(start);
+  }
   KILN_CHECK(names.size() == results.size(), "interpret returned a result count unlike outputs");
   for (size_t i = 0; i < results.size(); ++i)
     summary.outputs.push_back({names[i], results[i], "not written"});

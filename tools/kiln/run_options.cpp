@@ -67,8 +67,14 @@ Status applyValueFlag(const std::string& flag, const std::string& v, RunOptions&
     if (v.empty()) return usageError("--output-dir expects a directory");
     o.outputDir = v;
   } else if (flag == "--backend") {
-    if (v != "interp") return usageError("unknown backend '" + v + "' (available: interp)");
+    if (v != "interp" && v != "cpu")
+      return usageError("unknown backend '" + v + "' (available: cpu, interp)");
     o.backend = v;
+  } else if (flag == "--threads") {
+    auto n = parseNumber<int>(v);
+    if (!n || *n < 1 || *n > 1024)
+      return usageError("--threads expects a number from 1 to 1024, got '" + v + "'");
+    o.threads = *n;
   } else {
     return usageError("unknown option '" + flag + "' (see kiln run --help)");
   }
@@ -77,7 +83,7 @@ Status applyValueFlag(const std::string& flag, const std::string& v, RunOptions&
 
 bool takesValue(const std::string& flag) {
   return flag == "--input" || flag == "--seed" || flag == "--dim" || flag == "--output-dir" ||
-         flag == "--backend";
+         flag == "--backend" || flag == "--threads";
 }
 
 }  // namespace
@@ -142,7 +148,9 @@ Options:
                          --random-inputs when no input file fixes the symbol
   --output-dir DIR       write each output to DIR/NAME.npy (DIR is created when missing); NAME
                          is the output's name in the program, or output_<i> when it has none
-  --backend NAME         where to run: interp, the reference interpreter (the default)
+  --backend NAME         where to run: interp, the reference interpreter (the default), or
+                         cpu, kernels fused and compiled to native code by LLVM
+  --threads N            threads of the cpu backend (default: one per hardware thread)
   -O1                    optimise first with the default pipeline, specialised to the input
                          shapes (the default; docs/passes.md lists its passes)
   -O0                    run the program as loaded, only specialised to the input shapes

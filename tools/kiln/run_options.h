@@ -25,6 +25,7 @@ struct RunOptions {
   std::map<std::string, int64_t> dims;  // --dim SYMBOL=N
   std::string outputDir;                // empty: outputs are not written
   std::string backend = "interp";
+  int threads = 0;  // --threads: the CPU backend's thread pool (0: one per hardware thread)
   // 1: the default optimisation pipeline before running (the default); 0: the program as loaded
   // (only specialised to the input shapes).
   int optLevel = 1;

@@ -1,0 +1,853 @@
+// Lowering of fusion kernels into kernel IR (see lower.h for the shapes of the loop nests).
+#include "kernel/lower.h"
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "ir/text/text.h"
+
+namespace kiln::kernel {
+namespace {
+
+using fusion::OpPattern;
+using Index = std::vector<ExprRef>;
+
+// Kernels with fewer elements than this run their outer loop serially: a thread handoff costs
+// more than the work.
+constexpr int64_t kParallelThreshold = 16384;
+
+std::vector<int64_t> staticDims(const TensorType& t) {
+  std::vector<int64_t> d;
+  for (const Dim& x : t.dims()) d.push_back(x.value());
+  return d;
+}
+
+int64_t product(const std::vector<int64_t>& d) {
+  int64_t n = 1;
+  for (int64_t x : d) n *= x;
+  return n;
+}
+
+// Row-major flat index of `idx` in `shape`.
+ExprRef flatten(const Index& idx, const std::vector<int64_t>& shape) {
+  ExprRef flat = intConst(0);
+  for (size_t i = 0; i < shape.size(); ++i)
+    flat = binary(BinaryOp::Add, binary(BinaryOp::Mul, flat, intConst(shape[i])), idx[i]);
+  return flat;
+}
+
+// The multi-index of a flat index in `shape`.
+Index unflatten(const ExprRef& flat, const std::vector<int64_t>& shape) {
+  Index idx(shape.size());
+  int64_t stride = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    ExprRef q = binary(BinaryOp::Div, flat, intConst(stride));
+    idx[i] = i == 0 ? q : binary(BinaryOp::Rem, q, intConst(shape[i]));
+    stride *= shape[i];
+  }
+  return idx;
+}
+
+ExprRef clampIndex(const ExprRef& i, int64_t extent) {
+  return binary(BinaryOp::Min, binary(BinaryOp::Max, i, intConst(0)),
+                intConst(std::max<int64_t>(extent - 1, 0)));
+}
+
+ExprRef andAll(const std::vector<ExprRef>& conds) {
+  ExprRef all;
+  for (const ExprRef& c : conds) all = all ? binary(BinaryOp::And, all, c) : c;
+  return all ? all : intConst(1, DType::Bool);
+}
+
+// The type arithmetic runs in: f32 for f16/bf16 (rounded on store), the dtype otherwise.
+DType computeType(DType t) { return t == DType::F16 || t == DType::BF16 ? DType::F32 : t; }
+
+std::optional<UnaryOp> unaryFor(OpCode op) {
+  switch (op) {
+#define KILN_UN(x) \
+  case OpCode::x: return UnaryOp::x;
+    KILN_UN(Neg)
+    KILN_UN(Abs)
+    KILN_UN(Sign)
+    KILN_UN(Floor)
+    KILN_UN(Ceil)
+    KILN_UN(RoundNearestEven)
+    KILN_UN(Exp)
+    KILN_UN(Expm1)
+    KILN_UN(Log)
+    KILN_UN(Log1p)
+    KILN_UN(Sqrt)
+    KILN_UN(Rsqrt)
+    KILN_UN(Sin)
+    KILN_UN(Cos)
+    KILN_UN(Tan)
+    KILN_UN(Asin)
+    KILN_UN(Acos)
+    KILN_UN(Atan)
+    KILN_UN(Sinh)
+    KILN_UN(Cosh)
+    KILN_UN(Asinh)
+    KILN_UN(Acosh)
+    KILN_UN(Atanh)
+    KILN_UN(Tanh)
+    KILN_UN(Erf)
+    KILN_UN(Sigmoid)
+    KILN_UN(Not)
+    KILN_UN(IsFinite)
+    KILN_UN(IsInf)
+    KILN_UN(IsNan)
+#undef KILN_UN
+    default: return std::nullopt;
+  }
+}
+
+std::optional<BinaryOp> binaryFor(OpCode op) {
+  switch (op) {
+#define KILN_BIN(x) \
+  case OpCode::x: return BinaryOp::x;
+    KILN_BIN(Add)
+    KILN_BIN(Sub)
+    KILN_BIN(Mul)
+    KILN_BIN(Div)
+    KILN_BIN(Rem)
+    KILN_BIN(Pow)
+    KILN_BIN(Max)
+    KILN_BIN(Min)
+    KILN_BIN(Atan2)
+    KILN_BIN(And)
+    KILN_BIN(Or)
+    KILN_BIN(Xor)
+    KILN_BIN(ShiftLeft)
+    KILN_BIN(ShiftRightArithmetic)
+    KILN_BIN(ShiftRightLogical)
+#undef KILN_BIN
+    default: return std::nullopt;
+  }
+}
+
+BinaryOp compareOp(const std::string& direction) {
+  if (direction == "eq") return BinaryOp::Eq;
+  if (direction == "ne") return BinaryOp::Ne;
+  if (direction == "lt") return BinaryOp::Lt;
+  if (direction == "le") return BinaryOp::Le;
+  if (direction == "gt") return BinaryOp::Gt;
+  return BinaryOp::Ge;
+}
+
+class Lowerer {
+ public:
+  Lowerer(const Function& f, const fusion::Kernel& k) : k_(k) {
+    names_ = printedValueNames(f);
+    members_.insert(k.nodes.begin(), k.nodes.end());
+    out_.name = "k" + std::to_string(k.id) + "_" + std::string(fusion::kernelKindName(k.kind));
+  }
+
+  StatusOr<Kernel> run() {
+    for (const Node* n : k_.nodes)
+      for (size_t r = 0; r < n->numResults(); ++r)
+        if (!n->result(r)->type().isStatic())
+          return Status::error("kernel " + out_.name + ": " + name(n->result(r)) + " has type " +
+                               n->result(r)->type().str() +
+                               "; lowering needs static shapes (specialise first)");
+    StatusOr<StmtRef> body = Status::error("unreachable");
+    switch (k_.kind) {
+      case fusion::KernelKind::Loop: body = lowerLoop(); break;
+      case fusion::KernelKind::Reduction: body = lowerReduction(); break;
+      default: body = lowerCall(); break;
+    }
+    if (!body) return Status(body.status()).prefix("kernel " + out_.name);
+    // Inputs, then outputs, then temps.
+    std::vector<Buffer> ordered;
+    for (BufferRole role : {BufferRole::Input, BufferRole::Output, BufferRole::Temp})
+      for (const Buffer& b : buffers_)
+        if (b.role == role) ordered.push_back(b);
+    out_.buffers = std::move(ordered);
+    out_.body = *body;
+    return std::move(out_);
+  }
+
+ private:
+  std::string name(const Value* v) const {
+    auto it = names_.find(v);
+    return it == names_.end() ? "%?" : it->second;
+  }
+
+  // A buffer name for a value: its printed name reduced to [A-Za-z0-9_], made unique.
+  const Buffer& bufferFor(const Value* v, BufferRole role) {
+    for (const Buffer& b : buffers_)
+      if (b.value == v && b.role == role) return b;
+    std::string base;
+    for (char c : name(v)) base += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+    while (!base.empty() && base[0] == '_') base.erase(0, 1);
+    if (base.empty() || std::isdigit(static_cast<unsigned char>(base[0]))) base = "v" + base;
+    if (role == BufferRole::Temp) base += "_tmp";
+    std::string n = base;
+    for (int i = 1; usedNames_.count(n); ++i) n = base + "_" + std::to_string(i);
+    usedNames_.insert(n);
+    Buffer b;
+    b.name = n;
+    b.type = v->type().dtype();
+    b.shape = staticDims(v->type());
+    b.role = role;
+    b.value = v;
+    buffers_.push_back(b);
+    return buffers_.back();
+  }
+
+  bool isStored(const Value* v) const {
+    for (const Value* o : k_.outputs)
+      if (o == v) return true;
+    return false;
+  }
+
+  // Fresh loop variable names: i0, i1, ... (r0, ... for reduction loops).
+  std::string freshVar(const char* prefix) { return prefix + std::to_string(vars_++); }
+
+  // A loop nest over `shape`: calls body(index) for the innermost body. The outer loop is
+  // parallel when the nest is large enough, the inner one vectorized when asked.
+  StmtRef nest(const std::vector<int64_t>& shape, bool vectorizeInner,
+               const std::function<StmtRef(const Index&)>& body, const char* prefix = "i",
+               bool parallelOuter = true) {
+    // Dims of extent 1 get no loop (their index is 0); the outermost remaining loop is the
+    // parallel one.
+    Index idx;
+    std::vector<std::string> names;
+    std::vector<size_t> looped;
+    for (size_t i = 0; i < shape.size(); ++i) {
+      if (shape[i] == 1) {
+        idx.push_back(intConst(0));
+        names.push_back("");
+        continue;
+      }
+      names.push_back(freshVar(prefix));
+      idx.push_back(var(names.back()));
+      looped.push_back(i);
+    }
+    StmtRef s = body(idx);
+    bool parallel = parallelOuter && product(shape) >= kParallelThreshold;
+    for (size_t j = looped.size(); j-- > 0;) {
+      size_t i = looped[j];
+      LoopKind kind = LoopKind::Serial;
+      if (j + 1 == looped.size() && vectorizeInner) kind = LoopKind::Vectorized;
+      if (j == 0 && parallel) kind = LoopKind::Parallel;
+      s = forLoop(names[i], intConst(shape[i]), kind, s);
+    }
+    return s;
+  }
+
+  // The value of `v` at `idx`, computed inside the kernel (members) or loaded (inputs).
+  StatusOr<ExprRef> valueAt(const Value* v, const Index& idx) {
+    auto ov = overrides_.find(v);
+    if (ov != overrides_.end()) return ov->second(idx);
+    std::string key = std::to_string(reinterpret_cast<uintptr_t>(v));
+    for (const ExprRef& i : idx) key += "," + std::to_string(reinterpret_cast<uintptr_t>(i.get()));
+    auto memo = memo_.find(key);
+    if (memo != memo_.end()) return memo->second.first;
+    KILN_ASSIGN_OR_RETURN(ExprRef e, compute(v, idx));
+    // f16/bf16 values compute in f32 but, as in the graph, each op's result is rounded to its
+    // dtype before the next op uses it.
+    DType dt = v->type().dtype();
+    if ((dt == DType::F16 || dt == DType::BF16) && members_.count(v->def()))
+      e = cast(cast(e, dt), computeType(dt));
+    // The index is kept with the entry: the key holds its addresses, which must not be reused.
+    memo_[key] = {e, idx};
+    return e;
+  }
+
+  StatusOr<ExprRef> compute(const Value* v, const Index& idx) {
+    const Node* n = v->def();
+    DType dt = v->type().dtype();
+    if (!members_.count(n)) {
+      if (n->op() == OpCode::Constant && v->type().numElements() == 1) {
+        const Tensor& t = n->constantData().tensor;
+        return constOf(t.getDouble(0), computeType(dt));
+      }
+      const Buffer& b = bufferFor(v, BufferRole::Input);
+      return cast(load(b.name, dt, flatten(idx, b.shape)), computeType(dt));
+    }
+    auto operand = [&](size_t i, const Index& at) { return valueAt(n->operand(i), at); };
+    std::vector<int64_t> shape = staticDims(v->type());
+    if (auto u = unaryFor(n->op())) {
+      KILN_ASSIGN_OR_RETURN(ExprRef a, operand(0, idx));
+      return unary(*u, a);
+    }
+    if (auto b = binaryFor(n->op())) {
+      KILN_ASSIGN_OR_RETURN(ExprRef a, operand(0, idx));
+      KILN_ASSIGN_OR_RETURN(ExprRef c, operand(1, idx));
+      return binary(*b, a, c);
+    }
+    switch (n->op()) {
+      case OpCode::Compare: {
+        KILN_ASSIGN_OR_RETURN(ExprRef a, operand(0, idx));
+        KILN_ASSIGN_OR_RETURN(ExprRef c, operand(1, idx));
+        return binary(compareOp(n->attrEnum("direction")), a, c);
+      }
+      case OpCode::Convert: {
+        KILN_ASSIGN_OR_RETURN(ExprRef a, operand(0, idx));
+        // Through the stored type, so an f32 -> bf16 -> f32 chain rounds as the graph says.
+        return cast(cast(a, dt), computeType(dt));
+      }
+      case OpCode::Select: {
+        KILN_ASSIGN_OR_RETURN(ExprRef c, operand(0, idx));
+        KILN_ASSIGN_OR_RETURN(ExprRef a, operand(1, idx));
+        KILN_ASSIGN_OR_RETURN(ExprRef b, operand(2, idx));
+        return select(c, a, b);
+      }
+      case OpCode::Clamp: {
+        // clamp(min, x, max) = min(max(x, min), max); rank-0 bounds apply everywhere.
+        auto bound = [&](size_t i) {
+          return n->operand(i)->type().rank() == 0 ? valueAt(n->operand(i), {})
+                                                   : valueAt(n->operand(i), idx);
+        };
+        KILN_ASSIGN_OR_RETURN(ExprRef lo, bound(0));
+        KILN_ASSIGN_OR_RETURN(ExprRef x, operand(1, idx));
+        KILN_ASSIGN_OR_RETURN(ExprRef hi, bound(2));
+        return binary(BinaryOp::Min, binary(BinaryOp::Max, x, lo), hi);
+      }
+      case OpCode::Gelu: {
+        KILN_ASSIGN_OR_RETURN(ExprRef x, operand(0, idx));
+        DType ct = x->type;
+        auto c = [&](double d) { return floatConst(d, ct); };
+        ExprRef inner;
+        if (n->attrEnum("approximate") == "tanh") {
+          ExprRef x3 = binary(BinaryOp::Mul, binary(BinaryOp::Mul, x, x), x);
+          inner = unary(UnaryOp::Tanh,
+                        binary(BinaryOp::Mul, c(std::sqrt(2.0 / M_PI)),
+                               binary(BinaryOp::Add, x, binary(BinaryOp::Mul, c(0.044715), x3))));
+        } else {
+          inner = unary(UnaryOp::Erf, binary(BinaryOp::Mul, x, c(M_SQRT1_2)));
+        }
+        return binary(BinaryOp::Mul, binary(BinaryOp::Mul, c(0.5), x),
+                      binary(BinaryOp::Add, c(1.0), inner));
+      }
+      case OpCode::BatchNormInference: {
+        size_t fi = static_cast<size_t>(n->attrInt("feature_index"));
+        Index ch = {idx[fi]};
+        KILN_ASSIGN_OR_RETURN(ExprRef x, operand(0, idx));
+        KILN_ASSIGN_OR_RETURN(ExprRef scale, operand(1, ch));
+        KILN_ASSIGN_OR_RETURN(ExprRef offset, operand(2, ch));
+        KILN_ASSIGN_OR_RETURN(ExprRef mean, operand(3, ch));
+        KILN_ASSIGN_OR_RETURN(ExprRef variance, operand(4, ch));
+        DType ct = x->type;
+        ExprRef inv = binary(BinaryOp::Div, floatConst(1.0, ct),
+                             unary(UnaryOp::Sqrt, binary(BinaryOp::Add, variance,
+                                                         floatConst(n->attrFloat("epsilon"), ct))));
+        return binary(BinaryOp::Add,
+                      binary(BinaryOp::Mul,
+                             binary(BinaryOp::Mul, binary(BinaryOp::Sub, x, mean), inv), scale),
+                      offset);
+      }
+      case OpCode::BroadcastInDim: {
+        auto dims = n->attrInts("dims");
+        std::vector<int64_t> in = staticDims(n->operand(0)->type());
+        Index at(in.size());
+        for (size_t i = 0; i < in.size(); ++i)
+          at[i] = in[i] == 1 ? intConst(0) : idx[static_cast<size_t>(dims[i])];
+        return operand(0, at);
+      }
+      case OpCode::Reshape: {
+        std::vector<int64_t> in = staticDims(n->operand(0)->type());
+        return operand(0, unflatten(flatten(idx, shape), in));
+      }
+      case OpCode::Transpose: {
+        auto perm = n->attrInts("permutation");
+        Index at(perm.size());
+        for (size_t i = 0; i < perm.size(); ++i) at[static_cast<size_t>(perm[i])] = idx[i];
+        return operand(0, at);
+      }
+      case OpCode::Slice: {
+        auto start = n->attrInts("start");
+        auto stride = n->attrInts("stride", std::vector<int64_t>(start.size(), 1));
+        Index at(idx.size());
+        for (size_t i = 0; i < idx.size(); ++i)
+          at[i] = binary(BinaryOp::Add, intConst(start[i]),
+                         binary(BinaryOp::Mul, idx[i], intConst(stride[i])));
+        return operand(0, at);
+      }
+      case OpCode::Reverse: {
+        auto dims = n->attrInts("dims");
+        Index at = idx;
+        for (int64_t d : dims) {
+          size_t i = static_cast<size_t>(d);
+          at[i] = binary(BinaryOp::Sub, intConst(shape[i] - 1), idx[i]);
+        }
+        return operand(0, at);
+      }
+      case OpCode::Iota: {
+        // Iota has no operands: the index along its dimension, as the dtype.
+        int64_t d = n->attrInt("dimension");
+        return cast(idx[static_cast<size_t>(d)], computeType(dt));
+      }
+      case OpCode::Pad: {
+        auto low = n->attrInts("low");
+        auto interior = n->attrInts("interior", std::vector<int64_t>(low.size(), 0));
+        std::vector<int64_t> in = staticDims(n->operand(0)->type());
+        Index at(idx.size());
+        std::vector<ExprRef> valid;
+        for (size_t i = 0; i < idx.size(); ++i) {
+          ExprRef q = binary(BinaryOp::Sub, idx[i], intConst(low[i]));
+          int64_t step = interior[i] + 1;
+          ExprRef src = binary(BinaryOp::Div, q, intConst(step));
+          valid.push_back(binary(BinaryOp::Ge, q, intConst(0)));
+          valid.push_back(binary(BinaryOp::Lt, src, intConst(in[i])));
+          if (step > 1)
+            valid.push_back(
+                binary(BinaryOp::Eq, binary(BinaryOp::Rem, q, intConst(step)), intConst(0)));
+          at[i] = clampIndex(src, in[i]);
+        }
+        KILN_ASSIGN_OR_RETURN(ExprRef x, operand(0, at));
+        KILN_ASSIGN_OR_RETURN(ExprRef padValue, valueAt(n->operand(1), {}));
+        return select(andAll(valid), x, padValue);
+      }
+      case OpCode::Concatenate: {
+        size_t d = static_cast<size_t>(n->attrInt("dimension"));
+        ExprRef result;
+        int64_t offset = 0;
+        std::vector<std::pair<ExprRef, ExprRef>> parts;
+        for (size_t i = 0; i < n->numOperands(); ++i) {
+          int64_t extent = n->operand(i)->type().dims()[d].value();
+          Index at = idx;
+          at[d] = clampIndex(binary(BinaryOp::Sub, idx[d], intConst(offset)), extent);
+          KILN_ASSIGN_OR_RETURN(ExprRef x, operand(i, at));
+          offset += extent;
+          parts.push_back({binary(BinaryOp::Lt, idx[d], intConst(offset)), x});
+        }
+        for (size_t i = parts.size(); i-- > 0;)
+          result = result ? select(parts[i].first, parts[i].second, result) : parts[i].second;
+        return result;
+      }
+      default:
+        return Status::error(std::string(opName(n->op())) + " (" + name(v) +
+                             ") has no loop lowering");
+    }
+  }
+
+  // Stores `v` at `idx` (rounding to its dtype).
+  StatusOr<StmtRef> storeValue(const Value* v, const Index& idx) {
+    const Buffer& b = bufferFor(v, BufferRole::Output);
+    std::string bname = b.name;
+    std::vector<int64_t> shape = b.shape;
+    KILN_ASSIGN_OR_RETURN(ExprRef e, valueAt(v, idx));
+    return store(bname, flatten(idx, shape), cast(e, v->type().dtype()));
+  }
+
+  // A nest over `shape` storing each of `values` (all of that shape).
+  StatusOr<StmtRef> storeNest(const std::vector<const Value*>& values,
+                              const std::vector<int64_t>& shape) {
+    Status err = Status::ok();
+    StmtRef s = nest(shape, true, [&](const Index& idx) -> StmtRef {
+      std::vector<StmtRef> stores;
+      for (const Value* v : values) {
+        auto st = storeValue(v, idx);
+        if (!st) {
+          err = st.status();
+          return block({});
+        }
+        stores.push_back(*st);
+      }
+      return block(std::move(stores));
+    });
+    KILN_RETURN_IF_ERROR(err);
+    return s;
+  }
+
+  // One nest per distinct shape among `values`.
+  StatusOr<StmtRef> storeAll(const std::vector<const Value*>& values) {
+    std::vector<std::pair<std::vector<int64_t>, std::vector<const Value*>>> byShape;
+    for (const Value* v : values) {
+      std::vector<int64_t> s = staticDims(v->type());
+      auto it =
+          std::find_if(byShape.begin(), byShape.end(), [&](const auto& p) { return p.first == s; });
+      if (it == byShape.end()) byShape.push_back({s, {v}});
+      else it->second.push_back(v);
+    }
+    std::vector<StmtRef> nests;
+    for (const auto& [shape, vs] : byShape) {
+      memo_.clear();
+      KILN_ASSIGN_OR_RETURN(StmtRef s, storeNest(vs, shape));
+      nests.push_back(s);
+    }
+    return block(std::move(nests));
+  }
+
+  StatusOr<StmtRef> lowerLoop() { return storeAll(k_.outputs); }
+
+  // ---- reductions -----------------------------------------------------------------------
+
+  static ExprRef identity(const std::string& kind, DType t) {
+    double inf = std::numeric_limits<double>::infinity();
+    if (kind == "sum") return constOf(0, t);
+    if (kind == "prod") return constOf(1, t);
+    if (kind == "and") return intConst(1, t);
+    if (kind == "or") return intConst(0, t);
+    bool isMax = kind == "max";
+    if (isFloat(t)) return floatConst(isMax ? -inf : inf, t);
+    int64_t lo = 0, hi = 0;
+    switch (t) {
+      case DType::I8: lo = INT8_MIN, hi = INT8_MAX; break;
+      case DType::U8: lo = 0, hi = UINT8_MAX; break;
+      case DType::I16: lo = INT16_MIN, hi = INT16_MAX; break;
+      case DType::I32: lo = INT32_MIN, hi = INT32_MAX; break;
+      default: lo = INT64_MIN, hi = INT64_MAX; break;
+    }
+    return intConst(isMax ? lo : hi, t);
+  }
+
+  static ExprRef combine(const std::string& kind, ExprRef acc, ExprRef x) {
+    if (kind == "sum") return binary(BinaryOp::Add, acc, x);
+    if (kind == "prod") return binary(BinaryOp::Mul, acc, x);
+    if (kind == "max") return binary(BinaryOp::Max, acc, x);
+    if (kind == "min") return binary(BinaryOp::Min, acc, x);
+    if (kind == "and") return binary(BinaryOp::And, acc, x);
+    return binary(BinaryOp::Or, acc, x);
+  }
+
+  // Values to store, split: those of `shape` (stored in the main nest) and the rest (each in a
+  // nest of its own, recomputed).
+  void splitOutputs(const std::vector<int64_t>& shape, std::vector<const Value*>& main,
+                    std::vector<const Value*>& rest) const {
+    for (const Value* v : k_.outputs) {
+      if (staticDims(v->type()) == shape) main.push_back(v);
+      else rest.push_back(v);
+    }
+  }
+
+  StatusOr<StmtRef> lowerReduction() {
+    const Node* a = k_.anchor;
+    switch (a->op()) {
+      case OpCode::Reduce:
+      case OpCode::ArgMax:
+      case OpCode::ArgMin:
+      case OpCode::ReduceWindow: return lowerRowReduction();
+      case OpCode::Softmax:
+      case OpCode::LogSoftmax:
+      case OpCode::LayerNorm: return lowerRowNormalization();
+      default: return Status::error(std::string(opName(a->op())) + " has no reduction lowering");
+    }
+  }
+
+  // reduce, argmax/argmin and reduce_window: per output element, a loop over the reduced
+  // elements into local accumulators, then the epilogue at the output index.
+  StatusOr<StmtRef> lowerRowReduction() {
+    const Node* a = k_.anchor;
+    const Value* x = a->operand(0);
+    std::vector<int64_t> in = staticDims(x->type());
+    std::vector<int64_t> outShape = staticDims(a->result()->type());
+    DType xt = x->type().dtype();
+    DType ct = computeType(xt);
+    bool arg = a->op() == OpCode::ArgMax || a->op() == OpCode::ArgMin;
+    std::string kind = arg ? (a->op() == OpCode::ArgMax ? "max" : "min") : a->attrEnum("kind");
+    std::vector<const Value*> main, rest;
+    splitOutputs(outShape, main, rest);
+    std::string acc = "acc" + std::to_string(vars_), accIdx = "arg" + std::to_string(vars_);
+    Status err = Status::ok();
+    StmtRef mainNest = nest(outShape, false, [&](const Index& o) -> StmtRef {
+      memo_.clear();
+      std::vector<StmtRef> body;
+      body.push_back(store(acc, intConst(0), identity(kind, ct)));
+      if (arg) body.push_back(store(accIdx, intConst(0), intConst(-1)));
+      // The reduced loops and the input index for each output index.
+      std::vector<std::string> rvars;
+      std::vector<int64_t> rextents;
+      Index inIdx(in.size());
+      ExprRef valid;
+      if (a->op() == OpCode::ReduceWindow) {
+        auto win = a->attrInts("window_dimensions");
+        size_t r = in.size();
+        auto ones = std::vector<int64_t>(r, 1), zeros = std::vector<int64_t>(r, 0);
+        auto strides = a->attrInts("window_strides", ones);
+        auto bdil = a->attrInts("base_dilations", ones);
+        auto wdil = a->attrInts("window_dilations", ones);
+        auto lo = a->attrInts("padding_low", zeros);
+        std::vector<ExprRef> conds;
+        for (size_t d = 0; d < r; ++d) {
+          rvars.push_back(freshVar("w"));
+          rextents.push_back(win[d]);
+          ExprRef q =
+              binary(BinaryOp::Sub,
+                     binary(BinaryOp::Add, binary(BinaryOp::Mul, o[d], intConst(strides[d])),
+                            binary(BinaryOp::Mul, var(rvars.back()), intConst(wdil[d]))),
+                     intConst(lo[d]));
+          int64_t dilated = in[d] == 0 ? 0 : (in[d] - 1) * bdil[d] + 1;
+          if (win[d] != 1 || lo[d] != 0 || strides[d] != 1 || bdil[d] != 1) {
+            conds.push_back(binary(BinaryOp::Ge, q, intConst(0)));
+            conds.push_back(binary(BinaryOp::Lt, q, intConst(dilated)));
+          }
+          if (bdil[d] > 1)
+            conds.push_back(
+                binary(BinaryOp::Eq, binary(BinaryOp::Rem, q, intConst(bdil[d])), intConst(0)));
+          inIdx[d] = clampIndex(binary(BinaryOp::Div, q, intConst(bdil[d])), in[d]);
+        }
+        if (!conds.empty()) valid = andAll(conds);
+      } else {
+        std::set<int64_t> reduced;
+        if (arg) reduced.insert(a->attrInt("axis"));
+        else
+          for (int64_t d : a->attrInts("dims")) reduced.insert(d);
+        size_t oi = 0;
+        for (size_t d = 0; d < in.size(); ++d) {
+          if (reduced.count(static_cast<int64_t>(d))) {
+            rvars.push_back(freshVar("r"));
+            rextents.push_back(in[d]);
+            inIdx[d] = var(rvars.back());
+          } else {
+            inIdx[d] = o[oi++];
+          }
+        }
+      }
+      auto xv = valueAt(x, inIdx);
+      if (!xv) {
+        err = xv.status();
+        return block({});
+      }
+      ExprRef cur = load(acc, ct, intConst(0));
+      StmtRef update;
+      if (arg) {
+        // The first NaN wins (argmax: NaN is the largest; argmin: the smallest); ties keep the
+        // first index unless select_last_index.
+        ExprRef v = *xv;
+        bool last = a->attrBool("select_last_index");
+        BinaryOp better = a->op() == OpCode::ArgMax ? BinaryOp::Gt : BinaryOp::Lt;
+        ExprRef take = binary(better, v, cur);
+        if (last) take = binary(BinaryOp::Or, take, binary(BinaryOp::Eq, v, cur));
+        if (isFloat(ct)) {
+          ExprRef curNan = unary(UnaryOp::IsNan, cur);
+          take = binary(BinaryOp::And, unary(UnaryOp::Not, curNan),
+                        binary(BinaryOp::Or, take, unary(UnaryOp::IsNan, v)));
+        }
+        ExprRef first = binary(BinaryOp::Lt, load(accIdx, DType::I64, intConst(0)), intConst(0));
+        take = binary(BinaryOp::Or, take, first);
+        ExprRef pos = var(rvars[0]);
+        update = ifThen(take, block({store(acc, intConst(0), v), store(accIdx, intConst(0), pos)}));
+      } else {
+        ExprRef next = combine(kind, cur, *xv);
+        if (valid) next = select(valid, next, cur);
+        update = store(acc, intConst(0), next);
+      }
+      for (size_t i = rvars.size(); i-- > 0;)
+        update = forLoop(rvars[i], intConst(rextents[i]), LoopKind::Serial, update);
+      body.push_back(update);
+      // The epilogue at the output index reads the accumulator.
+      DType resultType = a->result()->type().dtype();
+      std::string accName = arg ? accIdx : acc;
+      overrides_[a->result()] = [accName, arg, resultType, ct](const Index&) {
+        return arg ? load(accName, DType::I64, intConst(0))
+                   : cast(cast(load(accName, ct, intConst(0)), resultType),
+                          computeType(resultType));
+      };
+      for (const Value* v : main) {
+        auto st = storeValue(v, o);
+        if (!st) {
+          err = st.status();
+          return block({});
+        }
+        body.push_back(*st);
+      }
+      // The accumulators are scratch of this output element (inside any parallel loop, so each
+      // thread has its own).
+      StmtRef s = alloc(acc, ct, 1, MemoryScope::Local, block(std::move(body)));
+      if (arg) s = alloc(accIdx, DType::I64, 1, MemoryScope::Local, s);
+      return s;
+    });
+    KILN_RETURN_IF_ERROR(err);
+    StmtRef s = mainNest;
+    overrides_.erase(a->result());
+    if (rest.empty()) return s;
+    KILN_ASSIGN_OR_RETURN(StmtRef others, storeAll(rest));
+    return block({s, others});
+  }
+
+  // softmax, log_softmax, layer_norm: per row, passes over the row with local accumulators,
+  // and the result (with its epilogue) stored in the last pass.
+  StatusOr<StmtRef> lowerRowNormalization() {
+    const Node* a = k_.anchor;
+    const Value* x = a->operand(0);
+    std::vector<int64_t> in = staticDims(x->type());
+    DType ct = computeType(x->type().dtype());
+    int64_t axis = a->attrInt("axis");
+    bool layerNorm = a->op() == OpCode::LayerNorm;
+    // Row dims and the dims of one row: softmax normalises one axis, layer_norm [axis, rank).
+    std::vector<size_t> rowDims, lineDims;
+    for (size_t d = 0; d < in.size(); ++d) {
+      bool line = layerNorm ? d >= static_cast<size_t>(axis) : d == static_cast<size_t>(axis);
+      (line ? lineDims : rowDims).push_back(d);
+    }
+    std::vector<int64_t> rowShape, lineShape;
+    for (size_t d : rowDims) rowShape.push_back(in[d]);
+    for (size_t d : lineDims) lineShape.push_back(in[d]);
+    int64_t lineSize = product(lineShape);
+    std::vector<const Value*> main, rest;
+    splitOutputs(in, main, rest);
+    std::string a0 = "acc" + std::to_string(vars_), a1 = "sum" + std::to_string(vars_);
+    Status err = Status::ok();
+    StmtRef rows = nest(rowShape, false, [&](const Index& r) -> StmtRef {
+      // One pass over the line: body(full index, line index).
+      auto pass = [&](const std::function<StatusOr<StmtRef>(const Index&, const Index&)>& f,
+                      bool vectorize) -> StmtRef {
+        memo_.clear();
+        return nest(
+            lineShape, vectorize,
+            [&](const Index& l) -> StmtRef {
+              Index full(in.size());
+              for (size_t i = 0; i < rowDims.size(); ++i) full[rowDims[i]] = r[i];
+              for (size_t i = 0; i < lineDims.size(); ++i) full[lineDims[i]] = l[i];
+              auto s = f(full, l);
+              if (!s) {
+                err = s.status();
+                return block({});
+              }
+              return *s;
+            },
+            "j", false);
+      };
+      auto xAt = [&](const Index& full) { return valueAt(x, full); };
+      ExprRef acc0 = load(a0, ct, intConst(0)), acc1 = load(a1, ct, intConst(0));
+      std::vector<StmtRef> body;
+      if (layerNorm) {
+        body.push_back(store(a0, intConst(0), floatConst(0, ct)));
+        body.push_back(pass(
+            [&](const Index& full, const Index&) -> StatusOr<StmtRef> {
+              KILN_ASSIGN_OR_RETURN(ExprRef v, xAt(full));
+              return store(a0, intConst(0), binary(BinaryOp::Add, acc0, v));
+            },
+            false));
+        body.push_back(
+            store(a0, intConst(0), binary(BinaryOp::Div, acc0, floatConst(double(lineSize), ct))));
+        body.push_back(store(a1, intConst(0), floatConst(0, ct)));
+        body.push_back(pass(
+            [&](const Index& full, const Index&) -> StatusOr<StmtRef> {
+              KILN_ASSIGN_OR_RETURN(ExprRef v, xAt(full));
+              ExprRef d = binary(BinaryOp::Sub, v, acc0);
+              return store(a1, intConst(0),
+                           binary(BinaryOp::Add, acc1, binary(BinaryOp::Mul, d, d)));
+            },
+            false));
+        // a1 becomes 1 / sqrt(var + eps).
+        body.push_back(
+            store(a1, intConst(0),
+                  binary(BinaryOp::Div, floatConst(1, ct),
+                         unary(UnaryOp::Sqrt,
+                               binary(BinaryOp::Add,
+                                      binary(BinaryOp::Div, acc1, floatConst(double(lineSize), ct)),
+                                      floatConst(a->attrFloat("epsilon"), ct))))));
+      } else {
+        body.push_back(
+            store(a0, intConst(0), floatConst(-std::numeric_limits<double>::infinity(), ct)));
+        body.push_back(pass(
+            [&](const Index& full, const Index&) -> StatusOr<StmtRef> {
+              KILN_ASSIGN_OR_RETURN(ExprRef v, xAt(full));
+              return store(a0, intConst(0), binary(BinaryOp::Max, acc0, v));
+            },
+            false));
+        body.push_back(store(a1, intConst(0), floatConst(0, ct)));
+        body.push_back(pass(
+            [&](const Index& full, const Index&) -> StatusOr<StmtRef> {
+              KILN_ASSIGN_OR_RETURN(ExprRef v, xAt(full));
+              return store(
+                  a1, intConst(0),
+                  binary(BinaryOp::Add, acc1, unary(UnaryOp::Exp, binary(BinaryOp::Sub, v, acc0))));
+            },
+            false));
+      }
+      // The last pass: the anchor's value at each element, and every stored value of x's shape.
+      DType resultType = a->result()->type().dtype();
+      bool logarithm = a->op() == OpCode::LogSoftmax;
+      body.push_back(pass(
+          [&](const Index& full, const Index& line) -> StatusOr<StmtRef> {
+            KILN_ASSIGN_OR_RETURN(ExprRef v, xAt(full));
+            ExprRef y;
+            if (layerNorm) {
+              KILN_ASSIGN_OR_RETURN(ExprRef scale, valueAt(a->operand(1), line));
+              y = binary(BinaryOp::Mul, binary(BinaryOp::Mul, binary(BinaryOp::Sub, v, acc0), acc1),
+                         scale);
+              if (a->numOperands() > 2) {
+                KILN_ASSIGN_OR_RETURN(ExprRef bias, valueAt(a->operand(2), line));
+                y = binary(BinaryOp::Add, y, bias);
+              }
+            } else if (logarithm) {
+              y = binary(BinaryOp::Sub, binary(BinaryOp::Sub, v, acc0), unary(UnaryOp::Log, acc1));
+            } else {
+              y = binary(BinaryOp::Div, unary(UnaryOp::Exp, binary(BinaryOp::Sub, v, acc0)), acc1);
+            }
+            ExprRef rounded = cast(cast(y, resultType), computeType(resultType));
+            overrides_[a->result()] = [rounded](const Index&) { return rounded; };
+            std::vector<StmtRef> stores;
+            for (const Value* o : main) {
+              KILN_ASSIGN_OR_RETURN(StmtRef st, storeValue(o, full));
+              stores.push_back(st);
+            }
+            overrides_.erase(a->result());
+            return block(std::move(stores));
+          },
+          true));
+      return alloc(a0, ct, 1, MemoryScope::Local,
+                   alloc(a1, ct, 1, MemoryScope::Local, block(std::move(body))));
+    });
+    KILN_RETURN_IF_ERROR(err);
+    StmtRef s = rows;
+    if (rest.empty()) return s;
+    KILN_ASSIGN_OR_RETURN(StmtRef others, storeAll(rest));
+    return block({s, others});
+  }
+
+  // ---- library calls ----------------------------------------------------------------------
+
+  StatusOr<StmtRef> lowerCall() {
+    const Node* a = k_.anchor;
+    std::vector<std::string> args;
+    for (const Value* v : a->operands()) args.push_back(bufferFor(v, BufferRole::Input).name);
+    bool epilogue = k_.nodes.size() > 1;
+    for (size_t r = 0; r < a->numResults(); ++r) {
+      const Value* v = a->result(r);
+      BufferRole role = isStored(v) ? BufferRole::Output : BufferRole::Temp;
+      const Buffer& b = bufferFor(v, role);
+      args.push_back(b.name);
+      if (role == BufferRole::Temp) {
+        std::string bname = b.name;
+        std::vector<int64_t> shape = b.shape;
+        DType dt = v->type().dtype();
+        overrides_[v] = [bname, shape, dt](const Index& idx) {
+          return cast(load(bname, dt, flatten(idx, shape)), computeType(dt));
+        };
+      }
+    }
+    StmtRef c = call(std::string(opName(a->op())), a, args);
+    if (!epilogue) return c;
+    std::vector<const Value*> rest;
+    for (const Value* v : k_.outputs)
+      if (v->def() != a) rest.push_back(v);
+    KILN_ASSIGN_OR_RETURN(StmtRef after, storeAll(rest));
+    return block({c, after});
+  }
+
+  const fusion::Kernel& k_;
+  Kernel out_;
+  std::map<const Value*, std::string> names_;
+  std::set<const Node*> members_;
+  std::vector<Buffer> buffers_;
+  std::set<std::string> usedNames_;
+  std::map<const Value*, std::function<ExprRef(const Index&)>> overrides_;
+  std::map<std::string, std::pair<ExprRef, Index>> memo_;
+  int vars_ = 0;
+};
+
+}  // namespace
+
+StatusOr<Kernel> lowerKernel(const Function& f, const fusion::Kernel& k) {
+  return Lowerer(f, k).run();
+}
+
+StatusOr<std::vector<Kernel>> lowerPlan(const Function& f, const fusion::FusionPlan& plan) {
+  std::vector<Kernel> out;
+  for (const fusion::Kernel& k : plan.kernels) {
+    KILN_ASSIGN_OR_RETURN(Kernel lowered, lowerKernel(f, k));
+    out.push_back(std::move(lowered));
+  }
+  return out;
+}
+
+}  // namespace kiln::kernel

@@ -1,0 +1,217 @@
+// Buffer assignment over the kernel order: liveness, in-place reuse, greedy-by-size offsets.
+#include "runtime/buffer_plan.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+
+namespace kiln::runtime {
+namespace {
+
+int64_t alignUp(int64_t n) {
+  return (n + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+}
+
+bool sameExpr(const kernel::ExprRef& a, const kernel::ExprRef& b) {
+  if (a == b) return true;
+  if (a->kind != b->kind || a->type != b->type || a->i != b->i || a->f != b->f ||
+      a->name != b->name || a->unary != b->unary || a->binary != b->binary ||
+      a->args.size() != b->args.size())
+    return false;
+  for (size_t i = 0; i < a->args.size(); ++i)
+    if (!sameExpr(a->args[i], b->args[i])) return false;
+  return true;
+}
+
+void collectLoads(const kernel::ExprRef& e, const std::string& buffer,
+                  std::vector<kernel::ExprRef>& out) {
+  if (e->kind == kernel::Expr::Kind::Load && e->name == buffer) out.push_back(e->args[0]);
+  for (const auto& a : e->args) collectLoads(a, buffer, out);
+}
+
+// Whether kernel `k` may write `out` over `in`: `in` is read only inside the values stored to
+// `out`, always at the index being stored, and nothing else (a call, another store) reads it.
+bool elementwiseAccess(const kernel::Kernel& k, const std::string& in, const std::string& out) {
+  bool ok = true, stored = false;
+  std::function<void(const kernel::StmtRef&)> walk = [&](const kernel::StmtRef& s) {
+    if (!s || !ok) return;
+    using K = kernel::Stmt::Kind;
+    switch (s->kind) {
+      case K::Store: {
+        std::vector<kernel::ExprRef> loads;
+        collectLoads(s->value, in, loads);
+        collectLoads(s->index, in, loads);
+        if (s->buffer == out) {
+          stored = true;
+          for (const auto& idx : loads)
+            if (!sameExpr(idx, s->index)) ok = false;
+        } else if (!loads.empty()) {
+          ok = false;
+        }
+        return;
+      }
+      case K::Call:
+        for (const std::string& a : s->args)
+          if (a == in || a == out) ok = false;
+        return;
+      case K::For:
+      case K::If: {
+        std::vector<kernel::ExprRef> loads;
+        if (s->extent) collectLoads(s->extent, in, loads);
+        if (s->cond) collectLoads(s->cond, in, loads);
+        if (!loads.empty()) ok = false;
+        break;
+      }
+      default: break;
+    }
+    for (const auto& b : s->body) walk(b);
+  };
+  walk(k.body);
+  return ok && stored;
+}
+
+struct Item {
+  const Value* value = nullptr;  // null for a temp
+  int kernel = -1, temp = -1;    // a temp: which kernel and which of its temps
+  int64_t bytes = 0;
+  int first = 0, last = 0;
+};
+
+}  // namespace
+
+StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Kernel>& kernels) {
+  BufferPlan p;
+  std::map<const Value*, int> outputIndex;
+  for (size_t i = 0; i < f.outputs().size(); ++i) outputIndex.emplace(f.outputs()[i], int(i));
+  auto slotFor = [&](const Value* v) -> Slot& {
+    auto it = p.values.find(v);
+    if (it != p.values.end()) return it->second;
+    Slot s;
+    s.bytes = static_cast<int64_t>(v->type().numElements().value_or(0) *
+                                   static_cast<int64_t>(dtypeSize(v->type().dtype())));
+    if (v->def()->op() == OpCode::Parameter) {
+      s.storage = Storage::Parameter;
+      s.offset = v->def()->attrInt("index");
+    } else if (v->def()->op() == OpCode::Constant) {
+      s.storage = Storage::Constant;
+    } else if (outputIndex.count(v)) {
+      s.storage = Storage::Output;
+      s.offset = outputIndex[v];
+    }
+    return p.values.emplace(v, s).first->second;
+  };
+  // Liveness: the kernel that defines each value and the last that reads it.
+  p.temps.resize(kernels.size());
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    int k = static_cast<int>(i);
+    for (const kernel::Buffer& b : kernels[i].buffers) {
+      if (b.role == kernel::BufferRole::Temp) continue;
+      if (!b.value)
+        return Status::error("kernel " + kernels[i].name + ": buffer %" + b.name +
+                             " holds no graph value");
+      Slot& s = slotFor(b.value);
+      if (b.role == kernel::BufferRole::Output) s.first = s.last = k;
+      else s.last = std::max(s.last, k);
+    }
+  }
+  // In place: an arena value written by an elementwise kernel over an arena input that dies there.
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const kernel::Kernel& k = kernels[i];
+    for (const kernel::Buffer& o : k.buffers) {
+      if (o.role != kernel::BufferRole::Output) continue;
+      Slot& out = p.values[o.value];
+      if (out.storage != Storage::Arena || out.sharesWith) continue;
+      for (const kernel::Buffer& in : k.buffers) {
+        if (in.role != kernel::BufferRole::Input) continue;
+        Slot& src = p.values[in.value];
+        if (src.storage != Storage::Arena || src.last != static_cast<int>(i) ||
+            src.bytes != out.bytes || dtypeSize(in.type) != dtypeSize(o.type))
+          continue;
+        bool taken = false;
+        for (const auto& [v, s] : p.values) taken |= s.sharesWith == in.value;
+        if (taken || !elementwiseAccess(k, in.name, o.name)) continue;
+        out.sharesWith = in.value;
+        ++p.inPlace;
+        break;
+      }
+    }
+  }
+  // Arena items: values (a value in place extends its source's interval) and temps.
+  std::vector<Item> items;
+  std::map<const Value*, size_t> itemOf;
+  for (auto& [v, s] : p.values) {
+    if (s.storage != Storage::Arena || s.sharesWith) continue;
+    itemOf[v] = items.size();
+    items.push_back(Item{v, -1, -1, s.bytes, s.first, s.last});
+  }
+  for (auto& [v, s] : p.values) {
+    if (!s.sharesWith) continue;
+    const Value* root = s.sharesWith;
+    while (p.values[root].sharesWith) root = p.values[root].sharesWith;
+    Item& it = items[itemOf.at(root)];
+    it.last = std::max(it.last, s.last);
+  }
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    int t = 0;
+    for (const kernel::Buffer& b : kernels[i].buffers) {
+      if (b.role != kernel::BufferRole::Temp) continue;
+      int64_t bytes = b.elements() * static_cast<int64_t>(dtypeSize(b.type));
+      items.push_back(Item{nullptr, int(i), t++, bytes, int(i), int(i)});
+      p.temps[i].push_back(0);
+    }
+  }
+  // The lower bound: the largest sum of live bytes at one kernel.
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    int64_t live = 0;
+    for (const Item& it : items)
+      if (it.first <= int(i) && int(i) <= it.last) live += it.bytes;
+    p.lowerBoundBytes = std::max(p.lowerBoundBytes, live);
+  }
+  // Greedy by size: each item at the lowest offset free over its live interval.
+  std::vector<size_t> order(items.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return items[a].bytes > items[b].bytes; });
+  std::vector<std::pair<size_t, int64_t>> placed;  // item, offset
+  for (size_t idx : order) {
+    const Item& it = items[idx];
+    std::vector<std::pair<int64_t, int64_t>> busy;
+    for (const auto& [other, off] : placed) {
+      const Item& o = items[other];
+      if (o.first <= it.last && it.first <= o.last) busy.push_back({off, off + alignUp(o.bytes)});
+    }
+    std::sort(busy.begin(), busy.end());
+    int64_t offset = 0;
+    for (const auto& [lo, hi] : busy) {
+      if (offset + alignUp(it.bytes) <= lo) break;
+      offset = std::max(offset, hi);
+    }
+    placed.push_back({idx, offset});
+    p.arenaBytes = std::max(p.arenaBytes, offset + alignUp(it.bytes));
+    if (it.value) p.values[it.value].offset = offset;
+    else p.temps[static_cast<size_t>(it.kernel)][static_cast<size_t>(it.temp)] = offset;
+  }
+  for (auto& [v, s] : p.values) {
+    if (!s.sharesWith) continue;
+    const Value* root = s.sharesWith;
+    while (p.values[root].sharesWith) root = p.values[root].sharesWith;
+    s.offset = p.values[root].offset;
+  }
+  return p;
+}
+
+std::string describeBufferPlan(const BufferPlan& p) {
+  auto mib = [](int64_t b) {
+    char buf[32];
+    if (b < 1024 * 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
+    else std::snprintf(buf, sizeof buf, "%.2f MiB", b / 1048576.0);
+    return std::string(buf);
+  };
+  char ratio[32];
+  std::snprintf(ratio, sizeof ratio, "%.2f",
+                p.lowerBoundBytes ? double(p.arenaBytes) / double(p.lowerBoundBytes) : 1.0);
+  return "arena " + mib(p.arenaBytes) + " (liveness lower bound " + mib(p.lowerBoundBytes) +
+         ", ratio " + ratio + "; " + std::to_string(p.inPlace) + " values written in place)";
+}
+
+}  // namespace kiln::runtime

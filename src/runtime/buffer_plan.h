@@ -1,0 +1,48 @@
+// Buffer assignment: where each value a kernel reads or writes lives during a run.
+//
+// Parameters are the caller's buffers, constants the executable's, function outputs are
+// allocated per run and handed to the caller. Every other value (and each kernel's temp buffers)
+// gets an offset in one arena per run, reused once the value is dead (liveness over the kernel
+// order, greedy by size); an elementwise kernel writes its result over an input that dies there
+// (in place) when it reads that input only at the index it stores.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kernel/kernel_ir.h"
+#include "support/status.h"
+
+namespace kiln::runtime {
+
+constexpr int64_t kBufferAlignment = 64;
+
+enum class Storage : uint8_t { Parameter, Constant, Output, Arena };
+
+struct Slot {
+  Storage storage = Storage::Arena;
+  int64_t bytes = 0;
+  int64_t offset = 0;       // Arena: byte offset; Parameter: parameter index; Output: output index
+  int first = 0, last = 0;  // kernels that define and last read it (Arena)
+  const Value* sharesWith = nullptr;  // in place: the input whose memory it takes
+};
+
+struct BufferPlan {
+  std::map<const Value*, Slot> values;
+  // Arena offsets of each kernel's Temp buffers, in the order of its buffer list.
+  std::vector<std::vector<int64_t>> temps;
+  int64_t arenaBytes = 0;
+  // The most bytes live at once over the kernel order (arena values and temps): no assignment can
+  // use less.
+  int64_t lowerBoundBytes = 0;
+  int inPlace = 0;  // values written over a dying input
+};
+
+StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Kernel>& kernels);
+
+// "arena 1.2 MiB (liveness lower bound 1.1 MiB, 3 values in place)".
+std::string describeBufferPlan(const BufferPlan& p);
+
+}  // namespace kiln::runtime

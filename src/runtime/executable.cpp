@@ -1,0 +1,247 @@
+// Compiling a module into an Executable, and running it.
+#include "runtime/executable.h"
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <new>
+
+#include "codegen/cpu/cpu_codegen.h"
+#include "interp/interpreter.h"
+#include "ir/text/text.h"
+#include "kernel/lower.h"
+#include "passes/pipeline.h"
+
+namespace kiln::runtime {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double msSince(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+// The Call statements of a kernel in pre-order: the numbering the CPU code generator uses.
+void collectCalls(const kernel::StmtRef& s, std::vector<const kernel::Stmt*>& out) {
+  if (!s) return;
+  if (s->kind == kernel::Stmt::Kind::Call) out.push_back(s.get());
+  for (const auto& b : s->body) collectCalls(b, out);
+}
+
+struct AlignedDelete {
+  void operator()(std::byte* p) const {
+    ::operator delete[](p, std::align_val_t(kBufferAlignment));
+  }
+};
+
+}  // namespace
+
+struct Executable::Impl {
+  std::unique_ptr<Module> module;
+  const Function* f = nullptr;
+  CompileOptions options;
+  fusion::FusionPlan plan;
+  std::vector<kernel::Kernel> kernels;
+  std::vector<std::vector<const kernel::Stmt*>> calls;  // per kernel, by call index
+  std::unique_ptr<codegen::cpu::CpuCompiler> compiler;
+  std::vector<std::unique_ptr<codegen::cpu::CompiledKernel>> compiled;
+  std::unique_ptr<codegen::cpu::ThreadPool> pool;
+  BufferPlan buffers;
+  CompileTimes times;
+};
+
+struct CallContext {
+  const std::vector<std::vector<const kernel::Stmt*>>* calls;  // per kernel, by call index
+  size_t kernel;
+  Status* error;  // the first failure of a library call (calls must not throw)
+  std::mutex* mu;
+};
+
+namespace {
+
+// Runs library call `index` of the current kernel through the reference kernel of its node:
+// operands are copied out of the buffers, results copied back.
+void runLibraryCall(void* context, int32_t index, void** buffers) {
+  auto* ctx = static_cast<CallContext*>(context);
+  const kernel::Stmt* call = (*ctx->calls)[ctx->kernel][static_cast<size_t>(index)];
+  const Node& n = *call->node;
+  std::vector<Tensor> operands;
+  for (size_t i = 0; i < n.numOperands(); ++i) {
+    const TensorType& t = n.operand(i)->type();
+    std::vector<int64_t> dims;
+    for (const Dim& d : t.dims()) dims.push_back(d.value());
+    Tensor x(t.dtype(), dims);
+    if (x.byteSize()) std::memcpy(x.mutableBytes(), buffers[i], x.byteSize());
+    operands.push_back(std::move(x));
+  }
+  auto results = evaluateNode(n, operands);
+  if (!results) {
+    std::lock_guard<std::mutex> lock(*ctx->mu);
+    if (*ctx->error) *ctx->error = results.status();
+    return;
+  }
+  for (size_t r = 0; r < results->size(); ++r) {
+    const Tensor& t = (*results)[r];
+    if (t.byteSize()) std::memcpy(buffers[n.numOperands() + r], t.bytes(), t.byteSize());
+  }
+}
+
+Status writeFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  if (!out) return Status::error("cannot write '" + path + "'");
+  return Status::ok();
+}
+
+}  // namespace
+
+Executable::Executable(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Executable::~Executable() = default;
+
+StatusOr<std::unique_ptr<Executable>> Executable::compile(std::unique_ptr<Module> module,
+                                                          const CompileOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  if (options.backend != "cpu")
+    return Status::error("unknown backend '" + options.backend + "' (known: cpu)");
+  Function* f = module->entry();
+  if (!f) return Status::error("the module has no function");
+  // Graph passes (or only the specialisation at -O0).
+  auto start = Clock::now();
+  PassManagerOptions pmo;
+  pmo.dumpDir = options.dumpDir;
+  pmo.inputLabel = "import";
+  PassManager pm(pmo);
+  if (options.optLevel > 0) {
+    PipelineOptions po;
+    po.specialize = options.dims;
+    KILN_RETURN_IF_ERROR(runDefaultPipeline(*module, pm, po).status());
+  } else if (!options.dims.empty()) {
+    std::unique_ptr<Pass> p = makeSpecializeShapesPass(options.dims);
+    KILN_RETURN_IF_ERROR(pm.runPass(*p, *module).status());
+  }
+  impl->times.passes = msSince(start);
+  for (const auto& n : f->nodes())
+    for (size_t r = 0; r < n->numResults(); ++r)
+      if (!n->result(r)->type().isStatic())
+        return Status::error("value " + n->result(r)->name() + " has type " +
+                             n->result(r)->type().str() +
+                             ": give the sizes of its symbolic dimensions to compile it");
+  // Fusion and lowering.
+  start = Clock::now();
+  fusion::FusionOptions fo;
+  fo.fuse = options.fuse;
+  impl->plan = fusion::planFusion(*f, fo);
+  impl->times.fusion = msSince(start);
+  start = Clock::now();
+  KILN_ASSIGN_OR_RETURN(impl->kernels, kernel::lowerPlan(*f, impl->plan));
+  for (const kernel::Kernel& k : impl->kernels) {
+    impl->calls.emplace_back();
+    collectCalls(k.body, impl->calls.back());
+  }
+  impl->times.lowering = msSince(start);
+  if (!options.dumpDir.empty()) {
+    std::string text;
+    for (const kernel::Kernel& k : impl->kernels) text += kernel::printKernel(k) + "\n";
+    KILN_RETURN_IF_ERROR(
+        writeFile((std::filesystem::path(options.dumpDir) / "kernels.txt").string(), text));
+  }
+  // Code generation.
+  start = Clock::now();
+  KILN_ASSIGN_OR_RETURN(impl->compiler, codegen::cpu::CpuCompiler::create());
+  std::vector<const kernel::Kernel*> all;
+  for (const kernel::Kernel& k : impl->kernels) all.push_back(&k);
+  KILN_ASSIGN_OR_RETURN(impl->compiled, impl->compiler->compileAll(all));
+  impl->times.codegen = msSince(start);
+  if (!options.dumpDir.empty())
+    KILN_RETURN_IF_ERROR(writeFile((std::filesystem::path(options.dumpDir) / "kernels.ll").string(),
+                                   impl->compiler->lastLlvmIr()));
+  start = Clock::now();
+  KILN_ASSIGN_OR_RETURN(impl->buffers, planBuffers(*f, impl->kernels));
+  impl->times.buffers = msSince(start);
+  impl->pool = std::make_unique<codegen::cpu::ThreadPool>(options.threads);
+  impl->f = f;
+  impl->module = std::move(module);
+  return std::unique_ptr<Executable>(new Executable(std::move(impl)));
+}
+
+StatusOr<std::vector<Tensor>> Executable::run(std::span<const Tensor> inputs) const {
+  const Impl& m = *impl_;
+  const Function& f = *m.f;
+  if (inputs.size() != f.numParameters())
+    return Status::error("expected " + std::to_string(f.numParameters()) + " inputs, got " +
+                         std::to_string(inputs.size()));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].type() != f.parameter(i)->type())
+      return Status::error("input " + std::to_string(i) + " ('" + f.parameter(i)->name() +
+                           "'): expected " + f.parameter(i)->type().str() + ", got " +
+                           inputs[i].type().str());
+  std::vector<Tensor> outputs;
+  for (const Value* v : f.outputs()) {
+    std::vector<int64_t> dims;
+    for (const Dim& d : v->type().dims()) dims.push_back(d.value());
+    outputs.emplace_back(v->type().dtype(), dims);
+  }
+  std::unique_ptr<std::byte[], AlignedDelete> arena(m.buffers.arenaBytes
+                                                        ? new (std::align_val_t(kBufferAlignment))
+                                                              std::byte[m.buffers.arenaBytes]
+                                                        : nullptr);
+  auto address = [&](const Value* v) -> void* {
+    const Slot& s = m.buffers.values.at(v);
+    switch (s.storage) {
+      case Storage::Parameter:
+        return const_cast<std::byte*>(inputs[static_cast<size_t>(s.offset)].bytes());
+      case Storage::Constant:
+        return const_cast<std::byte*>(v->def()->constantData().tensor.bytes());
+      case Storage::Output: return outputs[static_cast<size_t>(s.offset)].mutableBytes();
+      case Storage::Arena: return arena.get() + s.offset;
+    }
+    return nullptr;
+  };
+  Status error = Status::ok();
+  std::mutex mu;
+  std::vector<void*> ptrs;
+  for (size_t i = 0; i < m.kernels.size(); ++i) {
+    const kernel::Kernel& k = m.kernels[i];
+    ptrs.clear();
+    size_t temp = 0;
+    for (const kernel::Buffer& b : k.buffers) {
+      if (b.role == kernel::BufferRole::Temp)
+        ptrs.push_back(arena.get() + m.buffers.temps[i][temp++]);
+      else ptrs.push_back(address(b.value));
+    }
+    CallContext ctx{&m.calls, i, &error, &mu};
+    m.compiled[i]->run(ptrs.data(), *m.pool, runLibraryCall, &ctx);
+    if (!error) return Status(error).prefix("kernel " + k.name);
+  }
+  // Outputs that no kernel writes: parameters, constants, or a value listed twice.
+  for (size_t o = 0; o < f.outputs().size(); ++o) {
+    const Value* v = f.outputs()[o];
+    auto it = m.buffers.values.find(v);
+    bool written = it != m.buffers.values.end() && it->second.storage == Storage::Output &&
+                   it->second.offset == static_cast<int64_t>(o);
+    if (written) continue;
+    const std::byte* src = nullptr;
+    if (v->def()->op() == OpCode::Parameter)
+      src = inputs[static_cast<size_t>(v->def()->attrInt("index"))].bytes();
+    else if (v->def()->op() == OpCode::Constant) src = v->def()->constantData().tensor.bytes();
+    else if (it != m.buffers.values.end()) src = static_cast<const std::byte*>(address(v));
+    if (src && outputs[o].byteSize())
+      std::memcpy(outputs[o].mutableBytes(), src, outputs[o].byteSize());
+  }
+  return outputs;
+}
+
+const Function& Executable::function() const { return *impl_->f; }
+const fusion::FusionPlan& Executable::plan() const { return impl_->plan; }
+const std::vector<kernel::Kernel>& Executable::kernels() const { return impl_->kernels; }
+const BufferPlan& Executable::buffers() const { return impl_->buffers; }
+const CompileTimes& Executable::times() const { return impl_->times; }
+int Executable::threads() const { return impl_->pool->numThreads(); }
+std::string Executable::hostCpu() const { return impl_->compiler->hostCpu(); }
+
+}  // namespace kiln::runtime

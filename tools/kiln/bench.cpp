@@ -1,0 +1,164 @@
+// `kiln bench`: compile time by phase and run latency (median, min, max after warm-up) of a
+// program on a backend.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+
+#include "commands.h"
+#include "inputs.h"
+#include "interp/interpreter.h"
+#include "passes/pipeline.h"
+#include "program.h"
+#include "run_options.h"
+#include "runtime/executable.h"
+
+namespace kiln::cli {
+namespace {
+
+constexpr const char* kUsage = R"(usage: kiln bench PROGRAM [options]
+
+Compiles PROGRAM (.kir or .onnx) and runs it repeatedly; prints the compile time by phase
+(import, passes, fusion, lowering, codegen, buffers) and the run latency: median, min and max over
+--repeat runs after --warmup runs. Inputs are given as for `kiln run`; every input not given is
+random (floats in [-1, 1), integers in [0, 10) so that they are valid token ids and indices).
+
+Options:
+  --backend NAME         cpu (the default) or interp
+  --threads N            threads of the cpu backend (default: one per hardware thread)
+  --repeat N             timed runs (default 20)
+  --warmup N             untimed runs first (default 3)
+  --json                 print one JSON object instead of text
+  -O0                    without the graph optimisation pipeline
+  --input NAME=FILE.npy, --input FILE.npy, --dim SYMBOL=SIZE, --seed N: as for kiln run
+  -h, --help             show this help
+)";
+
+struct BenchOptions {
+  RunOptions run;
+  int repeat = 20, warmup = 3;
+  bool json = false;
+};
+
+StatusOr<BenchOptions> parse(const std::vector<std::string>& args, bool& help) {
+  BenchOptions b;
+  std::vector<std::string> rest;
+  bool backendGiven = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](const std::string& flag) -> StatusOr<int> {
+      std::string v;
+      if (a.rfind(flag + "=", 0) == 0) v = a.substr(flag.size() + 1);
+      else if (i + 1 < args.size()) v = args[++i];
+      char* end = nullptr;
+      long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end || n < 0 || n > 1000000)
+        return Status::error(flag + " expects a number from 0 to 1000000, got '" + v + "'");
+      return static_cast<int>(n);
+    };
+    if (a == "-h" || a == "--help") {
+      help = true;
+      return b;
+    } else if (a == "--json") {
+      b.json = true;
+    } else if (a == "--repeat" || a.rfind("--repeat=", 0) == 0) {
+      KILN_ASSIGN_OR_RETURN(b.repeat, value("--repeat"));
+      if (b.repeat < 1) return Status::error("--repeat must be at least 1");
+    } else if (a == "--warmup" || a.rfind("--warmup=", 0) == 0) {
+      KILN_ASSIGN_OR_RETURN(b.warmup, value("--warmup"));
+    } else {
+      if (a == "--backend" || a.rfind("--backend=", 0) == 0) backendGiven = true;
+      rest.push_back(a);
+    }
+  }
+  rest.push_back("--random-inputs");
+  KILN_ASSIGN_OR_RETURN(b.run, parseRunOptions(rest));
+  if (!backendGiven) b.run.backend = "cpu";
+  return b;
+}
+
+double msSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
+Status bench(const BenchOptions& b) {
+  const RunOptions& o = b.run;
+  KILN_ASSIGN_OR_RETURN(LoadedProgram program, loadProgram(o.program));
+  Function& f = *program.module->entry();
+  KILN_ASSIGN_OR_RETURN(BoundInputs bound, bindInputs(f, o));
+  std::vector<Tensor> values;
+  for (BoundInput& in : bound.inputs) values.push_back(in.value);
+  runtime::CompileTimes times;
+  std::function<Status()> runOnce;
+  std::unique_ptr<runtime::Executable> exe;
+  int threads = 1;
+  if (o.backend == "cpu") {
+    runtime::CompileOptions co;
+    co.dims = bound.symbols;
+    co.optLevel = o.optLevel;
+    co.threads = o.threads;
+    KILN_ASSIGN_OR_RETURN(exe, runtime::Executable::compile(std::move(program.module), co));
+    times = exe->times();
+    threads = exe->threads();
+    runOnce = [&]() { return exe->run(values).status(); };
+  } else {
+    auto start = std::chrono::steady_clock::now();
+    if (o.optLevel > 0) {
+      PipelineOptions po;
+      po.specialize = bound.symbols;
+      KILN_RETURN_IF_ERROR(runDefaultPipeline(*program.module, po, PassManagerOptions{}).status());
+    }
+    times.passes = msSince(start);
+    runOnce = [&]() { return interpret(f, values).status(); };
+  }
+  for (int i = 0; i < b.warmup; ++i) KILN_RETURN_IF_ERROR(runOnce());
+  std::vector<double> ms;
+  for (int i = 0; i < b.repeat; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    KILN_RETURN_IF_ERROR(runOnce());
+    ms.push_back(msSince(start));
+  }
+  std::sort(ms.begin(), ms.end());
+  double median =
+      ms.size() % 2 ? ms[ms.size() / 2] : (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]) / 2;
+  double compile = program.loadMs + times.total();
+  if (b.json) {
+    std::printf(
+        "{\"program\": \"%s\", \"backend\": \"%s\", \"threads\": %d, \"opt_level\": %d, "
+        "\"compile_ms\": {\"total\": %.3f, \"import\": %.3f, \"passes\": %.3f, \"fusion\": %.3f, "
+        "\"lowering\": %.3f, \"codegen\": %.3f, \"buffers\": %.3f}, "
+        "\"run_ms\": {\"median\": %.4f, \"min\": %.4f, \"max\": %.4f, \"repeat\": %d, "
+        "\"warmup\": %d}}\n",
+        o.program.c_str(), o.backend.c_str(), threads, o.optLevel, compile, program.loadMs,
+        times.passes, times.fusion, times.lowering, times.codegen, times.buffers, median,
+        ms.front(), ms.back(), b.repeat, b.warmup);
+    return Status::ok();
+  }
+  std::printf("program: %s (backend %s, %d thread%s, -O%d)\n", o.program.c_str(), o.backend.c_str(),
+              threads, threads == 1 ? "" : "s", o.optLevel);
+  std::printf("compile: %.1f ms (import %.1f, passes %.1f, fusion %.1f, lowering %.1f, codegen "
+              "%.1f, buffers %.1f)\n",
+              compile, program.loadMs, times.passes, times.fusion, times.lowering, times.codegen,
+              times.buffers);
+  std::printf(
+      "run: median %.3f ms, min %.3f ms, max %.3f ms over %d runs (after %d warm-up runs)\n",
+      median, ms.front(), ms.back(), b.repeat, b.warmup);
+  return Status::ok();
+}
+
+}  // namespace
+
+int benchCommand(const std::vector<std::string>& args) {
+  bool help = false;
+  StatusOr<BenchOptions> b = parse(args, help);
+  if (help) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (!b) return reportError(b.status(), kExitUsage);
+  Status s = bench(*b);
+  if (!s) return reportError(s, kExitError);
+  return 0;
+}
+
+}  // namespace kiln::cli
