@@ -60,6 +60,11 @@ Comparison compareFloats(const Tensor& a, const Tensor& b, double rtol, double a
   return c;
 }
 
+// An integer or bool element as decimal text; u64 elements above INT64_MAX print unsigned.
+std::string elementText(const Tensor& t, int64_t i) {
+  return t.dtype() == DType::U64 ? std::to_string(t.getUInt(i)) : std::to_string(t.getInt(i));
+}
+
 Comparison compareExact(const Tensor& a, const Tensor& b) {
   Comparison c;
   int64_t mismatches = 0, first = -1;
@@ -74,7 +79,7 @@ Comparison compareExact(const Tensor& a, const Tensor& b) {
   c.ok = false;
   c.message = std::to_string(mismatches) + " of " + std::to_string(b.numElements()) +
               " elements differ; first at " + formatDims(unflatten(first, b.dims())) + ": got " +
-              std::to_string(a.getInt(first)) + ", expected " + std::to_string(b.getInt(first));
+              elementText(a, first) + ", expected " + elementText(b, first);
   return c;
 }
 
