@@ -1,5 +1,6 @@
 // Runs one ONNX backend test: imports model.onnx for each test_data_set_*, feeds input_<i>.pb to
-// the graph input it belongs to (by position among the graph inputs), runs the backend and compares with output_<i>.pb.
+// the graph input it belongs to (by position among the graph inputs), runs the backend and compares
+// with output_<i>.pb.
 #include "conformance_runner.h"
 
 #include <algorithm>
@@ -125,8 +126,8 @@ StatusOr<std::unique_ptr<Module>> importForDataSet(const std::string& model,
 }
 
 // Runs one data set; false (with r filled) when the test did not pass on it.
-bool runDataSet(const std::string& model, const std::vector<std::string>& names,
-                const DataSet& ds, const RunOptions& opts, TestResult& r) {
+bool runDataSet(const std::string& model, const std::vector<std::string>& names, const DataSet& ds,
+                const RunOptions& opts, TestResult& r) {
   auto inputs = readAll(ds.inputs);
   if (!inputs) {
     r.outcome = Outcome::Unsupported;
