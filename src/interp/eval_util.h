@@ -44,8 +44,11 @@ KILN_DTYPE_TRAITS(Bool, uint8_t, bool)
 KILN_DTYPE_TRAITS(I8, int8_t, int8_t)
 KILN_DTYPE_TRAITS(U8, uint8_t, uint8_t)
 KILN_DTYPE_TRAITS(I16, int16_t, int16_t)
+KILN_DTYPE_TRAITS(U16, uint16_t, uint16_t)
 KILN_DTYPE_TRAITS(I32, int32_t, int32_t)
+KILN_DTYPE_TRAITS(U32, uint32_t, uint32_t)
 KILN_DTYPE_TRAITS(I64, int64_t, int64_t)
+KILN_DTYPE_TRAITS(U64, uint64_t, uint64_t)
 KILN_DTYPE_TRAITS(F16, uint16_t, float)
 KILN_DTYPE_TRAITS(BF16, uint16_t, float)
 KILN_DTYPE_TRAITS(F32, float, float)
@@ -81,8 +84,11 @@ decltype(auto) dispatchDType(DType t, F&& f) {
     case DType::I8: return f(DTypeTag<DType::I8>{});
     case DType::U8: return f(DTypeTag<DType::U8>{});
     case DType::I16: return f(DTypeTag<DType::I16>{});
+    case DType::U16: return f(DTypeTag<DType::U16>{});
     case DType::I32: return f(DTypeTag<DType::I32>{});
+    case DType::U32: return f(DTypeTag<DType::U32>{});
     case DType::I64: return f(DTypeTag<DType::I64>{});
+    case DType::U64: return f(DTypeTag<DType::U64>{});
     case DType::F16: return f(DTypeTag<DType::F16>{});
     case DType::BF16: return f(DTypeTag<DType::BF16>{});
     case DType::F32: return f(DTypeTag<DType::F32>{});
@@ -105,7 +111,7 @@ inline T wrapSub(T a, T b) {
 }
 template <typename T>
 inline T wrapMul(T a, T b) {
-  // Promote through uint64_t so that u8/i16 products do not go through (signed) int.
+  // Promote through uint64_t so that u8/i16/u16 products do not go through (signed) int.
   return static_cast<T>(static_cast<std::make_unsigned_t<T>>(
       static_cast<uint64_t>(static_cast<std::make_unsigned_t<T>>(a)) *
       static_cast<uint64_t>(static_cast<std::make_unsigned_t<T>>(b))));

@@ -2,6 +2,7 @@
 
 #include <bit>
 #include <cmath>
+#include <limits>
 
 namespace kiln {
 
@@ -82,8 +83,11 @@ double Tensor::getDouble(int64_t i) const {
     case DType::I8: return reinterpret_cast<const int8_t*>(p)[i];
     case DType::U8: return reinterpret_cast<const uint8_t*>(p)[i];
     case DType::I16: return reinterpret_cast<const int16_t*>(p)[i];
+    case DType::U16: return reinterpret_cast<const uint16_t*>(p)[i];
     case DType::I32: return reinterpret_cast<const int32_t*>(p)[i];
+    case DType::U32: return reinterpret_cast<const uint32_t*>(p)[i];
     case DType::I64: return static_cast<double>(reinterpret_cast<const int64_t*>(p)[i]);
+    case DType::U64: return static_cast<double>(reinterpret_cast<const uint64_t*>(p)[i]);
     case DType::F16: return halfToFloat(reinterpret_cast<const uint16_t*>(p)[i]);
     case DType::BF16: return bf16ToFloat(reinterpret_cast<const uint16_t*>(p)[i]);
     case DType::F32: return reinterpret_cast<const float*>(p)[i];
@@ -92,19 +96,44 @@ double Tensor::getDouble(int64_t i) const {
   return 0;
 }
 
-int64_t Tensor::getInt(int64_t i) const {
-  if (dtype_ == DType::I64) return data<int64_t>()[i];
-  if (isFloat(dtype_)) return static_cast<int64_t>(getDouble(i));
-  return static_cast<int64_t>(getDouble(i));  // exact for integers up to 32 bits
-}
-
 namespace {
+
+// v converted to the integer type T: truncation toward zero, saturating at T's range, NaN -> 0.
+// (A plain static_cast of an out-of-range double is undefined behaviour.)
 template <typename T>
 T saturatingCast(double v) {
   if (std::isnan(v)) return T(0);
+  // The bounds as doubles: lowest() is a power of two (or 0), so exact; max() + 1 is 2^bits.
+  constexpr double lo = static_cast<double>(std::numeric_limits<T>::lowest());
+  constexpr double hiExclusive =
+      2.0 * static_cast<double>(std::numeric_limits<T>::max() / 2 + 1);  // 2^(bits - signed)
+  if (v <= lo) return std::numeric_limits<T>::lowest();
+  if (v >= hiExclusive) return std::numeric_limits<T>::max();
   return static_cast<T>(v);
 }
+
 }  // namespace
+
+int64_t Tensor::getInt(int64_t i) const {
+  switch (dtype_) {
+    case DType::Bool: return data<uint8_t>()[i] ? 1 : 0;
+    case DType::I8: return data<int8_t>()[i];
+    case DType::U8: return data<uint8_t>()[i];
+    case DType::I16: return data<int16_t>()[i];
+    case DType::U16: return data<uint16_t>()[i];
+    case DType::I32: return data<int32_t>()[i];
+    case DType::U32: return data<uint32_t>()[i];
+    case DType::I64: return data<int64_t>()[i];
+    case DType::U64: return static_cast<int64_t>(data<uint64_t>()[i]);  // bit pattern
+    default: return saturatingCast<int64_t>(getDouble(i));
+  }
+}
+
+uint64_t Tensor::getUInt(int64_t i) const {
+  if (dtype_ == DType::U64) return data<uint64_t>()[i];
+  if (isFloat(dtype_)) return saturatingCast<uint64_t>(getDouble(i));
+  return static_cast<uint64_t>(getInt(i));  // two's complement for negative signed values
+}
 
 void Tensor::setDouble(int64_t i, double v) {
   std::byte* p = mutableBytes();
@@ -113,8 +142,11 @@ void Tensor::setDouble(int64_t i, double v) {
     case DType::I8: reinterpret_cast<int8_t*>(p)[i] = saturatingCast<int8_t>(v); return;
     case DType::U8: reinterpret_cast<uint8_t*>(p)[i] = saturatingCast<uint8_t>(v); return;
     case DType::I16: reinterpret_cast<int16_t*>(p)[i] = saturatingCast<int16_t>(v); return;
+    case DType::U16: reinterpret_cast<uint16_t*>(p)[i] = saturatingCast<uint16_t>(v); return;
     case DType::I32: reinterpret_cast<int32_t*>(p)[i] = saturatingCast<int32_t>(v); return;
+    case DType::U32: reinterpret_cast<uint32_t*>(p)[i] = saturatingCast<uint32_t>(v); return;
     case DType::I64: reinterpret_cast<int64_t*>(p)[i] = saturatingCast<int64_t>(v); return;
+    case DType::U64: reinterpret_cast<uint64_t*>(p)[i] = saturatingCast<uint64_t>(v); return;
     case DType::F16: reinterpret_cast<uint16_t*>(p)[i] = floatToHalf(static_cast<float>(v)); return;
     case DType::BF16:
       reinterpret_cast<uint16_t*>(p)[i] = floatToBf16(static_cast<float>(v));
@@ -131,10 +163,19 @@ void Tensor::setInt(int64_t i, int64_t v) {
     case DType::I8: reinterpret_cast<int8_t*>(p)[i] = static_cast<int8_t>(v); return;
     case DType::U8: reinterpret_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(v); return;
     case DType::I16: reinterpret_cast<int16_t*>(p)[i] = static_cast<int16_t>(v); return;
+    case DType::U16: reinterpret_cast<uint16_t*>(p)[i] = static_cast<uint16_t>(v); return;
     case DType::I32: reinterpret_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); return;
+    case DType::U32: reinterpret_cast<uint32_t*>(p)[i] = static_cast<uint32_t>(v); return;
     case DType::I64: reinterpret_cast<int64_t*>(p)[i] = v; return;
+    case DType::U64: reinterpret_cast<uint64_t*>(p)[i] = static_cast<uint64_t>(v); return;
     default: setDouble(i, static_cast<double>(v)); return;
   }
+}
+
+void Tensor::setUInt(int64_t i, uint64_t v) {
+  if (dtype_ == DType::U64) mutableData<uint64_t>()[i] = v;
+  else if (isInteger(dtype_) || isBool(dtype_)) setInt(i, static_cast<int64_t>(v));  // low bits
+  else setDouble(i, static_cast<double>(v));
 }
 
 Tensor Tensor::reshaped(std::vector<int64_t> dims) const {

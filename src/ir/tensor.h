@@ -55,12 +55,22 @@ class Tensor {
   }
 
   // Element i (row-major) converted to double / int64; any dtype.
+  // getDouble of a u64 (or i64) above 2^53 rounds to the nearest double. getInt of a u64 element
+  // above INT64_MAX returns its bit pattern read as i64 (2^64 - 1 comes back as -1); use getUInt
+  // for the exact value.
   double getDouble(int64_t i) const;
   int64_t getInt(int64_t i) const;
+  // Element i converted to uint64: exact for unsigned dtypes; signed integers wrap modulo 2^64
+  // (-1 gives 2^64 - 1); floats truncate toward zero, NaN and negatives give 0 and values of
+  // 2^64 or more give 2^64 - 1.
+  uint64_t getUInt(int64_t i) const;
   // Stores v converted to the tensor's dtype (round to nearest even for f16/bf16,
-  // truncation toward zero for integers, v != 0 for bool).
+  // truncation toward zero for integers, v != 0 for bool). setDouble saturates to the integer
+  // type's range (NaN gives 0); setInt and setUInt keep the low bits of an integer (two's
+  // complement wraparound, so setInt(i, -1) on a u64 stores 2^64 - 1).
   void setDouble(int64_t i, double v);
   void setInt(int64_t i, int64_t v);
+  void setUInt(int64_t i, uint64_t v);
 
   // Same bytes, other dims (element counts must agree).
   Tensor reshaped(std::vector<int64_t> dims) const;

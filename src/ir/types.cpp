@@ -16,8 +16,11 @@ constexpr std::array<DTypeInfo, kNumDTypes> kDTypes = {{
     {DType::I8, "i8", 1},
     {DType::U8, "u8", 1},
     {DType::I16, "i16", 2},
+    {DType::U16, "u16", 2},
     {DType::I32, "i32", 4},
+    {DType::U32, "u32", 4},
     {DType::I64, "i64", 8},
+    {DType::U64, "u64", 8},
     {DType::F16, "f16", 2},
     {DType::BF16, "bf16", 2},
     {DType::F32, "f32", 4},
@@ -42,6 +45,9 @@ bool isFloat(DType t) {
 bool isInteger(DType t) { return !isFloat(t) && t != DType::Bool; }
 bool isSignedInteger(DType t) {
   return t == DType::I8 || t == DType::I16 || t == DType::I32 || t == DType::I64;
+}
+bool isUnsignedInteger(DType t) {
+  return t == DType::U8 || t == DType::U16 || t == DType::U32 || t == DType::U64;
 }
 bool isBool(DType t) { return t == DType::Bool; }
 

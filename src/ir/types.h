@@ -16,15 +16,16 @@ namespace kiln {
 
 // Keep the order: it is printed nowhere, but tables below are indexed by it.
 // Room is left for fp8 kinds (f8e4m3, f8e5m2) after bf16.
-enum class DType : uint8_t { Bool, I8, U8, I16, I32, I64, F16, BF16, F32, F64 };
-inline constexpr int kNumDTypes = 10;
+enum class DType : uint8_t { Bool, I8, U8, I16, U16, I32, U32, I64, U64, F16, BF16, F32, F64 };
+inline constexpr int kNumDTypes = 13;
 
 std::string_view dtypeName(DType t);  // "f32", "i64", "bool", ...
 std::optional<DType> parseDType(std::string_view s);
-size_t dtypeSize(DType t);  // bytes per element
-bool isFloat(DType t);      // f16, bf16, f32, f64
-bool isInteger(DType t);    // i8..i64, u8 (not bool)
-bool isSignedInteger(DType t);
+size_t dtypeSize(DType t);        // bytes per element
+bool isFloat(DType t);            // f16, bf16, f32, f64
+bool isInteger(DType t);          // i8..i64, u8..u64 (not bool)
+bool isSignedInteger(DType t);    // i8, i16, i32, i64
+bool isUnsignedInteger(DType t);  // u8, u16, u32, u64
 bool isBool(DType t);
 inline bool isNumeric(DType t) { return !isBool(t); }
 

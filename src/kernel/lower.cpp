@@ -492,6 +492,9 @@ class Lowerer {
       case DType::U8: lo = 0, hi = UINT8_MAX; break;
       case DType::I16: lo = INT16_MIN, hi = INT16_MAX; break;
       case DType::I32: lo = INT32_MIN, hi = INT32_MAX; break;
+      case DType::U16: lo = 0, hi = UINT16_MAX; break;
+      case DType::U32: lo = 0, hi = UINT32_MAX; break;
+      case DType::U64: lo = 0, hi = -1; break;  // UINT64_MAX's bit pattern (Const.i is i64)
       default: lo = INT64_MIN, hi = INT64_MAX; break;
     }
     return intConst(isMax ? lo : hi, t);

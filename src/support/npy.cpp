@@ -183,9 +183,9 @@ struct DescrEntry {
 };
 // bf16 is missing on purpose: numpy has no bfloat16 dtype.
 constexpr DescrEntry kDescrs[] = {
-    {"b1", DType::Bool}, {"i1", DType::I8},  {"u1", DType::U8},
-    {"i2", DType::I16},  {"i4", DType::I32}, {"i8", DType::I64},
-    {"f2", DType::F16},  {"f4", DType::F32}, {"f8", DType::F64},
+    {"b1", DType::Bool}, {"i1", DType::I8},  {"u1", DType::U8},  {"i2", DType::I16},
+    {"u2", DType::U16},  {"i4", DType::I32}, {"u4", DType::U32}, {"i8", DType::I64},
+    {"u8", DType::U64},  {"f2", DType::F16}, {"f4", DType::F32}, {"f8", DType::F64},
 };
 
 StatusOr<DType> dtypeFromDescr(const std::string& descr) {
@@ -204,8 +204,8 @@ StatusOr<DType> dtypeFromDescr(const std::string& descr) {
     break;
   }
   return Status::error("unsupported dtype '" + descr +
-                       "' (supported: bool, int8, uint8, int16, int32, int64, float16, float32, "
-                       "float64)");
+                       "' (supported: bool, int8, uint8, int16, uint16, int32, uint32, int64, "
+                       "uint64, float16, float32, float64)");
 }
 
 std::string descrOf(DType t) {

@@ -98,6 +98,29 @@ void expectBools(const Tensor& t, const std::vector<int64_t>& dims, const std::v
 
 AttrMap direction(const std::string& d) { return {{"direction", enumAttr(d)}}; }
 
+// Unsigned values set and checked through the exact uint64 accessors (u64 elements above
+// INT64_MAX do not fit makeInts/expectInts).
+Tensor makeUInts(DType t, std::vector<int64_t> dims, const std::vector<uint64_t>& values) {
+  Tensor x(t, std::move(dims));
+  EXPECT_EQ(static_cast<size_t>(x.numElements()), values.size());
+  for (size_t i = 0; i < values.size() && i < size_t(x.numElements()); ++i)
+    x.setUInt(static_cast<int64_t>(i), values[i]);
+  return x;
+}
+
+void expectUInts(const Tensor& t, DType dtype, const std::vector<int64_t>& dims,
+                 const std::vector<uint64_t>& want) {
+  ASSERT_TRUE(t.defined());
+  EXPECT_EQ(t.dtype(), dtype);
+  ASSERT_EQ(t.dims(), dims);
+  ASSERT_EQ(static_cast<size_t>(t.numElements()), want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(t.getUInt(static_cast<int64_t>(i)), want[i]) << "element " << i;
+}
+
+constexpr uint64_t kU64Max = std::numeric_limits<uint64_t>::max();
+constexpr uint64_t k2p63 = uint64_t(1) << 63;
+
 // ---- unary ----
 
 TEST(InterpElementwise, FloatUnaryMathMatchesNumpy) {
@@ -515,6 +538,146 @@ TEST(InterpElementwise, IotaAlongEachDimension) {
   EXPECT_EQ(u.getInt(255), 255);
   EXPECT_EQ(u.getInt(256), 0);
   EXPECT_EQ(u.getInt(257), 1);
+}
+
+// ---- u16 / u32 / u64 ----
+
+TEST(InterpElementwise, UnsignedArithmeticWraps) {
+  // u16: 65535 + 2 = 65537 - 65536 = 1; 3 - 5 = 65534; 300 * 300 = 90000 - 65536 = 24464.
+  Tensor a16 = makeUInts(DType::U16, {3}, {65535, 3, 300});
+  Tensor b16 = makeUInts(DType::U16, {3}, {2, 5, 300});
+  expectUInts(run1(OpCode::Add, {a16, b16}), DType::U16, {3}, {1, 8, 600});
+  expectUInts(run1(OpCode::Sub, {a16, b16}), DType::U16, {3}, {65533, 65534, 0});
+  expectUInts(run1(OpCode::Mul, {a16, b16}), DType::U16, {3}, {131070 - 65536, 15, 24464});
+  // u32: 4294967295 + 1 = 0; 0 - 1 = 4294967295; 65536 * 65537 = 2^32 + 2^16 -> 65536.
+  Tensor a32 = makeUInts(DType::U32, {3}, {4294967295u, 0, 65536});
+  Tensor b32 = makeUInts(DType::U32, {3}, {1, 1, 65537});
+  expectUInts(run1(OpCode::Add, {a32, b32}), DType::U32, {3}, {0, 1, 65536 + 65537});
+  expectUInts(run1(OpCode::Sub, {a32, b32}), DType::U32, {3},
+              {4294967294u, 4294967295u, 4294967295u});
+  expectUInts(run1(OpCode::Mul, {a32, b32}), DType::U32, {3}, {4294967295u, 0, 65536});
+  // u64: (2^64 - 1) + 2 = 1; 0 - 1 = 2^64 - 1; 2^63 * 2 = 2^64 -> 0; 2^32 * (2^32 + 3) = 3 * 2^32.
+  Tensor a64 = makeUInts(DType::U64, {4}, {kU64Max, 0, k2p63, uint64_t(1) << 32});
+  Tensor b64 = makeUInts(DType::U64, {4}, {2, 1, 2, (uint64_t(1) << 32) + 3});
+  expectUInts(run1(OpCode::Add, {a64, b64}), DType::U64, {4},
+              {1, 1, k2p63 + 2, (uint64_t(2) << 32) + 3});
+  expectUInts(run1(OpCode::Sub, {a64, b64}), DType::U64, {4},
+              {kU64Max - 2, kU64Max, k2p63 - 2, kU64Max - 2});
+  expectUInts(run1(OpCode::Mul, {a64, b64}), DType::U64, {4},
+              {kU64Max - 1, 0, 0, uint64_t(3) << 32});
+}
+
+TEST(InterpElementwise, UnsignedDivRemAreUnsigned) {
+  // Read as signed, 65535 would be -1 and 65535 / 2 would be 0; unsigned it is 32767 rem 1.
+  // x / 0 = 0 and x % 0 = x as for the signed types.
+  Tensor a16 = makeUInts(DType::U16, {3}, {65535, 7, 9});
+  Tensor b16 = makeUInts(DType::U16, {3}, {2, 0, 4});
+  expectUInts(run1(OpCode::Div, {a16, b16}), DType::U16, {3}, {32767, 0, 2});
+  expectUInts(run1(OpCode::Rem, {a16, b16}), DType::U16, {3}, {1, 7, 1});
+  // u32: 4294967295 / 10 = 429496729 rem 5; 3000000000 / 7 = 428571428 rem 4.
+  Tensor a32 = makeUInts(DType::U32, {2}, {4294967295u, 3000000000u});
+  Tensor b32 = makeUInts(DType::U32, {2}, {10, 7});
+  expectUInts(run1(OpCode::Div, {a32, b32}), DType::U32, {2}, {429496729, 428571428});
+  expectUInts(run1(OpCode::Rem, {a32, b32}), DType::U32, {2}, {5, 4});
+  // u64: (2^64 - 1) / 2^63 = 1 rem 2^63 - 1; (2^64 - 1) / 10 = 1844674407370955161 rem 5;
+  // 2^63 / (2^64 - 1) = 0 rem 2^63 (as i64 this would be INT64_MIN / -1).
+  Tensor a64 = makeUInts(DType::U64, {4}, {kU64Max, kU64Max, k2p63, 5});
+  Tensor b64 = makeUInts(DType::U64, {4}, {k2p63, 10, kU64Max, 0});
+  expectUInts(run1(OpCode::Div, {a64, b64}), DType::U64, {4}, {1, 1844674407370955161u, 0, 0});
+  expectUInts(run1(OpCode::Rem, {a64, b64}), DType::U64, {4}, {k2p63 - 1, 5, k2p63, 5});
+}
+
+TEST(InterpElementwise, UnsignedShiftsIncludingBitWidthAndMore) {
+  // u16: 1 << 15 = 32768; a shift by 16 or more gives 0 (logical shifts).
+  Tensor x16 = makeUInts(DType::U16, {4}, {1, 1, 0xFFFF, 0x8000});
+  Tensor s16 = makeUInts(DType::U16, {4}, {15, 16, 17, 15});
+  expectUInts(run1(OpCode::ShiftLeft, {x16, s16}), DType::U16, {4}, {32768, 0, 0, 0});
+  expectUInts(run1(OpCode::ShiftRightLogical, {x16, s16}), DType::U16, {4}, {0, 0, 0, 1});
+  // Arithmetic shift reads the pattern as signed: 0x8000 >> 15 = 0xFFFF; 0xFFFF >> 17 = 0xFFFF.
+  expectUInts(run1(OpCode::ShiftRightArithmetic, {x16, s16}), DType::U16, {4},
+              {0, 0, 0xFFFF, 0xFFFF});
+  // u32: 3 << 31 = 2^31 (the top bit of 3 falls off); 0x80000000 >> 31 = 1; by 32 -> 0.
+  Tensor x32 = makeUInts(DType::U32, {3}, {3, 0x80000000u, 0xFFFFFFFFu});
+  Tensor s32 = makeUInts(DType::U32, {3}, {31, 31, 32});
+  expectUInts(run1(OpCode::ShiftLeft, {x32, s32}), DType::U32, {3}, {0x80000000u, 0, 0});
+  expectUInts(run1(OpCode::ShiftRightLogical, {x32, s32}), DType::U32, {3}, {0, 1, 0});
+  // u64: 1 << 63 = 2^63; 2^63 >> 63 = 1; shifts by 64 and by 2^63 (negative as i64) give 0.
+  Tensor x64 = makeUInts(DType::U64, {4}, {1, k2p63, kU64Max, kU64Max});
+  Tensor s64 = makeUInts(DType::U64, {4}, {63, 63, 64, k2p63});
+  expectUInts(run1(OpCode::ShiftLeft, {x64, s64}), DType::U64, {4}, {k2p63, 0, 0, 0});
+  expectUInts(run1(OpCode::ShiftRightLogical, {x64, s64}), DType::U64, {4}, {0, 1, 0, 0});
+}
+
+TEST(InterpElementwise, UnsignedMaxMinCompareAndUnary) {
+  // Values with the top bit set are the largest, not negative.
+  Tensor a = makeUInts(DType::U64, {3}, {k2p63, 1, kU64Max});
+  Tensor b = makeUInts(DType::U64, {3}, {5, k2p63 + 1, 0});
+  expectUInts(run1(OpCode::Max, {a, b}), DType::U64, {3}, {k2p63, k2p63 + 1, kU64Max});
+  expectUInts(run1(OpCode::Min, {a, b}), DType::U64, {3}, {5, 1, 0});
+  expectBools(run1(OpCode::Compare, {a, b}, direction("gt")), {3}, {1, 0, 1});
+  Tensor c = makeUInts(DType::U32, {2}, {0x80000000u, 7});
+  Tensor d = makeUInts(DType::U32, {2}, {1, 0xFFFFFFFFu});
+  expectUInts(run1(OpCode::Max, {c, d}), DType::U32, {2}, {0x80000000u, 0xFFFFFFFFu});
+  expectBools(run1(OpCode::Compare, {c, d}, direction("lt")), {2}, {0, 1});
+  // abs is the identity, sign is 0 or 1, neg wraps: neg 1 = 65535 (u16), neg 2^63 = 2^63 (u64).
+  Tensor u = makeUInts(DType::U16, {3}, {0, 1, 40000});
+  expectUInts(run1(OpCode::Abs, {u}), DType::U16, {3}, {0, 1, 40000});
+  expectUInts(run1(OpCode::Sign, {u}), DType::U16, {3}, {0, 1, 1});
+  expectUInts(run1(OpCode::Neg, {u}), DType::U16, {3}, {0, 65535, 65536 - 40000});
+  expectUInts(run1(OpCode::Neg, {makeUInts(DType::U64, {2}, {k2p63, 1})}), DType::U64, {2},
+              {k2p63, kU64Max});
+  expectUInts(run1(OpCode::Not, {makeUInts(DType::U32, {1}, {0x0000FFFFu})}), DType::U32, {1},
+              {0xFFFF0000u});
+}
+
+TEST(InterpElementwise, ConvertU64ToAndFromF64AndI64) {
+  // u64 -> f64 rounds to nearest: 2^64 - 1 -> 2^64; 2^63 + 1 -> 2^63 (53-bit significand).
+  Tensor u = makeUInts(DType::U64, {4}, {kU64Max, k2p63 + 1, 3, 0});
+  expectValues(run1(OpCode::Convert, {u}, {}, {TensorType::of(DType::F64, {4})}), DType::F64, {4},
+               {18446744073709551616.0, 9223372036854775808.0, 3, 0});
+  // u64 -> i64 keeps the bits: 2^64 - 1 -> -1, 2^63 + 1 -> INT64_MIN + 1.
+  expectInts(run1(OpCode::Convert, {u}, {}, {TensorType::of(DType::I64, {4})}), DType::I64, {4},
+             {-1, std::numeric_limits<int64_t>::min() + 1, 3, 0});
+  // f64 -> u64 truncates and saturates: 1.5e19 (> 2^63) is exact, 2^64 saturates, -1 -> 0,
+  // NaN -> 0, 7.9 -> 7.
+  Tensor f = make(DType::F64, {5}, {1.5e19, 18446744073709551616.0, -1, kNaN, 7.9});
+  expectUInts(run1(OpCode::Convert, {f}, {}, {TensorType::of(DType::U64, {5})}), DType::U64, {5},
+              {15000000000000000000u, kU64Max, 0, 0, 7});
+  // i64 -> u64 keeps the bits: -1 -> 2^64 - 1, INT64_MIN -> 2^63.
+  Tensor i = makeInts(DType::I64, {3}, {-1, std::numeric_limits<int64_t>::min(), 42});
+  expectUInts(run1(OpCode::Convert, {i}, {}, {TensorType::of(DType::U64, {3})}), DType::U64, {3},
+              {kU64Max, k2p63, 42});
+  // Between the narrower unsigned types the low bits are kept: u32 70000 -> u16 4464;
+  // u16 65535 -> i16 -1; i8 -1 -> u32 4294967295; f32 -3.5 -> u16 0 (saturates).
+  expectUInts(run1(OpCode::Convert, {makeUInts(DType::U32, {1}, {70000})}, {},
+                   {TensorType::of(DType::U16, {1})}),
+              DType::U16, {1}, {4464});
+  expectInts(run1(OpCode::Convert, {makeUInts(DType::U16, {1}, {65535})}, {},
+                  {TensorType::of(DType::I16, {1})}),
+             DType::I16, {1}, {-1});
+  expectUInts(run1(OpCode::Convert, {makeInts(DType::I8, {1}, {-1})}, {},
+                   {TensorType::of(DType::U32, {1})}),
+              DType::U32, {1}, {4294967295u});
+  expectUInts(
+      run1(OpCode::Convert, {make(DType::F32, {1}, {-3.5})}, {}, {TensorType::of(DType::U16, {1})}),
+      DType::U16, {1}, {0});
+}
+
+TEST(InterpElementwise, UnsignedTensorAccessors) {
+  Tensor t(DType::U64, {3});
+  t.setInt(0, -1);       // low bits: 2^64 - 1
+  t.setDouble(1, 1e30);  // saturates
+  t.setDouble(2, -5);    // saturates at 0
+  EXPECT_EQ(t.getUInt(0), kU64Max);
+  EXPECT_EQ(t.getInt(0), -1);  // the bit pattern read as i64
+  EXPECT_EQ(t.getUInt(1), kU64Max);
+  EXPECT_EQ(t.getUInt(2), 0u);
+  EXPECT_EQ(t.getDouble(0), 18446744073709551616.0);
+  Tensor s(DType::U32, {2});
+  s.setInt(0, -1);
+  s.setDouble(1, 4294967296.0);  // 2^32 saturates to 2^32 - 1
+  EXPECT_EQ(s.getInt(0), 4294967295);
+  EXPECT_EQ(s.getInt(1), 4294967295);
 }
 
 }  // namespace

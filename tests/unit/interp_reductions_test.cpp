@@ -82,6 +82,27 @@ void expectInts(const Tensor& got, DType t, const std::vector<int64_t>& dims,
     EXPECT_EQ(got.getInt(static_cast<int64_t>(i)), want[i]) << "element " << i;
 }
 
+// Unsigned values through the exact uint64 accessors (u64 elements above INT64_MAX).
+Tensor makeUInts(DType t, std::vector<int64_t> dims, const std::vector<uint64_t>& values) {
+  Tensor x(t, std::move(dims));
+  EXPECT_EQ(static_cast<size_t>(x.numElements()), values.size());
+  for (size_t i = 0; i < values.size(); ++i) x.setUInt(static_cast<int64_t>(i), values[i]);
+  return x;
+}
+
+void expectUInts(const Tensor& got, DType t, const std::vector<int64_t>& dims,
+                 const std::vector<uint64_t>& want) {
+  ASSERT_TRUE(got.defined());
+  ASSERT_EQ(got.dtype(), t);
+  ASSERT_EQ(got.dims(), dims);
+  ASSERT_EQ(static_cast<size_t>(got.numElements()), want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(got.getUInt(static_cast<int64_t>(i)), want[i]) << "element " << i;
+}
+
+constexpr uint64_t kU64Max = std::numeric_limits<uint64_t>::max();
+constexpr uint64_t k2p63 = uint64_t(1) << 63;
+
 AttrMap reduceAttrs(std::vector<int64_t> dims, const char* kind) {
   return {{"dims", intsAttr(std::move(dims))}, {"kind", enumAttr(kind)}};
 }
@@ -421,6 +442,66 @@ TEST(InterpTopK, NaNIsTheLargest) {
   ASSERT_EQ(low.size(), 2u);
   expectTensor(low[0], DType::F64, {4}, {-1, 2, 5, kNaN});
   expectInts(low[1], DType::I64, {4}, {3, 0, 2, 1});
+}
+
+// --- u16 / u32 / u64 ---------------------------------------------------------------------------
+
+TEST(InterpUnsigned, MaxMinReduceAboveTheSignedRange) {
+  // u32: 3000000000 > 2^31 would be negative as i32; it is the max, 5 the min.
+  Tensor x32 = makeUInts(DType::U32, {3}, {5, 3000000000u, 2147483648u});
+  expectUInts(run1(OpCode::Reduce, {x32}, reduceAttrs({0}, "max")), DType::U32, {}, {3000000000u});
+  expectUInts(run1(OpCode::Reduce, {x32}, reduceAttrs({0}, "min")), DType::U32, {}, {5});
+  // u64: 2^63 + 5 and 2^64 - 1 are above INT64_MAX.
+  Tensor x64 = makeUInts(DType::U64, {2, 2}, {k2p63 + 5, 1, kU64Max, k2p63});
+  expectUInts(run1(OpCode::Reduce, {x64}, reduceAttrs({0}, "max")), DType::U64, {2},
+              {kU64Max, k2p63});
+  expectUInts(run1(OpCode::Reduce, {x64}, reduceAttrs({1}, "min")), DType::U64, {2}, {1, k2p63});
+  // u16: 40000 > 32767.
+  expectUInts(run1(OpCode::Reduce, {makeUInts(DType::U16, {3}, {40000, 7, 32767})},
+                   reduceAttrs({0}, "max")),
+              DType::U16, {}, {40000});
+}
+
+TEST(InterpUnsigned, SumAndProdWrapAndEmptyGivesTheIdentity) {
+  // u16: 65535 + 2 = 1 (mod 2^16); u32: 65536 * 65536 = 0 (mod 2^32);
+  // u64: (2^64 - 1) + (2^64 - 1) = 2^64 - 2.
+  expectUInts(
+      run1(OpCode::Reduce, {makeUInts(DType::U16, {2}, {65535, 2})}, reduceAttrs({0}, "sum")),
+      DType::U16, {}, {1});
+  expectUInts(
+      run1(OpCode::Reduce, {makeUInts(DType::U32, {2}, {65536, 65536})}, reduceAttrs({0}, "prod")),
+      DType::U32, {}, {0});
+  expectUInts(run1(OpCode::Reduce, {makeUInts(DType::U64, {2}, {kU64Max, kU64Max})},
+                   reduceAttrs({0}, "sum")),
+              DType::U64, {}, {kU64Max - 1});
+  // Empty max starts from 0, empty min from the type's maximum.
+  expectUInts(run1(OpCode::Reduce, {Tensor(DType::U16, {0})}, reduceAttrs({0}, "min")), DType::U16,
+              {}, {65535});
+  expectUInts(run1(OpCode::Reduce, {Tensor(DType::U32, {0})}, reduceAttrs({0}, "min")), DType::U32,
+              {}, {4294967295u});
+  expectUInts(run1(OpCode::Reduce, {Tensor(DType::U64, {2, 0})}, reduceAttrs({1}, "min")),
+              DType::U64, {2}, {kU64Max, kU64Max});
+  expectUInts(run1(OpCode::Reduce, {Tensor(DType::U64, {0})}, reduceAttrs({0}, "max")), DType::U64,
+              {}, {0});
+}
+
+TEST(InterpUnsigned, ArgMaxSortTopKAndCumsumOrderUnsigned) {
+  Tensor x = makeUInts(DType::U64, {4}, {7, k2p63 + 1, 0, k2p63});
+  AttrMap axis0{{"axis", intAttr(0)}};
+  expectInts(run1(OpCode::ArgMax, {x}, axis0), DType::I64, {}, {1});
+  expectInts(run1(OpCode::ArgMin, {x}, axis0), DType::I64, {}, {2});
+  auto asc = run(OpCode::Sort, {x}, {{"dimension", intAttr(0)}});
+  ASSERT_EQ(asc.size(), 2u);
+  expectUInts(asc[0], DType::U64, {4}, {0, 7, k2p63, k2p63 + 1});
+  expectInts(asc[1], DType::I64, {4}, {2, 0, 3, 1});
+  Tensor y = makeUInts(DType::U32, {4}, {4000000000u, 1, 3000000000u, 2});
+  auto top = run(OpCode::TopK, {y}, {{"k", intAttr(2)}, {"axis", intAttr(0)}});
+  ASSERT_EQ(top.size(), 2u);
+  expectUInts(top[0], DType::U32, {2}, {4000000000u, 3000000000u});
+  expectInts(top[1], DType::I64, {2}, {0, 2});
+  // u16 cumsum wraps: 60000, 60000 + 10000 = 70000 - 65536 = 4464, 4464 + 1 = 4465.
+  expectUInts(run1(OpCode::Cumsum, {makeUInts(DType::U16, {3}, {60000, 10000, 1})}, axis0),
+              DType::U16, {3}, {60000, 4464, 4465});
 }
 
 }  // namespace

@@ -73,6 +73,20 @@ const std::string kNumpyF16 =
 const std::string kNumpyEmptyU8 =
     numpyHeader("{'descr': '|u1', 'fortran_order': False, 'shape': (0, 3), }");
 
+// np.array([0, 65535, 1], dtype='<u2'), np.array([4294967295, 2147483648], dtype='<u4') and
+// np.array([18446744073709551615, 9223372036854775808, 1], dtype='<u8').
+const std::string kNumpyU16 =
+    numpyHeader("{'descr': '<u2', 'fortran_order': False, 'shape': (3,), }") +
+    std::string("\x00\x00\xff\xff\x01\x00", 6);
+const std::string kNumpyU32 =
+    numpyHeader("{'descr': '<u4', 'fortran_order': False, 'shape': (2,), }") +
+    std::string("\xff\xff\xff\xff\x00\x00\x00\x80", 8);
+const std::string kNumpyU64 =
+    numpyHeader("{'descr': '<u8', 'fortran_order': False, 'shape': (3,), }") +
+    std::string("\xff\xff\xff\xff\xff\xff\xff\xff\x00\x00\x00\x00\x00\x00\x00\x80"
+                "\x01\x00\x00\x00\x00\x00\x00\x00",
+                24);
+
 // np.lib.format.write_array(b, np.array([[1, -2]], dtype=np.int32), version=(2, 0)) and with
 // version=(3, 0): the header length is a uint32; the two differ only in the version byte.
 std::string numpyV2V3(char major) {
@@ -158,14 +172,43 @@ TEST_F(NpyTest, WritesExactlyWhatNumpyWrites) {
   EXPECT_EQ(readBytes(path("e.npy")), kNumpyEmptyU8);
 }
 
+TEST_F(NpyTest, ReadsAndWritesNumpyUnsigned16To64) {
+  auto a = readNpy(writeBytes("a.npy", kNumpyU16));
+  ASSERT_TRUE(a.isOk()) << a.status().str();
+  EXPECT_EQ(a->dtype(), DType::U16);
+  EXPECT_EQ(a->getInt(1), 65535);
+  auto b = readNpy(writeBytes("b.npy", kNumpyU32));
+  ASSERT_TRUE(b.isOk()) << b.status().str();
+  EXPECT_EQ(b->dtype(), DType::U32);
+  EXPECT_EQ(b->getInt(0), 4294967295);
+  EXPECT_EQ(b->getInt(1), 2147483648);
+  auto c = readNpy(writeBytes("c.npy", kNumpyU64));
+  ASSERT_TRUE(c.isOk()) << c.status().str();
+  EXPECT_EQ(c->dtype(), DType::U64);
+  EXPECT_EQ(c->getUInt(0), 18446744073709551615u);
+  EXPECT_EQ(c->getUInt(1), 9223372036854775808u);
+  EXPECT_EQ(c->getUInt(2), 1u);
+  // Written back, each file is byte-for-byte what numpy wrote.
+  ASSERT_TRUE(writeNpy(path("a2.npy"), *a).isOk());
+  EXPECT_EQ(readBytes(path("a2.npy")), kNumpyU16);
+  ASSERT_TRUE(writeNpy(path("b2.npy"), *b).isOk());
+  EXPECT_EQ(readBytes(path("b2.npy")), kNumpyU32);
+  Tensor u(DType::U64, {3});
+  u.setUInt(0, 18446744073709551615u);
+  u.setUInt(1, 9223372036854775808u);
+  u.setUInt(2, 1);
+  ASSERT_TRUE(writeNpy(path("c2.npy"), u).isOk());
+  EXPECT_EQ(readBytes(path("c2.npy")), kNumpyU64);
+}
+
 TEST_F(NpyTest, RoundTripsEveryNumpyDType) {
-  const DType types[] = {DType::Bool, DType::I8,  DType::U8,  DType::I16, DType::I32,
-                         DType::I64,  DType::F16, DType::F32, DType::F64};
+  const DType types[] = {DType::Bool, DType::I8,  DType::U8,  DType::I16, DType::U16, DType::I32,
+                         DType::U32,  DType::I64, DType::U64, DType::F16, DType::F32, DType::F64};
   for (DType dt : types) {
     Tensor t(dt, {3, 1, 4});
-    // Values every dtype holds exactly: 0/1 for bool, 0..33 for u8, -17..16 otherwise.
+    // Values every dtype holds exactly: 0/1 for bool, 0..33 for unsigned, -17..16 otherwise.
     for (int64_t i = 0; i < t.numElements(); ++i)
-      t.setInt(i, isBool(dt) ? i % 2 : dt == DType::U8 ? 3 * i : 3 * i - 17);
+      t.setInt(i, isBool(dt) ? i % 2 : isUnsignedInteger(dt) ? 3 * i : 3 * i - 17);
     std::string p = path("t.npy");
     ASSERT_TRUE(writeNpy(p, t).isOk()) << dtypeName(dt);
     auto back = readNpy(p);
@@ -252,8 +295,8 @@ TEST_F(NpyTest, RejectsMalformedFiles) {
        "big-endian data ('>f4') is not supported"},
       {withDict("{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }"),
        "unsupported dtype '<c8'"},
-      {withDict("{'descr': '<u4', 'fortran_order': False, 'shape': (2,), }"),
-       "unsupported dtype '<u4'"},
+      {withDict("{'descr': '<u3', 'fortran_order': False, 'shape': (2,), }"),
+       "unsupported dtype '<u3'"},
       {withDict("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }"),
        "structured arrays are not supported"},
       {withDict("{'descr': '<f4', 'shape': (2,), }"), "needs the keys"},

@@ -371,6 +371,43 @@ TEST(TextTest, ErrorsPointAtTheCause) {
             "t.kir:2:15: error: parameters are declared in the function signature");
 }
 
+TEST(TextTest, UnsignedConstantsRoundTripAndCheckTheirRange) {
+  // u64 elements above INT64_MAX are written and read as unsigned decimals.
+  const std::string text =
+      "func @main() -> (u16[2], u32[2], u64[3]) {\n"
+      "  %a = u16[2] constant() {value = [0, 65535]}\n"
+      "  %b = u32[2] constant() {value = [2147483648, 4294967295]}\n"
+      "  %c = u64[3] constant() {value = [18446744073709551615, 9223372036854775808, 0]}\n"
+      "  return %a, %b, %c\n"
+      "}\n";
+  auto m = parseOk(text);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(printModule(*m), text);
+  EXPECT_EQ(constantOf(*m, 0).getInt(1), 65535);
+  EXPECT_EQ(constantOf(*m, 1).getInt(0), 2147483648);
+  const Tensor& c = constantOf(*m, 2);
+  ASSERT_EQ(c.dtype(), DType::U64);
+  EXPECT_EQ(c.getUInt(0), std::numeric_limits<uint64_t>::max());
+  EXPECT_EQ(c.getUInt(1), uint64_t(1) << 63);
+  // A tensor built in memory prints the same way.
+  Tensor t(DType::U64, {1});
+  t.setUInt(0, 18446744073709551615u);
+  EXPECT_NE(printModule(*constantsModule({t})).find("{value = [18446744073709551615]}"),
+            std::string::npos);
+
+  auto body = [](const std::string& line) { return kHead + line + "\n  return %x\n}\n"; };
+  EXPECT_EQ(parseError(body("  %c = u16[1] constant() {value = [65536]}")),
+            "t.kir:2:36: error: value 65536 is out of range for u16");
+  EXPECT_EQ(parseError(body("  %c = u32[1] constant() {value = [4294967296]}")),
+            "t.kir:2:36: error: value 4294967296 is out of range for u32");
+  EXPECT_EQ(parseError(body("  %c = u64[1] constant() {value = [18446744073709551616]}")),
+            "t.kir:2:36: error: integer 18446744073709551616 is out of range for u64");
+  EXPECT_EQ(parseError(body("  %c = u64[1] constant() {value = [-1]}")),
+            "t.kir:2:36: error: value -1 is out of range for u64");
+  EXPECT_EQ(parseError(body("  %c = u8[1] constant() {value = [256]}")),
+            "t.kir:2:35: error: value 256 is out of range for u8");
+}
+
 TEST(TextTest, StructuralErrors) {
   EXPECT_EQ(parseError(std::string(kHead) + "}\n"), "t.kir:2:1: error: function @f has no return");
   EXPECT_EQ(parseError(std::string(kHead) + "  %y = f32[2] abs("),

@@ -60,13 +60,23 @@ Comparison compareFloats(const Tensor& a, const Tensor& b, double rtol, double a
   return c;
 }
 
+// An integer or bool element as decimal text; u64 elements above INT64_MAX print unsigned.
+std::string elementText(const Tensor& t, int64_t i) {
+  return t.dtype() == DType::U64 ? std::to_string(t.getUInt(i)) : std::to_string(t.getInt(i));
+}
+
+double elementDouble(const Tensor& t, int64_t i) {
+  return t.dtype() == DType::U64 ? static_cast<double>(t.getUInt(i))
+                                 : static_cast<double>(t.getInt(i));
+}
+
 Comparison compareExact(const Tensor& a, const Tensor& b) {
   Comparison c;
   int64_t mismatches = 0, first = -1;
   for (int64_t i = 0; i < b.numElements(); ++i) {
-    int64_t x = a.getInt(i), y = b.getInt(i);
+    int64_t x = a.getInt(i), y = b.getInt(i);  // u64: the bit patterns, equal iff the values are
     if (x == y) continue;
-    double err = std::fabs(static_cast<double>(x) - static_cast<double>(y));
+    double err = std::fabs(elementDouble(a, i) - elementDouble(b, i));
     if (err > c.maxAbsError) c.maxAbsError = err;
     if (mismatches++ == 0) first = i;
   }
@@ -74,7 +84,7 @@ Comparison compareExact(const Tensor& a, const Tensor& b) {
   c.ok = false;
   c.message = std::to_string(mismatches) + " of " + std::to_string(b.numElements()) +
               " elements differ; first at " + formatDims(unflatten(first, b.dims())) + ": got " +
-              std::to_string(a.getInt(first)) + ", expected " + std::to_string(b.getInt(first));
+              elementText(a, first) + ", expected " + elementText(b, first);
   return c;
 }
 

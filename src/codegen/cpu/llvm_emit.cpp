@@ -120,9 +120,12 @@ class KernelEmitter {
       case DType::Bool: return b_.getInt1Ty();
       case DType::I8:
       case DType::U8: return b_.getInt8Ty();
-      case DType::I16: return b_.getInt16Ty();
-      case DType::I32: return b_.getInt32Ty();
-      case DType::I64: return b_.getInt64Ty();
+      case DType::I16:
+      case DType::U16: return b_.getInt16Ty();
+      case DType::I32:
+      case DType::U32: return b_.getInt32Ty();
+      case DType::I64:
+      case DType::U64: return b_.getInt64Ty();
       case DType::F16:
       case DType::BF16:
       case DType::F32: return b_.getFloatTy();

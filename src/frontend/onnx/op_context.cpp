@@ -303,8 +303,10 @@ Value* scalarConst(Builder& b, DType t, double v) {
     if (std::isnan(v)) v = 0;
     if (v <= lo)
       s.setInt(0, t == DType::I64 ? std::numeric_limits<int64_t>::min() : static_cast<int64_t>(lo));
+    else if (v >= hi && t == DType::U64) s.setUInt(0, std::numeric_limits<uint64_t>::max());
     else if (v >= hi)
       s.setInt(0, t == DType::I64 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(hi));
+    else if (t == DType::U64) s.setUInt(0, static_cast<uint64_t>(v));  // may exceed INT64_MAX
     else s.setInt(0, static_cast<int64_t>(v));
   } else {
     s.setDouble(0, v);
@@ -372,7 +374,10 @@ double dtypeLowest(DType t, bool infinite) {
   switch (t) {
     case DType::Bool: return 0;
     case DType::I8: return -128;
-    case DType::U8: return 0;
+    case DType::U8:
+    case DType::U16:
+    case DType::U32:
+    case DType::U64: return 0;
     case DType::I16: return -32768;
     case DType::I32: return -2147483648.0;
     case DType::I64: return -9223372036854775808.0;
@@ -390,6 +395,9 @@ double dtypeHighest(DType t, bool infinite) {
     case DType::I8: return 127;
     case DType::U8: return 255;
     case DType::I16: return 32767;
+    case DType::U16: return 65535;
+    case DType::U32: return 4294967295.0;
+    case DType::U64: return 18446744073709551615.0;  // rounds to 2^64 as a double
     case DType::I32: return 2147483647.0;
     case DType::I64: return 9223372036854775807.0;
     default: return -dtypeLowest(t, infinite);

@@ -203,7 +203,7 @@ Status mod(OpContext& c) {
   KILN_ASSIGN_OR_RETURN(Value * b, c.req(1));
   bool fmod = c.attrInt("fmod", 0) != 0;
   KILN_ASSIGN_OR_RETURN(Value * r, bcastBinary(c, OpCode::Rem, a, b));
-  if (fmod || a->type().dtype() == DType::U8) {
+  if (fmod || isUnsignedInteger(a->type().dtype())) {
     c.setOutput(0, r);
     return Status::ok();
   }

@@ -23,12 +23,14 @@ namespace fs = std::filesystem;
 using TP = pb::TensorProto;
 
 // The typed repeated field that holds elements of `t` (ONNX stores 8- and 16-bit types, bool and
-// the 16-bit float bit patterns in int32_data).
+// the 16-bit float bit patterns in int32_data, u32 and u64 in uint64_data).
 const char* typedFieldName(DType t) {
   switch (t) {
     case DType::F32: return "float_data";
     case DType::F64: return "double_data";
     case DType::I64: return "int64_data";
+    case DType::U32:
+    case DType::U64: return "uint64_data";
     default: return "int32_data";
   }
 }
@@ -38,6 +40,8 @@ int64_t typedCount(const TP& t, DType d) {
     case DType::F32: return t.float_data_size();
     case DType::F64: return t.double_data_size();
     case DType::I64: return t.int64_data_size();
+    case DType::U32:
+    case DType::U64: return t.uint64_data_size();
     default: return t.int32_data_size();
   }
 }
@@ -58,6 +62,9 @@ void fillTyped(const TP& t, Tensor& out) {
     case DType::I16: return copyField<int16_t>(t.int32_data(), out);
     case DType::I8: return copyField<int8_t>(t.int32_data(), out);
     case DType::U8: return copyField<uint8_t>(t.int32_data(), out);
+    case DType::U16: return copyField<uint16_t>(t.int32_data(), out);
+    case DType::U32: return copyField<uint32_t>(t.uint64_data(), out);
+    case DType::U64: return copyField<uint64_t>(t.uint64_data(), out);
     case DType::Bool:
       for (int i = 0; i < t.int32_data_size(); ++i)
         out.mutableData<uint8_t>()[i] = t.int32_data(i) != 0 ? 1 : 0;
@@ -150,6 +157,9 @@ std::optional<DType> dtypeFromOnnx(int elemType) {
   switch (elemType) {
     case TP::FLOAT: return DType::F32;
     case TP::UINT8: return DType::U8;
+    case TP::UINT16: return DType::U16;
+    case TP::UINT32: return DType::U32;
+    case TP::UINT64: return DType::U64;
     case TP::INT8: return DType::I8;
     case TP::INT16: return DType::I16;
     case TP::INT32: return DType::I32;
@@ -172,6 +182,9 @@ int onnxFromDType(DType t) {
   switch (t) {
     case DType::F32: return TP::FLOAT;
     case DType::U8: return TP::UINT8;
+    case DType::U16: return TP::UINT16;
+    case DType::U32: return TP::UINT32;
+    case DType::U64: return TP::UINT64;
     case DType::I8: return TP::INT8;
     case DType::I16: return TP::INT16;
     case DType::I32: return TP::INT32;

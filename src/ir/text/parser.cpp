@@ -620,11 +620,23 @@ StatusOr<uint64_t> Parser::elementBits(DType dt, const Token& tok) const {
     if (tok.kind != Tok::Integer)
       return errorAt(tok, "expected an integer for an " + name + " element, got " +
                               text::describeToken(tok));
-    KILN_ASSIGN_OR_RETURN(int64_t v, intValue(tok));
     int bits = static_cast<int>(dtypeSize(dt) * 8);
-    bool ok = dt == DType::I64 || (dt == DType::U8 ? v >= 0 && v <= 255
-                                                   : v >= -(int64_t(1) << (bits - 1)) &&
-                                                         v < (int64_t(1) << (bits - 1)));
+    if (isUnsignedInteger(dt) && !tok.text.starts_with('-')) {
+      // Read as uint64 so that u64 values above INT64_MAX are accepted.
+      uint64_t u = 0;
+      auto r = std::from_chars(tok.text.data(), tok.text.data() + tok.text.size(), u);
+      if (r.ec != std::errc() || r.ptr != tok.text.data() + tok.text.size())
+        return errorAt(tok, "integer " + std::string(tok.text) + " is out of range for " + name);
+      uint64_t max = bits == 64 ? ~uint64_t(0) : (uint64_t(1) << bits) - 1;
+      if (u > max)
+        return errorAt(tok, "value " + std::to_string(u) + " is out of range for " + name);
+      return u;
+    }
+    KILN_ASSIGN_OR_RETURN(int64_t v, intValue(tok));
+    bool ok = true;                          // every i64 fits
+    if (isUnsignedInteger(dt)) ok = v == 0;  // only negative literals get here; -0 is in range
+    else if (dt != DType::I64)
+      ok = v >= -(int64_t(1) << (bits - 1)) && v < (int64_t(1) << (bits - 1));
     if (!ok) return errorAt(tok, "value " + std::to_string(v) + " is out of range for " + name);
     return static_cast<uint64_t>(v);  // two's complement; the low bytes are the element
   }

@@ -63,6 +63,7 @@ std::string elementText(const Tensor& t, int64_t i) {
     case DType::BF16:
     case DType::F32: return formatFloat(static_cast<float>(t.getDouble(i)));
     case DType::F64: return formatDouble(t.data<double>()[i]);
+    case DType::U64: return std::to_string(t.getUInt(i));  // may exceed INT64_MAX
     default: return std::to_string(t.getInt(i));
   }
 }

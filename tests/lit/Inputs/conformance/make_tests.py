@@ -51,6 +51,14 @@ def add_model(dtype=TensorProto.FLOAT, shape=(2, 3)):
     return helper.make_model(graph, opset_imports=OPSET)
 
 
+def max_model(dtype):
+    a = helper.make_tensor_value_info("a", dtype, [3])
+    b = helper.make_tensor_value_info("b", dtype, [3])
+    y = helper.make_tensor_value_info("y", dtype, [3])
+    graph = helper.make_graph([helper.make_node("Max", ["a", "b"], ["y"])], "max", [a, b], [y])
+    return helper.make_model(graph, opset_imports=OPSET)
+
+
 def dropout_model():
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
     r = helper.make_tensor_value_info("r", TensorProto.FLOAT, [])
@@ -108,6 +116,17 @@ def main():
     # The model takes f32; the data gives f64: the interpreter refuses the input.
     write_test(root, "test_wrong_input_dtype", unary_model("Abs"),
                [([a.astype(np.float64)], [np.abs(a)])])
+    # uint64 above 2^63 compares unsigned; the wrong variant expects 5 where 2^64 - 1 is right.
+    ua = np.array([2**64 - 1, 1, 2**63], dtype=np.uint64)
+    ub = np.array([5, 2**63 + 1, 7], dtype=np.uint64)
+    write_test(root, "test_max_uint64_ok", max_model(TensorProto.UINT64),
+               [([ua, ub], [np.maximum(ua, ub)])])
+    write_test(root, "test_max_uint64_wrong", max_model(TensorProto.UINT64),
+               [([ua, ub], [np.array([5, 2**63 + 1, 2**63], dtype=np.uint64)])])
+    # Older ONNX test data stores bfloat16 tensors as UINT16 bit patterns: -1.5, 2, -0 in bf16.
+    bits = np.array([[0xBFC0, 0x4000, 0x8000]], dtype=np.uint16)
+    write_test(root, "test_abs_bf16_as_uint16", unary_model("Abs", TensorProto.BFLOAT16, (1, 3)),
+               [([bits], [bits & np.uint16(0x7FFF)])])
     if len(sys.argv) > 2:
         write_test(sys.argv[2], "test_slow", slow_model(),
                    [([np.ones((1, 1), np.float32)], [np.array(3000.0 ** 3, np.float32)])])

@@ -1,0 +1,356 @@
+// oneDNN library kernels (src/codegen/cpu/onednn.h) against the reference kernels
+// (kiln::evaluateNode) on random inputs: dot_general as matmul (2-D, batched, broadcast rhs,
+// transposed operands, merged free dims), convolution (1-D and 2-D, NCHW, NHWC and an unusual
+// dimension_numbers permutation, 1x1, strides with asymmetric padding, dilation, grouped,
+// depthwise, constant weights), the cases that must be refused, and one kernel run from two
+// threads at once.
+//
+// Tolerance: |oneDNN - reference| <= 1e-4 * max(1, max |reference|). The reference sums in
+// double and rounds once; oneDNN sums in f32, in an order of its own (blocked over K, split
+// over threads) and with FMA, so each of up to ~600 terms of magnitude <= ~4 can carry a
+// rounding error of about 2^-24 relative to the running sum.
+//
+// DISABLED_Timings is a measurement, not a test (run it with --gtest_also_run_disabled_tests;
+// see docs/codegen.md, "Library kernels (oneDNN)").
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "codegen/cpu/onednn.h"
+#include "interp/interpreter.h"
+#include "ir/text/text.h"
+
+namespace kiln::codegen::cpu {
+namespace {
+
+// A parsed one-op function: the module and its dot_general or convolution node.
+struct OneOp {
+  std::unique_ptr<Module> module;
+  const Node* node = nullptr;
+};
+
+// `func @main(params) -> (result) { [prelude] %y = result body; return %y }`, parsed.
+OneOp parseOp(const std::string& params, const std::string& result, const std::string& body,
+              const std::string& prelude = "") {
+  std::string text = "func @main(" + params + ") -> (" + result + ") {\n" + prelude +
+                     "  %y = " + result + " " + body + "\n  return %y\n}\n";
+  auto parsed = parseModule(text, "onednn_test.kir");
+  EXPECT_TRUE(parsed.isOk()) << parsed.status().str() << "\n" << text;
+  OneOp r;
+  if (!parsed) return r;
+  r.module = std::move(*parsed);
+  for (const auto& n : r.module->entry()->nodes())
+    if (n->op() == OpCode::DotGeneral || n->op() == OpCode::Convolution) r.node = n.get();
+  EXPECT_NE(r.node, nullptr) << text;
+  return r;
+}
+
+Tensor randomTensor(const TensorType& t, std::mt19937& rng) {
+  Tensor x(t.dtype(), t.staticDims());
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  for (int64_t i = 0; i < x.numElements(); ++i) x.setDouble(i, u(rng));
+  return x;
+}
+
+// Operand values: random for parameters, the data of constants.
+std::vector<Tensor> operandValues(const Node& n, std::mt19937& rng) {
+  std::vector<Tensor> ops;
+  for (const Value* v : n.operands()) {
+    if (v->def()->op() == OpCode::Constant) ops.push_back(v->def()->constantData().tensor);
+    else ops.push_back(randomTensor(v->type(), rng));
+  }
+  return ops;
+}
+
+// Runs `k` on `ops` into a fresh result tensor.
+Tensor runKernel(const LibraryKernel& k, const Node& n, const std::vector<Tensor>& ops) {
+  Tensor out(n.result()->type().dtype(), n.result()->type().staticDims());
+  std::vector<void*> buffers;
+  for (const Tensor& t : ops) buffers.push_back(const_cast<std::byte*>(t.bytes()));
+  buffers.push_back(out.mutableBytes());
+  Status s = k.run(buffers.data());
+  EXPECT_TRUE(s.isOk()) << s.str();
+  return out;
+}
+
+// Largest |got - want| divided by max(1, max |want|).
+double relativeError(const Tensor& got, const Tensor& want) {
+  EXPECT_EQ(got.type(), want.type());
+  double scale = 1, err = 0;
+  for (int64_t i = 0; i < want.numElements(); ++i)
+    scale = std::max(scale, std::abs(want.getDouble(i)));
+  for (int64_t i = 0; i < want.numElements(); ++i)
+    err = std::max(err, std::abs(got.getDouble(i) - want.getDouble(i)));
+  return err / scale;
+}
+
+// Creates the oneDNN kernel of the op and compares it with evaluateNode, with 1 and 2 threads.
+// Returns the kernel's description (of the last thread count).
+std::string checkOp(const std::string& params, const std::string& result, const std::string& body,
+                    const std::string& prelude = "") {
+  OneOp op = parseOp(params, result, body, prelude);
+  if (!op.node) return "";
+  std::string description;
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE(body + " with " + std::to_string(threads) + " threads");
+    auto k = createOneDnnKernel(*op.node, threads);
+    EXPECT_TRUE(k.isOk()) << k.status().str();
+    if (!k) return "";
+    description = (*k)->describe();
+    std::mt19937 rng(1234 + static_cast<unsigned>(threads));
+    std::vector<Tensor> ops = operandValues(*op.node, rng);
+    auto want = evaluateNode(*op.node, ops);
+    EXPECT_TRUE(want.isOk()) << want.status().str();
+    if (!want) return "";
+    Tensor got = runKernel(**k, *op.node, ops);
+    EXPECT_LE(relativeError(got, (*want)[0]), 1e-4) << description;
+  }
+  return description;
+}
+
+// The error createOneDnnKernel gives (and a test failure if it gives a kernel).
+std::string refusal(const std::string& params, const std::string& result, const std::string& body) {
+  OneOp op = parseOp(params, result, body);
+  if (!op.node) return "";
+  auto k = createOneDnnKernel(*op.node, 1);
+  EXPECT_FALSE(k.isOk()) << "expected no kernel for " << body << ", got " << (*k)->describe();
+  return k.isOk() ? "" : k.status().message();
+}
+
+// "[v0, v1, ...]" with values that are exact in f32 and in decimal (multiples of 1/16).
+std::string literal(int64_t n, std::mt19937& rng) {
+  std::uniform_int_distribution<int> u(-16, 16);
+  std::string s = "[";
+  char buf[32];
+  for (int64_t i = 0; i < n; ++i) {
+    std::snprintf(buf, sizeof buf, "%s%.4f", i ? ", " : "", u(rng) / 16.0);
+    s += buf;
+  }
+  return s + "]";
+}
+
+const char* kMatmul = "dot_general(%a, %b) {lhs_contracting = [1], rhs_contracting = [0]}";
+
+TEST(OneDnn, Matmul2D) {
+  checkOp("%a: f32[1,1], %b: f32[1,1]", "f32[1,1]", kMatmul);
+  checkOp("%a: f32[7,13], %b: f32[13,5]", "f32[7,5]", kMatmul);
+  std::string d = checkOp("%a: f32[64,128], %b: f32[128,96]", "f32[64,96]", kMatmul);
+  EXPECT_NE(d.find("oneDNN matmul (64x128x96"), std::string::npos) << d;
+}
+
+TEST(OneDnn, MatmulBatched) {
+  std::string d =
+      checkOp("%a: f32[4,7,13], %b: f32[4,13,5]", "f32[4,7,5]",
+              "dot_general(%a, %b) {lhs_batch = [0], rhs_batch = [0], lhs_contracting = [2], "
+              "rhs_contracting = [1]}");
+  EXPECT_NE(d.find("batch 4, 7x13x5"), std::string::npos) << d;
+  checkOp("%a: f32[2,3,7,13], %b: f32[2,3,13,5]", "f32[2,3,7,5]",
+          "dot_general(%a, %b) {lhs_batch = [0, 1], rhs_batch = [0, 1], lhs_contracting = [3], "
+          "rhs_contracting = [2]}");
+  // Attention scores: q x k^T per (batch, head).
+  d = checkOp("%a: f32[2,4,8,16], %b: f32[2,4,10,16]", "f32[2,4,8,10]",
+              "dot_general(%a, %b) {lhs_batch = [0, 1], rhs_batch = [0, 1], "
+              "lhs_contracting = [3], rhs_contracting = [3]}");
+  EXPECT_NE(d.find("rhs transposed"), std::string::npos) << d;
+}
+
+TEST(OneDnn, MatmulBroadcastRhs) {
+  // A projection: [batch, seq, K] x [K, N]; the lhs free dims merge into one M.
+  std::string d = checkOp("%a: f32[2,3,7,13], %b: f32[13,5]", "f32[2,3,7,5]",
+                          "dot_general(%a, %b) {lhs_contracting = [3], rhs_contracting = [0]}");
+  EXPECT_NE(d.find("(42x13x5"), std::string::npos) << d;
+  // lhs free dims that do not merge (the contracting dim sits between them): the outer one is
+  // a batch dim the rhs is broadcast over.
+  d = checkOp("%a: f32[3,13,7], %b: f32[13,5]", "f32[3,7,5]",
+              "dot_general(%a, %b) {lhs_contracting = [1], rhs_contracting = [0]}");
+  EXPECT_NE(d.find("batch 3, 7x13x5, lhs transposed"), std::string::npos) << d;
+  // Two rhs free dims merge into one N.
+  checkOp("%a: f32[7,13], %b: f32[13,2,3]", "f32[7,2,3]",
+          "dot_general(%a, %b) {lhs_contracting = [1], rhs_contracting = [0]}");
+}
+
+TEST(OneDnn, MatmulTransposed) {
+  std::string d = checkOp("%a: f32[7,13], %b: f32[5,13]", "f32[7,5]",
+                          "dot_general(%a, %b) {lhs_contracting = [1], rhs_contracting = [1]}");
+  EXPECT_NE(d.find("rhs transposed"), std::string::npos) << d;
+  d = checkOp("%a: f32[13,7], %b: f32[13,5]", "f32[7,5]",
+              "dot_general(%a, %b) {lhs_contracting = [0], rhs_contracting = [0]}");
+  EXPECT_NE(d.find("lhs transposed"), std::string::npos) << d;
+  checkOp("%a: f32[13,7], %b: f32[5,13]", "f32[7,5]",
+          "dot_general(%a, %b) {lhs_contracting = [0], rhs_contracting = [1]}");
+}
+
+TEST(OneDnn, MatmulConstantWeights) {
+  std::mt19937 rng(7);
+  std::string d = checkOp("%a: f32[9,24]", "f32[9,20]",
+                          "dot_general(%a, %w) {lhs_contracting = [1], rhs_contracting = [0]}",
+                          "  %w = f32[24,20] constant() {value = " + literal(24 * 20, rng) + "}\n");
+  EXPECT_NE(d.find("constant weights"), std::string::npos) << d;
+}
+
+TEST(OneDnn, ConvolutionLayouts) {
+  std::string d = checkOp("%x: f32[2,3,8,8], %k: f32[4,3,3,3]", "f32[2,4,8,8]",
+                          "convolution(%x, %k) {padding_low = [1, 1], padding_high = [1, 1]}");
+  EXPECT_NE(d.find("oneDNN convolution (nchw, oihw -> nchw, 3x3"), std::string::npos) << d;
+  d = checkOp("%x: f32[2,8,8,3], %k: f32[3,3,3,4]", "f32[2,8,8,4]",
+              "convolution(%x, %k) {padding_low = [1, 1], padding_high = [1, 1], "
+              "dimension_numbers = \"b01f_01io->b01f\"}");
+  EXPECT_NE(d.find("(nhwc, hwio -> nhwc, 3x3"), std::string::npos) << d;
+  // Every operand in an unusual order.
+  d = checkOp("%x: f32[3,2,6,7], %k: f32[4,3,2,3]", "f32[5,8,2,4]",
+              "convolution(%x, %k) {padding_low = [0, 1], padding_high = [1, 1], "
+              "dimension_numbers = \"fb01_o01i->01bf\"}");
+  EXPECT_NE(d.find("(cnhw, ohwi -> hwnc, 3x2"), std::string::npos) << d;
+  // 1-D.
+  checkOp("%x: f32[2,3,10], %k: f32[4,3,3]", "f32[2,4,8]", "convolution(%x, %k)");
+}
+
+TEST(OneDnn, ConvolutionWindows) {
+  checkOp("%x: f32[1,16,5,5], %k: f32[8,16,1,1]", "f32[1,8,5,5]", "convolution(%x, %k)");
+  // Output extents: H (9 + 0 + 1 - 3) / 2 + 1 = 4, W (10 + 1 + 2 - 3) / 2 + 1 = 6.
+  std::string d = checkOp("%x: f32[1,4,9,10], %k: f32[6,4,3,3]", "f32[1,6,4,6]",
+                          "convolution(%x, %k) {window_strides = [2, 2], padding_low = [0, 1], "
+                          "padding_high = [1, 2]}");
+  EXPECT_NE(d.find("stride 2x2"), std::string::npos) << d;
+  // Dilated kernel extent 5: output 10 - 5 + 1 = 6.
+  d = checkOp("%x: f32[1,3,10,10], %k: f32[5,3,3,3]", "f32[1,5,6,6]",
+              "convolution(%x, %k) {rhs_dilation = [2, 2]}");
+  EXPECT_NE(d.find("dilation 2x2"), std::string::npos) << d;
+}
+
+TEST(OneDnn, ConvolutionGroups) {
+  std::string d = checkOp("%x: f32[1,8,6,6], %k: f32[6,4,3,3]", "f32[1,6,6,6]",
+                          "convolution(%x, %k) {padding_low = [1, 1], padding_high = [1, 1], "
+                          "feature_group_count = 2}");
+  EXPECT_NE(d.find("groups 2"), std::string::npos) << d;
+  d = checkOp("%x: f32[2,7,7,8], %k: f32[3,3,1,8]", "f32[2,7,7,8]",
+              "convolution(%x, %k) {padding_low = [1, 1], padding_high = [1, 1], "
+              "feature_group_count = 8, dimension_numbers = \"b01f_01io->b01f\"}");
+  EXPECT_NE(d.find("groups 8"), std::string::npos) << d;
+}
+
+TEST(OneDnn, ConvolutionConstantWeights) {
+  std::mt19937 rng(11);
+  std::string d =
+      checkOp("%x: f32[1,10,10,8]", "f32[1,10,10,16]",
+              "convolution(%x, %w) {padding_low = [1, 1], padding_high = [1, 1], "
+              "dimension_numbers = \"b01f_01io->b01f\"}",
+              "  %w = f32[3,3,8,16] constant() {value = " + literal(3 * 3 * 8 * 16, rng) + "}\n");
+  EXPECT_NE(d.find("constant weights"), std::string::npos) << d;
+  // Grouped, with constant weights.
+  d = checkOp("%x: f32[1,8,6,6]", "f32[1,16,6,6]",
+              "convolution(%x, %w) {padding_low = [1, 1], padding_high = [1, 1], "
+              "feature_group_count = 2}",
+              "  %w = f32[16,4,3,3] constant() {value = " + literal(16 * 4 * 3 * 3, rng) + "}\n");
+  EXPECT_NE(d.find("constant weights"), std::string::npos) << d;
+}
+
+TEST(OneDnn, Refusals) {
+  EXPECT_NE(refusal("%a: i32[4,5], %b: i32[5,3]", "i32[4,3]", kMatmul).find("only f32"),
+            std::string::npos);
+  EXPECT_NE(refusal("%x: f32[1,2,4,4], %k: f32[3,2,3,3]", "f32[1,3,5,5]",
+                    "convolution(%x, %k) {lhs_dilation = [2, 2]}")
+                .find("lhs_dilation"),
+            std::string::npos);
+  EXPECT_NE(refusal("%x: f32[4,2,5,5], %k: f32[4,2,3,3]", "f32[2,4,3,3]",
+                    "convolution(%x, %k) {batch_group_count = 2}")
+                .find("batch_group_count"),
+            std::string::npos);
+  EXPECT_NE(refusal("%x: f32[1,2,5,5], %k: f32[3,2,3,3]", "f32[1,3,2,2]",
+                    "convolution(%x, %k) {padding_low = [-1, -1]}")
+                .find("negative padding"),
+            std::string::npos);
+  // Two contracting dims that are not one strided run on the lhs ([K1, M, K2]).
+  EXPECT_NE(refusal("%a: f32[2,3,4], %b: f32[2,4,5]", "f32[3,5]",
+                    "dot_general(%a, %b) {lhs_contracting = [0, 2], rhs_contracting = [0, 1]}")
+                .find("contracting dims"),
+            std::string::npos);
+  EXPECT_NE(refusal("%a: f32[0,4], %b: f32[4,3]", "f32[0,3]", kMatmul).find("empty"),
+            std::string::npos);
+}
+
+TEST(OneDnn, TwoThreadsRunOneKernel) {
+  OneOp op = parseOp("%x: f32[2,12,12,16], %k: f32[3,3,16,32]", "f32[2,12,12,32]",
+                     "convolution(%x, %k) {padding_low = [1, 1], padding_high = [1, 1], "
+                     "dimension_numbers = \"b01f_01io->b01f\"}");
+  ASSERT_NE(op.node, nullptr);
+  auto k = createOneDnnKernel(*op.node, 2);
+  ASSERT_TRUE(k.isOk()) << k.status().str();
+  std::vector<std::vector<Tensor>> ops;
+  std::vector<Tensor> want;
+  for (unsigned t = 0; t < 2; ++t) {
+    std::mt19937 rng(100 + t);
+    ops.push_back(operandValues(*op.node, rng));
+    auto r = evaluateNode(*op.node, ops.back());
+    ASSERT_TRUE(r.isOk()) << r.status().str();
+    want.push_back((*r)[0]);
+  }
+  std::vector<double> worst(2, 0);
+  auto work = [&](size_t t) {
+    for (int i = 0; i < 20; ++i)
+      worst[t] = std::max(worst[t], relativeError(runKernel(**k, *op.node, ops[t]), want[t]));
+  };
+  std::thread other(work, 1);
+  work(0);
+  other.join();
+  EXPECT_LE(worst[0], 1e-4);
+  EXPECT_LE(worst[1], 1e-4);
+}
+
+double millis(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
+
+// Median time of `reps` runs (after one warm-up run) of the oneDNN kernel, and the time of one
+// evaluateNode; prints both and GFLOP/s for `flops`.
+void timeOp(const char* name, const OneOp& op, double flops, int threads) {
+  ASSERT_NE(op.node, nullptr);
+  auto k = createOneDnnKernel(*op.node, threads);
+  ASSERT_TRUE(k.isOk()) << k.status().str();
+  std::mt19937 rng(5);
+  std::vector<Tensor> ops = operandValues(*op.node, rng);
+  auto t0 = std::chrono::steady_clock::now();
+  auto want = evaluateNode(*op.node, ops);
+  double refMs = millis(std::chrono::steady_clock::now() - t0);
+  ASSERT_TRUE(want.isOk()) << want.status().str();
+  EXPECT_LE(relativeError(runKernel(**k, *op.node, ops), (*want)[0]), 1e-4);
+  std::vector<double> times;
+  for (int i = 0; i < 21; ++i) {
+    auto s = std::chrono::steady_clock::now();
+    runKernel(**k, *op.node, ops);
+    times.push_back(millis(std::chrono::steady_clock::now() - s));
+  }
+  std::sort(times.begin(), times.end());
+  double ms = times[times.size() / 2];
+  std::printf("%-34s %d thr  oneDNN %8.3f ms %7.1f GFLOP/s | evaluateNode %8.1f ms %6.2f GFLOP/s"
+              " | %s\n",
+              name, threads, ms, flops / ms * 1e-6, refMs, flops / refMs * 1e-6,
+              (*k)->describe().c_str());
+}
+
+TEST(OneDnn, DISABLED_Timings) {
+  std::mt19937 rng(3);
+  const char* conv = "convolution(%x, %k) {padding_low = [1, 1], padding_high = [1, 1], "
+                     "dimension_numbers = \"b01f_01io->b01f\"}";
+  OneOp convParam = parseOp("%x: f32[1,56,56,64], %k: f32[3,3,64,64]", "f32[1,56,56,64]", conv);
+  OneOp convConst =
+      parseOp("%x: f32[1,56,56,64]", "f32[1,56,56,64]", conv,
+              "  %k = f32[3,3,64,64] constant() {value = " + literal(3 * 3 * 64 * 64, rng) + "}\n");
+  OneOp mm = parseOp("%a: f32[512,512], %b: f32[512,512]", "f32[512,512]", kMatmul);
+  double convFlops = 2.0 * 56 * 56 * 64 * 64 * 9, mmFlops = 2.0 * 512 * 512 * 512;
+  for (int threads : {1, 2}) {
+    timeOp("conv 3x3 1x56x56x64->64 (param w)", convParam, convFlops, threads);
+    timeOp("conv 3x3 1x56x56x64->64 (const w)", convConst, convFlops, threads);
+    timeOp("matmul 512x512x512", mm, mmFlops, threads);
+  }
+}
+
+}  // namespace
+}  // namespace kiln::codegen::cpu
