@@ -52,6 +52,7 @@ struct Executable::Impl {
   std::unique_ptr<codegen::cpu::ThreadPool> pool;
   BufferPlan buffers;
   CompileTimes times;
+  std::string passTimings;
 };
 
 struct CallContext {
@@ -112,10 +113,7 @@ StatusOr<std::unique_ptr<Executable>> Executable::compile(std::unique_ptr<Module
   if (!f) return Status::error("the module has no function");
   // Graph passes (or only the specialisation at -O0).
   auto start = Clock::now();
-  PassManagerOptions pmo;
-  pmo.dumpDir = options.dumpDir;
-  pmo.inputLabel = "import";
-  PassManager pm(pmo);
+  PassManager pm(options.instrumentation);
   if (options.optLevel > 0) {
     PipelineOptions po;
     po.specialize = options.dims;
@@ -125,6 +123,7 @@ StatusOr<std::unique_ptr<Executable>> Executable::compile(std::unique_ptr<Module
     KILN_RETURN_IF_ERROR(pm.runPass(*p, *module).status());
   }
   impl->times.passes = msSince(start);
+  impl->passTimings = pm.timingReport();
   for (const auto& n : f->nodes())
     for (size_t r = 0; r < n->numResults(); ++r)
       if (!n->result(r)->type().isStatic())
@@ -144,11 +143,11 @@ StatusOr<std::unique_ptr<Executable>> Executable::compile(std::unique_ptr<Module
     collectCalls(k.body, impl->calls.back());
   }
   impl->times.lowering = msSince(start);
-  if (!options.dumpDir.empty()) {
+  if (!options.instrumentation.dumpDir.empty()) {
     std::string text;
     for (const kernel::Kernel& k : impl->kernels) text += kernel::printKernel(k) + "\n";
     KILN_RETURN_IF_ERROR(
-        writeFile((std::filesystem::path(options.dumpDir) / "kernels.txt").string(), text));
+        writeFile((std::filesystem::path(options.instrumentation.dumpDir) / "kernels.txt").string(), text));
   }
   // Code generation.
   start = Clock::now();
@@ -157,8 +156,8 @@ StatusOr<std::unique_ptr<Executable>> Executable::compile(std::unique_ptr<Module
   for (const kernel::Kernel& k : impl->kernels) all.push_back(&k);
   KILN_ASSIGN_OR_RETURN(impl->compiled, impl->compiler->compileAll(all));
   impl->times.codegen = msSince(start);
-  if (!options.dumpDir.empty())
-    KILN_RETURN_IF_ERROR(writeFile((std::filesystem::path(options.dumpDir) / "kernels.ll").string(),
+  if (!options.instrumentation.dumpDir.empty())
+    KILN_RETURN_IF_ERROR(writeFile((std::filesystem::path(options.instrumentation.dumpDir) / "kernels.ll").string(),
                                    impl->compiler->lastLlvmIr()));
   start = Clock::now();
   KILN_ASSIGN_OR_RETURN(impl->buffers, planBuffers(*f, impl->kernels));
@@ -242,6 +241,7 @@ const std::vector<kernel::Kernel>& Executable::kernels() const { return impl_->k
 const BufferPlan& Executable::buffers() const { return impl_->buffers; }
 const CompileTimes& Executable::times() const { return impl_->times; }
 int Executable::threads() const { return impl_->pool->numThreads(); }
+const std::string& Executable::passTimings() const { return impl_->passTimings; }
 std::string Executable::hostCpu() const { return impl_->compiler->hostCpu(); }
 
 }  // namespace kiln::runtime

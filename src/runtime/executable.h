@@ -14,6 +14,7 @@
 #include "ir/ir.h"
 #include "ir/tensor.h"
 #include "kernel/kernel_ir.h"
+#include "passes/pass_manager.h"
 #include "passes/specialize_shapes.h"
 #include "runtime/buffer_plan.h"
 #include "support/status.h"
@@ -26,7 +27,10 @@ struct CompileOptions {
   int optLevel = 1;             // 1: the default graph pipeline first; 0: none
   bool fuse = true;             // false: one kernel per op
   SymbolBindings dims;          // sizes of symbolic dimensions (every symbol must be bound)
-  std::string dumpDir;          // when set: the IR after each pass, and each kernel's IR
+  // The pass manager's instrumentation (--verify-each, --dump-dir, --time-passes,
+  // --print-after). With a dump directory, the kernel IR (kernels.txt) and the optimised LLVM IR
+  // (kernels.ll) are written there too.
+  PassManagerOptions instrumentation;
 };
 
 // Wall time of each compile phase, in milliseconds.
@@ -51,6 +55,8 @@ class Executable {
   const BufferPlan& buffers() const;
   const CompileTimes& times() const;
   int threads() const;
+  // The per-pass timing table when instrumentation.timePasses was set, else "".
+  const std::string& passTimings() const;
   std::string hostCpu() const;
 
  private:

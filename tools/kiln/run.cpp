@@ -128,18 +128,20 @@ Status runProgram(const RunOptions& o) {
   }
   std::vector<Tensor> results;
   if (o.backend == "cpu") {
+    size_t before = f.numNodes();
     runtime::CompileOptions co;
     co.dims = bound.symbols;
     co.optLevel = o.optLevel;
     co.threads = o.threads;
-    co.dumpDir = o.instrumentation.dumpDir;
+    co.instrumentation = o.instrumentation;
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Executable> exe,
                           runtime::Executable::compile(std::move(program.module), co));
     const runtime::CompileTimes& t = exe->times();
+    if (o.instrumentation.timePasses) std::fputs(exe->passTimings().c_str(), stderr);
     const Function& opt = exe->function();
     std::string bindings = bound.symbols.empty() ? "" : describeBindings(bound.symbols) + "; ";
     summary.stages.push_back({o.optLevel > 0 ? "optimize (-O1)" : "specialize-shapes", t.passes,
-                              bindings + describeNodes(opt)});
+                              bindings + std::to_string(before) + " -> " + describeNodes(opt)});
     const fusion::FusionPlan& plan = exe->plan();
     summary.stages.push_back({"fusion", t.fusion,
                               std::to_string(plan.kernels.size()) + " kernels (kiln explain " +

@@ -148,8 +148,8 @@ Options:
                          --random-inputs when no input file fixes the symbol
   --output-dir DIR       write each output to DIR/NAME.npy (DIR is created when missing); NAME
                          is the output's name in the program, or output_<i> when it has none
-  --backend NAME         where to run: interp, the reference interpreter (the default), or
-                         cpu, kernels fused and compiled to native code by LLVM
+  --backend NAME         where to run: cpu (the default), kernels fused and compiled to native
+                         code by LLVM; or interp, the reference interpreter
   --threads N            threads of the cpu backend (default: one per hardware thread)
   -O1                    optimise first with the default pipeline, specialised to the input
                          shapes (the default; docs/passes.md lists its passes)

@@ -24,7 +24,7 @@ struct RunOptions {
   uint64_t seed = 0;
   std::map<std::string, int64_t> dims;  // --dim SYMBOL=N
   std::string outputDir;                // empty: outputs are not written
-  std::string backend = "interp";
+  std::string backend = "cpu";
   int threads = 0;  // --threads: the CPU backend's thread pool (0: one per hardware thread)
   // 1: the default optimisation pipeline before running (the default); 0: the program as loaded
   // (only specialised to the input shapes).
