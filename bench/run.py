@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""Kiln against ONNX Runtime (CPU execution provider) on the same models and inputs.
+
+    /usr/bin/python3 bench/run.py [--models resnet18,...] [--threads 1,2] [--repeat 20]
+                                  [--rounds 3] [--kiln build/bin/kiln] [--models-dir build/models]
+
+For each model and thread count the two engines run interleaved, `--rounds` times each (every
+round: `kiln bench` then ONNX Runtime, each a fresh process with warm-up runs before `--repeat`
+timed runs); a model's latency is the median of its round medians. The outputs of the two engines
+are compared first (max |kiln - ort| / max |ort| <= 1e-4). The table gives both latencies, the
+ratio ORT/Kiln (above 1: Kiln is faster), the peak resident memory of each process, and the
+geometric mean of the ratios per thread count. Not part of the test suite: it measures.
+"""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+DEFAULT_MODELS = "resnet18,mobilenet_v2,transformer_encoder,decoder_lm"
+
+
+def run(cmd, **kw):
+    """Runs cmd under /usr/bin/time; returns (stdout, peak RSS in MiB)."""
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as t:
+        p = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", t.name] + cmd,
+                           capture_output=True, text=True, **kw)
+        if p.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed:\n{p.stderr[-2000:]}")
+        rss_kib = int(t.read().strip().splitlines()[-1])
+    return p.stdout, rss_kib / 1024.0
+
+
+def graph_inputs(model):
+    import onnx
+    m = onnx.load(model, load_external_data=False)
+    init = {i.name for i in m.graph.initializer}
+    return [i.name for i in m.graph.input if i.name not in init]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--models", default=DEFAULT_MODELS)
+    p.add_argument("--threads", default="1,2")
+    p.add_argument("--repeat", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--kiln", default=os.path.join(ROOT, "build", "bin", "kiln"))
+    p.add_argument("--models-dir", default=os.path.join(ROOT, "build", "models"))
+    args = p.parse_args()
+
+    subprocess.run(["bash", os.path.join(HERE, "setup.sh")], check=True, stdout=subprocess.DEVNULL)
+    models = [m for m in args.models.split(",") if m]
+    missing = [m for m in models if not os.path.exists(os.path.join(args.models_dir, m, "model.onnx"))]
+    if missing:
+        subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "tools", "export_models.py"),
+                        args.models_dir, "--models", ",".join(missing)], check=True)
+    threads = [int(t) for t in args.threads.split(",")]
+    rows = []
+    for name in models:
+        folder = os.path.join(args.models_dir, name)
+        model = os.path.join(folder, "model.onnx")
+        inputs = sorted(f for f in os.listdir(folder) if f.startswith("input_") and f.endswith(".npy"))
+        names = graph_inputs(model)
+        kiln_in = sum([["--input", f"{n}={os.path.join(folder, f)}"] for n, f in zip(names, inputs)], [])
+        ort_in = sum([["--input", f"{n}={os.path.join(folder, f)}"] for n, f in zip(names, inputs)], [])
+        # Agreement of the outputs.
+        with tempfile.TemporaryDirectory() as out:
+            run([args.kiln, "run", model, "--output-dir", os.path.join(out, "kiln")] + kiln_in)
+            run(["node", os.path.join(HERE, "ort_bench.js"), model, "--repeat", "1", "--warmup", "0",
+                 "--output-dir", os.path.join(out, "ort")] + ort_in)
+            worst = 0.0
+            for f in os.listdir(os.path.join(out, "ort")):
+                want = np.load(os.path.join(out, "ort", f)).astype(np.float64)
+                got = np.load(os.path.join(out, "kiln", f)).astype(np.float64)
+                scale = max(float(np.max(np.abs(want))), 1e-30)
+                worst = max(worst, float(np.max(np.abs(got - want))) / scale)
+        agree = "ok" if worst <= 1e-4 else "MISMATCH"
+        for t in threads:
+            kiln_ms, ort_ms, kiln_rss, ort_rss, compile_ms = [], [], 0.0, 0.0, []
+            for _ in range(args.rounds):
+                out, rss = run([args.kiln, "bench", model, "--json", "--threads", str(t),
+                                "--repeat", str(args.repeat), "--warmup", str(args.warmup)] + kiln_in)
+                r = json.loads(out)
+                kiln_ms.append(r["run_ms"]["median"])
+                compile_ms.append(r["compile_ms"]["total"])
+                kiln_rss = max(kiln_rss, rss)
+                out, rss = run(["node", os.path.join(HERE, "ort_bench.js"), model, "--threads", str(t),
+                                "--repeat", str(args.repeat), "--warmup", str(args.warmup)] + ort_in)
+                ort_ms.append(json.loads(out)["run_ms"]["median"])
+                ort_rss = max(ort_rss, rss)
+            k, o = float(np.median(kiln_ms)), float(np.median(ort_ms))
+            rows.append((name, t, k, o, o / k, kiln_rss, ort_rss, float(np.median(compile_ms)), agree, worst))
+            print(f"{name:22} {t} thr  kiln {k:9.3f} ms  ort {o:9.3f} ms  ort/kiln {o / k:6.3f}  "
+                  f"rss kiln {kiln_rss:7.1f} MiB ort {ort_rss:7.1f} MiB  compile {rows[-1][7]:7.1f} ms  "
+                  f"outputs {agree} ({worst:.2g})", flush=True)
+    print()
+    print("| model | threads | Kiln median (ms) | ORT median (ms) | ORT/Kiln | Kiln peak RSS (MiB) | "
+          "ORT peak RSS (MiB) | Kiln compile (ms) | outputs |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    for r in rows:
+        print(f"| {r[0]} | {r[1]} | {r[2]:.3f} | {r[3]:.3f} | {r[4]:.3f} | {r[5]:.1f} | {r[6]:.1f} | "
+              f"{r[7]:.1f} | {r[8]} ({r[9]:.1g}) |")
+    for t in threads:
+        ratios = [r[4] for r in rows if r[1] == t]
+        if ratios:
+            g = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+            print(f"geomean ORT/Kiln at {t} thread{'s' if t > 1 else ''}: {g:.3f} "
+                  f"(slowest model: {min(ratios):.3f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
