@@ -1,0 +1,89 @@
+/* Kiln's C API: compile an ONNX model for the CPU and run it, from C or any language with a C
+ * FFI. It mirrors the C++ API (kiln/kiln.hpp).
+ *
+ *   char* err = NULL;
+ *   kiln_options opts = kiln_default_options();
+ *   opts.threads = 2;
+ *   kiln_executable* exe = kiln_compile_onnx("model.onnx", &opts, &err);
+ *   if (!exe) { fprintf(stderr, "%s\n", err); kiln_free_error(err); return 1; }
+ *   kiln_tensor in = {KILN_F32, 4, dims, data};
+ *   kiln_tensor* out = NULL; int n = 0;
+ *   if (kiln_run(exe, &in, 1, &out, &n, &err) != 0) { ... }
+ *   ... out[0].data ...
+ *   kiln_free_outputs(out, n);
+ *   kiln_destroy(exe);
+ *
+ * An executable is compiled for the input shapes it is given (dims fixed by the model or by
+ * `dim_names`/`dim_values`); kiln_run may be called from several threads at once. Errors are
+ * messages allocated by Kiln (free them with kiln_free_error); functions never abort. */
+#ifndef KILN_KILN_H
+#define KILN_KILN_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element types; the values match Kiln's internal order and never change meaning. */
+typedef enum kiln_dtype {
+  KILN_BOOL = 0,
+  KILN_I8 = 1,
+  KILN_U8 = 2,
+  KILN_I16 = 3,
+  KILN_U16 = 4,
+  KILN_I32 = 5,
+  KILN_U32 = 6,
+  KILN_I64 = 7,
+  KILN_U64 = 8,
+  KILN_F16 = 9,
+  KILN_BF16 = 10,
+  KILN_F32 = 11,
+  KILN_F64 = 12
+} kiln_dtype;
+
+/* A dense row-major tensor. Inputs are read, never written; outputs are allocated by Kiln. */
+typedef struct kiln_tensor {
+  kiln_dtype dtype;
+  int32_t rank;
+  const int64_t* dims;
+  void* data;
+} kiln_tensor;
+
+typedef struct kiln_options {
+  const char* backend;   /* "cpu" (default) or "interp" is not available here: cpu only */
+  int32_t threads;       /* <= 0: one per hardware thread */
+  int32_t opt_level;     /* 1 (default): the graph optimisation pipeline; 0: none */
+  int32_t num_dims;      /* sizes of symbolic dimensions (ONNX dim_param names) */
+  const char* const* dim_names;
+  const int64_t* dim_values;
+} kiln_options;
+
+typedef struct kiln_executable kiln_executable;
+
+kiln_options kiln_default_options(void);
+
+/* Compiles the ONNX model at `path`; NULL on failure with *error set. */
+kiln_executable* kiln_compile_onnx(const char* path, const kiln_options* options, char** error);
+
+/* The inputs the executable expects, in order: name, dtype, rank and dims (dims is valid as long
+ * as the executable). Returns -1 for an index out of range. */
+int32_t kiln_num_inputs(const kiln_executable* exe);
+int32_t kiln_num_outputs(const kiln_executable* exe);
+int32_t kiln_input_info(const kiln_executable* exe, int32_t index, const char** name,
+                        kiln_dtype* dtype, int32_t* rank, const int64_t** dims);
+
+/* Runs the executable: 0 on success with *outputs (an array of *num_outputs tensors, free it with
+ * kiln_free_outputs), non-zero with *error set otherwise. Thread-safe. */
+int32_t kiln_run(const kiln_executable* exe, const kiln_tensor* inputs, int32_t num_inputs,
+                 kiln_tensor** outputs, int32_t* num_outputs, char** error);
+
+void kiln_free_outputs(kiln_tensor* outputs, int32_t num_outputs);
+void kiln_free_error(char* error);
+void kiln_destroy(kiln_executable* exe);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KILN_KILN_H */

@@ -1,0 +1,172 @@
+// The C API (include/kiln/kiln.h) over the C++ API. No exception or abort crosses it: every
+// failure is a message for the caller.
+#include "kiln/kiln.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "kiln/kiln.hpp"
+
+struct kiln_executable {
+  std::unique_ptr<kiln::Executable> exe;
+  std::vector<std::vector<int64_t>> inputDims;
+  std::vector<std::string> inputNames;
+};
+
+namespace {
+
+void setError(char** error, const std::string& message) {
+  if (!error) return;
+  *error = static_cast<char*>(std::malloc(message.size() + 1));
+  if (*error) std::memcpy(*error, message.c_str(), message.size() + 1);
+}
+
+}  // namespace
+
+extern "C" {
+
+kiln_options kiln_default_options(void) {
+  kiln_options o;
+  o.backend = "cpu";
+  o.threads = 0;
+  o.opt_level = 1;
+  o.num_dims = 0;
+  o.dim_names = nullptr;
+  o.dim_values = nullptr;
+  return o;
+}
+
+kiln_executable* kiln_compile_onnx(const char* path, const kiln_options* options, char** error) {
+  try {
+    if (!path) {
+      setError(error, "kiln_compile_onnx: path is NULL");
+      return nullptr;
+    }
+    kiln_options o = options ? *options : kiln_default_options();
+    kiln::CompileOptions co;
+    co.backend = o.backend ? o.backend : "cpu";
+    co.threads = o.threads;
+    co.optLevel = o.opt_level;
+    for (int32_t i = 0; i < o.num_dims; ++i) {
+      if (!o.dim_names || !o.dim_values || !o.dim_names[i]) {
+        setError(error, "kiln_compile_onnx: dim_names/dim_values missing");
+        return nullptr;
+      }
+      co.dims[o.dim_names[i]] = o.dim_values[i];
+    }
+    auto exe = kiln::compileOnnxFile(path, co);
+    if (!exe) {
+      setError(error, exe.status().str());
+      return nullptr;
+    }
+    auto* h = new kiln_executable;
+    h->exe = std::move(*exe);
+    const kiln::Function& f = h->exe->function();
+    for (size_t i = 0; i < f.numParameters(); ++i) {
+      std::vector<int64_t> dims;
+      for (const kiln::Dim& d : f.parameter(i)->type().dims()) dims.push_back(d.value());
+      h->inputDims.push_back(dims);
+      h->inputNames.push_back(f.parameter(i)->name());
+    }
+    return h;
+  } catch (const std::exception& e) {
+    setError(error, std::string("kiln_compile_onnx: ") + e.what());
+    return nullptr;
+  }
+}
+
+int32_t kiln_num_inputs(const kiln_executable* exe) {
+  return exe ? static_cast<int32_t>(exe->inputDims.size()) : -1;
+}
+
+int32_t kiln_num_outputs(const kiln_executable* exe) {
+  return exe ? static_cast<int32_t>(exe->exe->function().outputs().size()) : -1;
+}
+
+int32_t kiln_input_info(const kiln_executable* exe, int32_t index, const char** name,
+                        kiln_dtype* dtype, int32_t* rank, const int64_t** dims) {
+  if (!exe || index < 0 || index >= kiln_num_inputs(exe)) return -1;
+  const kiln::Value* p = exe->exe->function().parameter(static_cast<size_t>(index));
+  const auto& d = exe->inputDims[static_cast<size_t>(index)];
+  if (name) *name = exe->inputNames[static_cast<size_t>(index)].c_str();
+  if (dtype) *dtype = static_cast<kiln_dtype>(p->type().dtype());
+  if (rank) *rank = static_cast<int32_t>(d.size());
+  if (dims) *dims = d.data();
+  return 0;
+}
+
+int32_t kiln_run(const kiln_executable* exe, const kiln_tensor* inputs, int32_t num_inputs,
+                 kiln_tensor** outputs, int32_t* num_outputs, char** error) {
+  try {
+    if (!exe || !outputs || !num_outputs || (num_inputs > 0 && !inputs)) {
+      setError(error, "kiln_run: NULL argument");
+      return 1;
+    }
+    std::vector<kiln::Tensor> in;
+    for (int32_t i = 0; i < num_inputs; ++i) {
+      const kiln_tensor& t = inputs[i];
+      if (t.rank < 0 || (t.rank > 0 && !t.dims)) {
+        setError(error, "kiln_run: input " + std::to_string(i) + " has no dims");
+        return 1;
+      }
+      if (static_cast<int>(t.dtype) < 0 || static_cast<int>(t.dtype) >= kiln::kNumDTypes) {
+        setError(error, "kiln_run: input " + std::to_string(i) + " has an unknown dtype");
+        return 1;
+      }
+      std::vector<int64_t> dims(t.dims, t.dims + t.rank);
+      auto x = kiln::Tensor::create(static_cast<kiln::DType>(t.dtype), dims);
+      if (!x) {
+        setError(error, "kiln_run: input " + std::to_string(i) + ": " + x.status().message());
+        return 1;
+      }
+      if (x->byteSize() && !t.data) {
+        setError(error, "kiln_run: input " + std::to_string(i) + " has no data");
+        return 1;
+      }
+      if (x->byteSize()) std::memcpy(x->mutableBytes(), t.data, x->byteSize());
+      in.push_back(std::move(*x));
+    }
+    auto out = exe->exe->run(in);
+    if (!out) {
+      setError(error, out.status().str());
+      return 1;
+    }
+    auto* result = static_cast<kiln_tensor*>(std::calloc(out->size() + 1, sizeof(kiln_tensor)));
+    if (!result) throw std::bad_alloc();
+    for (size_t i = 0; i < out->size(); ++i) {
+      const kiln::Tensor& t = (*out)[i];
+      auto* dims = static_cast<int64_t*>(std::malloc(sizeof(int64_t) * (t.dims().size() + 1)));
+      void* data = std::malloc(t.byteSize() + 1);
+      if (!dims || !data) throw std::bad_alloc();
+      std::copy(t.dims().begin(), t.dims().end(), dims);
+      if (t.byteSize()) std::memcpy(data, t.bytes(), t.byteSize());
+      result[i] = kiln_tensor{static_cast<kiln_dtype>(t.dtype()), static_cast<int32_t>(t.rank()),
+                              dims, data};
+    }
+    *outputs = result;
+    *num_outputs = static_cast<int32_t>(out->size());
+    return 0;
+  } catch (const std::exception& e) {
+    setError(error, std::string("kiln_run: ") + e.what());
+    return 1;
+  }
+}
+
+void kiln_free_outputs(kiln_tensor* outputs, int32_t num_outputs) {
+  if (!outputs) return;
+  for (int32_t i = 0; i < num_outputs; ++i) {
+    std::free(const_cast<int64_t*>(outputs[i].dims));
+    std::free(outputs[i].data);
+  }
+  std::free(outputs);
+}
+
+void kiln_free_error(char* error) { std::free(error); }
+
+void kiln_destroy(kiln_executable* exe) { delete exe; }
+
+}  // extern "C"

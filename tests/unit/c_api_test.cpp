@@ -1,0 +1,107 @@
+// The C API (include/kiln/kiln.h): compile ONNX backend-test models, run them through
+// kiln_run, compare with the test data's expected outputs (ONNX's tolerances: 1e-3 relative,
+// 1e-7 absolute); errors come back as messages, not crashes.
+#include "kiln/kiln.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <thread>
+
+#include "frontend/onnx/onnx_importer.h"
+
+namespace {
+
+const std::string kNode = "/usr/share/libonnx-testdata/data/node/";
+
+struct Outputs {
+  kiln_tensor* t = nullptr;
+  int32_t n = 0;
+  ~Outputs() { kiln_free_outputs(t, n); }
+};
+
+void expectMatches(const kiln_tensor& got, const kiln::Tensor& want) {
+  ASSERT_EQ(got.dtype, KILN_F32);
+  ASSERT_EQ(got.rank, want.rank());
+  for (int32_t d = 0; d < got.rank; ++d) ASSERT_EQ(got.dims[d], want.dims()[d]);
+  const float* g = static_cast<const float*>(got.data);
+  for (int64_t i = 0; i < want.numElements(); ++i)
+    ASSERT_LE(std::abs(g[i] - want.getDouble(i)), 1e-7 + 1e-3 * std::abs(want.getDouble(i)))
+        << "element " << i;
+}
+
+TEST(CApi, CompilesAndRunsAnOnnxModel) {
+  std::string dir = kNode + "test_softmax_axis_1/";
+  if (!std::filesystem::exists(dir)) GTEST_SKIP() << dir << " missing (package libonnx-testdata)";
+  char* error = nullptr;
+  kiln_options o = kiln_default_options();
+  o.threads = 2;
+  kiln_executable* exe = kiln_compile_onnx((dir + "model.onnx").c_str(), &o, &error);
+  ASSERT_NE(exe, nullptr) << error;
+  ASSERT_EQ(kiln_num_inputs(exe), 1);
+  ASSERT_EQ(kiln_num_outputs(exe), 1);
+  const char* name = nullptr;
+  kiln_dtype dtype;
+  int32_t rank = 0;
+  const int64_t* dims = nullptr;
+  ASSERT_EQ(kiln_input_info(exe, 0, &name, &dtype, &rank, &dims), 0);
+  EXPECT_STREQ(name, "x");
+  EXPECT_EQ(dtype, KILN_F32);
+  ASSERT_EQ(rank, 3);
+  EXPECT_EQ(kiln_input_info(exe, 1, nullptr, nullptr, nullptr, nullptr), -1);
+  auto x = kiln::onnx::readTensorProtoFile(dir + "test_data_set_0/input_0.pb");
+  auto y = kiln::onnx::readTensorProtoFile(dir + "test_data_set_0/output_0.pb");
+  ASSERT_TRUE(x.isOk() && y.isOk());
+  kiln_tensor in{KILN_F32, rank, x->dims().data(), x->mutableBytes()};
+  // Two threads at once on one executable.
+  auto work = [&](Outputs& out, int32_t& status, std::string& message) {
+    char* err = nullptr;
+    status = kiln_run(exe, &in, 1, &out.t, &out.n, &err);
+    if (err) {
+      message = err;
+      kiln_free_error(err);
+    }
+  };
+  Outputs a, b;
+  int32_t sa = -1, sb = -1;
+  std::string ma, mb;
+  std::thread ta(work, std::ref(a), std::ref(sa), std::ref(ma));
+  std::thread tb(work, std::ref(b), std::ref(sb), std::ref(mb));
+  ta.join();
+  tb.join();
+  ASSERT_EQ(sa, 0) << ma;
+  ASSERT_EQ(sb, 0) << mb;
+  ASSERT_EQ(a.n, 1);
+  expectMatches(a.t[0], *y);
+  expectMatches(b.t[0], *y);
+  kiln_destroy(exe);
+}
+
+TEST(CApi, ErrorsAreMessages) {
+  char* error = nullptr;
+  EXPECT_EQ(kiln_compile_onnx("/nonexistent/model.onnx", nullptr, &error), nullptr);
+  ASSERT_NE(error, nullptr);
+  EXPECT_NE(std::string(error).find("/nonexistent/model.onnx"), std::string::npos) << error;
+  kiln_free_error(error);
+
+  std::string dir = kNode + "test_softmax_axis_1/";
+  if (!std::filesystem::exists(dir)) GTEST_SKIP() << dir << " missing (package libonnx-testdata)";
+  kiln_executable* exe = kiln_compile_onnx((dir + "model.onnx").c_str(), nullptr, &error);
+  ASSERT_NE(exe, nullptr) << error;
+  int64_t dims[] = {2, 2};
+  float data[4] = {0, 1, 2, 3};
+  kiln_tensor wrong{KILN_F32, 2, dims, data};
+  Outputs out;
+  error = nullptr;
+  EXPECT_NE(kiln_run(exe, &wrong, 1, &out.t, &out.n, &error), 0);
+  ASSERT_NE(error, nullptr);
+  EXPECT_NE(std::string(error).find("expected f32[3,4,5]"), std::string::npos) << error;
+  kiln_free_error(error);
+  error = nullptr;
+  EXPECT_NE(kiln_run(exe, nullptr, 1, &out.t, &out.n, &error), 0);
+  kiln_free_error(error);
+  kiln_destroy(exe);
+}
+
+}  // namespace
