@@ -1,7 +1,5 @@
 // The C API (include/kiln/kiln.h) over the C++ API. No exception or abort crosses it: every
 // failure is a message for the caller.
-#include "kiln/kiln.h"
-
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -9,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/kiln.h"
 #include "kiln/kiln.hpp"
 
 struct kiln_executable {

@@ -1,7 +1,6 @@
 // The C++ API (include/kiln/kiln.hpp).
-#include "kiln/kiln.hpp"
-
 #include "frontend/onnx/onnx_importer.h"
+#include "kiln/kiln.hpp"
 
 namespace kiln {
 

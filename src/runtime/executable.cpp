@@ -6,10 +6,12 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <new>
 
 #include "codegen/cpu/cpu_codegen.h"
+#include "codegen/cpu/onednn.h"
 #include "interp/interpreter.h"
 #include "ir/text/text.h"
 #include "kernel/lower.h"
@@ -40,13 +42,19 @@ struct AlignedDelete {
 
 }  // namespace
 
+// One library call: the oneDNN kernel prepared for its node, or null (the reference kernel runs).
+struct LibraryCall {
+  const kernel::Stmt* stmt = nullptr;
+  std::unique_ptr<codegen::cpu::LibraryKernel> fast;
+};
+
 struct Executable::Impl {
   std::unique_ptr<Module> module;
   const Function* f = nullptr;
   CompileOptions options;
   fusion::FusionPlan plan;
   std::vector<kernel::Kernel> kernels;
-  std::vector<std::vector<const kernel::Stmt*>> calls;  // per kernel, by call index
+  std::vector<std::vector<LibraryCall>> calls;  // per kernel, by call index
   std::unique_ptr<codegen::cpu::CpuCompiler> compiler;
   std::vector<std::unique_ptr<codegen::cpu::CompiledKernel>> compiled;
   std::unique_ptr<codegen::cpu::ThreadPool> pool;
@@ -56,7 +64,7 @@ struct Executable::Impl {
 };
 
 struct CallContext {
-  const std::vector<std::vector<const kernel::Stmt*>>* calls;  // per kernel, by call index
+  const std::vector<std::vector<LibraryCall>>* calls;  // per kernel, by call index
   size_t kernel;
   Status* error;  // the first failure of a library call (calls must not throw)
   std::mutex* mu;
@@ -64,12 +72,21 @@ struct CallContext {
 
 namespace {
 
-// Runs library call `index` of the current kernel through the reference kernel of its node:
-// operands are copied out of the buffers, results copied back.
+// Runs library call `index` of the current kernel: through its oneDNN kernel when it has one,
+// else through the reference kernel of its node (operands copied out of the buffers, results
+// copied back).
 void runLibraryCall(void* context, int32_t index, void** buffers) {
   auto* ctx = static_cast<CallContext*>(context);
-  const kernel::Stmt* call = (*ctx->calls)[ctx->kernel][static_cast<size_t>(index)];
-  const Node& n = *call->node;
+  const LibraryCall& call = (*ctx->calls)[ctx->kernel][static_cast<size_t>(index)];
+  if (call.fast) {
+    Status s = call.fast->run(buffers);
+    if (!s) {
+      std::lock_guard<std::mutex> lock(*ctx->mu);
+      if (*ctx->error) *ctx->error = s;
+    }
+    return;
+  }
+  const Node& n = *call.stmt->node;
   std::vector<Tensor> operands;
   for (size_t i = 0; i < n.numOperands(); ++i) {
     const TensorType& t = n.operand(i)->type();
@@ -138,16 +155,26 @@ StatusOr<std::unique_ptr<Executable>> Executable::compile(std::unique_ptr<Module
   impl->times.fusion = msSince(start);
   start = Clock::now();
   KILN_ASSIGN_OR_RETURN(impl->kernels, kernel::lowerPlan(*f, impl->plan));
+  // Library calls: a oneDNN kernel where oneDNN takes the op (f32 matrix products and
+  // convolutions), the reference kernel otherwise.
   for (const kernel::Kernel& k : impl->kernels) {
+    std::vector<const kernel::Stmt*> stmts;
+    collectCalls(k.body, stmts);
     impl->calls.emplace_back();
-    collectCalls(k.body, impl->calls.back());
+    for (const kernel::Stmt* s : stmts) {
+      LibraryCall c;
+      c.stmt = s;
+      auto fast = codegen::cpu::createOneDnnKernel(*s->node, options.threads);
+      if (fast) c.fast = std::move(*fast);
+      impl->calls.back().push_back(std::move(c));
+    }
   }
   impl->times.lowering = msSince(start);
   if (!options.instrumentation.dumpDir.empty()) {
     std::string text;
     for (const kernel::Kernel& k : impl->kernels) text += kernel::printKernel(k) + "\n";
-    KILN_RETURN_IF_ERROR(
-        writeFile((std::filesystem::path(options.instrumentation.dumpDir) / "kernels.txt").string(), text));
+    KILN_RETURN_IF_ERROR(writeFile(
+        (std::filesystem::path(options.instrumentation.dumpDir) / "kernels.txt").string(), text));
   }
   // Code generation.
   start = Clock::now();
@@ -157,8 +184,9 @@ StatusOr<std::unique_ptr<Executable>> Executable::compile(std::unique_ptr<Module
   KILN_ASSIGN_OR_RETURN(impl->compiled, impl->compiler->compileAll(all));
   impl->times.codegen = msSince(start);
   if (!options.instrumentation.dumpDir.empty())
-    KILN_RETURN_IF_ERROR(writeFile((std::filesystem::path(options.instrumentation.dumpDir) / "kernels.ll").string(),
-                                   impl->compiler->lastLlvmIr()));
+    KILN_RETURN_IF_ERROR(
+        writeFile((std::filesystem::path(options.instrumentation.dumpDir) / "kernels.ll").string(),
+                  impl->compiler->lastLlvmIr()));
   start = Clock::now();
   KILN_ASSIGN_OR_RETURN(impl->buffers, planBuffers(*f, impl->kernels));
   impl->times.buffers = msSince(start);
@@ -242,6 +270,22 @@ const BufferPlan& Executable::buffers() const { return impl_->buffers; }
 const CompileTimes& Executable::times() const { return impl_->times; }
 int Executable::threads() const { return impl_->pool->numThreads(); }
 const std::string& Executable::passTimings() const { return impl_->passTimings; }
+
+std::string Executable::libraryCalls() const {
+  std::map<std::string, int> fast, reference;
+  for (const auto& calls : impl_->calls)
+    for (const LibraryCall& c : calls) ++(c.fast ? fast : reference)[c.stmt->callee];
+  auto list = [](const std::map<std::string, int>& m) {
+    std::string s;
+    for (const auto& [name, n] : m) s += (s.empty() ? "" : ", ") + std::to_string(n) + " " + name;
+    return s;
+  };
+  std::string out;
+  if (!fast.empty()) out += "oneDNN: " + list(fast);
+  if (!reference.empty())
+    out += std::string(out.empty() ? "" : "; ") + "reference: " + list(reference);
+  return out.empty() ? "none" : out;
+}
 std::string Executable::hostCpu() const { return impl_->compiler->hostCpu(); }
 
 }  // namespace kiln::runtime

@@ -55,6 +55,8 @@ class Executable {
   const BufferPlan& buffers() const;
   const CompileTimes& times() const;
   int threads() const;
+  // What runs the library calls: "oneDNN: 20 convolution, 1 dot_general; reference: 1 gather".
+  std::string libraryCalls() const;
   // The per-pass timing table when instrumentation.timePasses was set, else "".
   const std::string& passTimings() const;
   std::string hostCpu() const;

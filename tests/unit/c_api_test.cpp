@@ -1,8 +1,6 @@
 // The C API (include/kiln/kiln.h): compile ONNX backend-test models, run them through
 // kiln_run, compare with the test data's expected outputs (ONNX's tolerances: 1e-3 relative,
 // 1e-7 absolute); errors come back as messages, not crashes.
-#include "kiln/kiln.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +8,7 @@
 #include <thread>
 
 #include "frontend/onnx/onnx_importer.h"
+#include "kiln/kiln.h"
 
 namespace {
 
