@@ -30,7 +30,7 @@ enum class OpPattern : uint8_t {
   // attention: its own kernel (no S x S score matrix in memory).
   Attention,
   // sort, top_k, cumsum, scatter, dynamic_update_slice, and (until they have a loop lowering)
-  // gather, dynamic_slice, resize: a kernel of their own, never fused.
+  // gather, dynamic_slice, resize, grid_sample: a kernel of their own, never fused.
   Opaque,
 };
 

@@ -20,7 +20,7 @@ struct EvalContext {
 using EvalResult = StatusOr<std::vector<Tensor>>;
 
 EvalResult evalElementwise(const EvalContext& c);   // unary, binary, ternary, convert, iota
-EvalResult evalDataMovement(const EvalContext& c);  // broadcast ... resize
+EvalResult evalDataMovement(const EvalContext& c);  // broadcast ... grid_sample
 EvalResult evalReduction(const EvalContext& c);     // reduce, argmax/argmin, reduce_window,
                                                     // cumsum, sort, top_k
 EvalResult evalContraction(const EvalContext& c);   // dot_general, convolution

@@ -1,5 +1,6 @@
 // Reference kernels of the data-movement ops: broadcast_in_dim, reshape, transpose, slice,
-// dynamic_slice, dynamic_update_slice, concatenate, pad, gather, scatter, reverse and resize.
+// dynamic_slice, dynamic_update_slice, concatenate, pad, gather, scatter, reverse, resize and
+// grid_sample.
 //
 // Most of these move elements without looking at them, so they copy by element size. The
 // strided ops (broadcast, transpose, slice, reverse, dynamic slices, pad, gather windows) all
@@ -526,6 +527,136 @@ EvalResult resizeKernel(const EvalContext& c) {
   return one(std::move(result));
 }
 
+// ---- grid_sample ----
+//
+// ONNX GridSample (opset 16) as its reference implementation computes it: each grid point
+// (x, y) in [-1, 1] is unnormalised to a source coordinate; an out-of-range coordinate
+// (outside [-0.5, extent - 0.5], or [0, extent - 1] with align_corners) is clamped into
+// [0, extent - 1] (border) or reflected into the range (reflection), one dimension at a time;
+// then the taps of the mode are read, each tap outside the input read as 0 (zeros), the edge
+// (border) or its reflection (reflection).
+
+// Round half to even (numpy's rint) without depending on the floating-point environment.
+double roundHalfEven(double x) {
+  const double fl = std::floor(x);
+  const double frac = x - fl;
+  if (frac > 0.5) return fl + 1;
+  if (frac < 0.5) return fl;
+  return std::fmod(fl, 2.0) == 0 ? fl : fl + 1;
+}
+
+// Reflects x into [lo, hi] the way ONNX's reference does (by the near border, repeatedly).
+double gsReflect(double x, double lo, double hi) {
+  const double range = hi - lo;
+  if (x >= lo && x <= hi) return x;
+  if (!(range > 0)) return lo;
+  const double dx = x < lo ? lo - x : x - hi;
+  const double n = std::floor(dx / range);
+  const double r = dx - n * range;
+  const bool even = std::fmod(n, 2.0) == 0;
+  const double y = x < lo ? (even ? lo + r : hi - r) : (even ? hi - r : lo + r);
+  // For huge |x| the remainder above is inexact; stay inside the range regardless.
+  return std::clamp(y, lo, hi);
+}
+
+struct GridAxis {
+  int64_t extent;
+  double lo, hi;  // the in-range interval of source coordinates
+};
+
+EvalResult gridSampleKernel(const EvalContext& c) {
+  const Tensor& x = c.operands[0];
+  const Tensor& grid = c.operands[1];
+  const std::string& mode = c.node.attrEnum("mode");
+  const std::string& padding = c.node.attrEnum("padding_mode");
+  const bool alignCorners = c.node.attrBool("align_corners");
+  const int64_t n = x.dims()[0], ch = x.dims()[1], hIn = x.dims()[2], wIn = x.dims()[3];
+  const int64_t hOut = grid.dims()[1], wOut = grid.dims()[2];
+  Tensor result = makeResult(c.resultTypes[0]);
+  if (result.numElements() == 0) return one(std::move(result));
+  if ((hIn == 0 || wIn == 0) && padding != "zeros")
+    return Status::error("grid_sample with padding_mode '" + padding +
+                         "' cannot sample an empty input");
+  auto axis = [&](int64_t extent) {
+    return alignCorners ? GridAxis{extent, 0.0, double(extent - 1)}
+                        : GridAxis{extent, -0.5, double(extent) - 0.5};
+  };
+  const GridAxis ax = axis(wIn), ay = axis(hIn);
+  const bool reflect = padding == "reflection", border = padding == "border";
+  // The source coordinate of normalised coordinate g along `a`, after the padding mode.
+  auto source = [&](double g, const GridAxis& a) {
+    double v =
+        alignCorners ? (g + 1) / 2 * double(a.extent - 1) : ((g + 1) * double(a.extent) - 1) / 2;
+    if (mode == "nearest") v = roundHalfEven(v);
+    if (v < a.lo || v > a.hi) {
+      if (border) v = std::clamp(v, 0.0, double(a.extent - 1));
+      else if (reflect) v = std::isinf(v) ? std::nan("") : gsReflect(v, a.lo, a.hi);
+    }
+    // Past [-3, extent + 2] every tap is outside the input (zeros), so clamping there changes
+    // no result and keeps the integer conversions in range.
+    return std::clamp(v, -3.0, double(a.extent) + 2);
+  };
+  // The source index a tap at integer position i along `a` reads, or -1 for a zero.
+  auto tapIndex = [&](int64_t i, const GridAxis& a) -> int64_t {
+    if (border) return std::clamp<int64_t>(i, 0, a.extent - 1);
+    if (reflect) {
+      auto r = static_cast<int64_t>(gsReflect(double(i), a.lo, a.hi));
+      return std::clamp<int64_t>(r, 0, a.extent - 1);
+    }
+    return i >= 0 && i < a.extent ? i : -1;
+  };
+  const int taps = mode == "nearest" ? 1 : mode == "bilinear" ? 2 : 4;
+  // Taps and weights of coordinate v along `a`.
+  auto weights = [&](double v, const GridAxis& a, int64_t idx[4], double w[4]) {
+    const double fl = std::floor(v);
+    const auto base = static_cast<int64_t>(fl);
+    const double r = v - fl;
+    int64_t first = base;
+    if (taps == 1) {
+      w[0] = 1;
+    } else if (taps == 2) {
+      w[0] = 1 - r;
+      w[1] = r;
+    } else {
+      cubicWeights(r, -0.75, w);
+      first = base - 1;
+    }
+    for (int k = 0; k < taps; ++k) idx[k] = tapIndex(first + k, a);
+  };
+  std::vector<double> in(static_cast<size_t>(x.numElements()));
+  for (int64_t i = 0; i < x.numElements(); ++i) in[i] = x.getDouble(i);
+  const int64_t plane = hIn * wIn;
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t oy = 0; oy < hOut; ++oy)
+      for (int64_t ox = 0; ox < wOut; ++ox) {
+        const int64_t g = ((b * hOut + oy) * wOut + ox) * 2;
+        const double sx = source(grid.getDouble(g), ax);
+        const double sy = source(grid.getDouble(g + 1), ay);
+        const bool nan = std::isnan(sx) || std::isnan(sy);
+        int64_t ix[4] = {}, iy[4] = {};
+        double wx[4] = {}, wy[4] = {};
+        if (!nan) {
+          weights(sx, ax, ix, wx);
+          weights(sy, ay, iy, wy);
+        }
+        for (int64_t k = 0; k < ch; ++k) {
+          const double* src = in.data() + (b * ch + k) * plane;
+          double v = 0;
+          if (nan) v = std::nan("");
+          else
+            for (int i = 0; i < taps; ++i) {
+              if (iy[i] < 0) continue;
+              double row = 0;
+              for (int j = 0; j < taps; ++j)
+                if (ix[j] >= 0) row += wx[j] * src[iy[i] * wIn + ix[j]];
+              v += wy[i] * row;
+            }
+          result.setDouble(((b * ch + k) * hOut + oy) * wOut + ox, v);
+        }
+      }
+  return one(std::move(result));
+}
+
 }  // namespace
 
 EvalResult evalDataMovement(const EvalContext& c) {
@@ -542,6 +673,7 @@ EvalResult evalDataMovement(const EvalContext& c) {
     case OpCode::Scatter: return scatterKernel(c);
     case OpCode::Reverse: return reverse(c);
     case OpCode::Resize: return resizeKernel(c);
+    case OpCode::GridSample: return gridSampleKernel(c);
     default: break;
   }
   return Status::error(std::string(opName(c.node.op())) + " is not a data-movement op");

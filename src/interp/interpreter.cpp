@@ -144,7 +144,7 @@ interp::EvalResult dispatch(const interp::EvalContext& c) {
     case OpCode::BroadcastInDim: case OpCode::Reshape: case OpCode::Transpose:
     case OpCode::Slice: case OpCode::DynamicSlice: case OpCode::DynamicUpdateSlice:
     case OpCode::Concatenate: case OpCode::Pad: case OpCode::Gather: case OpCode::Scatter:
-    case OpCode::Reverse: case OpCode::Resize:
+    case OpCode::Reverse: case OpCode::Resize: case OpCode::GridSample:
       return interp::evalDataMovement(c);
     case OpCode::Reduce: case OpCode::ArgMax: case OpCode::ArgMin: case OpCode::ReduceWindow:
     case OpCode::Cumsum: case OpCode::Sort: case OpCode::TopK:

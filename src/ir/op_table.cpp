@@ -124,6 +124,11 @@ Extra extraFor(OpCode op) {
                optFloat("cubic_coeff_a", -0.75), optBool("exclude_outside", false),
                opt("scales", K::Floats)},
               inferResize};
+    case OpCode::GridSample:
+      return {{optEnum("mode", "bilinear", {"bilinear", "nearest", "bicubic"}),
+               optEnum("padding_mode", "zeros", {"zeros", "border", "reflection"}),
+               optBool("align_corners", false)},
+              inferGridSample};
 
     case OpCode::Reduce:
       return {

@@ -1,4 +1,5 @@
-// Type rules of gather/scatter/resize, reductions, contractions and composites (docs/ops.md).
+// Type rules of gather/scatter/resize/grid_sample, reductions, contractions and composites
+// (docs/ops.md).
 #include <algorithm>
 #include <initializer_list>
 
@@ -162,6 +163,20 @@ Types inferResize(const InferInput& in) {
     if (x.dim(i).isSymbolic() && x.dim(i) != r.dim(i))
       return err("symbolic dimension " + x.dim(i).str() + " cannot be resized");
   return std::vector<TensorType>{r};
+}
+
+Types inferGridSample(const InferInput& in) {
+  const TensorType& x = in.operands[0];
+  const TensorType& grid = in.operands[1];
+  KILN_RETURN_IF_ERROR(requireRank(x, 4, "input"));
+  KILN_RETURN_IF_ERROR(requireRank(grid, 4, "grid"));
+  KILN_RETURN_IF_ERROR(requireFloat(x.dtype(), "input"));
+  KILN_RETURN_IF_ERROR(requireSameDType(x, grid, "input and grid"));
+  if (x.dim(0) != grid.dim(0))
+    return err("grid " + grid.str() + " must have the batch dimension of input " + x.str());
+  if (grid.dim(3) != Dim(2))
+    return err("grid " + grid.str() + " must end in a dimension of 2 (x, y)");
+  return std::vector<TensorType>{x.withDims({x.dim(0), x.dim(1), grid.dim(1), grid.dim(2)})};
 }
 
 Types inferReduce(const InferInput& in) {

@@ -1,5 +1,6 @@
 // Reference interpreter: data-movement ops (broadcast_in_dim, reshape, transpose, slice,
-// dynamic_slice, dynamic_update_slice, concatenate, pad, gather, scatter, reverse, resize).
+// dynamic_slice, dynamic_update_slice, concatenate, pad, gather, scatter, reverse, resize,
+// grid_sample).
 //
 // Expected values are worked out by hand (the reasoning is next to each case), computed with
 // numpy by /usr/bin/python3 (the expression is next to the numbers), or copied from the ONNX
@@ -780,6 +781,202 @@ TEST(InterpDataMovement, ResizeKeepsIdentityDimsAndHandlesEmpty) {
                     {TensorType::of(DType::F32, {3})});
   ASSERT_FALSE(bad.isOk());
   EXPECT_NE(bad.status().message().find("empty"), std::string::npos) << bad.status().str();
+}
+
+// ---- grid_sample ----
+
+// The 1x1x3x3 image [[1, 3, 2], [5, 9, 4], [8, 6, 7]] sampled at six (x, y) grid points:
+// the centre, two in-range points, one past the right/top edge, one far past the left edge
+// (reflected more than once), and (0.5, -0.5), which with align_corners is the source point
+// (1.5, 0.5): nearest rounds both halves to even, to (2, 0).
+const std::vector<double> kGsImage = {1, 3, 2, 5, 9, 4, 8, 6, 7};
+const std::vector<double> kGsGrid = {0, 0, -0.4, 0.7, 0.9, -0.95, 1.3, -1.6, -2.5, 0.2, 0.5, -0.5};
+
+struct GridSampleCase {
+  const char* mode;
+  const char* padding;
+  bool alignCorners;
+  std::vector<double> out;
+};
+
+// Computed with numpy by /usr/bin/python3 from the ONNX GridSample-16 definition, written after
+// onnx/reference/ops/op_grid_sample.py (unnormalise; rint for nearest; out-of-range coordinates
+// clamped to [0, extent-1] (border) or reflected (reflection) per dimension; taps outside read
+// as 0 / the edge / their reflection; bicubic with A = -0.75). That script reproduces all eight
+// test_gridsample_* outputs of the ONNX backend tests. Checked by hand:
+//  - bilinear, zeros, align_corners=0 at (0.5, -0.5): source (1.75, 0.25) ->
+//    0.75 * (0.25*3 + 0.75*2) + 0.25 * (0.25*9 + 0.75*4) = 3.
+//  - bilinear, reflection, align_corners=1 at (1.3, -1.6): source (2.3, -0.6) reflects to
+//    (1.7, 0.6) -> 0.4 * (0.3*3 + 0.7*2) + 0.6 * (0.3*9 + 0.7*4) = 4.22.
+//  - nearest, zeros, align_corners=0 at (1.3, -1.6): source x = (2.3*3 - 1)/2 = 2.95 rounds to
+//    3, outside [-0.5, 2.5] -> 0.
+const std::vector<GridSampleCase>& gridSampleCases() {
+  static const std::vector<GridSampleCase> cases = {
+      {"bilinear", "zeros", false, {9.0, 6.840000000000002, 0.7475000000000005, 0.0, 0.0, 3.0}},
+      {"bilinear", "zeros", true, {9.0, 6.98, 2.22, 0.56, 0.0, 4.5}},
+      {"bilinear", "border", false, {9.0, 7.2, 2.0, 2.0, 5.8999999999999995, 3.0}},
+      {"bilinear", "border", true, {9.0, 6.98, 2.22, 2.0, 5.6, 4.5}},
+      {"bilinear",
+       "reflection",
+       false,
+       {9.0, 7.2, 2.0, 2.8000000000000003, 5.699999999999999, 3.0}},
+      {"bilinear", "reflection", true, {9.0, 6.98, 2.22, 4.22, 6.5, 4.5}},
+      {"nearest", "zeros", false, {9.0, 8.0, 2.0, 0.0, 0.0, 2.0}},
+      {"nearest", "zeros", true, {9.0, 6.0, 2.0, 0.0, 0.0, 2.0}},
+      {"nearest", "border", false, {9.0, 8.0, 2.0, 2.0, 5.0, 2.0}},
+      {"nearest", "border", true, {9.0, 6.0, 2.0, 2.0, 5.0, 2.0}},
+      {"nearest", "reflection", false, {9.0, 8.0, 2.0, 2.0, 4.0, 2.0}},
+      {"nearest", "reflection", true, {9.0, 6.0, 2.0, 4.0, 4.0, 2.0}},
+      {"bicubic",
+       "zeros",
+       false,
+       {9.0, 7.719958874999999, 0.6207135612792979, -0.008299124999999663, 0.0,
+        3.4330902099609375}},
+      {"bicubic",
+       "zeros",
+       true,
+       {9.0, 8.631521000000003, 2.3841384140625084, 0.4446469999999999, -0.5722499999999999,
+        5.3583984375}},
+      {"bicubic",
+       "border",
+       false,
+       {9.0, 7.16012249999999, 1.7250724956054706, 2.0, 6.277999999999992, 2.920989990234375}},
+      {"bicubic",
+       "border",
+       true,
+       {9.0, 7.3035260000000015, 2.1831549843750078, 2.0, 5.9120000000000035, 4.833984375}},
+      {"bicubic",
+       "reflection",
+       false,
+       {9.0, 7.160549999999991, 1.587901953125002, 2.453694999999991, 6.000486328124994,
+        2.920989990234375}},
+      {"bicubic",
+       "reflection",
+       true,
+       {9.0, 7.222292000000001, 2.0411816718750075, 3.574747999999997, 6.772250000000002,
+        4.142578125}},
+  };
+  return cases;
+}
+
+AttrMap gridSampleAttrs(const char* mode, const char* padding, bool alignCorners) {
+  return {{"mode", enumAttr(mode)},
+          {"padding_mode", enumAttr(padding)},
+          {"align_corners", boolAttr(alignCorners)}};
+}
+
+TEST(InterpDataMovement, GridSampleEveryModePaddingAndAlignment) {
+  for (const GridSampleCase& c : gridSampleCases()) {
+    SCOPED_TRACE(std::string(c.mode) + " " + c.padding + (c.alignCorners ? " aligned" : ""));
+    Tensor y =
+        run1(OpCode::GridSample,
+             {make(DType::F64, {1, 1, 3, 3}, kGsImage), make(DType::F64, {1, 2, 3, 2}, kGsGrid)},
+             gridSampleAttrs(c.mode, c.padding, c.alignCorners));
+    expectValues(y, DType::F64, {1, 1, 2, 3}, c.out, 1e-12);
+    // f32: the grid points are rounded to f32 first, so the results move by ~1e-7.
+    Tensor y32 =
+        run1(OpCode::GridSample,
+             {make(DType::F32, {1, 1, 3, 3}, kGsImage), make(DType::F32, {1, 2, 3, 2}, kGsGrid)},
+             gridSampleAttrs(c.mode, c.padding, c.alignCorners));
+    expectValues(y32, DType::F32, {1, 1, 2, 3}, c.out, 1e-5);
+  }
+}
+
+TEST(InterpDataMovement, GridSampleDefaultsBatchesChannelsAndHalfTypes) {
+  // No attributes: bilinear, zeros, align_corners=0. Two batches with two channels each; batch
+  // 1 channel 1 is the image times 10, batch 0 channel 0 the image, the others the image plus
+  // 1 (bilinear weights sum to 1 where every tap is inside). Grid of batch 0 is the first
+  // three points above, of batch 1 the last three.
+  std::vector<double> img;
+  for (int k = 0; k < 4; ++k)
+    for (double v : kGsImage) img.push_back(k == 3 ? 10 * v : k == 0 ? v : v + 1);
+  const std::vector<double> bilinear = gridSampleCases()[0].out;  // bilinear, zeros, unaligned
+  Tensor y = run1(OpCode::GridSample,
+                  {make(DType::F64, {2, 2, 3, 3}, img), make(DType::F64, {2, 1, 3, 2}, kGsGrid)});
+  // Batch 0 points: the centre has every tap inside; (-0.4, 0.7) has source (0.4, 2.05) whose
+  // taps at y = 3 read 0, so +1 adds only the inside weight 0.95; (0.9, -0.95) has source
+  // (2.35, -0.425) whose taps at x = 3 and y = -1 read 0: inside weight 0.65 * 0.575. Batch 1:
+  // (1.3, -1.6) and (-2.5, 0.2) read only zeros; (0.5, -0.5) has every tap inside.
+  expectValues(y, DType::F64, {2, 2, 1, 3},
+               {bilinear[0], bilinear[1], bilinear[2],                            // b0 c0
+                bilinear[0] + 1, bilinear[1] + 0.95, bilinear[2] + 0.65 * 0.575,  // b0 c1
+                0, 0, bilinear[5] + 1,                                            // b1 c0
+                0, 0, 10 * bilinear[5]},                                          // b1 c1
+               1e-12);
+  // f16 and bf16: nearest picks image elements, which are exact in both.
+  for (DType t : {DType::F16, DType::BF16}) {
+    Tensor h =
+        run1(OpCode::GridSample, {make(t, {1, 1, 3, 3}, kGsImage), make(t, {1, 2, 3, 2}, kGsGrid)},
+             gridSampleAttrs("nearest", "border", true));
+    expectValues(h, t, {1, 1, 2, 3}, {9, 6, 2, 2, 5, 2});
+  }
+  // bilinear in f16 at the centre and at (0.5, -0.5): 9 and 3, exact.
+  Tensor h = run1(OpCode::GridSample, {make(DType::F16, {1, 1, 3, 3}, kGsImage),
+                                       make(DType::F16, {1, 1, 2, 2}, {0, 0, 0.5, -0.5})});
+  expectValues(h, DType::F16, {1, 1, 1, 2}, {9, 3});
+}
+
+TEST(InterpDataMovement, GridSampleNanGridAndEmptyInput) {
+  // A NaN grid coordinate gives NaN; a point far outside reads zeros without overflow.
+  Tensor y = run1(OpCode::GridSample,
+                  {make(DType::F32, {1, 1, 3, 3}, kGsImage),
+                   make(DType::F32, {1, 1, 2, 2}, {kNaN, 0, 1e30, -1e30})},
+                  gridSampleAttrs("bicubic", "zeros", false));
+  expectValues(y, DType::F32, {1, 1, 1, 2}, {kNaN, 0});
+  // Far outside with border reads the corner x = W-1, y = 0: 2; reflection stays in range.
+  Tensor b = run1(
+      OpCode::GridSample,
+      {make(DType::F64, {1, 1, 3, 3}, kGsImage), make(DType::F64, {1, 1, 1, 2}, {1e30, -1e30})},
+      gridSampleAttrs("bilinear", "border", false));
+  expectValues(b, DType::F64, {1, 1, 1, 1}, {2});
+  auto r = tryRun(
+      OpCode::GridSample,
+      {make(DType::F64, {1, 1, 3, 3}, kGsImage), make(DType::F64, {1, 1, 1, 2}, {1e30, -1e30})},
+      gridSampleAttrs("bicubic", "reflection", false));
+  ASSERT_TRUE(r.isOk()) << r.status().str();
+  EXPECT_TRUE(std::isfinite((*r)[0].getDouble(0)));
+  // An empty image: zeros padding gives zeros, border has nothing to read.
+  Tensor z = run1(OpCode::GridSample,
+                  {make(DType::F32, {1, 1, 0, 3}, {}), make(DType::F32, {1, 1, 1, 2}, {0, 0})});
+  expectValues(z, DType::F32, {1, 1, 1, 1}, {0});
+  auto bad = tryRun(OpCode::GridSample,
+                    {make(DType::F32, {1, 1, 0, 3}, {}), make(DType::F32, {1, 1, 1, 2}, {0, 0})},
+                    gridSampleAttrs("bilinear", "border", false));
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_NE(bad.status().message().find("empty"), std::string::npos) << bad.status().str();
+}
+
+TEST(InterpDataMovement, GridSampleTypeRule) {
+  Module m;
+  Function* f = m.addFunction("main");
+  Builder b(f);
+  // Symbolic N and C pass through; Ho and Wo come from the grid.
+  Value* x = b.parameter(TensorType(DType::F32, {Dim::symbol("N"), Dim::symbol("C"), 5, 7}));
+  Value* g = b.parameter(TensorType(DType::F32, {Dim::symbol("N"), 2, 3, 2}));
+  Value* y = b.op(OpCode::GridSample, {x, g});
+  ASSERT_TRUE(b.ok()) << b.status().str();
+  EXPECT_EQ(y->type(), TensorType(DType::F32, {Dim::symbol("N"), Dim::symbol("C"), 2, 3}));
+  auto fails = [&](TensorType xt, TensorType gt, AttrMap a, const char* what) {
+    Module m2;
+    Builder b2(m2.addFunction("f"));
+    auto n = b2.tryBuild(OpCode::GridSample, {b2.parameter(xt), b2.parameter(gt)}, std::move(a));
+    ASSERT_FALSE(n.isOk()) << what;
+    EXPECT_NE(n.status().message().find(what), std::string::npos) << n.status().str();
+  };
+  fails(TensorType::of(DType::F32, {1, 5, 7}), TensorType::of(DType::F32, {1, 2, 3, 2}), {},
+        "rank 4");
+  fails(TensorType::of(DType::F32, {1, 1, 5, 7}), TensorType::of(DType::F32, {1, 2, 3, 3}), {},
+        "dimension of 2");
+  fails(TensorType::of(DType::F32, {2, 1, 5, 7}), TensorType::of(DType::F32, {1, 2, 3, 2}), {},
+        "batch");
+  fails(TensorType(DType::F32, {Dim::symbol("N"), 1, 5, 7}),
+        TensorType(DType::F32, {Dim::symbol("M"), 2, 3, 2}), {}, "batch");
+  fails(TensorType::of(DType::F32, {1, 1, 5, 7}), TensorType::of(DType::F16, {1, 2, 3, 2}), {},
+        "one dtype");
+  fails(TensorType::of(DType::I32, {1, 1, 5, 7}), TensorType::of(DType::I32, {1, 2, 3, 2}), {},
+        "float");
+  fails(TensorType::of(DType::F32, {1, 1, 5, 7}), TensorType::of(DType::F32, {1, 2, 3, 2}),
+        {{"mode", enumAttr("linear")}}, "expected one of bilinear, nearest, bicubic");
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Resize (opsets 10, 11 and 13) and its predecessor Upsample, lowered to the IR's resize op
-// (ONNX Resize semantics: coordinate transformation, nearest rounding, cubic coefficient).
+// (ONNX Resize semantics: coordinate transformation, nearest rounding, cubic coefficient), and
+// GridSample (opsets 16 and 20, 4-D input), lowered to the IR's grid_sample op.
 #include <cmath>
 
 #include "frontend/onnx/ops_common.h"
@@ -111,6 +112,41 @@ Status resize(OpContext& c) {
   return emitResize(c, x, out, mode, ctm, nearest, scales);
 }
 
+// GridSample: X [N, C, H, W] sampled at grid [N, Ho, Wo, 2] gives [N, C, Ho, Wo]. Opset 16
+// spells the modes bilinear/nearest/bicubic; opset 20 spells them linear/nearest/cubic and
+// allows N-D inputs, of which only the 4-D case maps to grid_sample.
+Status gridSampleWith(OpContext& c, const std::string& linear, const std::string& cubic) {
+  KILN_ASSIGN_OR_RETURN(Value * x, c.req(0));
+  KILN_ASSIGN_OR_RETURN(Value * grid, c.req(1));
+  std::string mode = c.attrString("mode", linear);
+  if (mode == linear) mode = "bilinear";
+  else if (mode == cubic) mode = "bicubic";
+  else if (mode != "nearest")
+    return c.err("mode '" + mode + "' is not " + linear + ", nearest or " + cubic);
+  std::string padding = c.attrString("padding_mode", "zeros");
+  if (padding != "zeros" && padding != "border" && padding != "reflection")
+    return c.err("padding_mode '" + padding + "' is not zeros, border or reflection");
+  int64_t align = c.attrInt("align_corners", 0);
+  if (align != 0 && align != 1)
+    return c.err("align_corners must be 0 or 1, got " + std::to_string(align));
+  if (x->type().rank() != 4)
+    return c.unsupported("GridSample of a rank-" + std::to_string(x->type().rank()) +
+                         " input (only 4-D [N, C, H, W] is supported)");
+  if (!isFloat(x->type().dtype()))
+    return c.unsupported("GridSample of " + std::string(dtypeName(x->type().dtype())) +
+                         " input (only float types are supported)");
+  AttrMap a{{"mode", enumAttr(mode)},
+            {"padding_mode", enumAttr(padding)},
+            {"align_corners", boolAttr(align != 0)}};
+  Value* y = c.b.op(OpCode::GridSample, {x, grid}, std::move(a));
+  ONNX_BUILT(c, y);
+  c.setOutput(0, y);
+  return Status::ok();
+}
+
+Status gridSample16(OpContext& c) { return gridSampleWith(c, "bilinear", "bicubic"); }
+Status gridSample20(OpContext& c) { return gridSampleWith(c, "linear", "cubic"); }
+
 }  // namespace
 
 void addResizeOps(OpTable& t) {
@@ -118,6 +154,8 @@ void addResizeOps(OpTable& t) {
   t.add("Upsample", 9, upsampleInput);
   t.add("Resize", 10, upsampleInput);
   t.add("Resize", 11, resize);
+  t.add("GridSample", 16, gridSample16);
+  t.add("GridSample", 20, gridSample20);
 }
 
 }  // namespace kiln::onnx
