@@ -1,5 +1,7 @@
 // The kiln tool for users. Each subcommand is one row of kCommands; `kiln --help` lists them.
 #include <cstdio>
+#include <cstdlib>
+#include <unistd.h>
 #include <string>
 #include <vector>
 
@@ -52,8 +54,23 @@ int reportError(const Status& s, int exitCode) {
 
 }  // namespace kiln::cli
 
+// oneDNN runs on OpenMP (Debian's build), whose threads by default spin for a while after each
+// parallel region. Next to Kiln's own thread pool that oversubscribes the cores: on 2 cores a
+// transformer ran 40x slower with 2 threads than with passive waiting. libgomp reads
+// OMP_WAIT_POLICY once, when it is loaded (before main), so when the user has not chosen a
+// policy the tool sets "passive" and executes itself again. Programs embedding Kiln should set
+// OMP_WAIT_POLICY=passive in their environment (docs/api.md).
+void choosePassiveOpenMpWaiting(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") || std::getenv("KILN_NO_REEXEC")) return;
+  setenv("OMP_WAIT_POLICY", "passive", 1);
+  setenv("KILN_NO_REEXEC", "1", 1);
+  execv("/proc/self/exe", argv);
+  // execv failed (no /proc): go on with the default policy.
+}
+
 int main(int argc, char** argv) {
   using namespace kiln::cli;
+  choosePassiveOpenMpWaiting(argv);
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty()) {
     printUsage(stderr);
