@@ -24,6 +24,9 @@ PACKAGES=(
   # CPU backend (src/codegen/cpu): LLVM 19 headers, CMake config and the shared libLLVM-19 for
   # the ORC JIT (find_package(LLVM 19.1 CONFIG)).
   llvm-19-dev
+  # Real-model tests (tests/models): tools/export_models.py exports architectures from torch and
+  # torchvision with random weights.
+  python3-torch python3-torchvision
   # CPU library kernels (src/codegen/cpu/onednn.cpp): oneDNN 2.6 for convolution and matmul.
   libdnnl-dev
 )
