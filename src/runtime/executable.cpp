@@ -1,6 +1,7 @@
 // Compiling a module into an Executable, and running it.
 #include "runtime/executable.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -9,6 +10,8 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <regex>
+#include <thread>
 
 #include "codegen/cpu/cpu_codegen.h"
 #include "codegen/cpu/onednn.h"
@@ -34,6 +37,17 @@ void collectCalls(const kernel::StmtRef& s, std::vector<const kernel::Stmt*>& ou
   for (const auto& b : s->body) collectCalls(b, out);
 }
 
+// The kernel IR text with the kernel and its buffers named by position: kernels with the same key
+// compile to the same code.
+std::string structuralKey(const kernel::Kernel& k) {
+  std::string text = kernel::printKernel(k);
+  text = text.substr(text.find('('));
+  for (size_t i = 0; i < k.buffers.size(); ++i)
+    text = std::regex_replace(text, std::regex("%" + k.buffers[i].name + "\\b"),
+                              "%b" + std::to_string(i));
+  return text;
+}
+
 struct AlignedDelete {
   void operator()(std::byte* p) const {
     ::operator delete[](p, std::align_val_t(kBufferAlignment));
@@ -55,8 +69,10 @@ struct Executable::Impl {
   fusion::FusionPlan plan;
   std::vector<kernel::Kernel> kernels;
   std::vector<std::vector<LibraryCall>> calls;  // per kernel, by call index
-  std::unique_ptr<codegen::cpu::CpuCompiler> compiler;
-  std::vector<std::unique_ptr<codegen::cpu::CompiledKernel>> compiled;
+  std::vector<std::unique_ptr<codegen::cpu::CpuCompiler>> compilers;
+  std::vector<std::shared_ptr<codegen::cpu::CompiledKernel>> compiled;  // per kernel (shared
+                                                                        // by identical kernels)
+  int uniqueKernels = 0;
   std::unique_ptr<codegen::cpu::ThreadPool> pool;
   BufferPlan buffers;
   CompileTimes times;
@@ -176,17 +192,58 @@ StatusOr<std::unique_ptr<Executable>> Executable::compile(std::unique_ptr<Module
     KILN_RETURN_IF_ERROR(writeFile(
         (std::filesystem::path(options.instrumentation.dumpDir) / "kernels.txt").string(), text));
   }
-  // Code generation.
+  // Code generation: kernels that differ only in their names compile once, and the distinct
+  // ones are split over up to `threads` compilers (one LLVM context and JIT each) that run at
+  // once.
   start = Clock::now();
-  KILN_ASSIGN_OR_RETURN(impl->compiler, codegen::cpu::CpuCompiler::create());
-  std::vector<const kernel::Kernel*> all;
-  for (const kernel::Kernel& k : impl->kernels) all.push_back(&k);
-  KILN_ASSIGN_OR_RETURN(impl->compiled, impl->compiler->compileAll(all));
+  std::map<std::string, size_t> firstOf;
+  std::vector<size_t> uniqueOf(impl->kernels.size());
+  std::vector<size_t> unique;
+  for (size_t i = 0; i < impl->kernels.size(); ++i) {
+    auto [it, added] = firstOf.emplace(structuralKey(impl->kernels[i]), unique.size());
+    if (added) unique.push_back(i);
+    uniqueOf[i] = it->second;
+  }
+  impl->uniqueKernels = static_cast<int>(unique.size());
+  int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int workers = std::min<int>(
+      {options.threads > 0 ? options.threads : hardware, static_cast<int>(unique.size()), 8});
+  workers = std::max(workers, 1);
+  std::vector<std::vector<const kernel::Kernel*>> batches(static_cast<size_t>(workers));
+  for (size_t u = 0; u < unique.size(); ++u)
+    batches[u % static_cast<size_t>(workers)].push_back(&impl->kernels[unique[u]]);
+  std::vector<StatusOr<std::vector<std::unique_ptr<codegen::cpu::CompiledKernel>>>> results;
+  for (int w = 0; w < workers; ++w) results.emplace_back(Status::error("not compiled"));
+  for (int w = 0; w < workers; ++w) {
+    KILN_ASSIGN_OR_RETURN(auto compiler, codegen::cpu::CpuCompiler::create());
+    impl->compilers.push_back(std::move(compiler));
+  }
+  {
+    std::vector<std::thread> threads;
+    for (int w = 1; w < workers; ++w)
+      threads.emplace_back([&, w] {
+        results[size_t(w)] = impl->compilers[size_t(w)]->compileAll(batches[size_t(w)]);
+      });
+    results[0] = impl->compilers[0]->compileAll(batches[0]);
+    for (std::thread& t : threads) t.join();
+  }
+  std::vector<std::shared_ptr<codegen::cpu::CompiledKernel>> uniqueCompiled(unique.size());
+  for (int w = 0; w < workers; ++w) {
+    if (!results[size_t(w)]) return results[size_t(w)].status();
+    auto& done = *results[size_t(w)];
+    for (size_t j = 0; j < done.size(); ++j)
+      uniqueCompiled[j * static_cast<size_t>(workers) + static_cast<size_t>(w)] =
+          std::move(done[j]);
+  }
+  for (size_t i = 0; i < impl->kernels.size(); ++i)
+    impl->compiled.push_back(uniqueCompiled[uniqueOf[i]]);
   impl->times.codegen = msSince(start);
-  if (!options.instrumentation.dumpDir.empty())
-    KILN_RETURN_IF_ERROR(
-        writeFile((std::filesystem::path(options.instrumentation.dumpDir) / "kernels.ll").string(),
-                  impl->compiler->lastLlvmIr()));
+  if (!options.instrumentation.dumpDir.empty()) {
+    std::string ir;
+    for (const auto& c : impl->compilers) ir += c->lastLlvmIr();
+    KILN_RETURN_IF_ERROR(writeFile(
+        (std::filesystem::path(options.instrumentation.dumpDir) / "kernels.ll").string(), ir));
+  }
   start = Clock::now();
   KILN_ASSIGN_OR_RETURN(impl->buffers, planBuffers(*f, impl->kernels));
   impl->times.buffers = msSince(start);
@@ -286,6 +343,7 @@ std::string Executable::libraryCalls() const {
     out += std::string(out.empty() ? "" : "; ") + "reference: " + list(reference);
   return out.empty() ? "none" : out;
 }
-std::string Executable::hostCpu() const { return impl_->compiler->hostCpu(); }
+std::string Executable::hostCpu() const { return impl_->compilers[0]->hostCpu(); }
+int Executable::uniqueKernels() const { return impl_->uniqueKernels; }
 
 }  // namespace kiln::runtime

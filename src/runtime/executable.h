@@ -60,6 +60,8 @@ class Executable {
   // The per-pass timing table when instrumentation.timePasses was set, else "".
   const std::string& passTimings() const;
   std::string hostCpu() const;
+  // How many distinct kernels were compiled (kernels identical up to names share code).
+  int uniqueKernels() const;
 
  private:
   struct Impl;

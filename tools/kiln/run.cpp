@@ -147,9 +147,10 @@ Status runProgram(const RunOptions& o) {
                               std::to_string(plan.kernels.size()) + " kernels (kiln explain " +
                                   "shows them and why edges were not fused)"});
     summary.stages.push_back({"lowering", t.lowering, "kernel IR for each kernel"});
-    summary.stages.push_back(
-        {"codegen", t.codegen,
-         "LLVM -O3 for " + exe->hostCpu() + "; library calls: " + exe->libraryCalls()});
+    summary.stages.push_back({"codegen", t.codegen,
+                              std::to_string(exe->uniqueKernels()) +
+                                  " distinct kernels, LLVM -O3 for " + exe->hostCpu() +
+                                  "; library calls: " + exe->libraryCalls()});
     summary.stages.push_back({"buffers", t.buffers, runtime::describeBufferPlan(exe->buffers())});
     auto start = std::chrono::steady_clock::now();
     KILN_ASSIGN_OR_RETURN(results, exe->run(values));
