@@ -56,6 +56,9 @@ StatusOr<std::vector<Value*>> Importer::runSubgraph(const pb::GraphProto& g, Sco
   std::vector<Value*> outs;
   for (const auto& o : g.output()) {
     Value* v = sub.lookup(o.name());
+    if (!v && sub.lookupSequence(o.name()))
+      return Status::error("the subgraph output '" + o.name() +
+                           "' is a sequence; sequences passed out of subgraphs are not supported");
     if (!v) return Status::error("the subgraph output '" + o.name() + "' is not defined");
     outs.push_back(v);
   }

@@ -70,6 +70,10 @@ Status Importer::expandFunction(const pb::FunctionProto& fn, const pb::NodeProto
     inner.opsets[o.domain() == "ai.onnx" ? "" : o.domain()] = static_cast<int>(o.version());
   for (int i = 0; i < node.input_size(); ++i) {
     if (node.input(i).empty()) continue;
+    if (const std::vector<Value*>* seq = outer.lookupSequence(node.input(i))) {
+      inner.sequences[fn.input(i)] = *seq;
+      continue;
+    }
     Value* v = outer.lookup(node.input(i));
     if (!v) return report(name, op, Status::error("input '" + node.input(i) + "' is not defined"));
     inner.values[fn.input(i)] = v;
@@ -96,6 +100,10 @@ Status Importer::expandFunction(const pb::FunctionProto& fn, const pb::NodeProto
   }
   for (int i = 0; i < node.output_size(); ++i) {
     if (node.output(i).empty()) continue;
+    if (const std::vector<Value*>* seq = inner.lookupSequence(fn.output(i))) {
+      outer.sequences[node.output(i)] = *seq;
+      continue;
+    }
     Value* v = inner.lookup(fn.output(i));
     if (!v)
       return report(

@@ -75,7 +75,7 @@ Status Importer::importGraphNodes(const pb::GraphProto& g, Scope& scope) {
       if (it != producer.end()) {
         users[static_cast<size_t>(it->second)].push_back(i);
         ++waiting[static_cast<size_t>(i)];
-      } else if (!scope.lookup(name) && !poisoned_.count(name)) {
+      } else if (!scope.defines(name) && !poisoned_.count(name)) {
         KILN_RETURN_IF_ERROR(report(nodeName(g.node(i), i), qualifiedOp(g.node(i)),
                                     Status::error("input '" + name +
                                                   "' is not produced by any node, initializer "
@@ -120,7 +120,7 @@ Status Importer::importNodeList(const std::vector<const pb::NodeProto*>& nodes, 
     std::string name = scope.originPrefix + nodeName(node, static_cast<int>(i));
     if (skipPoisoned(node, scope, name)) continue;
     for (const auto& in : node.input())
-      if (!in.empty() && !scope.lookup(in))
+      if (!in.empty() && !scope.defines(in))
         return report(name, qualifiedOp(node),
                       Status::error("input '" + in + "' is not defined in the function body"));
     KILN_RETURN_IF_ERROR(importNode(node, scope, name));
@@ -131,7 +131,7 @@ Status Importer::importNodeList(const std::vector<const pb::NodeProto*>& nodes, 
 bool Importer::skipPoisoned(const pb::NodeProto& node, Scope& scope, const std::string& name) {
   if (mode_ != Mode::Check) return false;
   bool poisoned = false;
-  for (const std::string& in : readsOf(node)) poisoned |= !scope.lookup(in) && poisoned_.count(in);
+  for (const std::string& in : readsOf(node)) poisoned |= !scope.defines(in) && poisoned_.count(in);
   if (!poisoned) return false;
   // The node cannot be checked in full without its inputs; still say if its op is unknown.
   std::string domain = node.domain() == "ai.onnx" ? "" : node.domain();
@@ -148,7 +148,7 @@ bool Importer::skipPoisoned(const pb::NodeProto& node, Scope& scope, const std::
 void Importer::placeholdOutputs(const pb::NodeProto& node, Scope& scope) {
   if (mode_ != Mode::Check) return;
   for (const auto& o : node.output()) {
-    if (o.empty() || scope.lookup(o)) continue;
+    if (o.empty() || scope.defines(o)) continue;
     auto it = hintTypes_.find(o);
     if (it != hintTypes_.end()) {
       pb::ValueInfoProto vi;
@@ -210,7 +210,7 @@ Status Importer::runMapping(MapFn fn, const pb::NodeProto& node, Scope& scope,
   if (s && !b.ok()) s = b.status();
   if (s) s = ctx.finish();
   for (int i = 0; s && i < node.output_size(); ++i)
-    if (ctx.wantsOutput(i) && !ctx.output(i))
+    if (ctx.wantsOutput(i) && !ctx.produced(i))
       s = Status::error("output " + std::to_string(i) + " ('" + node.output(i) +
                         "') is not supported");
   return s;
@@ -251,7 +251,7 @@ Status Importer::importNode(const pb::NodeProto& node, Scope& scope, const std::
     }
   }
   // Check mode reports and returns ok; stand-ins keep later nodes checkable.
-  if (!s || !scope.lookup(node.output_size() ? node.output(0) : "")) placeholdOutputs(node, scope);
+  if (!s || !scope.defines(node.output_size() ? node.output(0) : "")) placeholdOutputs(node, scope);
   return s;
 }
 

@@ -54,6 +54,14 @@ Value* Scope::lookup(const std::string& name) const {
   return nullptr;
 }
 
+const std::vector<Value*>* Scope::lookupSequence(const std::string& name) const {
+  for (const Scope* s = this; s; s = s->parent) {
+    auto it = s->sequences.find(name);
+    if (it != s->sequences.end()) return &it->second;
+  }
+  return nullptr;
+}
+
 Importer::Importer(const pb::ModelProto& model, std::string baseDir, Mode mode,
                    const ImportOptions& options, std::set<std::string> boundInputs)
     : model_(model), baseDir_(std::move(baseDir)), mode_(mode), options_(options),
@@ -175,6 +183,9 @@ StatusOr<TensorType> Importer::typeOfValueInfo(const pb::ValueInfoProto& vi,
                        : tp.has_map_type()           ? "map"
                        : tp.has_sparse_tensor_type() ? "sparse tensor"
                                                      : "unknown";
+    if (tp.has_sequence_type())
+      return Status::error("sequence types are not supported here: a sequence must be known "
+                           "while importing (built by sequence ops inside the graph)");
     return Status::error(std::string(kind) + " types are not supported");
   }
   const auto& tt = tp.tensor_type();
@@ -245,6 +256,13 @@ Status Importer::importOutputs(Scope& scope) {
   for (const pb::ValueInfoProto& vi : model_.graph().output()) {
     Value* v = scope.lookup(vi.name());
     if (!v && poisoned_.count(vi.name())) continue;  // check mode: its producer is reported
+    if (!v && scope.lookupSequence(vi.name())) {
+      KILN_RETURN_IF_ERROR(report("graph output '" + vi.name() + "'", "",
+                                  Status::error("sequence graph outputs are not supported: a "
+                                                "sequence must be known while importing and "
+                                                "the IR has no sequence type")));
+      continue;
+    }
     if (!v) {
       KILN_RETURN_IF_ERROR(report("graph output '" + vi.name() + "'", "",
                                   Status::error("no node or input produces it")));

@@ -34,12 +34,18 @@ class OpContext;
 struct Scope {
   Scope* parent = nullptr;  // enclosing graph visible from an inlined branch; null for functions
   std::unordered_map<std::string, Value*> values;
+  // ONNX sequences known while importing: the IR has no sequence type, so a sequence is the
+  // ordered list of its tensors, resolved by the sequence ops themselves.
+  std::unordered_map<std::string, std::vector<Value*>> sequences;
   std::map<std::string, int> opsets;  // domain ("" for ai.onnx) -> version
   bool nameValues = true;             // give IR values the ONNX tensor names
   std::string originPrefix;           // "Outer/" for nodes of an expanded function
   int depth = 0;                      // nesting of expansions (bounded)
 
   Value* lookup(const std::string& name) const;
+  const std::vector<Value*>* lookupSequence(const std::string& name) const;
+  // A tensor or a sequence of that name is visible.
+  bool defines(const std::string& name) const { return lookup(name) || lookupSequence(name); }
 };
 
 enum class Mode { Import, Check };

@@ -16,6 +16,7 @@ OpContext::OpContext(Importer& imp, Scope& scope, const pb::NodeProto& node, std
                      int opset, Builder& builder)
     : b(builder), imp_(imp), scope_(scope), node_(node), name_(std::move(name)), opset_(opset) {
   outputs_.assign(static_cast<size_t>(node.output_size()), nullptr);
+  sequenceOutputs_.assign(static_cast<size_t>(node.output_size()), false);
 }
 
 Value* OpContext::in(int i) const { return has(i) ? scope_.lookup(node_.input(i)) : nullptr; }
@@ -23,8 +24,21 @@ Value* OpContext::in(int i) const { return has(i) ? scope_.lookup(node_.input(i)
 StatusOr<Value*> OpContext::req(int i) const {
   if (!has(i)) return err("input " + std::to_string(i) + " is required");
   Value* v = in(i);
+  if (!v && isSequence(i))
+    return err("input '" + node_.input(i) +
+               "' is a sequence; sequences are only supported as inputs of sequence ops");
   if (!v) return err("input '" + node_.input(i) + "' is not defined");
   return v;
+}
+
+StatusOr<std::vector<Value*>> OpContext::sequenceInput(int i) const {
+  if (!has(i)) return err("input " + std::to_string(i) + " (a sequence) is required");
+  if (const std::vector<Value*>* seq = scope_.lookupSequence(node_.input(i))) return *seq;
+  if (in(i))
+    return err("input '" + node_.input(i) + "' must be a sequence, got a tensor " +
+               in(i)->type().str());
+  return err("input '" + node_.input(i) +
+             "' is not defined (a sequence must be known while importing)");
 }
 
 std::vector<Value*> OpContext::allInputs() const {
@@ -199,6 +213,17 @@ void OpContext::setOutput(int i, Value* v) {
   scope_.values[name] = v;
   if (scope_.nameValues && v->name().empty() && v->def()->op() != OpCode::Parameter)
     v->setName(name);
+}
+
+void OpContext::setSequenceOutput(int i, std::vector<Value*> elems) {
+  if (i >= numOutputs() || !wantsOutput(i)) return;
+  sequenceOutputs_[static_cast<size_t>(i)] = true;
+  scope_.sequences[node_.output(i)] = std::move(elems);
+}
+
+bool OpContext::produced(int i) const {
+  return output(i) != nullptr || (i < static_cast<int>(sequenceOutputs_.size()) &&
+                                  sequenceOutputs_[static_cast<size_t>(i)]);
 }
 
 Value* OpContext::output(int i) const {

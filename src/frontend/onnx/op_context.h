@@ -74,6 +74,12 @@ class OpContext {
   bool wantsOutput(int i) const { return i < node_.output_size() && !node_.output(i).empty(); }
   void setOutput(int i, Value* v);
   Value* output(int i) const;
+  // Sequences (known while importing; see Scope::sequences).
+  bool isSequence(int i) const { return has(i) && scope_.lookupSequence(node_.input(i)); }
+  StatusOr<std::vector<Value*>> sequenceInput(int i) const;
+  void setSequenceOutput(int i, std::vector<Value*> elems);
+  // Output i was set, as a tensor or a sequence.
+  bool produced(int i) const;
 
   Status unsupported(const std::string& reason) const { return Status::error(reason); }
   Status err(const std::string& msg) const { return Status::error(msg); }
@@ -91,6 +97,7 @@ class OpContext {
   std::string name_;
   int opset_;
   std::vector<Value*> outputs_;
+  std::vector<bool> sequenceOutputs_;
   std::set<std::string> used_;
   Status attrError_;
 };
@@ -133,6 +140,7 @@ void addMiscOps(OpTable& t);
 void addEinsumOps(OpTable& t);
 void addRnnOps(OpTable& t);
 void addResizeOps(OpTable& t);
+void addSequenceOps(OpTable& t);
 
 // ---- Lowering helpers ----
 

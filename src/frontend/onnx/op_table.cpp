@@ -30,6 +30,7 @@ const OpTable& opTable() {
     addEinsumOps(t);
     addRnnOps(t);
     addResizeOps(t);
+    addSequenceOps(t);
     return t;
   }();
   return table;
