@@ -38,6 +38,10 @@ StatusOr<std::vector<Unsupported>> checkModelBytes(std::string_view bytes,
 // names the ONNX test data's input_<i>.pb files belong to.
 StatusOr<std::vector<std::string>> graphInputNames(const std::string& path);
 
+// The dim_param name of each dimension of those inputs, in the same order ("" for a dimension
+// without one).
+StatusOr<std::vector<std::vector<std::string>>> graphInputDimParams(const std::string& path);
+
 // A parameter of the imported function is named after its graph input, so a caller matches
 // input values to parameters by name (bound inputs are not parameters).
 

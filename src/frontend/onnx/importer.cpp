@@ -531,6 +531,23 @@ StatusOr<std::vector<std::string>> graphInputNames(const std::string& path) {
   return names;
 }
 
+StatusOr<std::vector<std::vector<std::string>>> graphInputDimParams(const std::string& path) {
+  KILN_ASSIGN_OR_RETURN(std::string bytes, readFileLimited(path, "model file"));
+  auto model = parseModel(bytes);
+  if (!model) return Status(model.status()).prefix(path);
+  std::set<std::string> initializers;
+  for (const pb::TensorProto& t : model->graph().initializer()) initializers.insert(t.name());
+  std::vector<std::vector<std::string>> params;
+  for (const pb::ValueInfoProto& vi : model->graph().input()) {
+    if (initializers.count(vi.name())) continue;
+    params.emplace_back();
+    if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape()) continue;
+    for (const auto& d : vi.type().tensor_type().shape().dim())
+      params.back().push_back(d.has_dim_param() ? d.dim_param() : "");
+  }
+  return params;
+}
+
 StatusOr<Tensor> readTensorProtoFile(const std::string& path) {
   pb::TensorProto t;
   KILN_RETURN_IF_ERROR(parseProtoFile(path, "tensor file", t));
