@@ -1,8 +1,8 @@
 // The kiln tool for users. Each subcommand is one row of kCommands; `kiln --help` lists them.
 #include <cstdio>
 #include <cstdlib>
-#include <unistd.h>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 #include "commands.h"
