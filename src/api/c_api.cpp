@@ -66,9 +66,7 @@ kiln_executable* kiln_compile_onnx(const char* path, const kiln_options* options
     h->exe = std::move(*exe);
     const kiln::Function& f = h->exe->function();
     for (size_t i = 0; i < f.numParameters(); ++i) {
-      std::vector<int64_t> dims;
-      for (const kiln::Dim& d : f.parameter(i)->type().dims()) dims.push_back(d.value());
-      h->inputDims.push_back(dims);
+      h->inputDims.push_back(f.parameter(i)->type().staticDims());
       h->inputNames.push_back(f.parameter(i)->name());
     }
     return h;

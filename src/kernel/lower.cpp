@@ -20,12 +20,6 @@ using Index = std::vector<ExprRef>;
 // more than the work.
 constexpr int64_t kParallelThreshold = 16384;
 
-std::vector<int64_t> staticDims(const TensorType& t) {
-  std::vector<int64_t> d;
-  for (const Dim& x : t.dims()) d.push_back(x.value());
-  return d;
-}
-
 int64_t product(const std::vector<int64_t>& d) {
   int64_t n = 1;
   for (int64_t x : d) n *= x;
@@ -191,7 +185,7 @@ class Lowerer {
     Buffer b;
     b.name = n;
     b.type = v->type().dtype();
-    b.shape = staticDims(v->type());
+    b.shape = v->type().staticDims();
     b.role = role;
     b.value = v;
     buffers_.push_back(b);
@@ -270,7 +264,7 @@ class Lowerer {
       return cast(load(b.name, dt, flatten(idx, b.shape)), computeType(dt));
     }
     auto operand = [&](size_t i, const Index& at) { return valueAt(n->operand(i), at); };
-    std::vector<int64_t> shape = staticDims(v->type());
+    std::vector<int64_t> shape = v->type().staticDims();
     if (auto u = unaryFor(n->op())) {
       KILN_ASSIGN_OR_RETURN(ExprRef a, operand(0, idx));
       return unary(*u, a);
@@ -343,14 +337,14 @@ class Lowerer {
       }
       case OpCode::BroadcastInDim: {
         auto dims = n->attrInts("dims");
-        std::vector<int64_t> in = staticDims(n->operand(0)->type());
+        std::vector<int64_t> in = n->operand(0)->type().staticDims();
         Index at(in.size());
         for (size_t i = 0; i < in.size(); ++i)
           at[i] = in[i] == 1 ? intConst(0) : idx[static_cast<size_t>(dims[i])];
         return operand(0, at);
       }
       case OpCode::Reshape: {
-        std::vector<int64_t> in = staticDims(n->operand(0)->type());
+        std::vector<int64_t> in = n->operand(0)->type().staticDims();
         return operand(0, unflatten(flatten(idx, shape), in));
       }
       case OpCode::Transpose: {
@@ -385,7 +379,7 @@ class Lowerer {
       case OpCode::Pad: {
         auto low = n->attrInts("low");
         auto interior = n->attrInts("interior", std::vector<int64_t>(low.size(), 0));
-        std::vector<int64_t> in = staticDims(n->operand(0)->type());
+        std::vector<int64_t> in = n->operand(0)->type().staticDims();
         Index at(idx.size());
         std::vector<ExprRef> valid;
         for (size_t i = 0; i < idx.size(); ++i) {
@@ -459,7 +453,7 @@ class Lowerer {
   StatusOr<StmtRef> storeAll(const std::vector<const Value*>& values) {
     std::vector<std::pair<std::vector<int64_t>, std::vector<const Value*>>> byShape;
     for (const Value* v : values) {
-      std::vector<int64_t> s = staticDims(v->type());
+      std::vector<int64_t> s = v->type().staticDims();
       auto it =
           std::find_if(byShape.begin(), byShape.end(), [&](const auto& p) { return p.first == s; });
       if (it == byShape.end()) byShape.push_back({s, {v}});
@@ -514,7 +508,7 @@ class Lowerer {
   void splitOutputs(const std::vector<int64_t>& shape, std::vector<const Value*>& main,
                     std::vector<const Value*>& rest) const {
     for (const Value* v : k_.outputs) {
-      if (staticDims(v->type()) == shape) main.push_back(v);
+      if (v->type().staticDims() == shape) main.push_back(v);
       else rest.push_back(v);
     }
   }
@@ -538,8 +532,8 @@ class Lowerer {
   StatusOr<StmtRef> lowerRowReduction() {
     const Node* a = k_.anchor;
     const Value* x = a->operand(0);
-    std::vector<int64_t> in = staticDims(x->type());
-    std::vector<int64_t> outShape = staticDims(a->result()->type());
+    std::vector<int64_t> in = x->type().staticDims();
+    std::vector<int64_t> outShape = a->result()->type().staticDims();
     DType xt = x->type().dtype();
     DType ct = computeType(xt);
     bool arg = a->op() == OpCode::ArgMax || a->op() == OpCode::ArgMin;
@@ -669,7 +663,7 @@ class Lowerer {
   StatusOr<StmtRef> lowerRowNormalization() {
     const Node* a = k_.anchor;
     const Value* x = a->operand(0);
-    std::vector<int64_t> in = staticDims(x->type());
+    std::vector<int64_t> in = x->type().staticDims();
     DType ct = computeType(x->type().dtype());
     int64_t axis = a->attrInt("axis");
     bool layerNorm = a->op() == OpCode::LayerNorm;

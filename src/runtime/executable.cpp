@@ -106,9 +106,7 @@ void runLibraryCall(void* context, int32_t index, void** buffers) {
   std::vector<Tensor> operands;
   for (size_t i = 0; i < n.numOperands(); ++i) {
     const TensorType& t = n.operand(i)->type();
-    std::vector<int64_t> dims;
-    for (const Dim& d : t.dims()) dims.push_back(d.value());
-    Tensor x(t.dtype(), dims);
+    Tensor x(t.dtype(), t.staticDims());
     if (x.byteSize()) std::memcpy(x.mutableBytes(), buffers[i], x.byteSize());
     operands.push_back(std::move(x));
   }
@@ -266,9 +264,7 @@ StatusOr<std::vector<Tensor>> Executable::run(std::span<const Tensor> inputs) co
                            inputs[i].type().str());
   std::vector<Tensor> outputs;
   for (const Value* v : f.outputs()) {
-    std::vector<int64_t> dims;
-    for (const Dim& d : v->type().dims()) dims.push_back(d.value());
-    outputs.emplace_back(v->type().dtype(), dims);
+    outputs.emplace_back(v->type().dtype(), v->type().staticDims());
   }
   std::unique_ptr<std::byte[], AlignedDelete> arena(m.buffers.arenaBytes
                                                         ? new (std::align_val_t(kBufferAlignment))
