@@ -25,11 +25,9 @@ OpPattern patternOf(const Node& n) {
     case OpClass::ElementwiseBinary:
     case OpClass::ElementwiseTernary: return OpPattern::Elementwise;
     case OpClass::DataMovement:
-      // Gathers, dynamic slices, resizes and grid samples have no loop lowering yet
-      // (src/kernel/lower.cpp): kernels of their own.
-      if (n.op() == OpCode::Scatter || n.op() == OpCode::DynamicUpdateSlice ||
-          n.op() == OpCode::Gather || n.op() == OpCode::DynamicSlice || n.op() == OpCode::Resize ||
-          n.op() == OpCode::GridSample)
+      // Scatters, resizes and grid samples have no loop lowering yet (src/kernel/lower.cpp):
+      // kernels of their own. Gathers and dynamic slices read through loaded indices.
+      if (n.op() == OpCode::Scatter || n.op() == OpCode::Resize || n.op() == OpCode::GridSample)
         return OpPattern::Opaque;
       return OpPattern::Injective;
     case OpClass::Reduction:

@@ -203,13 +203,28 @@ StmtRef barrier() {
   return s;
 }
 
-StmtRef call(const std::string& callee, const Node* node, std::vector<std::string> args) {
+StmtRef call(const std::string& callee, const Node* node, std::vector<std::string> args,
+             std::vector<PostOp> postOps) {
   auto s = std::make_shared<Stmt>();
   s->kind = Stmt::Kind::Call;
   s->callee = callee;
   s->node = node;
   s->args = std::move(args);
+  s->postOps = std::move(postOps);
   return s;
+}
+
+const char* postOpName(PostOp::Kind k) {
+  switch (k) {
+    case PostOp::Kind::Add: return "add";
+    case PostOp::Kind::Mul: return "mul";
+    case PostOp::Kind::Clamp: return "clamp";
+    case PostOp::Kind::Sigmoid: return "sigmoid";
+    case PostOp::Kind::Tanh: return "tanh";
+    case PostOp::Kind::Gelu: return "gelu";
+    case PostOp::Kind::GeluTanh: return "gelu_tanh";
+  }
+  return "?";
 }
 
 int64_t Buffer::elements() const {
@@ -357,7 +372,22 @@ void printStmtTo(const Stmt& s, int indent, std::string& out) {
     case Stmt::Kind::Call:
       out += pad + "call " + s.callee + "(";
       for (size_t i = 0; i < s.args.size(); ++i) out += (i ? ", %" : "%") + s.args[i];
-      out += ")\n";
+      out += ")";
+      // call dot_general(%a, %w, %out, %bias) then add(%bias, dims [1]), clamp(0, inf)
+      for (size_t i = 0; i < s.postOps.size(); ++i) {
+        const PostOp& p = s.postOps[i];
+        out += std::string(i ? ", " : " then ") + postOpName(p.kind);
+        if (p.kind == PostOp::Kind::Add || p.kind == PostOp::Kind::Mul) {
+          out += "(%" + p.operand + ", dims [";
+          for (size_t d = 0; d < p.operandDims.size(); ++d)
+            out += (d ? ", " : "") + std::to_string(p.operandDims[d]);
+          out += "])";
+        } else if (p.kind == PostOp::Kind::Clamp) {
+          out += "(" + constText(*floatConst(p.lo, DType::F32)) + ", " +
+                 constText(*floatConst(p.hi, DType::F32)) + ")";
+        }
+      }
+      out += "\n";
       return;
   }
 }

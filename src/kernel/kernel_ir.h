@@ -128,6 +128,30 @@ enum class MemoryScope : uint8_t { Local, Shared };  // Local: per thread; Share
 struct Stmt;
 using StmtRef = std::shared_ptr<Stmt>;
 
+// One step of a library call's epilogue that the library applies to the result as it writes it
+// (oneDNN post-ops, cuBLASLt epilogues), in order. The lowering folds a chain of elementwise ops
+// after a contraction into these when it can; what it cannot fold stays a loop nest.
+struct PostOp {
+  enum class Kind : uint8_t {
+    Add,       // result + operand
+    Mul,       // result * operand
+    Clamp,     // min(max(result, lo), hi); lo = 0, hi = inf is relu
+    Sigmoid,   // 1 / (1 + exp(-result))
+    Tanh,      // tanh(result)
+    Gelu,      // result * (1 + erf(result / sqrt 2)) / 2
+    GeluTanh,  // the tanh approximation of gelu
+  };
+  Kind kind = Kind::Add;
+  // Add, Mul: the other operand, a buffer of `operandShape` whose dim j is the result's dim
+  // operandDims[j] (as in broadcast_in_dim: it is broadcast along the other dims).
+  std::string operand;
+  std::vector<int64_t> operandShape;
+  std::vector<int64_t> operandDims;
+  // Clamp bounds (infinite when absent).
+  double lo = 0, hi = 0;
+};
+const char* postOpName(PostOp::Kind k);  // "add", "mul", "clamp", ...
+
 struct Stmt {
   enum class Kind : uint8_t {
     Block,    // body, in order
@@ -152,10 +176,15 @@ struct Stmt {
   MemoryScope scope = MemoryScope::Local;
   // If
   ExprRef cond;
-  // Call: the graph node it runs, its operand and result buffers.
+  // Call: the graph node it runs; args are its operand buffers, its result buffers, then the
+  // operand buffers of the post-ops (one per add or mul, in order). With post-ops the (single)
+  // result buffer holds the value after the last post-op.
   std::string callee;
   const Node* node = nullptr;
   std::vector<std::string> args;
+  std::vector<PostOp> postOps;
+  // When epilogue ops remain after the post-ops: why the post-op chain stops there.
+  std::string note;
 };
 
 StmtRef block(std::vector<StmtRef> body);
@@ -164,7 +193,8 @@ StmtRef store(const std::string& buffer, ExprRef index, ExprRef value);
 StmtRef alloc(const std::string& buffer, DType type, int64_t size, MemoryScope scope, StmtRef body);
 StmtRef ifThen(ExprRef cond, StmtRef then, StmtRef otherwise = nullptr);
 StmtRef barrier();
-StmtRef call(const std::string& callee, const Node* node, std::vector<std::string> args);
+StmtRef call(const std::string& callee, const Node* node, std::vector<std::string> args,
+             std::vector<PostOp> postOps = {});
 
 // Input and Output buffers hold graph values; a Temp buffer is scratch memory the runtime
 // provides for one run of the kernel (a library call's result that an epilogue then reads).

@@ -134,7 +134,8 @@ BinaryOp compareOp(const std::string& direction) {
 
 class Lowerer {
  public:
-  Lowerer(const Function& f, const fusion::Kernel& k) : k_(k) {
+  Lowerer(const Function& f, const fusion::Kernel& k, const LowerOptions& options)
+      : k_(k), options_(options) {
     names_ = printedValueNames(f);
     members_.insert(k.nodes.begin(), k.nodes.end());
     out_.name = "k" + std::to_string(k.id) + "_" + std::string(fusion::kernelKindName(k.kind));
@@ -396,6 +397,71 @@ class Lowerer {
         KILN_ASSIGN_OR_RETURN(ExprRef x, operand(0, at));
         KILN_ASSIGN_OR_RETURN(ExprRef padValue, valueAt(n->operand(1), {}));
         return select(andAll(valid), x, padValue);
+      }
+      case OpCode::Gather: {
+        // StableHLO gather: the output's batch dims pick an index vector, whose components
+        // (clamped so the slice stays inside) start the slice along start_index_map's dims;
+        // the output's offset dims walk the slice's dims that are not collapsed.
+        auto offsetDims = n->attrInts("offset_dims");
+        auto collapsed = n->attrInts("collapsed_slice_dims");
+        auto startMap = n->attrInts("start_index_map");
+        auto sizes = n->attrInts("slice_sizes");
+        int64_t vectorDim = n->attrInt("index_vector_dim");
+        auto has = [](const std::vector<int64_t>& v, int64_t x) {
+          return std::find(v.begin(), v.end(), x) != v.end();
+        };
+        std::vector<int64_t> xd = n->operand(0)->type().staticDims();
+        Index batch;
+        for (size_t i = 0; i < idx.size(); ++i)
+          if (!has(offsetDims, static_cast<int64_t>(i))) batch.push_back(idx[i]);
+        std::vector<ExprRef> start(xd.size(), intConst(0));
+        for (size_t k = 0; k < startMap.size(); ++k) {
+          Index at;
+          size_t b = 0;
+          for (int64_t i = 0; i < n->operand(1)->type().rank(); ++i)
+            at.push_back(i == vectorDim ? intConst(static_cast<int64_t>(k)) : batch[b++]);
+          KILN_ASSIGN_OR_RETURN(ExprRef v, valueAt(n->operand(1), at));
+          auto od = static_cast<size_t>(startMap[k]);
+          start[od] = clampIndex(cast(v, DType::I64), xd[od] - sizes[od] + 1);
+        }
+        Index at(xd.size());
+        size_t w = 0;
+        for (size_t d = 0; d < xd.size(); ++d)
+          at[d] = has(collapsed, static_cast<int64_t>(d))
+                      ? start[d]
+                      : binary(BinaryOp::Add, start[d],
+                               idx[static_cast<size_t>(offsetDims[w++])]);
+        return operand(0, at);
+      }
+      case OpCode::DynamicSlice:
+      case OpCode::DynamicUpdateSlice: {
+        // Start indices (rank-0 operands after the data) are clamped so the slice or update
+        // stays inside, as StableHLO specifies.
+        bool update = n->op() == OpCode::DynamicUpdateSlice;
+        std::vector<int64_t> xd = n->operand(0)->type().staticDims();
+        std::vector<int64_t> window = (update ? n->operand(1) : v)->type().staticDims();
+        size_t first = update ? 2 : 1;
+        Index start(xd.size());
+        for (size_t d = 0; d < xd.size(); ++d) {
+          KILN_ASSIGN_OR_RETURN(ExprRef s, valueAt(n->operand(first + d), {}));
+          start[d] = clampIndex(cast(s, DType::I64), xd[d] - window[d] + 1);
+        }
+        if (!update) {
+          Index at(xd.size());
+          for (size_t d = 0; d < xd.size(); ++d) at[d] = binary(BinaryOp::Add, start[d], idx[d]);
+          return operand(0, at);
+        }
+        Index at(xd.size());
+        std::vector<ExprRef> inside;
+        for (size_t d = 0; d < xd.size(); ++d) {
+          ExprRef rel = binary(BinaryOp::Sub, idx[d], start[d]);
+          inside.push_back(binary(BinaryOp::Ge, rel, intConst(0)));
+          inside.push_back(binary(BinaryOp::Lt, rel, intConst(window[d])));
+          at[d] = clampIndex(rel, window[d]);
+        }
+        KILN_ASSIGN_OR_RETURN(ExprRef u, operand(1, at));
+        KILN_ASSIGN_OR_RETURN(ExprRef x, operand(0, idx));
+        return select(andAll(inside), u, x);
       }
       case OpCode::Concatenate: {
         size_t d = static_cast<size_t>(n->attrInt("dimension"));
@@ -793,35 +859,163 @@ class Lowerer {
 
   // ---- library calls ----------------------------------------------------------------------
 
+  // The value of a splat: a broadcast (in the kernel) of a one-element constant.
+  std::optional<double> splatValue(const Value* v) const {
+    const Node* n = v->def();
+    if (members_.count(n) && n->op() == OpCode::BroadcastInDim && !isStored(v)) {
+      v = n->operand(0);
+      n = v->def();
+    }
+    if (members_.count(n) || n->op() != OpCode::Constant || v->type().numElements() != 1)
+      return std::nullopt;
+    const Tensor& t = n->constantData().tensor;
+    if (!t.defined()) return std::nullopt;
+    return t.getDouble(0);
+  }
+
+  // `other` as the operand of an add or mul post-op: a value read from memory (computed
+  // outside the kernel), directly or through a broadcast in the kernel.
+  std::optional<PostOp> binaryOperand(PostOp::Kind kind, const Value* other,
+                                      const std::vector<int64_t>& shape) {
+    PostOp p;
+    p.kind = kind;
+    const Node* n = other->def();
+    if (members_.count(n) && n->op() == OpCode::BroadcastInDim && !isStored(other)) {
+      p.operandDims = n->attrInts("dims");
+      other = n->operand(0);
+      n = other->def();
+    } else {
+      for (size_t d = 0; d < shape.size(); ++d) p.operandDims.push_back(static_cast<int64_t>(d));
+    }
+    if (members_.count(n) || other->type().dtype() != DType::F32) return std::nullopt;
+    p.operandShape = other->type().staticDims();
+    if (p.operandShape.size() != p.operandDims.size()) return std::nullopt;
+    p.operand = bufferFor(other, BufferRole::Input).name;
+    return p;
+  }
+
+  // The post-op that `u` (the only user of `cur`) applies to `cur`, or none.
+  std::optional<PostOp> postOpFor(const Node* u, const Value* cur) {
+    const std::vector<int64_t> shape = cur->type().staticDims();
+    auto clamp = [](double lo, double hi) {
+      PostOp p;
+      p.kind = PostOp::Kind::Clamp;
+      p.lo = lo;
+      p.hi = hi;
+      return p;
+    };
+    constexpr double kInf = std::numeric_limits<double>::infinity();
+    switch (u->op()) {
+      case OpCode::Add:
+      case OpCode::Mul:
+      case OpCode::Max:
+      case OpCode::Min: {
+        if (u->operand(0) == cur && u->operand(1) == cur) return std::nullopt;
+        const Value* other = u->operand(0) == cur ? u->operand(1) : u->operand(0);
+        if (u->op() == OpCode::Max || u->op() == OpCode::Min) {
+          std::optional<double> c = splatValue(other);
+          if (!c || std::isnan(*c)) return std::nullopt;
+          return u->op() == OpCode::Max ? clamp(*c, kInf) : clamp(-kInf, *c);
+        }
+        return binaryOperand(u->op() == OpCode::Add ? PostOp::Kind::Add : PostOp::Kind::Mul,
+                             other, shape);
+      }
+      case OpCode::Clamp: {
+        if (u->operand(1) != cur) return std::nullopt;
+        std::optional<double> lo = splatValue(u->operand(0)), hi = splatValue(u->operand(2));
+        if (!lo || !hi || std::isnan(*lo) || std::isnan(*hi) || *lo > *hi) return std::nullopt;
+        return clamp(*lo, *hi);
+      }
+      case OpCode::Sigmoid: return PostOp{PostOp::Kind::Sigmoid, "", {}, {}, 0, 0};
+      case OpCode::Tanh: return PostOp{PostOp::Kind::Tanh, "", {}, {}, 0, 0};
+      case OpCode::Gelu:
+        return PostOp{u->attrEnum("approximate") == "tanh" ? PostOp::Kind::GeluTanh
+                                                             : PostOp::Kind::Gelu,
+                      "", {}, {}, 0, 0};
+      default: return std::nullopt;
+    }
+  }
+
+  // Folds the leading elementwise ops after the anchor into post-ops (LowerOptions::postOps).
+  // Returns the value the call then writes (the anchor's result when nothing folds); `why` says
+  // why the chain stops where it does when an epilogue op remains.
+  const Value* foldPostOps(std::vector<PostOp>& ops, std::string& why) {
+    const Node* a = k_.anchor;
+    const Value* cur = a->result(0);
+    if (!options_.postOps || a->numResults() != 1 ||
+        (a->op() != OpCode::DotGeneral && a->op() != OpCode::Convolution) ||
+        cur->type().dtype() != DType::F32) {
+      why = !options_.postOps ? "post-ops are off"
+                              : "only f32 convolutions and matrix products take post-ops";
+      return cur;
+    }
+    while (true) {
+      if (isStored(cur)) {
+        why = name(cur) + " is stored (another kernel or the caller reads it)";
+        break;
+      }
+      if (cur->uses().size() != 1) {
+        why = name(cur) + " has " + std::to_string(cur->uses().size()) + " uses";
+        break;
+      }
+      const Node* u = cur->uses()[0].user;
+      if (!members_.count(u)) break;
+      std::optional<PostOp> p;
+      if (u->numResults() == 1 && u->result(0)->type().dtype() == DType::F32) p = postOpFor(u, cur);
+      if (!p) {
+        why = std::string(opName(u->op())) + " (" + name(u->result(0)) +
+              ") is not a post-op (add or mul of an input, max/min/clamp by a constant, " +
+              "sigmoid, tanh, gelu)";
+        break;
+      }
+      // max then min (or min then max) of splats is one clamp when it stays a clamp.
+      if (p->kind == PostOp::Kind::Clamp && !ops.empty() &&
+          ops.back().kind == PostOp::Kind::Clamp &&
+          std::max(ops.back().lo, p->lo) <= std::min(ops.back().hi, p->hi)) {
+        ops.back().lo = std::max(ops.back().lo, p->lo);
+        ops.back().hi = std::min(ops.back().hi, p->hi);
+      } else {
+        ops.push_back(*p);
+      }
+      cur = u->result(0);
+    }
+    return cur;
+  }
+
   StatusOr<StmtRef> lowerCall() {
     const Node* a = k_.anchor;
     std::vector<std::string> args;
     for (const Value* v : a->operands()) args.push_back(bufferFor(v, BufferRole::Input).name);
-    bool epilogue = k_.nodes.size() > 1;
+    std::vector<PostOp> postOps;
+    std::string why;
+    const Value* last = foldPostOps(postOps, why);
     for (size_t r = 0; r < a->numResults(); ++r) {
-      const Value* v = a->result(r);
+      const Value* v = r == 0 ? last : a->result(r);
       BufferRole role = isStored(v) ? BufferRole::Output : BufferRole::Temp;
       const Buffer& b = bufferFor(v, role);
       args.push_back(b.name);
-      if (role == BufferRole::Temp) {
-        std::string bname = b.name;
-        std::vector<int64_t> shape = b.shape;
-        DType dt = v->type().dtype();
-        overrides_[v] = [bname, shape, dt](const Index& idx) {
-          return cast(load(bname, dt, flatten(idx, shape)), computeType(dt));
-        };
-      }
+      // The rest of the epilogue reads the call's result from its buffer.
+      std::string bname = b.name;
+      std::vector<int64_t> shape = b.shape;
+      DType dt = v->type().dtype();
+      overrides_[v] = [bname, shape, dt](const Index& idx) {
+        return cast(load(bname, dt, flatten(idx, shape)), computeType(dt));
+      };
     }
-    StmtRef c = call(std::string(opName(a->op())), a, args);
-    if (!epilogue) return c;
+    for (const PostOp& p : postOps)
+      if (!p.operand.empty()) args.push_back(p.operand);
+    StmtRef c = call(std::string(opName(a->op())), a, args, std::move(postOps));
     std::vector<const Value*> rest;
     for (const Value* v : k_.outputs)
-      if (v->def() != a) rest.push_back(v);
+      if (v != last && v->def() != a) rest.push_back(v);
+    if (rest.empty()) return c;
+    c->note = why;
     KILN_ASSIGN_OR_RETURN(StmtRef after, storeAll(rest));
     return block({c, after});
   }
 
   const fusion::Kernel& k_;
+  LowerOptions options_;
   Kernel out_;
   std::map<const Value*, std::string> names_;
   std::set<const Node*> members_;
@@ -834,14 +1028,16 @@ class Lowerer {
 
 }  // namespace
 
-StatusOr<Kernel> lowerKernel(const Function& f, const fusion::Kernel& k) {
-  return Lowerer(f, k).run();
+StatusOr<Kernel> lowerKernel(const Function& f, const fusion::Kernel& k,
+                             const LowerOptions& options) {
+  return Lowerer(f, k, options).run();
 }
 
-StatusOr<std::vector<Kernel>> lowerPlan(const Function& f, const fusion::FusionPlan& plan) {
+StatusOr<std::vector<Kernel>> lowerPlan(const Function& f, const fusion::FusionPlan& plan,
+                                        const LowerOptions& options) {
   std::vector<Kernel> out;
   for (const fusion::Kernel& k : plan.kernels) {
-    KILN_ASSIGN_OR_RETURN(Kernel lowered, lowerKernel(f, k));
+    KILN_ASSIGN_OR_RETURN(Kernel lowered, lowerKernel(f, k, options));
     out.push_back(std::move(lowered));
   }
   return out;

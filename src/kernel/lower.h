@@ -7,11 +7,13 @@
 //     row; softmax, log_softmax and layer_norm make two or three passes over the row; the fused
 //     producers are recomputed in each pass and the epilogue runs in the last;
 //   - contraction, attention and opaque kernels: a library call of the anchor op (the runtime
-//     runs it), then the epilogue as a loop nest over its result.
+//     runs it) with the leading part of the epilogue as post-ops of the call (LowerOptions),
+//     then the rest of the epilogue as a loop nest over its result.
 // The outermost loop of a nest is parallel, the innermost (of a loop kernel) vectorized.
 //
-// Needs: static shapes (specialise first). Ops without a loop lowering (gather, dynamic_slice,
-// resize, ...) must be the anchor of an opaque kernel (fusion::patternOf makes them so).
+// Needs: static shapes (specialise first). Ops without a loop lowering (scatter, resize,
+// grid_sample, sort, top_k, cumsum) must be the anchor of an opaque kernel (fusion::patternOf
+// makes them so).
 #pragma once
 
 #include "fusion/fusion.h"
@@ -20,9 +22,21 @@
 
 namespace kiln::kernel {
 
-StatusOr<Kernel> lowerKernel(const Function& f, const fusion::Kernel& k);
+struct LowerOptions {
+  // Fold the leading elementwise ops of a contraction's epilogue into post-ops of its library
+  // call (kernel_ir.h, PostOp): a bias or residual add or mul, clamp/relu, sigmoid, tanh, gelu.
+  // The chain stops at the first op that is not one of these, that reads a value computed in
+  // the kernel other than a broadcast of an input, or whose input is also used elsewhere; the
+  // rest of the epilogue stays a loop nest over the call's result. Only for f32 convolutions
+  // and matrix products.
+  bool postOps = true;
+};
+
+StatusOr<Kernel> lowerKernel(const Function& f, const fusion::Kernel& k,
+                             const LowerOptions& options = {});
 
 // Every kernel of a plan, in the plan's order.
-StatusOr<std::vector<Kernel>> lowerPlan(const Function& f, const fusion::FusionPlan& plan);
+StatusOr<std::vector<Kernel>> lowerPlan(const Function& f, const fusion::FusionPlan& plan,
+                                        const LowerOptions& options = {});
 
 }  // namespace kiln::kernel

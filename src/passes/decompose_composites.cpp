@@ -194,8 +194,9 @@ Value* attentionScale(Builder& b, const Node& n, DType c) {
   return b.div(one, b.unary(OpCode::Sqrt, count));
 }
 
-// softmax(scale * q k^T + maskTerm) v over the trailing two dims, leading dims batched.
-Value* decomposeAttention(Builder& b, const Node& n) {
+// softmax(scale * q k^T + maskTerm) v over the trailing two dims, leading dims batched. With
+// keepSoftmax the softmax stays one composite op.
+Value* decomposeAttention(Builder& b, const Node& n, bool keepSoftmax = false) {
   DType t = n.operand(0)->type().dtype();
   DType c = computeType(t);
   Value* q = widen(b, n.operand(0));
@@ -220,12 +221,14 @@ Value* decomposeAttention(Builder& b, const Node& n) {
     if (nb > 0) allowed = b.broadcastInDim(allowed, shape, {nb, nb + 1});
     scores = maskOut(allowed, scores);
   }
-  Value* p = emitSoftmax(b, scores, nb + 1, /*log=*/false);
+  Value* p = keepSoftmax ? b.op(OpCode::Softmax, {scores}, {{"axis", intAttr(nb + 1)}})
+                         : emitSoftmax(b, scores, nb + 1, /*log=*/false);
   Value* out = b.dotGeneral(p, v, DotDims{batch, batch, {nb + 1}, {nb}});
   return narrow(b, out, t);
 }
 
-Value* emitDecomposition(Builder& b, const Node& n) {
+Value* emitDecomposition(Builder& b, const Node& n, bool splitOnly) {
+  if (splitOnly) return decomposeAttention(b, n, /*keepSoftmax=*/true);
   switch (n.op()) {
     case OpCode::Softmax: return decomposeSoftmax(b, n, /*log=*/false);
     case OpCode::LogSoftmax: return decomposeSoftmax(b, n, /*log=*/true);
@@ -240,7 +243,7 @@ Value* emitDecomposition(Builder& b, const Node& n) {
 }
 
 // Replaces composite node `n` of `f` by its decomposition.
-Status decomposeNode(Function& f, Node* n) {
+Status decomposeNode(Function& f, Node* n, bool splitOnly = false) {
   Status valid = verifyNode(*n);
   if (!valid) return valid.prefix("cannot decompose " + n->describe());
   // The type rules admit float composites only; checked here too because the emitters rely on it.
@@ -252,7 +255,7 @@ Status decomposeNode(Function& f, Node* n) {
   b.setInsertionPoint(n);
   b.setLoc(n->loc());
   b.setOrigin(n->origin());
-  Value* replacement = emitDecomposition(b, *n);
+  Value* replacement = emitDecomposition(b, *n, splitOnly);
   if (!b.ok()) {
     Status s = b.status();
     return s.prefix("cannot decompose " + n->describe());
@@ -279,6 +282,18 @@ StatusOr<bool> decomposeComposites(Module& m) {
       if (n->info().opClass == OpClass::Composite) composites.push_back(n.get());
     for (Node* n : composites) KILN_RETURN_IF_ERROR(decomposeNode(*f, n));
     changed = changed || !composites.empty();
+  }
+  return changed;
+}
+
+StatusOr<bool> splitAttention(Module& m) {
+  bool changed = false;
+  for (const auto& f : m.functions()) {
+    std::vector<Node*> attention;
+    for (const auto& n : f->nodes())
+      if (n->op() == OpCode::Attention) attention.push_back(n.get());
+    for (Node* n : attention) KILN_RETURN_IF_ERROR(decomposeNode(*f, n, /*splitOnly=*/true));
+    changed = changed || !attention.empty();
   }
   return changed;
 }

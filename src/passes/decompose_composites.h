@@ -22,4 +22,11 @@ namespace kiln {
 // remove nodes that were already unused (run dce), or decompose selectively.
 StatusOr<bool> decomposeComposites(Module& m);
 
+// split-attention: replaces every attention node by dot_general (q k^T), the scale, mask and
+// causal mask as above, a softmax composite over the keys, and dot_general (p v): the form for
+// a backend with fast matrix products but no fused attention kernel (the CPU backend). f16/bf16
+// attention computes in f32 between converts, as in decomposeComposites. Returns whether
+// anything changed.
+StatusOr<bool> splitAttention(Module& m);
+
 }  // namespace kiln

@@ -29,6 +29,9 @@ const PassEntry kPasses[] = {
      "rewrite softmax, log_softmax, layer_norm, batch_norm_inference, gelu and attention into "
      "core ops",
      decomposeComposites},
+    {"split-attention",
+     "rewrite attention into dot_general, softmax, dot_general (no fused attention kernel)",
+     splitAttention},
     {"dce", "remove nodes whose results are unused and not returned", eliminateDeadCode},
     {"algebraic-simplify", "apply local identities (x+0, x*1, transpose pairs, ...)",
      algebraicSimplify},

@@ -15,6 +15,7 @@
 
 #include "codegen/cpu/cpu_codegen.h"
 #include "codegen/cpu/onednn.h"
+#include "codegen/cpu/post_ops.h"
 #include "interp/interpreter.h"
 #include "ir/text/text.h"
 #include "kernel/lower.h"
@@ -60,6 +61,10 @@ struct AlignedDelete {
 struct LibraryCall {
   const kernel::Stmt* stmt = nullptr;
   std::unique_ptr<codegen::cpu::LibraryKernel> fast;
+  // The call's post-ops are applied after the kernel (by codegen::cpu::applyPostOps) rather than
+  // by the kernel itself.
+  bool separatePostOps = false;
+  std::string why;  // why the reference kernel runs, or why the post-ops are separate
 };
 
 struct Executable::Impl {
@@ -94,15 +99,23 @@ namespace {
 void runLibraryCall(void* context, int32_t index, void** buffers) {
   auto* ctx = static_cast<CallContext*>(context);
   const LibraryCall& call = (*ctx->calls)[ctx->kernel][static_cast<size_t>(index)];
+  const Node& n = *call.stmt->node;
+  auto postOps = [&] {
+    if (!call.separatePostOps) return;
+    const size_t first = n.numOperands() + n.numResults();  // the post-ops' operands follow
+    codegen::cpu::applyPostOps(call.stmt->postOps, n.result(0)->type().staticDims(),
+                               static_cast<float*>(buffers[n.numOperands()]), buffers + first);
+  };
   if (call.fast) {
     Status s = call.fast->run(buffers);
     if (!s) {
       std::lock_guard<std::mutex> lock(*ctx->mu);
       if (*ctx->error) *ctx->error = s;
+      return;
     }
+    postOps();
     return;
   }
-  const Node& n = *call.stmt->node;
   std::vector<Tensor> operands;
   for (size_t i = 0; i < n.numOperands(); ++i) {
     const TensorType& t = n.operand(i)->type();
@@ -120,6 +133,7 @@ void runLibraryCall(void* context, int32_t index, void** buffers) {
     const Tensor& t = (*results)[r];
     if (t.byteSize()) std::memcpy(buffers[n.numOperands() + r], t.bytes(), t.byteSize());
   }
+  postOps();
 }
 
 Status writeFile(const std::string& path, const std::string& text) {
@@ -133,6 +147,24 @@ Status writeFile(const std::string& path, const std::string& text) {
 
 Executable::Executable(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Executable::~Executable() = default;
+
+namespace {
+
+// What runs each library call, and why not oneDNN (or not its post-ops) where it is not.
+std::string describeCalls(const Executable::Impl& impl) {
+  std::string text;
+  for (size_t i = 0; i < impl.kernels.size(); ++i)
+    for (const LibraryCall& c : impl.calls[i]) {
+      text += impl.kernels[i].name + ": " + c.stmt->callee + ": ";
+      text += c.fast ? c.fast->describe() : "reference kernel (" + c.why + ")";
+      if (c.separatePostOps) text += "; post-ops applied after the call";
+      if (c.fast && c.separatePostOps) text += " (" + c.why + ")";
+      text += "\n";
+    }
+  return text;
+}
+
+}  // namespace
 
 StatusOr<std::unique_ptr<Executable>> Executable::compile(std::unique_ptr<Module> module,
                                                           const CompileOptions& options) {
@@ -153,6 +185,9 @@ StatusOr<std::unique_ptr<Executable>> Executable::compile(std::unique_ptr<Module
     std::unique_ptr<Pass> p = makeSpecializeShapesPass(options.dims);
     KILN_RETURN_IF_ERROR(pm.runPass(*p, *module).status());
   }
+  // The CPU backend has no fused attention kernel: attention runs as two oneDNN matrix products
+  // around a softmax kernel (at every optimisation level: this is lowering, not optimisation).
+  KILN_RETURN_IF_ERROR(pm.runPass("split-attention", *module).status());
   impl->times.passes = msSince(start);
   impl->passTimings = pm.timingReport();
   for (const auto& n : f->nodes())
@@ -168,7 +203,9 @@ StatusOr<std::unique_ptr<Executable>> Executable::compile(std::unique_ptr<Module
   impl->plan = fusion::planFusion(*f, fo);
   impl->times.fusion = msSince(start);
   start = Clock::now();
-  KILN_ASSIGN_OR_RETURN(impl->kernels, kernel::lowerPlan(*f, impl->plan));
+  kernel::LowerOptions lo;
+  lo.postOps = options.postOps;
+  KILN_ASSIGN_OR_RETURN(impl->kernels, kernel::lowerPlan(*f, impl->plan, lo));
   // Library calls: a oneDNN kernel where oneDNN takes the op (f32 matrix products and
   // convolutions), the reference kernel otherwise.
   for (const kernel::Kernel& k : impl->kernels) {
@@ -178,8 +215,15 @@ StatusOr<std::unique_ptr<Executable>> Executable::compile(std::unique_ptr<Module
     for (const kernel::Stmt* s : stmts) {
       LibraryCall c;
       c.stmt = s;
-      auto fast = codegen::cpu::createOneDnnKernel(*s->node, options.threads);
+      auto fast = codegen::cpu::createOneDnnKernel(*s->node, s->postOps, options.threads);
+      if (!fast && !s->postOps.empty()) {
+        // oneDNN cannot take these post-ops (well): the kernel without them, then ours.
+        c.why = fast.status().message();
+        fast = codegen::cpu::createOneDnnKernel(*s->node, {}, options.threads);
+        c.separatePostOps = true;
+      }
       if (fast) c.fast = std::move(*fast);
+      else c.why = fast.status().message();
       impl->calls.back().push_back(std::move(c));
     }
   }
@@ -189,6 +233,9 @@ StatusOr<std::unique_ptr<Executable>> Executable::compile(std::unique_ptr<Module
     for (const kernel::Kernel& k : impl->kernels) text += kernel::printKernel(k) + "\n";
     KILN_RETURN_IF_ERROR(writeFile(
         (std::filesystem::path(options.instrumentation.dumpDir) / "kernels.txt").string(), text));
+    KILN_RETURN_IF_ERROR(writeFile(
+        (std::filesystem::path(options.instrumentation.dumpDir) / "library-calls.txt").string(),
+        describeCalls(*impl)));
   }
   // Code generation: kernels that differ only in their names compile once, and the distinct
   // ones are split over up to `threads` compilers (one LLVM context and JIT each) that run at
@@ -323,6 +370,8 @@ const BufferPlan& Executable::buffers() const { return impl_->buffers; }
 const CompileTimes& Executable::times() const { return impl_->times; }
 int Executable::threads() const { return impl_->pool->numThreads(); }
 const std::string& Executable::passTimings() const { return impl_->passTimings; }
+
+std::string Executable::libraryCallDetails() const { return describeCalls(*impl_); }
 
 std::string Executable::libraryCalls() const {
   std::map<std::string, int> fast, reference;

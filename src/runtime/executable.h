@@ -26,6 +26,7 @@ struct CompileOptions {
   int threads = 0;              // <= 0: the hardware's thread count
   int optLevel = 1;             // 1: the default graph pipeline first; 0: none
   bool fuse = true;             // false: one kernel per op
+  bool postOps = true;          // false: no library post-ops (kernel::LowerOptions::postOps)
   SymbolBindings dims;          // sizes of symbolic dimensions (every symbol must be bound)
   // The pass manager's instrumentation (--verify-each, --dump-dir, --time-passes,
   // --print-after). With a dump directory, the kernel IR (kernels.txt) and the optimised LLVM IR
@@ -57,14 +58,19 @@ class Executable {
   int threads() const;
   // What runs the library calls: "oneDNN: 20 convolution, 1 dot_general; reference: 1 gather".
   std::string libraryCalls() const;
+  // A line per library call: its kernel, op and implementation ("k1_contraction: convolution:
+  // oneDNN convolution (..., post-ops add+clamp)"), or why the reference kernel runs it.
+  std::string libraryCallDetails() const;
   // The per-pass timing table when instrumentation.timePasses was set, else "".
   const std::string& passTimings() const;
   std::string hostCpu() const;
   // How many distinct kernels were compiled (kernels identical up to names share code).
   int uniqueKernels() const;
 
- private:
+ public:
   struct Impl;
+
+ private:
   explicit Executable(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

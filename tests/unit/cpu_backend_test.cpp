@@ -256,6 +256,104 @@ func @main(%x: f32[N,M], %w: f32[M,7], %bias: f32[7], %img: f32[1,2,M,M], %k: f3
                           {{1, 4}, {3, 5}, {17, 9}});
 }
 
+// Every post-op kind, the chains that stop early (a stored intermediate, an op that is not a
+// post-op, a second use), operands broadcast along several dims, and calls that oneDNN cannot
+// take with their post-ops (lhs_dilation: the reference kernel, then the post-ops).
+TEST(CpuBackend, ContractionPostOps) {
+  const char* text = R"(
+func @main(%x: f32[N,M], %w: f32[M,6], %w2: f32[M,6], %w3: f32[M,6], %b: f32[6], %r: f32[N,6], %s: f32[N], %img: f32[2,5,3,M], %k: f32[3,3,M,4], %kb: f32[4], %ir: f32[2,5,3,4]) -> (f32[N,6], f32[N,6], f32[N,6], f32[N,6], f32[2,5,3,4], f32[2,9,5,4], f32[N,6]) {
+  %mm = f32[N,6] dot_general(%x, %w) {lhs_contracting = [1], rhs_contracting = [0]}
+  %bb = f32[N,6] broadcast_in_dim(%b) {dims = [1]}
+  %a1 = f32[N,6] add(%bb, %mm)
+  %a2 = f32[N,6] add(%a1, %r)
+  %lo = f32[] constant() {value = [-0.25]}
+  %lob = f32[N,6] broadcast_in_dim(%lo) {dims = []}
+  %hi = f32[] constant() {value = [0.5]}
+  %hib = f32[N,6] broadcast_in_dim(%hi) {dims = []}
+  %c1 = f32[N,6] max(%a2, %lob)
+  %c2 = f32[N,6] min(%c1, %hib)
+  %sb = f32[N,6] broadcast_in_dim(%s) {dims = [0]}
+  %m1 = f32[N,6] mul(%c2, %sb)
+  %sg = f32[N,6] sigmoid(%m1)
+  %mm2 = f32[N,6] dot_general(%x, %w2) {lhs_contracting = [1], rhs_contracting = [0]}
+  %t = f32[N,6] tanh(%mm2)
+  %e = f32[N,6] exp(%t)
+  %mm3 = f32[N,6] dot_general(%x, %w3) {lhs_contracting = [1], rhs_contracting = [0]}
+  %g = f32[N,6] gelu(%mm3) {approximate = tanh}
+  %gg = f32[N,6] add(%g, %g)
+  %cv = f32[2,5,3,4] convolution(%img, %k) {padding_low = [1, 1], padding_high = [1, 1], dimension_numbers = "b01f_01io->b01f"}
+  %kbb = f32[2,5,3,4] broadcast_in_dim(%kb) {dims = [3]}
+  %cb = f32[2,5,3,4] add(%cv, %kbb)
+  %cr = f32[2,5,3,4] add(%ir, %cb)
+  %cg = f32[2,5,3,4] gelu(%cr)
+  %dl = f32[2,9,5,4] convolution(%img, %k) {padding_low = [1, 1], padding_high = [1, 1], lhs_dilation = [2, 2], dimension_numbers = "b01f_01io->b01f"}
+  %dlb = f32[2,9,5,4] broadcast_in_dim(%kb) {dims = [3]}
+  %da = f32[2,9,5,4] add(%dl, %dlb)
+  %zero = f32[] constant() {value = [0.0]}
+  %zb = f32[2,9,5,4] broadcast_in_dim(%zero) {dims = []}
+  %dr = f32[2,9,5,4] max(%da, %zb)
+  return %sg, %e, %gg, %a1, %cg, %dr, %t
+})";
+  checkAgainstInterpreter("post-ops", text, {{1, 2}, {3, 5}, {17, 9}});
+
+  auto parsed = parseModule(instantiate(text, 3, 5), "post-ops.kir");
+  ASSERT_TRUE(parsed.isOk());
+  auto exe = Executable::compile(std::move(*parsed), CompileOptions{});
+  ASSERT_TRUE(exe.isOk()) << exe.status().str();
+  std::string ir;
+  for (const kernel::Kernel& k : (*exe)->kernels()) ir += kernel::printKernel(k);
+  // %a1 is a function output, so the first chain stops there and the rest is a loop.
+  EXPECT_NE(ir.find("then add(%b, dims [1])\n"), std::string::npos) << ir;
+  // %t is stored: the call writes it, exp reads it back.
+  EXPECT_NE(ir.find("then tanh\n"), std::string::npos) << ir;
+  // gelu's result has two uses in one add: the chain ends after gelu.
+  EXPECT_NE(ir.find("then gelu_tanh\n"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("then add(%kb, dims [3]), add(%ir, dims [0, 1, 2, 3]), gelu\n"),
+            std::string::npos)
+      << ir;
+  EXPECT_NE(ir.find("then add(%kb, dims [3]), clamp(0.0, inf)\n"), std::string::npos) << ir;
+  std::string calls = (*exe)->libraryCallDetails();
+  EXPECT_NE(calls.find("convolution mis-addresses post-op operands that are not per-channel"),
+            std::string::npos)
+      << calls;
+  EXPECT_NE(calls.find("no oneDNN kernel: lhs_dilation is not supported); post-ops applied "
+                       "after the call"),
+            std::string::npos)
+      << calls;
+}
+
+// Convolutions with constant weights (oneDNN's jit implementations, weights reordered) and a
+// residual and per-channel bias as post-ops; a depthwise one too.
+TEST(CpuBackend, ConstantWeightConvolutionPostOps) {
+  checkAgainstInterpreter("conv-post-ops", R"(
+func @main(%img: f32[1,N,M,32], %res: f32[1,N,M,32], %b: f32[32]) -> (f32[1,N,M,32], f32[1,N,M,32]) {
+  %i0 = f32[3,3,32,32] iota() {dimension = 2}
+  %i1 = f32[3,3,32,32] iota() {dimension = 3}
+  %i2 = f32[3,3,32,32] iota() {dimension = 0}
+  %s0 = f32[3,3,32,32] mul(%i0, %i1)
+  %s1 = f32[3,3,32,32] add(%s0, %i2)
+  %k = f32[3,3,32,32] sin(%s1)
+  %c = f32[1,N,M,32] convolution(%img, %k) {padding_low = [1, 1], padding_high = [1, 1], dimension_numbers = "b01f_01io->b01f"}
+  %bb = f32[1,N,M,32] broadcast_in_dim(%b) {dims = [3]}
+  %cb = f32[1,N,M,32] add(%c, %bb)
+  %cr = f32[1,N,M,32] add(%cb, %res)
+  %zero = f32[] constant() {value = [0.0]}
+  %zb = f32[1,N,M,32] broadcast_in_dim(%zero) {dims = []}
+  %o1 = f32[1,N,M,32] max(%cr, %zb)
+  %d0 = f32[3,3,1,32] iota() {dimension = 3}
+  %d1 = f32[3,3,1,32] iota() {dimension = 1}
+  %d2 = f32[3,3,1,32] add(%d0, %d1)
+  %dk = f32[3,3,1,32] cos(%d2)
+  %dc = f32[1,N,M,32] convolution(%o1, %dk) {padding_low = [1, 1], padding_high = [1, 1], feature_group_count = 32, dimension_numbers = "b01f_01io->b01f"}
+  %db = f32[1,N,M,32] add(%dc, %res)
+  %six = f32[] constant() {value = [6.0]}
+  %sb = f32[1,N,M,32] broadcast_in_dim(%six) {dims = []}
+  %o2 = f32[1,N,M,32] clamp(%zb, %db, %sb)
+  return %o1, %o2
+})",
+                          {{1, 1}, {5, 3}, {14, 13}});
+}
+
 TEST(CpuBackend, AttentionGatherAndOpaqueOps) {
   checkAgainstInterpreter("opaque", R"(
 func @main(%q: f32[2,N,8], %k: f32[2,M,8], %v: f32[2,M,8], %t: f32[M,4], %i: i64[N,1]) -> (f32[2,N,8], f32[N,4], f32[2,M,8]) {
@@ -343,12 +441,15 @@ func @main(%x: f32[8,16], %w: f32[16,16]) -> (f32[8,16]) {
   ASSERT_TRUE(parsed.isOk());
   auto exe = Executable::compile(std::move(*parsed), CompileOptions{});
   ASSERT_TRUE(exe.isOk()) << exe.status().str();
-  // exp; matmul with tanh and neg as its epilogue.
+  // exp; matmul with tanh and neg as its epilogue: tanh a post-op of the call, neg a loop.
   ASSERT_EQ((*exe)->kernels().size(), 2u);
   EXPECT_EQ((*exe)->plan().kernels[1].kind, fusion::KernelKind::Contraction);
   std::string ir = kernel::printKernel((*exe)->kernels()[1]);
-  EXPECT_NE(ir.find("call dot_general("), std::string::npos) << ir;
-  EXPECT_NE(ir.find("neg(tanh("), std::string::npos) << ir;
+  EXPECT_NE(ir.find("call dot_general(%e, %w, %t_tmp) then tanh\n"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("neg(%t_tmp["), std::string::npos) << ir;
+  EXPECT_NE((*exe)->libraryCallDetails().find("oneDNN matmul (8x16x16, gemm:jit, post-ops tanh)"),
+            std::string::npos)
+      << (*exe)->libraryCallDetails();
   // exp's result (512 B) lives in the arena; the matmul's temp result too.
   EXPECT_GE((*exe)->buffers().arenaBytes, 1024);
   EXPECT_LE((*exe)->buffers().arenaBytes, 2 * 1024);

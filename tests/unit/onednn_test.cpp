@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <random>
 #include <string>
 #include <thread>
@@ -100,7 +101,7 @@ std::string checkOp(const std::string& params, const std::string& result, const 
   std::string description;
   for (int threads : {1, 2}) {
     SCOPED_TRACE(body + " with " + std::to_string(threads) + " threads");
-    auto k = createOneDnnKernel(*op.node, threads);
+    auto k = createOneDnnKernel(*op.node, {}, threads);
     EXPECT_TRUE(k.isOk()) << k.status().str();
     if (!k) return "";
     description = (*k)->describe();
@@ -119,7 +120,7 @@ std::string checkOp(const std::string& params, const std::string& result, const 
 std::string refusal(const std::string& params, const std::string& result, const std::string& body) {
   OneOp op = parseOp(params, result, body);
   if (!op.node) return "";
-  auto k = createOneDnnKernel(*op.node, 1);
+  auto k = createOneDnnKernel(*op.node, {}, 1);
   EXPECT_FALSE(k.isOk()) << "expected no kernel for " << body << ", got " << (*k)->describe();
   return k.isOk() ? "" : k.status().message();
 }
@@ -252,6 +253,92 @@ TEST(OneDnn, ConvolutionConstantWeights) {
   EXPECT_NE(d.find("constant weights"), std::string::npos) << d;
 }
 
+// Post-ops: the kernel applies them as it writes the result. Expected values are computed
+// here from the reference result (same tolerance as above).
+TEST(OneDnn, PostOps) {
+  using kernel::PostOp;
+  std::mt19937 rng(5);
+  auto binary = [](PostOp::Kind kind, std::vector<int64_t> shape, std::vector<int64_t> dims) {
+    PostOp p;
+    p.kind = kind;
+    p.operandShape = std::move(shape);
+    p.operandDims = std::move(dims);
+    return p;
+  };
+  PostOp relu;
+  relu.kind = PostOp::Kind::Clamp;
+  relu.hi = std::numeric_limits<double>::infinity();
+  // A 3x3 convolution with constant weights (a jit implementation), bias, residual and relu.
+  OneOp conv = parseOp(
+      "%x: f32[1,9,7,64]", "f32[1,9,7,64]",
+      "convolution(%x, %w) {padding_low = [1, 1], padding_high = [1, 1], "
+      "dimension_numbers = \"b01f_01io->b01f\"}",
+      "  %w = f32[3,3,64,64] constant() {value = " + literal(3 * 3 * 64 * 64, rng) + "}\n");
+  ASSERT_NE(conv.node, nullptr);
+  std::vector<PostOp> ops{binary(PostOp::Kind::Add, {64}, {3}),
+                          binary(PostOp::Kind::Add, {1, 9, 7, 64}, {0, 1, 2, 3}), relu};
+  auto k = createOneDnnKernel(*conv.node, ops, 2);
+  ASSERT_TRUE(k.isOk()) << k.status().str();
+  std::string d = (*k)->describe();
+  EXPECT_NE(d.find("jit"), std::string::npos) << d;
+  EXPECT_EQ(d.find("gemm"), std::string::npos) << d;
+  EXPECT_NE(d.find("post-ops add+add+clamp)"), std::string::npos) << d;
+  std::vector<Tensor> in = operandValues(*conv.node, rng);
+  Tensor bias = randomTensor(TensorType(DType::F32, {64}), rng);
+  Tensor res = randomTensor(TensorType(DType::F32, {1, 9, 7, 64}), rng);
+  auto ref = evaluateNode(*conv.node, in);
+  ASSERT_TRUE(ref.isOk());
+  Tensor want = (*ref)[0];
+  for (int64_t i = 0; i < want.numElements(); ++i)
+    want.setDouble(i, std::max(0.0, want.getDouble(i) + bias.getDouble(i % 64) + res.getDouble(i)));
+  Tensor got(DType::F32, {1, 9, 7, 64});
+  std::vector<void*> buffers{const_cast<std::byte*>(in[0].bytes()),
+                             const_cast<std::byte*>(in[1].bytes()), got.mutableBytes(),
+                             const_cast<std::byte*>(bias.bytes()),
+                             const_cast<std::byte*>(res.bytes())};
+  ASSERT_TRUE((*k)->run(buffers.data()).isOk());
+  EXPECT_LE(relativeError(got, want), 1e-4) << d;
+
+  // A matrix product with a bias along N, an elementwise scale and the erf gelu. (A scale
+  // along M alone would leave oneDNN with its reference implementation: refused.)
+  OneOp mm = parseOp("%a: f32[7,13], %b: f32[13,5]", "f32[7,5]", kMatmul);
+  ASSERT_NE(mm.node, nullptr);
+  PostOp gelu;
+  gelu.kind = PostOp::Kind::Gelu;
+  ops = {binary(PostOp::Kind::Add, {5}, {1}), binary(PostOp::Kind::Mul, {7, 5}, {0, 1}), gelu};
+  k = createOneDnnKernel(*mm.node, ops, 1);
+  ASSERT_TRUE(k.isOk()) << k.status().str();
+  in = operandValues(*mm.node, rng);
+  bias = randomTensor(TensorType(DType::F32, {5}), rng);
+  Tensor scale = randomTensor(TensorType(DType::F32, {7, 5}), rng);
+  ref = evaluateNode(*mm.node, in);
+  ASSERT_TRUE(ref.isOk());
+  want = (*ref)[0];
+  for (int64_t i = 0; i < want.numElements(); ++i) {
+    double x = (want.getDouble(i) + bias.getDouble(i % 5)) * scale.getDouble(i);
+    want.setDouble(i, 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))));
+  }
+  got = Tensor(DType::F32, {7, 5});
+  buffers = {const_cast<std::byte*>(in[0].bytes()), const_cast<std::byte*>(in[1].bytes()),
+             got.mutableBytes(), const_cast<std::byte*>(bias.bytes()),
+             const_cast<std::byte*>(scale.bytes())};
+  ASSERT_TRUE((*k)->run(buffers.data()).isOk());
+  EXPECT_LE(relativeError(got, want), 1e-4) << (*k)->describe();
+  k = createOneDnnKernel(*mm.node, {binary(PostOp::Kind::Mul, {7, 1}, {0, 1})}, 1);
+  ASSERT_FALSE(k.isOk());
+  EXPECT_NE(k.status().message().find("only its reference implementation"), std::string::npos)
+      << k.status().message();
+
+  // An operand broadcast along one of two result dims that merge into one M is refused.
+  OneOp merged = parseOp("%a: f32[2,3,13], %b: f32[13,5]", "f32[2,3,5]",
+                         "dot_general(%a, %b) {lhs_contracting = [2], rhs_contracting = [0]}");
+  ASSERT_NE(merged.node, nullptr);
+  k = createOneDnnKernel(*merged.node, {binary(PostOp::Kind::Add, {3}, {1})}, 1);
+  ASSERT_FALSE(k.isOk());
+  EXPECT_NE(k.status().message().find("broadcast along part of a merged dim"), std::string::npos)
+      << k.status().message();
+}
+
 TEST(OneDnn, Refusals) {
   EXPECT_NE(refusal("%a: i32[4,5], %b: i32[5,3]", "i32[4,3]", kMatmul).find("only f32"),
             std::string::npos);
@@ -281,7 +368,7 @@ TEST(OneDnn, TwoThreadsRunOneKernel) {
                      "convolution(%x, %k) {padding_low = [1, 1], padding_high = [1, 1], "
                      "dimension_numbers = \"b01f_01io->b01f\"}");
   ASSERT_NE(op.node, nullptr);
-  auto k = createOneDnnKernel(*op.node, 2);
+  auto k = createOneDnnKernel(*op.node, {}, 2);
   ASSERT_TRUE(k.isOk()) << k.status().str();
   std::vector<std::vector<Tensor>> ops;
   std::vector<Tensor> want;
@@ -312,7 +399,7 @@ double millis(std::chrono::steady_clock::duration d) {
 // evaluateNode; prints both and GFLOP/s for `flops`.
 void timeOp(const char* name, const OneOp& op, double flops, int threads) {
   ASSERT_NE(op.node, nullptr);
-  auto k = createOneDnnKernel(*op.node, threads);
+  auto k = createOneDnnKernel(*op.node, {}, threads);
   ASSERT_TRUE(k.isOk()) << k.status().str();
   std::mt19937 rng(5);
   std::vector<Tensor> ops = operandValues(*op.node, rng);

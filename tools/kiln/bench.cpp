@@ -96,6 +96,7 @@ Status bench(const BenchOptions& b) {
     runtime::CompileOptions co;
     co.dims = bound.symbols;
     co.optLevel = o.optLevel;
+    co.postOps = o.postOps;
     co.threads = o.threads;
     KILN_ASSIGN_OR_RETURN(exe, runtime::Executable::compile(std::move(program.module), co));
     times = exe->times();

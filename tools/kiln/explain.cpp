@@ -25,6 +25,7 @@ Options:
   -O0                    explain the program as loaded, without the optimisation pipeline
   --no-fusion            one kernel per op (the baseline the plan is measured against)
   --kernel-ir            also print each kernel's loop-level IR (what the backends compile)
+  --no-post-ops          leave the epilogues of library calls to Kiln's loops (no post-ops)
 %s  -h, --help             show this help
 )";
 
@@ -34,6 +35,7 @@ struct ExplainOptions {
   int optLevel = 1;
   bool fuse = true;
   bool kernelIr = false;
+  bool postOps = true;
   PassManagerOptions instrumentation;
 };
 
@@ -53,6 +55,8 @@ StatusOr<ExplainOptions> parse(const std::vector<std::string>& args, bool& help)
       o.fuse = false;
     } else if (a == "--kernel-ir") {
       o.kernelIr = true;
+    } else if (a == "--no-post-ops") {
+      o.postOps = false;
     } else if (a == "--dim" || a.rfind("--dim=", 0) == 0) {
       std::string v = a == "--dim" ? (i + 1 < args.size() ? args[++i] : "") : a.substr(6);
       KILN_ASSIGN_OR_RETURN(SymbolBindings b, parseSymbolBindings(v));
@@ -84,6 +88,8 @@ Status explain(const ExplainOptions& o) {
     std::unique_ptr<Pass> specialize = makeSpecializeShapesPass(o.dims);
     KILN_RETURN_IF_ERROR(pm.runPass(*specialize, *program.module).status());
   }
+  // As the CPU backend compiles it (runtime::Executable::compile).
+  KILN_RETURN_IF_ERROR(pm.runPass("split-attention", *program.module).status());
   if (o.instrumentation.timePasses) std::fputs(pm.timingReport().c_str(), stderr);
   const Function& f = *program.module->entry();
   fusion::FusionOptions fo;
@@ -99,9 +105,26 @@ Status explain(const ExplainOptions& o) {
     std::puts("\nmemory: not planned (symbolic dimensions; give their sizes with --dim)");
     return Status::ok();
   }
-  KILN_ASSIGN_OR_RETURN(std::vector<kernel::Kernel> kernels, kernel::lowerPlan(f, plan));
+  kernel::LowerOptions lo;
+  lo.postOps = o.postOps;
+  KILN_ASSIGN_OR_RETURN(std::vector<kernel::Kernel> kernels, kernel::lowerPlan(f, plan, lo));
   KILN_ASSIGN_OR_RETURN(runtime::BufferPlan buffers, runtime::planBuffers(f, kernels));
   std::printf("\nmemory: %s\n", runtime::describeBufferPlan(buffers).c_str());
+  // The library calls: which epilogue ops the library applies as post-ops, and why the rest
+  // stays a loop nest.
+  std::string calls;
+  for (const kernel::Kernel& k : kernels)
+    for (const kernel::StmtRef& s : k.body->kind == kernel::Stmt::Kind::Call
+                                        ? std::vector<kernel::StmtRef>{k.body}
+                                        : k.body->body) {
+      if (!s || s->kind != kernel::Stmt::Kind::Call || !s->node) continue;
+      calls += "  " + k.name + "  " + s->callee;
+      for (size_t i = 0; i < s->postOps.size(); ++i)
+        calls += std::string(i ? ", " : "  post-ops ") + kernel::postOpName(s->postOps[i].kind);
+      if (!s->note.empty()) calls += "; epilogue loop after it: " + s->note;
+      calls += "\n";
+    }
+  if (!calls.empty()) std::printf("\nlibrary calls:\n%s", calls.c_str());
   if (o.kernelIr) {
     std::puts("\nkernel IR:");
     for (const kernel::Kernel& k : kernels) std::printf("\n%s", kernel::printKernel(k).c_str());

@@ -132,6 +132,7 @@ Status runProgram(const RunOptions& o) {
     runtime::CompileOptions co;
     co.dims = bound.symbols;
     co.optLevel = o.optLevel;
+    co.postOps = o.postOps;
     co.threads = o.threads;
     co.instrumentation = o.instrumentation;
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Executable> exe,

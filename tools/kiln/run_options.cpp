@@ -111,6 +111,10 @@ StatusOr<RunOptions> parseRunOptions(const std::vector<std::string>& args) {
       o.randomInputs = true;
       continue;
     }
+    if (a == "--no-post-ops") {
+      o.postOps = false;
+      continue;
+    }
     if (a.size() > 1 && a[0] == '-') {
       size_t eq = a.find('=');
       std::string flag = a.substr(0, eq);
@@ -154,6 +158,8 @@ Options:
   -O1                    optimise first with the default pipeline, specialised to the input
                          shapes (the default; docs/passes.md lists its passes)
   -O0                    run the program as loaded, only specialised to the input shapes
+  --no-post-ops          leave the epilogues of library calls (bias, activation, residual of a
+                         convolution or matrix product) to Kiln's loops instead of the library
 %s  -h, --help             show this help
 
 Exit status: 0 on success, 1 on an error (one line on stderr: "kiln: error: ..."), 2 on a

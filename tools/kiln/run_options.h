@@ -29,6 +29,7 @@ struct RunOptions {
   // 1: the default optimisation pipeline before running (the default); 0: the program as loaded
   // (only specialised to the input shapes).
   int optLevel = 1;
+  bool postOps = true;  // --no-post-ops: epilogues of library calls stay loop nests
   PassManagerOptions instrumentation;  // --verify-each, --dump-dir, --time-passes, --print-after
   bool help = false;
 };

@@ -7,7 +7,9 @@
 #include "codegen/cpu/onednn.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <exception>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
@@ -116,16 +118,102 @@ StatusOr<std::vector<int64_t>> f32Dims(const Value* v, const char* what) {
   return d;
 }
 
+// The post-ops of a call as oneDNN post-ops, with the descriptors of their operands.
+struct PostOpsPlan {
+  dnnl::post_ops ops;
+  std::vector<std::pair<int, memory::desc>> binaries;  // (post-op index, operand descriptor)
+  std::string text;                                    // ", post-ops add+relu"
+  // Some add/mul operand varies along a dst axis other than axis 1 (a convolution's channels).
+  bool nonChannelOperand = false;
+};
+
+// `resultDims` are the dims of the node's result; `axisDims[i]` the result dims (outer to inner)
+// that axis i of the primitive's dst descriptor covers. An add/mul operand is described over the
+// same axes: an axis where the operand is broadcast has extent 1.
+StatusOr<PostOpsPlan> planPostOps(const std::vector<kernel::PostOp>& postOps,
+                                  const std::vector<int64_t>& resultDims,
+                                  const std::vector<std::vector<int64_t>>& axisDims) {
+  using kernel::PostOp;
+  PostOpsPlan plan;
+  for (size_t i = 0; i < postOps.size(); ++i) {
+    const PostOp& p = postOps[i];
+    plan.text += std::string(i ? "+" : ", post-ops ") + kernel::postOpName(p.kind);
+    switch (p.kind) {
+      case PostOp::Kind::Add:
+      case PostOp::Kind::Mul: {
+        // The operand's stride along each result dim (0: broadcast).
+        std::vector<int64_t> stride(resultDims.size(), 0);
+        int64_t s = 1;
+        for (size_t j = p.operandShape.size(); j-- > 0;) {
+          auto d = static_cast<size_t>(p.operandDims[j]);
+          if (d >= resultDims.size()) return Status::error("post-op operand dims out of range");
+          if (p.operandShape[j] != 1) stride[d] = s;
+          s *= p.operandShape[j];
+        }
+        std::vector<Axis> axes;
+        for (const std::vector<int64_t>& dims : axisDims) {
+          Axis a{1, 1};
+          bool broadcast = false, read = false;
+          for (int64_t d : dims) {
+            int64_t ext = resultDims[static_cast<size_t>(d)];
+            if (ext == 1) continue;
+            int64_t st = stride[static_cast<size_t>(d)];
+            (st == 0 ? broadcast : read) = true;
+            if (st == 0) continue;
+            if (a.ext > 1 && a.stride != st * ext)
+              return Status::error("post-op operand dims do not merge like the result's");
+            a = Axis{a.ext * ext, st};
+          }
+          if (broadcast && read)
+            return Status::error("post-op operand is broadcast along part of a merged dim");
+          if (a.ext > 1 && axes.size() != 1) plan.nonChannelOperand = true;
+          axes.push_back(a);
+        }
+        plan.binaries.emplace_back(static_cast<int>(i), stridedDesc(axes));
+        plan.ops.append_binary(p.kind == PostOp::Kind::Add ? dnnl::algorithm::binary_add
+                                                           : dnnl::algorithm::binary_mul,
+                               plan.binaries.back().second);
+        break;
+      }
+      case PostOp::Kind::Clamp:
+        if (p.lo == 0 && std::isinf(p.hi) && p.hi > 0) {
+          plan.ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+        } else {
+          constexpr float kMax = std::numeric_limits<float>::max();
+          auto bound = [&](double v) {
+            return static_cast<float>(std::clamp(v, -double(kMax), double(kMax)));
+          };
+          plan.ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, bound(p.lo), bound(p.hi));
+        }
+        break;
+      case PostOp::Kind::Sigmoid:
+        plan.ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_logistic, 0.0f, 0.0f);
+        break;
+      case PostOp::Kind::Tanh:
+        plan.ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_tanh, 0.0f, 0.0f);
+        break;
+      case PostOp::Kind::Gelu:
+        plan.ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
+        break;
+      case PostOp::Kind::GeluTanh:
+        plan.ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_tanh, 0.0f, 0.0f);
+        break;
+    }
+  }
+  return plan;
+}
+
 // A oneDNN primitive with its memory descriptors, ready to run on Kiln's buffers.
 class OneDnnKernel final : public LibraryKernel {
  public:
   OneDnnKernel(dnnl::primitive prim, memory::desc src, memory::desc weights, memory::desc dst,
-               memory::desc scratch, std::optional<memory> packedWeights, int threads,
+               memory::desc scratch, std::optional<memory> packedWeights,
+               std::vector<std::pair<int, memory::desc>> binaries, int threads,
                std::string description)
       : engine_(cpuEngine()), prim_(std::move(prim)), src_(std::move(src)),
         weights_(std::move(weights)), dst_(std::move(dst)), scratch_(std::move(scratch)),
-        packedWeights_(std::move(packedWeights)), threads_(threads),
-        description_(std::move(description)) {}
+        packedWeights_(std::move(packedWeights)), binaries_(std::move(binaries)),
+        threads_(threads), description_(std::move(description)) {}
 
   Status run(void* const* buffers) const override {
     try {
@@ -136,6 +224,9 @@ class OneDnnKernel final : public LibraryKernel {
       args.emplace(DNNL_ARG_WEIGHTS,
                    packedWeights_ ? *packedWeights_ : memory(weights_, engine_, buffers[1]));
       args.emplace(DNNL_ARG_DST, memory(dst_, engine_, buffers[2]));
+      for (size_t i = 0; i < binaries_.size(); ++i)
+        args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(binaries_[i].first) | DNNL_ARG_SRC_1,
+                     memory(binaries_[i].second, engine_, buffers[3 + i]));
       // A scratchpad per call (user mode): concurrent runs never share one.
       if (scratch_.get_size() > 0) args.emplace(DNNL_ARG_SCRATCHPAD, memory(scratch_, engine_));
       prim_.execute(stream, args);
@@ -155,6 +246,7 @@ class OneDnnKernel final : public LibraryKernel {
   dnnl::primitive prim_;
   memory::desc src_, weights_, dst_, scratch_;
   std::optional<memory> packedWeights_;  // constant weights in the primitive's layout
+  std::vector<std::pair<int, memory::desc>> binaries_;  // add/mul post-op operands, in order
   int threads_;
   std::string description_;
 };
@@ -165,7 +257,11 @@ class OneDnnKernel final : public LibraryKernel {
 template <typename Primitive, typename MakePd>
 StatusOr<std::unique_ptr<LibraryKernel>>
 finish(const Node& n, int threads, const memory::desc& src, const memory::desc& weights,
-       const memory::desc& dst, MakePd makePd, const std::string& what) {
+       const memory::desc& dst, MakePd makePd, const std::string& what,
+       const std::vector<kernel::PostOp>& postOps,
+       const std::vector<std::vector<int64_t>>& axisDims) {
+  KILN_ASSIGN_OR_RETURN(PostOpsPlan post,
+                        planPostOps(postOps, n.result(0)->type().staticDims(), axisDims));
   const dnnl::engine& engine = cpuEngine();
   const Node* wdef = n.operand(1)->def();
   const Tensor* constant = nullptr;
@@ -177,8 +273,21 @@ finish(const Node& n, int threads, const memory::desc& src, const memory::desc& 
   }
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (!postOps.empty()) attr.set_post_ops(post.ops);
   memory::desc anyWeights(weights.dims(), memory::data_type::f32, memory::format_tag::any);
   auto pd = makePd(constant ? anyWeights : weights, attr);
+  // A reference implementation would be far slower than the optimized one without post-ops
+  // plus a pass over the result: the caller then applies them itself.
+  const std::string impl = pd.impl_info_str();
+  if (!postOps.empty() && impl.rfind("ref", 0) == 0)
+    return Status::error("oneDNN has only its reference implementation (" + impl +
+                         ") with these post-ops");
+  // oneDNN 2.6's gemm-based convolution addresses a binary post-op operand that is not
+  // per-channel (a residual) wrongly: measured against the interpreter, see docs/codegen.md.
+  if (n.op() == OpCode::Convolution && post.nonChannelOperand &&
+      impl.find("gemm") != std::string::npos)
+    return Status::error("oneDNN's " + impl +
+                         " convolution mis-addresses post-op operands that are not per-channel");
   std::optional<memory> packed;
   if (constant && pd.weights_desc() != weights) {
     memory user(weights, engine, const_cast<std::byte*>(constant->bytes()));
@@ -189,10 +298,10 @@ finish(const Node& n, int threads, const memory::desc& src, const memory::desc& 
   }
   std::string desc = "oneDNN " + what + ", " + pd.impl_info_str();
   if (constant) desc += packed ? ", constant weights reordered" : ", constant weights";
-  desc += ")";
-  return std::unique_ptr<LibraryKernel>(new OneDnnKernel(Primitive(pd), src, weights, dst,
-                                                         pd.scratchpad_desc(), std::move(packed),
-                                                         threads, std::move(desc)));
+  desc += post.text + ")";
+  return std::unique_ptr<LibraryKernel>(
+      new OneDnnKernel(Primitive(pd), src, weights, dst, pd.scratchpad_desc(), std::move(packed),
+                       std::move(post.binaries), threads, std::move(desc)));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -203,6 +312,7 @@ finish(const Node& n, int threads, const memory::desc& src, const memory::desc& 
 struct Run {
   int64_t ext = 1, stride = 1;
   size_t inner = 0;
+  size_t first = 0;  // the position of its outermost dim
 };
 
 // Merges the dims `axes` (outer to inner) of a tensor into as few strided runs as possible;
@@ -219,7 +329,7 @@ std::vector<Run> mergeRuns(const std::vector<int64_t>& dims, const std::vector<i
       runs.back().stride = stride;
       runs.back().inner = i;
     } else {
-      runs.push_back(Run{ext, stride, i});
+      runs.push_back(Run{ext, stride, i, i});
     }
   }
   return runs;
@@ -247,7 +357,17 @@ Status checkPairs(const std::vector<int64_t>& l, const std::vector<int64_t>& r,
   return Status::ok();
 }
 
-StatusOr<std::unique_ptr<LibraryKernel>> createMatmul(const Node& n, int threads) {
+// The result dims a run over positions [first, inner] of a dim list covers, `offset` being the
+// result position of the list's first dim.
+std::vector<int64_t> runDims(const Run& r, size_t offset) {
+  std::vector<int64_t> d;
+  for (size_t i = r.first; i <= r.inner; ++i) d.push_back(static_cast<int64_t>(offset + i));
+  return d;
+}
+
+StatusOr<std::unique_ptr<LibraryKernel>> createMatmul(const Node& n,
+                                                      const std::vector<kernel::PostOp>& postOps,
+                                                      int threads) {
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> ld, f32Dims(n.operand(0), "lhs"));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> rd, f32Dims(n.operand(1), "rhs"));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> od, f32Dims(n.result(0), "result"));
@@ -275,9 +395,11 @@ StatusOr<std::unique_ptr<LibraryKernel>> createMatmul(const Node& n, int threads
   Axis dN = rn.empty() ? Axis{} : Axis{rn[0].ext, os[firstN + rn[0].inner]};
   // M: the last run of lhs free dims; earlier runs are batch dims the rhs is broadcast over.
   std::vector<Run> lm = mergeRuns(ld, ls, lf);
-  if (lm.empty()) lm.push_back(Run{1, 1, 0});
+  bool noM = lm.empty();
+  if (noM) lm.push_back(Run{1, 1, 0, 0});
 
   std::vector<Axis> src, wei, dst;
+  std::vector<std::vector<int64_t>> dstDims;  // the result dims each dst axis covers
   std::vector<int64_t> batch;
   for (size_t i = 0; i < lb.size(); ++i) {
     int64_t ext = ld[static_cast<size_t>(lb[i])];
@@ -285,12 +407,14 @@ StatusOr<std::unique_ptr<LibraryKernel>> createMatmul(const Node& n, int threads
     src.push_back({ext, ls[static_cast<size_t>(lb[i])]});
     wei.push_back({ext, rs[static_cast<size_t>(rb[i])]});
     dst.push_back({ext, os[i]});
+    dstDims.push_back({static_cast<int64_t>(i)});
     batch.push_back(ext);
   }
   for (size_t r = 0; r + 1 < lm.size(); ++r) {
     src.push_back({lm[r].ext, lm[r].stride});
     wei.push_back({1, 1});
     dst.push_back({lm[r].ext, os[lb.size() + lm[r].inner]});
+    dstDims.push_back(runDims(lm[r], lb.size()));
     batch.push_back(lm[r].ext);
   }
   const Run& m = lm.back();
@@ -300,6 +424,8 @@ StatusOr<std::unique_ptr<LibraryKernel>> createMatmul(const Node& n, int threads
   wei.push_back(wN);
   dst.push_back({m.ext, os[lb.size() + m.inner]});
   dst.push_back(dN);
+  dstDims.push_back(noM ? std::vector<int64_t>{} : runDims(m, lb.size()));
+  dstDims.push_back(rn.empty() ? std::vector<int64_t>{} : runDims(rn[0], firstN));
   if (src.size() > DNNL_MAX_NDIMS) return Status::error("too many batch dims for oneDNN");
 
   bool lhsT = srcK.ext > 1 && m.ext > 1 && srcK.stride != 1;
@@ -313,7 +439,7 @@ StatusOr<std::unique_ptr<LibraryKernel>> createMatmul(const Node& n, int threads
   auto makePd = [&](const memory::desc& w, const dnnl::primitive_attr& attr) {
     return dnnl::matmul::primitive_desc(dnnl::matmul::desc(srcMd, w, dstMd), attr, cpuEngine());
   };
-  return finish<dnnl::matmul>(n, threads, srcMd, weiMd, dstMd, makePd, what);
+  return finish<dnnl::matmul>(n, threads, srcMd, weiMd, dstMd, makePd, what, postOps, dstDims);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -332,7 +458,8 @@ std::string layoutName(size_t rank, int64_t b, char bl, int64_t f, char fl,
   return s;
 }
 
-StatusOr<std::unique_ptr<LibraryKernel>> createConvolution(const Node& n, int threads) {
+StatusOr<std::unique_ptr<LibraryKernel>>
+createConvolution(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads) {
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> xd, f32Dims(n.operand(0), "input"));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> kd, f32Dims(n.operand(1), "kernel"));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> od, f32Dims(n.result(0), "result"));
@@ -375,9 +502,11 @@ StatusOr<std::unique_ptr<LibraryKernel>> createConvolution(const Node& n, int th
   if (groups > 1) wei.push_back({groups, (kO / groups) * at(ks, dn.kernelOutput)});
   wei.push_back({kO / groups, at(ks, dn.kernelOutput)});
   wei.push_back({kI, at(ks, dn.kernelInput)});
+  std::vector<std::vector<int64_t>> dstDims{{dn.outputBatch}, {dn.outputFeature}};
   Dims dStrides, dDilation, dLo, dHi;
   std::vector<int64_t> window;
   for (size_t s = 0; s < ns; ++s) {
+    dstDims.push_back({dn.outputSpatial[s]});
     src.push_back({at(xd, dn.inputSpatial[s]), at(xs, dn.inputSpatial[s])});
     wei.push_back({at(kd, dn.kernelSpatial[s]), at(ks, dn.kernelSpatial[s])});
     dst.push_back({at(od, dn.outputSpatial[s]), at(os, dn.outputSpatial[s])});
@@ -405,12 +534,14 @@ StatusOr<std::unique_ptr<LibraryKernel>> createConvolution(const Node& n, int th
                                       dStrides, dDilation, dLo, dHi);
     return dnnl::convolution_forward::primitive_desc(d, attr, cpuEngine());
   };
-  return finish<dnnl::convolution_forward>(n, threads, srcMd, weiMd, dstMd, makePd, what);
+  return finish<dnnl::convolution_forward>(n, threads, srcMd, weiMd, dstMd, makePd, what,
+                                           postOps, dstDims);
 }
 
 }  // namespace
 
-StatusOr<std::unique_ptr<LibraryKernel>> createOneDnnKernel(const Node& n, int threads) {
+StatusOr<std::unique_ptr<LibraryKernel>>
+createOneDnnKernel(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads) {
   if (n.numOperands() != 2 || n.numResults() != 1)
     return Status::error(n.describe() + ": expected two operands and one result");
   try {
@@ -418,8 +549,8 @@ StatusOr<std::unique_ptr<LibraryKernel>> createOneDnnKernel(const Node& n, int t
     // split by it), so creation runs under the same limit as run().
     OmpThreadsScope scope(threads);
     StatusOr<std::unique_ptr<LibraryKernel>> k = Status::error("not a dot_general or convolution");
-    if (n.op() == OpCode::DotGeneral) k = createMatmul(n, threads);
-    else if (n.op() == OpCode::Convolution) k = createConvolution(n, threads);
+    if (n.op() == OpCode::DotGeneral) k = createMatmul(n, postOps, threads);
+    else if (n.op() == OpCode::Convolution) k = createConvolution(n, postOps, threads);
     if (!k) return Status(k.status()).prefix(n.describe() + ": no oneDNN kernel");
     return k;
   } catch (const dnnl::error& e) {

@@ -15,6 +15,12 @@
 // Everything else (other dtypes, symbolic or zero extents, negative padding, ...) is an error
 // that says why; the caller then runs the reference kernel.
 //
+// Post-ops (kernel_ir.h, PostOp) become oneDNN post-ops: add and mul are binary post-ops whose
+// operand is described over the dst's axes (broadcast axes have extent 1), clamp is relu or
+// clip, sigmoid, tanh and gelu are eltwise post-ops. buffers of run() then continue with the
+// add/mul operands' data. Post-ops that oneDNN would run only in its reference implementation
+// are an error (the caller then applies them itself after the kernel without post-ops).
+//
 // When the weights operand (operand 1) is a `constant`, the primitive may pick the weights
 // layout it prefers; the constant is then reordered into that layout once, here. Otherwise the
 // weights are read as they are.
@@ -28,7 +34,10 @@
 #include <memory>
 #include <string>
 
+#include <vector>
+
 #include "ir/ir.h"
+#include "kernel/kernel_ir.h"
 #include "support/status.h"
 
 namespace kiln::codegen::cpu {
@@ -38,15 +47,17 @@ namespace kiln::codegen::cpu {
 class LibraryKernel {
  public:
   virtual ~LibraryKernel() = default;
-  // buffers: the node's operands' data then its results' data, dense row-major as in the IR.
+  // buffers: the node's operands' data, its result's data, then the data of the operands of
+  // its add/mul post-ops; dense row-major as in the IR.
   virtual Status run(void* const* buffers) const = 0;
   // e.g. "oneDNN convolution (nhwc, 3x3, groups 32, jit:avx2)"
   virtual std::string describe() const = 0;
 };
 
 // The oneDNN kernel for `n` (a convolution or dot_general whose shapes and layout oneDNN can
-// take directly), or an error saying why not (the caller then falls back to the reference
+// take directly) followed by `postOps`, or an error saying why not (the caller then falls back to the reference
 // kernel). threads <= 0: the OpenMP default (one per CPU).
-StatusOr<std::unique_ptr<LibraryKernel>> createOneDnnKernel(const Node& n, int threads);
+StatusOr<std::unique_ptr<LibraryKernel>>
+createOneDnnKernel(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads);
 
 }  // namespace kiln::codegen::cpu
