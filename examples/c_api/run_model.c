@@ -1,10 +1,12 @@
-/* Compiles an ONNX model with Kiln's C API, runs it on inputs filled with a fixed pattern, and
- * prints each output's shape and the sum of its elements (f32 outputs).
+/* Compiles an ONNX model with Kiln's C API (or loads a .kiln artifact of `kiln compile`), runs it
+ * on inputs filled with a fixed pattern, and prints each output's shape and the sum of its
+ * elements (f32 outputs).
  *
- *   run_model MODEL.onnx [THREADS]
+ *   run_model MODEL.onnx|MODEL.kiln [THREADS]
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kiln/kiln.h"
 
@@ -19,13 +21,16 @@ static size_t element_size(kiln_dtype t) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s MODEL.onnx [THREADS]\n", argv[0]);
+    fprintf(stderr, "usage: %s MODEL.onnx|MODEL.kiln [THREADS]\n", argv[0]);
     return 2;
   }
   kiln_options options = kiln_default_options();
   if (argc > 2) options.threads = atoi(argv[2]);
   char* error = NULL;
-  kiln_executable* exe = kiln_compile_onnx(argv[1], &options, &error);
+  size_t len = strlen(argv[1]);
+  int artifact = len > 5 && strcmp(argv[1] + len - 5, ".kiln") == 0;
+  kiln_executable* exe = artifact ? kiln_load_artifact(argv[1], &options, &error)
+                                  : kiln_compile_onnx(argv[1], &options, &error);
   if (!exe) {
     fprintf(stderr, "error: %s\n", error);
     kiln_free_error(error);

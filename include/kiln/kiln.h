@@ -57,14 +57,21 @@ typedef struct kiln_options {
   int32_t num_dims;      /* sizes of symbolic dimensions (ONNX dim_param names) */
   const char* const* dim_names;
   const int64_t* dim_values;
+  const char* cache_dir; /* the compile cache directory; NULL (default): no cache */
 } kiln_options;
 
 typedef struct kiln_executable kiln_executable;
 
 kiln_options kiln_default_options(void);
 
-/* Compiles the ONNX model at `path`; NULL on failure with *error set. */
+/* Compiles the ONNX model at `path`; NULL on failure with *error set. With options->cache_dir,
+ * a model compiled before with the same options on this CPU loads from the cache. */
 kiln_executable* kiln_compile_onnx(const char* path, const kiln_options* options, char** error);
+
+/* Loads a .kiln artifact (`kiln compile MODEL -o OUT.kiln`) without compiling: only
+ * options->threads applies. NULL on failure with *error set: a corrupted artifact, or one from
+ * another Kiln version or for another CPU, is refused with a message saying so. */
+kiln_executable* kiln_load_artifact(const char* path, const kiln_options* options, char** error);
 
 /* The inputs the executable expects, in order: name, dtype, rank and dims (dims is valid as long
  * as the executable). Returns -1 for an index out of range. */

@@ -19,9 +19,15 @@ namespace kiln {
 using runtime::CompileOptions;
 using runtime::Executable;
 
-// Imports the ONNX model at `path` and compiles it (options.dims binds its symbolic dims).
+// Imports the ONNX model at `path` and compiles it (options.dims binds its symbolic dims). With
+// options.cacheDir the compile cache is keyed by a hash of the file's bytes.
 StatusOr<std::unique_ptr<Executable>> compileOnnxFile(const std::string& path,
                                                       const CompileOptions& options = {});
+
+// Loads a .kiln artifact (`kiln compile`, Executable::serialize) without compiling; only
+// options.threads applies. Corrupted or mismatched artifacts are refused (Executable::load).
+StatusOr<std::unique_ptr<Executable>> loadArtifact(const std::string& path,
+                                                   const CompileOptions& options = {});
 
 // Compiles a graph-IR module (from the Builder or parseModule).
 StatusOr<std::unique_ptr<Executable>> compileModule(std::unique_ptr<Module> module,

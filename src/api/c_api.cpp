@@ -36,7 +36,43 @@ kiln_options kiln_default_options(void) {
   o.num_dims = 0;
   o.dim_names = nullptr;
   o.dim_values = nullptr;
+  o.cache_dir = nullptr;
   return o;
+}
+
+namespace {
+
+kiln_executable* wrap(std::unique_ptr<kiln::Executable> exe) {
+  auto* h = new kiln_executable;
+  h->exe = std::move(exe);
+  const kiln::Function& f = h->exe->function();
+  for (size_t i = 0; i < f.numParameters(); ++i) {
+    h->inputDims.push_back(f.parameter(i)->type().staticDims());
+    h->inputNames.push_back(f.parameter(i)->name());
+  }
+  return h;
+}
+
+}  // namespace
+
+kiln_executable* kiln_load_artifact(const char* path, const kiln_options* options, char** error) {
+  try {
+    if (!path) {
+      setError(error, "kiln_load_artifact: path is NULL");
+      return nullptr;
+    }
+    kiln::CompileOptions co;
+    co.threads = options ? options->threads : 0;
+    auto exe = kiln::loadArtifact(path, co);
+    if (!exe) {
+      setError(error, exe.status().str());
+      return nullptr;
+    }
+    return wrap(std::move(*exe));
+  } catch (const std::exception& e) {
+    setError(error, std::string("kiln_load_artifact: ") + e.what());
+    return nullptr;
+  }
 }
 
 kiln_executable* kiln_compile_onnx(const char* path, const kiln_options* options, char** error) {
@@ -50,6 +86,7 @@ kiln_executable* kiln_compile_onnx(const char* path, const kiln_options* options
     co.backend = o.backend ? o.backend : "cpu";
     co.threads = o.threads;
     co.optLevel = o.opt_level;
+    if (o.cache_dir) co.cacheDir = o.cache_dir;
     for (int32_t i = 0; i < o.num_dims; ++i) {
       if (!o.dim_names || !o.dim_values || !o.dim_names[i]) {
         setError(error, "kiln_compile_onnx: dim_names/dim_values missing");
@@ -62,14 +99,7 @@ kiln_executable* kiln_compile_onnx(const char* path, const kiln_options* options
       setError(error, exe.status().str());
       return nullptr;
     }
-    auto* h = new kiln_executable;
-    h->exe = std::move(*exe);
-    const kiln::Function& f = h->exe->function();
-    for (size_t i = 0; i < f.numParameters(); ++i) {
-      h->inputDims.push_back(f.parameter(i)->type().staticDims());
-      h->inputNames.push_back(f.parameter(i)->name());
-    }
-    return h;
+    return wrap(std::move(*exe));
   } catch (const std::exception& e) {
     setError(error, std::string("kiln_compile_onnx: ") + e.what());
     return nullptr;

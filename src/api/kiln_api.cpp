@@ -1,13 +1,26 @@
 // The C++ API (include/kiln/kiln.hpp).
 #include "frontend/onnx/onnx_importer.h"
 #include "kiln/kiln.hpp"
+#include "runtime/artifact.h"
+#include "support/hash.h"
 
 namespace kiln {
 
 StatusOr<std::unique_ptr<Executable>> compileOnnxFile(const std::string& path,
                                                       const CompileOptions& options) {
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, onnx::importModelFile(path));
-  return Executable::compile(std::move(m), options);
+  CompileOptions o = options;
+  if (!o.cacheDir.empty() && o.sourceKey.empty()) {
+    KILN_ASSIGN_OR_RETURN(std::string bytes, runtime::readWholeFile(path));
+    o.sourceKey = "onnx " + hex64(hash64(bytes));
+  }
+  return Executable::compile(std::move(m), o);
+}
+
+StatusOr<std::unique_ptr<Executable>> loadArtifact(const std::string& path,
+                                                   const CompileOptions& options) {
+  KILN_ASSIGN_OR_RETURN(std::string bytes, runtime::readWholeFile(path));
+  return Executable::load(bytes, path, options);
 }
 
 StatusOr<std::unique_ptr<Executable>> compileModule(std::unique_ptr<Module> module,

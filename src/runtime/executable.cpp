@@ -20,10 +20,37 @@
 #include "ir/text/text.h"
 #include "kernel/lower.h"
 #include "passes/pipeline.h"
+#include "runtime/artifact.h"
+#include "support/hash.h"
+#include "support/version.h"
 
 namespace kiln::runtime {
 
 namespace {
+
+// The options that shape the generated code, as text (artifact meta, cache keys).
+std::string optionsText(const CompileOptions& o) {
+  std::string s = "O" + std::to_string(o.optLevel) + (o.fuse ? " fuse" : " no-fuse") +
+                  (o.postOps ? " post-ops" : " no-post-ops");
+  for (const auto& [symbol, size] : o.dims) s += " " + symbol + "=" + std::to_string(size);
+  return s;
+}
+
+Status parseOptionsText(const std::string& text, CompileOptions& o) {
+  std::vector<std::string> words;
+  for (size_t at = 0; at < text.size();) {
+    size_t sp = text.find(' ', at);
+    if (sp == std::string::npos) sp = text.size();
+    words.push_back(text.substr(at, sp - at));
+    at = sp + 1;
+  }
+  if (words.size() < 3 || (words[0] != "O0" && words[0] != "O1"))
+    return Status::error("the artifact's options '" + text + "' are not readable");
+  o.optLevel = words[0][1] - '0';
+  o.fuse = words[1] == "fuse";
+  o.postOps = words[2] == "post-ops";
+  return Status::ok();
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -67,6 +94,13 @@ struct LibraryCall {
   std::string why;  // why the reference kernel runs, or why the post-ops are separate
 };
 
+// One compiler's object code: the entry symbols of the distinct kernels it holds.
+struct Executable::ObjectUnit {
+  std::string object;
+  std::vector<std::string> symbols;
+  std::vector<size_t> kernels;  // distinct-kernel index of each symbol
+};
+
 struct Executable::Impl {
   std::unique_ptr<Module> module;
   const Function* f = nullptr;
@@ -82,6 +116,10 @@ struct Executable::Impl {
   BufferPlan buffers;
   CompileTimes times;
   std::string passTimings;
+  std::vector<ObjectUnit> objects;  // the code, for serialize()
+  std::string kernelsHash;          // of the distinct kernels' IR
+  std::string cacheReport;          // what the compile cache did
+  std::string loadedFrom;           // the artifact it was loaded from
 };
 
 struct CallContext {
@@ -168,12 +206,36 @@ std::string describeCalls(const Executable::Impl& impl) {
 
 StatusOr<std::unique_ptr<Executable>> Executable::compile(std::unique_ptr<Module> module,
                                                           const CompileOptions& options) {
-  auto impl = std::make_unique<Impl>();
-  impl->options = options;
   if (options.backend != "cpu")
     return Status::error("unknown backend '" + options.backend + "' (known: cpu)");
-  Function* f = module->entry();
-  if (!f) return Status::error("the module has no function");
+  if (!module->entry()) return Status::error("the module has no function");
+  // The compile cache: an entry is the artifact of an earlier compile of the same source with
+  // the same options, for this target and this Kiln.
+  std::string cachePath, cacheReport;
+  if (!options.cacheDir.empty() && !options.sourceKey.empty()) {
+    KILN_ASSIGN_OR_RETURN(auto probe, codegen::cpu::CpuCompiler::create());
+    std::string key = options.sourceKey + "\n" + optionsText(options) + "\n" + probe->target() +
+                      "\nkiln " + kKilnVersion;
+    cachePath =
+        (std::filesystem::path(options.cacheDir) / (hex64(hash64(key)) + ".kiln")).string();
+    if (std::filesystem::exists(cachePath)) {
+      auto start = Clock::now();
+      StatusOr<std::string> bytes = readWholeFile(cachePath);
+      StatusOr<std::unique_ptr<Executable>> hit =
+          bytes ? load(*bytes, cachePath, options)
+                : StatusOr<std::unique_ptr<Executable>>(bytes.status());
+      if (hit) {
+        (*hit)->impl_->cacheReport = "hit: " + cachePath;
+        (*hit)->impl_->times.cacheLoad = msSince(start);
+        return hit;
+      }
+      cacheReport = "entry rejected (" + hit.status().message() + "), rebuilt: ";
+    } else {
+      cacheReport = "miss, written: ";
+    }
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
   // Graph passes (or only the specialisation at -O0).
   auto start = Clock::now();
   PassManager pm(options.instrumentation);
@@ -190,6 +252,25 @@ StatusOr<std::unique_ptr<Executable>> Executable::compile(std::unique_ptr<Module
   KILN_RETURN_IF_ERROR(pm.runPass("split-attention", *module).status());
   impl->times.passes = msSince(start);
   impl->passTimings = pm.timingReport();
+  KILN_RETURN_IF_ERROR(build(*impl, std::move(module), nullptr));
+  auto exe = std::unique_ptr<Executable>(new Executable(std::move(impl)));
+  if (!cachePath.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(options.cacheDir, ec);
+    Status written = writeFileAtomically(cachePath, exe->serialize());
+    exe->impl_->cacheReport =
+        written ? cacheReport + cachePath : cacheReport + "not written: " + written.message();
+  }
+  return exe;
+}
+
+// Fusion, lowering, library kernels, code generation (or, with `objects`, linking the object
+// code of an artifact) and buffer planning, for a module the passes have run on.
+Status Executable::build(Impl& impl, std::unique_ptr<Module> module,
+                         const std::vector<ObjectUnit>* objects) {
+  const CompileOptions& options = impl.options;
+  Function* f = module->entry();
+  if (!f) return Status::error("the module has no function");
   for (const auto& n : f->nodes())
     for (size_t r = 0; r < n->numResults(); ++r)
       if (!n->result(r)->type().isStatic())
@@ -197,21 +278,21 @@ StatusOr<std::unique_ptr<Executable>> Executable::compile(std::unique_ptr<Module
                              n->result(r)->type().str() +
                              ": give the sizes of its symbolic dimensions to compile it");
   // Fusion and lowering.
-  start = Clock::now();
+  auto start = Clock::now();
   fusion::FusionOptions fo;
   fo.fuse = options.fuse;
-  impl->plan = fusion::planFusion(*f, fo);
-  impl->times.fusion = msSince(start);
+  impl.plan = fusion::planFusion(*f, fo);
+  impl.times.fusion = msSince(start);
   start = Clock::now();
   kernel::LowerOptions lo;
   lo.postOps = options.postOps;
-  KILN_ASSIGN_OR_RETURN(impl->kernels, kernel::lowerPlan(*f, impl->plan, lo));
+  KILN_ASSIGN_OR_RETURN(impl.kernels, kernel::lowerPlan(*f, impl.plan, lo));
   // Library calls: a oneDNN kernel where oneDNN takes the op (f32 matrix products and
   // convolutions), the reference kernel otherwise.
-  for (const kernel::Kernel& k : impl->kernels) {
+  for (const kernel::Kernel& k : impl.kernels) {
     std::vector<const kernel::Stmt*> stmts;
     collectCalls(k.body, stmts);
-    impl->calls.emplace_back();
+    impl.calls.emplace_back();
     for (const kernel::Stmt* s : stmts) {
       LibraryCall c;
       c.stmt = s;
@@ -224,77 +305,195 @@ StatusOr<std::unique_ptr<Executable>> Executable::compile(std::unique_ptr<Module
       }
       if (fast) c.fast = std::move(*fast);
       else c.why = fast.status().message();
-      impl->calls.back().push_back(std::move(c));
+      impl.calls.back().push_back(std::move(c));
     }
   }
-  impl->times.lowering = msSince(start);
+  impl.times.lowering = msSince(start);
   if (!options.instrumentation.dumpDir.empty()) {
     std::string text;
-    for (const kernel::Kernel& k : impl->kernels) text += kernel::printKernel(k) + "\n";
+    for (const kernel::Kernel& k : impl.kernels) text += kernel::printKernel(k) + "\n";
     KILN_RETURN_IF_ERROR(writeFile(
         (std::filesystem::path(options.instrumentation.dumpDir) / "kernels.txt").string(), text));
     KILN_RETURN_IF_ERROR(writeFile(
         (std::filesystem::path(options.instrumentation.dumpDir) / "library-calls.txt").string(),
-        describeCalls(*impl)));
+        describeCalls(impl)));
   }
   // Code generation: kernels that differ only in their names compile once, and the distinct
   // ones are split over up to `threads` compilers (one LLVM context and JIT each) that run at
-  // once.
+  // once. An artifact brings the object code of each compiler instead.
   start = Clock::now();
   std::map<std::string, size_t> firstOf;
-  std::vector<size_t> uniqueOf(impl->kernels.size());
+  std::vector<size_t> uniqueOf(impl.kernels.size());
   std::vector<size_t> unique;
-  for (size_t i = 0; i < impl->kernels.size(); ++i) {
-    auto [it, added] = firstOf.emplace(structuralKey(impl->kernels[i]), unique.size());
-    if (added) unique.push_back(i);
+  std::string keys;
+  for (size_t i = 0; i < impl.kernels.size(); ++i) {
+    std::string key = structuralKey(impl.kernels[i]);
+    auto [it, added] = firstOf.emplace(key, unique.size());
+    if (added) {
+      unique.push_back(i);
+      keys += key;
+    }
     uniqueOf[i] = it->second;
   }
-  impl->uniqueKernels = static_cast<int>(unique.size());
-  int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  int workers = std::min<int>(
-      {options.threads > 0 ? options.threads : hardware, static_cast<int>(unique.size()), 8});
-  workers = std::max(workers, 1);
-  std::vector<std::vector<const kernel::Kernel*>> batches(static_cast<size_t>(workers));
-  for (size_t u = 0; u < unique.size(); ++u)
-    batches[u % static_cast<size_t>(workers)].push_back(&impl->kernels[unique[u]]);
-  std::vector<StatusOr<std::vector<std::unique_ptr<codegen::cpu::CompiledKernel>>>> results;
-  for (int w = 0; w < workers; ++w) results.emplace_back(Status::error("not compiled"));
-  for (int w = 0; w < workers; ++w) {
-    KILN_ASSIGN_OR_RETURN(auto compiler, codegen::cpu::CpuCompiler::create());
-    impl->compilers.push_back(std::move(compiler));
-  }
-  {
-    std::vector<std::thread> threads;
-    for (int w = 1; w < workers; ++w)
-      threads.emplace_back([&, w] {
-        results[size_t(w)] = impl->compilers[size_t(w)]->compileAll(batches[size_t(w)]);
-      });
-    results[0] = impl->compilers[0]->compileAll(batches[0]);
-    for (std::thread& t : threads) t.join();
-  }
+  impl.uniqueKernels = static_cast<int>(unique.size());
+  impl.kernelsHash = hex64(hash64(keys));
   std::vector<std::shared_ptr<codegen::cpu::CompiledKernel>> uniqueCompiled(unique.size());
-  for (int w = 0; w < workers; ++w) {
-    if (!results[size_t(w)]) return results[size_t(w)].status();
-    auto& done = *results[size_t(w)];
-    for (size_t j = 0; j < done.size(); ++j)
-      uniqueCompiled[j * static_cast<size_t>(workers) + static_cast<size_t>(w)] =
-          std::move(done[j]);
+  if (objects) {
+    for (const ObjectUnit& u : *objects) {
+      KILN_ASSIGN_OR_RETURN(auto compiler, codegen::cpu::CpuCompiler::create());
+      KILN_ASSIGN_OR_RETURN(auto linked, compiler->loadObject(u.object, u.symbols));
+      for (size_t j = 0; j < linked.size(); ++j) {
+        if (u.kernels[j] >= unique.size())
+          return Status::error("the artifact's object code names kernel " +
+                               std::to_string(u.kernels[j]) + " of " +
+                               std::to_string(unique.size()));
+        uniqueCompiled[u.kernels[j]] = std::move(linked[j]);
+      }
+      impl.compilers.push_back(std::move(compiler));
+      impl.objects.push_back(u);
+    }
+    for (const auto& c : uniqueCompiled)
+      if (!c) return Status::error("the artifact has no object code for some kernel");
+  } else {
+    int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    int workers = std::min<int>(
+        {options.threads > 0 ? options.threads : hardware, static_cast<int>(unique.size()), 8});
+    workers = std::max(workers, 1);
+    std::vector<std::vector<const kernel::Kernel*>> batches(static_cast<size_t>(workers));
+    for (size_t u = 0; u < unique.size(); ++u)
+      batches[u % static_cast<size_t>(workers)].push_back(&impl.kernels[unique[u]]);
+    std::vector<StatusOr<std::vector<std::unique_ptr<codegen::cpu::CompiledKernel>>>> results;
+    for (int w = 0; w < workers; ++w) results.emplace_back(Status::error("not compiled"));
+    for (int w = 0; w < workers; ++w) {
+      KILN_ASSIGN_OR_RETURN(auto compiler, codegen::cpu::CpuCompiler::create());
+      impl.compilers.push_back(std::move(compiler));
+    }
+    {
+      std::vector<std::thread> threads;
+      for (int w = 1; w < workers; ++w)
+        threads.emplace_back([&, w] {
+          results[size_t(w)] = impl.compilers[size_t(w)]->compileAll(batches[size_t(w)]);
+        });
+      results[0] = impl.compilers[0]->compileAll(batches[0]);
+      for (std::thread& t : threads) t.join();
+    }
+    for (int w = 0; w < workers; ++w) {
+      if (!results[size_t(w)]) return results[size_t(w)].status();
+      auto& done = *results[size_t(w)];
+      ObjectUnit unit;
+      unit.object = impl.compilers[size_t(w)]->lastObject();
+      for (size_t j = 0; j < done.size(); ++j) {
+        size_t u = j * static_cast<size_t>(workers) + static_cast<size_t>(w);
+        unit.symbols.push_back(done[j]->symbol());
+        unit.kernels.push_back(u);
+        uniqueCompiled[u] = std::move(done[j]);
+      }
+      impl.objects.push_back(std::move(unit));
+    }
   }
-  for (size_t i = 0; i < impl->kernels.size(); ++i)
-    impl->compiled.push_back(uniqueCompiled[uniqueOf[i]]);
-  impl->times.codegen = msSince(start);
-  if (!options.instrumentation.dumpDir.empty()) {
+  for (size_t i = 0; i < impl.kernels.size(); ++i)
+    impl.compiled.push_back(uniqueCompiled[uniqueOf[i]]);
+  impl.times.codegen = msSince(start);
+  if (!options.instrumentation.dumpDir.empty() && !objects) {
     std::string ir;
-    for (const auto& c : impl->compilers) ir += c->lastLlvmIr();
+    for (const auto& c : impl.compilers) ir += c->lastLlvmIr();
     KILN_RETURN_IF_ERROR(writeFile(
         (std::filesystem::path(options.instrumentation.dumpDir) / "kernels.ll").string(), ir));
   }
   start = Clock::now();
-  KILN_ASSIGN_OR_RETURN(impl->buffers, planBuffers(*f, impl->kernels));
-  impl->times.buffers = msSince(start);
-  impl->pool = std::make_unique<codegen::cpu::ThreadPool>(options.threads);
-  impl->f = f;
-  impl->module = std::move(module);
+  KILN_ASSIGN_OR_RETURN(impl.buffers, planBuffers(*f, impl.kernels));
+  impl.times.buffers = msSince(start);
+  impl.pool = std::make_unique<codegen::cpu::ThreadPool>(options.threads);
+  impl.f = f;
+  impl.module = std::move(module);
+  return Status::ok();
+}
+
+// ---- artifacts ------------------------------------------------------------------------------
+//
+// Sections: "meta" (kiln version, target, options), "module" (the module after the passes, as
+// .kir text whose constants are in "blob"), "kernels" (a hash of the lowered kernels, which
+// loading recomputes), and per code unit w: "object.w" (an ELF object), "symbols.w" (its kernel
+// entry symbols) and "units.w" (the distinct kernels they are).
+
+std::string Executable::serialize() const {
+  const Impl& m = *impl_;
+  Sections s;
+  s["meta"] = "kiln " + std::string(kKilnVersion) + "\ntarget " + m.compilers[0]->target() +
+              "\noptions " + optionsText(m.options) + "\n";
+  PrintOptions po;
+  std::string blob;
+  po.blob = &blob;
+  s["module"] = printModule(*m.module, po);
+  s["blob"] = std::move(blob);
+  s["kernels"] = m.kernelsHash;
+  for (size_t w = 0; w < m.objects.size(); ++w) {
+    const ObjectUnit& u = m.objects[w];
+    std::string symbols, units;
+    for (const std::string& name : u.symbols) symbols += name + "\n";
+    for (size_t k : u.kernels) units += std::to_string(k) + "\n";
+    s["object." + std::to_string(w)] = u.object;
+    s["symbols." + std::to_string(w)] = symbols;
+    s["units." + std::to_string(w)] = units;
+  }
+  return encodeArtifact(s);
+}
+
+StatusOr<std::unique_ptr<Executable>> Executable::load(std::string_view bytes,
+                                                       const std::string& source,
+                                                       const CompileOptions& runOptions) {
+  auto start = Clock::now();
+  KILN_ASSIGN_OR_RETURN(SectionViews s, decodeArtifact(bytes, source));
+  auto lines = [](std::string_view text) {
+    std::vector<std::string> out;
+    size_t at = 0;
+    while (at < text.size()) {
+      size_t nl = text.find('\n', at);
+      if (nl == std::string::npos) nl = text.size();
+      out.push_back(std::string(text.substr(at, nl - at)));
+      at = nl + 1;
+    }
+    return out;
+  };
+  std::map<std::string, std::string> meta;
+  for (const std::string& l : lines(s["meta"])) {
+    size_t sp = l.find(' ');
+    if (sp != std::string::npos) meta[l.substr(0, sp)] = l.substr(sp + 1);
+  }
+  if (meta["kiln"] != kKilnVersion)
+    return Status::error(source + ": compiled by Kiln " + meta["kiln"] + ", this is Kiln " +
+                         kKilnVersion + ": compile the model again");
+  KILN_ASSIGN_OR_RETURN(auto probe, codegen::cpu::CpuCompiler::create());
+  if (meta["target"] != probe->target())
+    return Status::error(source + ": compiled for CPU '" + meta["target"] +
+                         "', this machine is '" + probe->target() +
+                         "': compile the model again here");
+  auto impl = std::make_unique<Impl>();
+  // What shapes the code (optimisation level, fusion, post-ops) comes from the artifact; how to
+  // run it (threads) from the caller.
+  impl->options = runOptions;
+  KILN_RETURN_IF_ERROR(parseOptionsText(meta["options"], impl->options));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Module> module,
+                        parseModule(s["module"], source + " (module)", s["blob"]));
+  std::vector<ObjectUnit> units;
+  for (size_t w = 0; s.count("object." + std::to_string(w)); ++w) {
+    ObjectUnit u;
+    u.object = std::string(s["object." + std::to_string(w)]);
+    u.symbols = lines(s["symbols." + std::to_string(w)]);
+    for (const std::string& k : lines(s["units." + std::to_string(w)]))
+      u.kernels.push_back(static_cast<size_t>(std::stoull(k)));
+    if (u.symbols.size() != u.kernels.size())
+      return Status::error(source + ": code unit " + std::to_string(w) + " is inconsistent");
+    units.push_back(std::move(u));
+  }
+  if (units.empty()) return Status::error(source + ": the artifact has no code");
+  impl->times.passes = msSince(start);  // reading and parsing; no passes run
+  KILN_RETURN_IF_ERROR(build(*impl, std::move(module), &units));
+  if (impl->kernelsHash != s["kernels"])
+    return Status::error(source + ": its kernels (" + std::string(s["kernels"]) +
+                         ") are not the ones this Kiln lowers its module to (" +
+                         impl->kernelsHash + "): compile the model again");
+  impl->loadedFrom = source;
   return std::unique_ptr<Executable>(new Executable(std::move(impl)));
 }
 
@@ -390,5 +589,15 @@ std::string Executable::libraryCalls() const {
 }
 std::string Executable::hostCpu() const { return impl_->compilers[0]->hostCpu(); }
 int Executable::uniqueKernels() const { return impl_->uniqueKernels; }
+const std::string& Executable::cacheReport() const { return impl_->cacheReport; }
+const std::string& Executable::loadedFrom() const { return impl_->loadedFrom; }
+
+std::string defaultCacheDir() {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  if (xdg && *xdg) return (std::filesystem::path(xdg) / "kiln").string();
+  const char* home = std::getenv("HOME");
+  if (home && *home) return (std::filesystem::path(home) / ".cache" / "kiln").string();
+  return "";
+}
 
 }  // namespace kiln::runtime

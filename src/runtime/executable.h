@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <span>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -32,18 +33,43 @@ struct CompileOptions {
   // --print-after). With a dump directory, the kernel IR (kernels.txt) and the optimised LLVM IR
   // (kernels.ll) are written there too.
   PassManagerOptions instrumentation;
+  // The persistent compile cache (empty: none). An entry is keyed by a fingerprint of
+  // sourceKey (what identifies the model: compileOnnxFile uses a hash of the file's bytes; no
+  // key, no cache), the options above that shape the code, the target CPU and Kiln's version;
+  // it holds the artifact (serialize()). A corrupted or mismatched entry is reported
+  // (cacheReport()) and rebuilt. Writes are atomic (a temporary file, then rename).
+  std::string cacheDir;
+  std::string sourceKey;
 };
+
+// $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln (empty when neither is set).
+std::string defaultCacheDir();
 
 // Wall time of each compile phase, in milliseconds.
 struct CompileTimes {
   double passes = 0, fusion = 0, lowering = 0, codegen = 0, buffers = 0;
-  double total() const { return passes + fusion + lowering + codegen + buffers; }
+  double cacheLoad = 0;  // a compile-cache hit: the whole load (the phases above are in it)
+  double total() const {
+    return cacheLoad > 0 ? cacheLoad : passes + fusion + lowering + codegen + buffers;
+  }
 };
 
 class Executable {
  public:
   static StatusOr<std::unique_ptr<Executable>> compile(std::unique_ptr<Module> module,
                                                        const CompileOptions& options);
+  // An artifact (a .kiln file's bytes, from serialize()): the module after the passes, its
+  // constants and the object code of its kernels. Loading parses the module, re-derives the
+  // fusion plan and kernel IR (checked against the artifact's hash of them), links the object
+  // code and creates the library kernels: no passes and no LLVM compilation. `source` names it
+  // in errors. A corrupted artifact, or one from another Kiln version or for another CPU, is
+  // an error that says so. options.threads applies; the code-shaping options come from the
+  // artifact.
+  static StatusOr<std::unique_ptr<Executable>> load(std::string_view bytes,
+                                                    const std::string& source,
+                                                    const CompileOptions& options = {});
+  // The artifact: the same module and options give the same bytes on the same machine.
+  std::string serialize() const;
   ~Executable();
 
   // One tensor per parameter, in order, of the types the executable was compiled for. Returns
@@ -66,11 +92,19 @@ class Executable {
   std::string hostCpu() const;
   // How many distinct kernels were compiled (kernels identical up to names share code).
   int uniqueKernels() const;
+  // What the compile cache did: "hit: PATH", "miss, written: PATH", "entry rejected (why),
+  // rebuilt: PATH"; "" without a cache.
+  const std::string& cacheReport() const;
+  // The artifact this executable was loaded from ("" when compiled here).
+  const std::string& loadedFrom() const;
 
  public:
   struct Impl;
+  struct ObjectUnit;
 
  private:
+  static Status build(Impl& impl, std::unique_ptr<Module> module,
+                      const std::vector<ObjectUnit>* objects);
   explicit Executable(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

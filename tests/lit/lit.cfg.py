@@ -19,3 +19,5 @@ config.environment["PATH"] = os.pathsep.join(
 for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "HOME", "ASAN_OPTIONS", "UBSAN_OPTIONS"):
     if var in os.environ:
         config.environment[var] = os.environ[var]
+# kiln run's compile cache: inside the build tree, not the user's ~/.cache.
+config.environment["XDG_CACHE_HOME"] = os.path.join(config.kiln_obj_root, "kiln-cache")

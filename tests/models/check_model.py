@@ -4,12 +4,17 @@ with torch's: max |kiln - torch| / max |torch| must be at most --tolerance (defa
 
     check_model.py --kiln BUILD/bin/kiln --model-dir BUILD/models/resnet18 --work-dir DIR
 
+On the cpu backend the model also goes through the compile cache (a fresh --cache-dir in the work
+dir: the first run must miss and write the entry, a second run must load it, and both must match),
+and with --aot through `kiln compile` and `kiln run MODEL.kiln`.
+
 Exit status: 0 pass, 1 mismatch or kiln failure, 77 when the model folder is missing (the export
 fixture could not run, e.g. without torch).
 """
 import argparse
 import glob
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -26,6 +31,8 @@ def main():
     p.add_argument("--opt-level", type=int, choices=[0, 1], default=1,
                    help="kiln run -O level: 1 runs the default pipeline first, 0 does not")
     p.add_argument("--tolerance", type=float, default=1e-4)
+    p.add_argument("--aot", action="store_true",
+                   help="compile ahead of time (kiln compile) and run the artifact")
     args = p.parse_args()
 
     model = os.path.join(args.model_dir, "model.onnx")
@@ -37,34 +44,61 @@ def main():
               "replaced)")
         return 1
     os.makedirs(args.work_dir, exist_ok=True)
-    for old in glob.glob(os.path.join(args.work_dir, "*.npy")):
-        os.remove(old)
-    cmd = [args.kiln, "run", "--backend", args.backend, f"-O{args.opt_level}", model,
-           "--input", os.path.join(args.model_dir, "input_0.npy"), "--output-dir", args.work_dir]
+    want = np.load(os.path.join(args.model_dir, "expected_0.npy"))
+    inputs = ["--input", os.path.join(args.model_dir, "input_0.npy")]
+    if args.aot:
+        artifact = os.path.join(args.work_dir, "model.kiln")
+        if kiln(args, ["compile", model, "-o", artifact]) is None:
+            return 1
+        runs = [("aot", ["run", artifact] + inputs)]
+    elif args.backend == "cpu":
+        cache = os.path.join(args.work_dir, "cache")
+        shutil.rmtree(cache, ignore_errors=True)
+        run = ["run", "--backend", "cpu", f"-O{args.opt_level}", model, "--cache-dir", cache]
+        runs = [("compile-cache miss", run + inputs), ("compile-cache hit", run + inputs)]
+    else:
+        runs = [("", ["run", "--backend", args.backend, f"-O{args.opt_level}", model] + inputs)]
+    for what, cmd in runs:
+        for old in glob.glob(os.path.join(args.work_dir, "*.npy")):
+            os.remove(old)
+        out = kiln(args, cmd + ["--output-dir", args.work_dir])
+        if out is None:
+            return 1
+        if what.startswith("compile-cache") and f"compile cache {what.split()[-1]}" not in out:
+            print(f"FAIL: expected a compile-cache {what.split()[-1]} in kiln's report")
+            return 1
+        outputs = sorted(glob.glob(os.path.join(args.work_dir, "*.npy")))
+        if len(outputs) != 1:
+            print(f"FAIL: expected one output .npy in {args.work_dir}, found {outputs}")
+            return 1
+        got = np.load(outputs[0])
+        if got.shape != want.shape or got.dtype != want.dtype:
+            print(f"FAIL: output {got.dtype}{list(got.shape)}, expected "
+                  f"{want.dtype}{list(want.shape)}")
+            return 1
+        scale = float(np.max(np.abs(want)))
+        err = float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64))))
+        ratio = err / scale if scale > 0 else err
+        verdict = "PASS" if ratio <= args.tolerance else "FAIL"
+        print(f"{verdict}: {os.path.basename(args.model_dir)} -O{args.opt_level} {what}: "
+              f"max|diff| {err:.3g}, max|ref| {scale:.3g}, ratio {ratio:.3g} "
+              f"(limit {args.tolerance:g})")
+        if verdict != "PASS":
+            return 1
+    return 0
+
+
+def kiln(args, cmd):
+    """Runs kiln with `cmd`; returns its stdout, or None (after saying why) when it fails."""
+    cmd = [args.kiln] + cmd
     print("running:", " ".join(cmd), flush=True)
     start = time.time()
-    proc = subprocess.run(cmd)
-    seconds = time.time() - start
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+    print(proc.stdout, end="")
     if proc.returncode != 0:
-        print(f"FAIL: kiln exited with status {proc.returncode} after {seconds:.1f} s")
-        return 1
-    outputs = sorted(glob.glob(os.path.join(args.work_dir, "*.npy")))
-    if len(outputs) != 1:
-        print(f"FAIL: expected one output .npy in {args.work_dir}, found {outputs}")
-        return 1
-    got = np.load(outputs[0])
-    want = np.load(os.path.join(args.model_dir, "expected_0.npy"))
-    if got.shape != want.shape or got.dtype != want.dtype:
-        print(f"FAIL: output {got.dtype}{list(got.shape)}, expected {want.dtype}{list(want.shape)}")
-        return 1
-    scale = float(np.max(np.abs(want)))
-    err = float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64))))
-    ratio = err / scale if scale > 0 else err
-    verdict = "PASS" if ratio <= args.tolerance else "FAIL"
-    print(f"{verdict}: {os.path.basename(args.model_dir)} -O{args.opt_level}: max|diff| {err:.3g}, max|ref| "
-          f"{scale:.3g}, ratio {ratio:.3g} (limit {args.tolerance:g}); kiln run took "
-          f"{seconds:.2f} s")
-    return 0 if verdict == "PASS" else 1
+        print(f"FAIL: kiln exited with status {proc.returncode} after {time.time() - start:.1f} s")
+        return None
+    return proc.stdout
 
 
 if __name__ == "__main__":

@@ -84,22 +84,41 @@ double msSince(std::chrono::steady_clock::time_point t) {
 Status bench(const BenchOptions& b) {
   const RunOptions& o = b.run;
   KILN_ASSIGN_OR_RETURN(LoadedProgram program, loadProgram(o.program));
-  Function& f = *program.module->entry();
-  KILN_ASSIGN_OR_RETURN(BoundInputs bound, bindInputs(f, o));
-  std::vector<Tensor> values;
-  for (BoundInput& in : bound.inputs) values.push_back(in.value);
   runtime::CompileTimes times;
   std::function<Status()> runOnce;
   std::unique_ptr<runtime::Executable> exe;
+  std::string cache = "off";
+  if (program.format == "kiln") {  // an artifact: loading is its compile
+    if (o.backend != "cpu") return Status::error("a .kiln artifact runs on the cpu backend");
+    runtime::CompileOptions co;
+    co.threads = o.threads;
+    auto start = std::chrono::steady_clock::now();
+    KILN_ASSIGN_OR_RETURN(exe, runtime::Executable::load(program.artifact, o.program, co));
+    times = exe->times();
+    times.cacheLoad = msSince(start);
+    cache = "artifact";
+  }
+  const Function& f = exe ? exe->function() : *program.module->entry();
+  KILN_ASSIGN_OR_RETURN(BoundInputs bound, bindInputs(f, o));
+  std::vector<Tensor> values;
+  for (BoundInput& in : bound.inputs) values.push_back(in.value);
   int threads = 1;
   if (o.backend == "cpu") {
-    runtime::CompileOptions co;
-    co.dims = bound.symbols;
-    co.optLevel = o.optLevel;
-    co.postOps = o.postOps;
-    co.threads = o.threads;
-    KILN_ASSIGN_OR_RETURN(exe, runtime::Executable::compile(std::move(program.module), co));
-    times = exe->times();
+    if (!exe) {
+      runtime::CompileOptions co;
+      co.dims = bound.symbols;
+      co.optLevel = o.optLevel;
+      co.postOps = o.postOps;
+      co.threads = o.threads;
+      if (o.cache) {
+        co.cacheDir = o.cacheDir.empty() ? runtime::defaultCacheDir() : o.cacheDir;
+        co.sourceKey = program.sourceKey;
+      }
+      KILN_ASSIGN_OR_RETURN(exe, runtime::Executable::compile(std::move(program.module), co));
+      times = exe->times();
+      const std::string& report = exe->cacheReport();
+      cache = report.empty() ? "off" : report.substr(0, report.find_first_of(":, ("));
+    }
     threads = exe->threads();
     runOnce = [&]() { return exe->run(values).status(); };
   } else {
@@ -127,20 +146,28 @@ Status bench(const BenchOptions& b) {
     std::printf(
         "{\"program\": \"%s\", \"backend\": \"%s\", \"threads\": %d, \"opt_level\": %d, "
         "\"compile_ms\": {\"total\": %.3f, \"import\": %.3f, \"passes\": %.3f, \"fusion\": %.3f, "
-        "\"lowering\": %.3f, \"codegen\": %.3f, \"buffers\": %.3f}, "
+        "\"lowering\": %.3f, \"codegen\": %.3f, \"buffers\": %.3f, \"cache_load\": %.3f}, "
+        "\"cache\": \"%s\", "
         "\"run_ms\": {\"median\": %.4f, \"min\": %.4f, \"max\": %.4f, \"repeat\": %d, "
         "\"warmup\": %d}}\n",
         o.program.c_str(), o.backend.c_str(), threads, o.optLevel, compile, program.loadMs,
-        times.passes, times.fusion, times.lowering, times.codegen, times.buffers, median,
-        ms.front(), ms.back(), b.repeat, b.warmup);
+        times.passes, times.fusion, times.lowering, times.codegen, times.buffers,
+        times.cacheLoad, cache.c_str(), median, ms.front(), ms.back(), b.repeat, b.warmup);
     return Status::ok();
   }
   std::printf("program: %s (backend %s, %d thread%s, -O%d)\n", o.program.c_str(), o.backend.c_str(),
               threads, threads == 1 ? "" : "s", o.optLevel);
-  std::printf("compile: %.1f ms (import %.1f, passes %.1f, fusion %.1f, lowering %.1f, codegen "
-              "%.1f, buffers %.1f)\n",
-              compile, program.loadMs, times.passes, times.fusion, times.lowering, times.codegen,
-              times.buffers);
+  if (times.cacheLoad > 0)
+    std::printf("compile: %.1f ms (read %.1f, %s load %.1f: parse %.1f, fusion %.1f, lowering "
+                "%.1f, link %.1f, buffers %.1f)\n",
+                compile, program.loadMs, cache == "artifact" ? "artifact" : "compile-cache",
+                times.cacheLoad, times.passes, times.fusion, times.lowering, times.codegen,
+                times.buffers);
+  else
+    std::printf("compile: %.1f ms (import %.1f, passes %.1f, fusion %.1f, lowering %.1f, codegen "
+                "%.1f, buffers %.1f; cache %s)\n",
+                compile, program.loadMs, times.passes, times.fusion, times.lowering,
+                times.codegen, times.buffers, cache.c_str());
   std::printf(
       "run: median %.3f ms, min %.3f ms, max %.3f ms over %d runs (after %d warm-up runs)\n",
       median, ms.front(), ms.back(), b.repeat, b.warmup);

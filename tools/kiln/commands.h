@@ -23,5 +23,7 @@ int checkCommand(const std::vector<std::string>& args);
 int benchCommand(const std::vector<std::string>& args);
 // `kiln explain PROGRAM [options]`: the fusion plan of the optimised program.
 int explainCommand(const std::vector<std::string>& args);
+// `kiln compile PROGRAM -o OUT.kiln [options]`: an ahead-of-time artifact.
+int compileCommand(const std::vector<std::string>& args);
 
 }  // namespace kiln::cli

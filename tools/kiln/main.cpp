@@ -24,6 +24,7 @@ struct Command {
 const Command kCommands[] = {
     {"run", "run a program on inputs and show what the compiler did", runCommand},
     {"bench", "compile time by phase and run latency of a program", benchCommand},
+    {"compile", "compile a program ahead of time into a .kiln artifact", compileCommand},
     {"explain", "show the kernels the compiler makes and why edges were not fused", explainCommand},
     {"import", "import an ONNX model and print its graph IR", importCommand},
     {"check", "list every part of an ONNX model that Kiln cannot handle", checkCommand},

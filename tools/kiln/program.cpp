@@ -1,4 +1,5 @@
-// Program loading by extension: .kir through the text parser, .onnx through the ONNX importer.
+// Program loading by extension: .kir through the text parser, .onnx through the ONNX importer,
+// .kiln (an artifact) read for runtime::Executable::load.
 // A new frontend is one more branch in loadProgram().
 #include "program.h"
 
@@ -9,6 +10,7 @@
 
 #include "frontend/onnx/onnx_importer.h"
 #include "ir/text/text.h"
+#include "support/hash.h"
 
 namespace kiln::cli {
 namespace {
@@ -22,15 +24,17 @@ StatusOr<std::string> readTextFile(const std::string& path) {
     std::string why = std::filesystem::exists(path, ec) ? "cannot read file" : "no such file";
     return Status::error(why, Location{path, 0, 0});
   }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return Status::error("cannot read file", Location{path, 0, 0});
-  return ss.str();
-}
-
-StatusOr<std::unique_ptr<Module>> loadKir(const std::string& path) {
-  KILN_ASSIGN_OR_RETURN(std::string text, readTextFile(path));
-  return parseModule(text, path);
+  std::string data;
+  in.seekg(0, std::ios::end);
+  auto size = in.tellg();
+  in.seekg(0, std::ios::beg);
+  if (size > 0) {
+    data.resize(static_cast<size_t>(size));
+    in.read(data.data(), size);
+  }
+  if (in.bad() || (size > 0 && in.gcount() != size))
+    return Status::error("cannot read file", Location{path, 0, 0});
+  return data;
 }
 
 }  // namespace
@@ -40,15 +44,26 @@ StatusOr<LoadedProgram> loadProgram(const std::string& path) {
   std::string ext = std::filesystem::path(path).extension().string();
   LoadedProgram p;
   if (ext == ".kir") {
-    KILN_ASSIGN_OR_RETURN(p.module, loadKir(path));
+    KILN_ASSIGN_OR_RETURN(std::string text, readTextFile(path));
+    KILN_ASSIGN_OR_RETURN(p.module, parseModule(text, path));
     p.format = "kir";
+    p.sourceKey = "kir " + hex64(hash64(text));
   } else if (ext == ".onnx") {
+    KILN_ASSIGN_OR_RETURN(std::string bytes, readTextFile(path));
     KILN_ASSIGN_OR_RETURN(p.module, onnx::importModelFile(path));
     p.format = "onnx";
+    p.sourceKey = "onnx " + hex64(hash64(bytes));
+  } else if (ext == ".kiln") {
+    KILN_ASSIGN_OR_RETURN(p.artifact, readTextFile(path));
+    p.format = "kiln";
+    p.loadMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                   .count();
+    return p;
   } else {
     std::string what = ext.empty() ? "no file extension" : "unknown extension '" + ext + "'";
-    return Status::error("cannot tell the program format: " + what + " (expected .kir or .onnx)",
-                         Location{path, 0, 0});
+    return Status::error(
+        "cannot tell the program format: " + what + " (expected .kir, .onnx or .kiln)",
+        Location{path, 0, 0});
   }
   if (!p.module->entry())
     return Status::error("the program has no function to run", Location{path, 0, 0});

@@ -107,11 +107,58 @@ Status writeOutputs(const std::string& dir, std::vector<TensorRow>& outputs,
 }
 
 // Everything after option parsing; returns an error to report with exit status 1.
+// Writes the outputs (when asked) and prints the summary.
+Status finishRun(const RunOptions& o, RunSummary& summary, const std::vector<std::string>& names,
+                 const std::vector<Tensor>& results) {
+  KILN_CHECK(names.size() == results.size(), "the run returned a result count unlike outputs");
+  for (size_t i = 0; i < results.size(); ++i)
+    summary.outputs.push_back({names[i], results[i], "not written"});
+  if (!o.outputDir.empty())
+    KILN_RETURN_IF_ERROR(writeOutputs(o.outputDir, summary.outputs, summary.notes));
+  std::fputs(formatSummary(summary).c_str(), stdout);
+  return Status::ok();
+}
+
+// A .kiln artifact: loaded (no passes, no code generation) and run on the cpu backend.
+Status runArtifact(const RunOptions& o, const LoadedProgram& program, RunSummary& summary) {
+  if (o.backend != "cpu")
+    return Status::error("a .kiln artifact holds cpu code: run it with --backend cpu");
+  if (!o.dims.empty())
+    return Status::error("a .kiln artifact has fixed sizes: --dim does not apply");
+  runtime::CompileOptions co;
+  co.threads = o.threads;
+  auto start = std::chrono::steady_clock::now();
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Executable> exe,
+                        runtime::Executable::load(program.artifact, o.program, co));
+  const Function& f = exe->function();
+  summary.function = f.name();
+  summary.stages.push_back({"read", program.loadMs, std::to_string(program.artifact.size()) +
+                                                        " bytes"});
+  summary.stages.push_back({"load artifact", msSince(start),
+                            std::to_string(exe->plan().kernels.size()) + " kernels, " +
+                                std::to_string(exe->uniqueKernels()) +
+                                " distinct, linked from object code; library calls: " +
+                                exe->libraryCalls()});
+  summary.stages.push_back({"buffers", 0, runtime::describeBufferPlan(exe->buffers())});
+  KILN_ASSIGN_OR_RETURN(BoundInputs bound, bindInputs(f, o));
+  std::vector<Tensor> values;
+  for (BoundInput& in : bound.inputs) {
+    values.push_back(in.value);
+    summary.inputs.push_back({in.name, in.value, in.source});
+  }
+  start = std::chrono::steady_clock::now();
+  KILN_ASSIGN_OR_RETURN(std::vector<Tensor> results, exe->run(values));
+  summary.runMs = msSince(start);
+  summary.backend = "cpu, " + std::to_string(exe->threads()) + " threads";
+  return finishRun(o, summary, outputNames(f), results);
+}
+
 Status runProgram(const RunOptions& o) {
   RunSummary summary;
   summary.program = o.program;
   summary.backend = o.backend;
   KILN_ASSIGN_OR_RETURN(LoadedProgram program, loadProgram(o.program));
+  if (program.format == "kiln") return runArtifact(o, program, summary);
   Function& f = *program.module->entry();
   summary.function = f.name();
   std::string loadStage = program.format == "onnx" ? "import+verify" : "parse+verify";
@@ -135,9 +182,14 @@ Status runProgram(const RunOptions& o) {
     co.postOps = o.postOps;
     co.threads = o.threads;
     co.instrumentation = o.instrumentation;
+    if (o.cache) {
+      co.cacheDir = o.cacheDir.empty() ? runtime::defaultCacheDir() : o.cacheDir;
+      co.sourceKey = program.sourceKey;
+    }
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Executable> exe,
                           runtime::Executable::compile(std::move(program.module), co));
     const runtime::CompileTimes& t = exe->times();
+    if (!exe->cacheReport().empty()) summary.notes.push_back("compile cache " + exe->cacheReport());
     if (o.instrumentation.timePasses) std::fputs(exe->passTimings().c_str(), stderr);
     const Function& opt = exe->function();
     std::string bindings = bound.symbols.empty() ? "" : describeBindings(bound.symbols) + "; ";
@@ -180,13 +232,7 @@ Status runProgram(const RunOptions& o) {
     KILN_ASSIGN_OR_RETURN(results, interpret(f, values));
     summary.runMs = msSince(start);
   }
-  KILN_CHECK(names.size() == results.size(), "interpret returned a result count unlike outputs");
-  for (size_t i = 0; i < results.size(); ++i)
-    summary.outputs.push_back({names[i], results[i], "not written"});
-  if (!o.outputDir.empty())
-    KILN_RETURN_IF_ERROR(writeOutputs(o.outputDir, summary.outputs, summary.notes));
-  std::fputs(formatSummary(summary).c_str(), stdout);
-  return Status::ok();
+  return finishRun(o, summary, names, results);
 }
 
 }  // namespace

@@ -70,6 +70,9 @@ Status applyValueFlag(const std::string& flag, const std::string& v, RunOptions&
     if (v != "interp" && v != "cpu")
       return usageError("unknown backend '" + v + "' (available: cpu, interp)");
     o.backend = v;
+  } else if (flag == "--cache-dir") {
+    if (v.empty()) return usageError("--cache-dir expects a directory");
+    o.cacheDir = v;
   } else if (flag == "--threads") {
     auto n = parseNumber<int>(v);
     if (!n || *n < 1 || *n > 1024)
@@ -83,7 +86,7 @@ Status applyValueFlag(const std::string& flag, const std::string& v, RunOptions&
 
 bool takesValue(const std::string& flag) {
   return flag == "--input" || flag == "--seed" || flag == "--dim" || flag == "--output-dir" ||
-         flag == "--backend" || flag == "--threads";
+         flag == "--backend" || flag == "--threads" || flag == "--cache-dir";
 }
 
 }  // namespace
@@ -113,6 +116,10 @@ StatusOr<RunOptions> parseRunOptions(const std::vector<std::string>& args) {
     }
     if (a == "--no-post-ops") {
       o.postOps = false;
+      continue;
+    }
+    if (a == "--no-cache") {
+      o.cache = false;
       continue;
     }
     if (a.size() > 1 && a[0] == '-') {
@@ -158,6 +165,10 @@ Options:
   -O1                    optimise first with the default pipeline, specialised to the input
                          shapes (the default; docs/passes.md lists its passes)
   -O0                    run the program as loaded, only specialised to the input shapes
+  --cache-dir DIR        the compile cache of the cpu backend (default $XDG_CACHE_HOME/kiln,
+                         else ~/.cache/kiln): a model compiled before with the same options on
+                         this CPU loads from it without compiling
+  --no-cache             compile without the cache (neither read nor written)
   --no-post-ops          leave the epilogues of library calls (bias, activation, residual of a
                          convolution or matrix product) to Kiln's loops instead of the library
 %s  -h, --help             show this help

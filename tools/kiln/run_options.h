@@ -30,6 +30,10 @@ struct RunOptions {
   // (only specialised to the input shapes).
   int optLevel = 1;
   bool postOps = true;  // --no-post-ops: epilogues of library calls stay loop nests
+  // The compile cache of the cpu backend: --cache-dir DIR, default runtime::defaultCacheDir();
+  // --no-cache: none.
+  std::string cacheDir;
+  bool cache = true;
   PassManagerOptions instrumentation;  // --verify-each, --dump-dir, --time-passes, --print-after
   bool help = false;
 };

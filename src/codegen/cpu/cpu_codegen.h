@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "codegen/cpu/thread_pool.h"
@@ -69,6 +70,16 @@ class CpuCompiler {
 
   // The optimized LLVM IR text of the last successful compile or compileAll.
   std::string lastLlvmIr() const;
+  // The object file (ELF, for this compiler's target) of the last successful compile or
+  // compileAll: what loadObject takes back, in this process or another on the same target.
+  std::string lastObject() const;
+  // Links an object file from lastObject() and returns the kernels whose entry symbols are
+  // `symbols` (CompiledKernel::symbol() of the kernels compiled with it), in that order.
+  StatusOr<std::vector<std::unique_ptr<CompiledKernel>>>
+  loadObject(std::string_view object, const std::vector<std::string>& symbols);
+  // The exact target code is generated for: LLVM's CPU name and its full feature string.
+  // Object code only loads where this is the same.
+  std::string target() const;
   // LLVM's warnings on the last successful compile, one per line: "warning: loop not
   // vectorized: ..." when a Vectorized loop stayed scalar (a libm call in its body, say).
   std::string lastDiagnostics() const;

@@ -5,6 +5,7 @@
 
 #include "codegen/cpu/cpu_codegen.h"
 #include "codegen/cpu/llvm_emit.h"
+#include "llvm/ExecutionEngine/Orc/CompileUtils.h"
 #include "llvm/ExecutionEngine/Orc/Core.h"
 #include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
@@ -94,6 +95,7 @@ struct CpuCompiler::Impl {
   std::unique_ptr<llvm::TargetMachine> tm;  // for the optimization pipeline
   std::string cpu, features;
   std::string lastIr;
+  std::string lastObject;
   std::string lastDiagnostics;
   int nextModule = 0;
 
@@ -118,6 +120,21 @@ struct CpuCompiler::Impl {
                                       : pb.buildPerModuleDefaultPipeline(level);
     mpm.run(m, mam);
     return Status::ok();
+  }
+
+  // Adds an object file to the JIT and looks up the kernels' entry points.
+  StatusOr<std::vector<std::unique_ptr<CompiledKernel>>>
+  link(std::unique_ptr<llvm::MemoryBuffer> object, const std::vector<std::string>& symbols) {
+    llvm::orc::LLJIT& jit = *state->jit;
+    if (llvm::Error e = jit.addObjectFile(std::move(object)))
+      return Status::error("cpu codegen: " + errorText(std::move(e)));
+    std::vector<std::unique_ptr<CompiledKernel>> out;
+    for (const std::string& name : symbols) {
+      auto addr = jit.lookup(name);
+      if (!addr) return Status::error("cpu codegen: " + errorText(addr.takeError()));
+      out.push_back(std::make_unique<JitKernel>(state, addr->toPtr<KernelEntry>(), name));
+    }
+    return out;
   }
 };
 
@@ -203,19 +220,28 @@ CpuCompiler::compileAll(const std::vector<const kernel::Kernel*>& kernels) {
   llvm::raw_string_ostream irOut(ir);
   module->print(irOut, nullptr);
 
-  llvm::orc::ThreadSafeModule tsm(std::move(module), std::move(context));
-  if (llvm::Error e = jit.addIRModule(std::move(tsm)))
-    return Status::error("cpu codegen: " + errorText(std::move(e)));
-  std::vector<std::unique_ptr<CompiledKernel>> out;
-  for (const std::string& name : names) {
-    auto addr = jit.lookup(name);
-    if (!addr) return Status::error("cpu codegen: " + errorText(addr.takeError()));
-    out.push_back(std::make_unique<JitKernel>(s.state, addr->toPtr<KernelEntry>(), name));
-  }
+  // Machine code: an object file (kept for artifacts and the compile cache), linked into the JIT.
+  llvm::orc::SimpleCompiler compiler(*s.tm);
+  auto object = compiler(*module);
+  if (!object) return Status::error("cpu codegen: " + errorText(object.takeError()));
+  std::string objectBytes((*object)->getBufferStart(), (*object)->getBufferSize());
+  KILN_ASSIGN_OR_RETURN(auto out, s.link(std::move(*object), names));
   s.lastIr = std::move(ir);
+  s.lastObject = std::move(objectBytes);
   s.lastDiagnostics = std::move(diagnostics);
   return out;
 }
+
+StatusOr<std::vector<std::unique_ptr<CompiledKernel>>>
+CpuCompiler::loadObject(std::string_view object, const std::vector<std::string>& symbols) {
+  auto buffer = llvm::MemoryBuffer::getMemBufferCopy(
+      llvm::StringRef(object.data(), object.size()), "kiln_cpu_object");
+  return impl_->link(std::move(buffer), symbols);
+}
+
+std::string CpuCompiler::lastObject() const { return impl_->lastObject; }
+
+std::string CpuCompiler::target() const { return impl_->cpu + " " + impl_->features; }
 
 std::string CpuCompiler::lastLlvmIr() const { return impl_->lastIr; }
 std::string CpuCompiler::lastDiagnostics() const { return impl_->lastDiagnostics; }

@@ -76,8 +76,8 @@ struct DefinedValue {
 
 class Parser {
  public:
-  Parser(std::string_view text, const std::string& file)
-      : lexer_(text, file), file_(file), module_(std::make_unique<Module>()) {
+  Parser(std::string_view text, const std::string& file, std::string_view blob = {})
+      : lexer_(text, file), file_(file), blob_(blob), module_(std::make_unique<Module>()) {
     cur_ = lexer_.next();
   }
 
@@ -146,6 +146,7 @@ class Parser {
   text::Lexer lexer_;
   Token cur_;
   std::string file_;
+  std::string_view blob_;  // the bytes `data ... blob OFFSET` entries refer to
   std::unique_ptr<Module> module_;
   std::map<std::string, Location> functionLocs_;
   std::unordered_map<std::string, DefinedValue> values_;  // of the function being parsed
@@ -555,10 +556,27 @@ Status Parser::parseDataEntry() {
   if (!type.isStatic()) return errorAt(typeTok, "data needs a static type, not " + type.str());
   auto count = checkedNumElements(type.staticDims());
   if (!count) return errorAt(typeTok, type.str() + ": " + count.status().message());
+  uint64_t need = static_cast<uint64_t>(*count) * dtypeSize(type.dtype());
+  if (atWord("blob")) {  // data @w = f32[...] blob OFFSET: bytes in the container's blob
+    take();
+    if (!at(Tok::Integer)) return expected("a blob offset");
+    Token off = take();
+    uint64_t at = 0;
+    auto [end, ec] = std::from_chars(off.text.data(), off.text.data() + off.text.size(), at);
+    if (ec != std::errc() || end != off.text.data() + off.text.size() || at > blob_.size() ||
+        need > blob_.size() - at)
+      return errorAt(off, "data @" + nameTok.str + ": " + std::to_string(need) +
+                              " bytes at blob offset " + std::string(off.text) +
+                              " lie outside the blob (" + std::to_string(blob_.size()) +
+                              " bytes)");
+    Tensor t(type.dtype(), type.staticDims());
+    if (need) std::memcpy(t.mutableBytes(), blob_.data() + at, need);
+    data_[nameTok.str] = DataEntry{std::move(t), locOf(nameTok)};
+    return Status::ok();
+  }
   if (!at(Tok::Hex)) return expected("hex data (0x...)");
   Token hex = take();
   // Compare sizes before allocating: the allocation is then bounded by the file's length.
-  uint64_t need = static_cast<uint64_t>(*count) * dtypeSize(type.dtype());
   if (hex.text.size() % 2 != 0 || hex.text.size() / 2 != need)
     return errorAt(hex, "data @" + nameTok.str + " has " + std::to_string(hex.text.size()) +
                             " hex digits, its type " + type.str() + " needs " +
@@ -681,6 +699,11 @@ Status Parser::checkNewName(const Token& t) const {
 
 StatusOr<std::unique_ptr<Module>> parseModule(std::string_view text, const std::string& filename) {
   return Parser(text, filename).run();
+}
+
+StatusOr<std::unique_ptr<Module>> parseModule(std::string_view text, const std::string& filename,
+                                              std::string_view blob) {
+  return Parser(text, filename, blob).run();
 }
 
 }  // namespace kiln

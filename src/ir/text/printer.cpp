@@ -297,8 +297,16 @@ class FunctionPrinter {
   std::map<const Value*, std::string> names_;
 };
 
-void printDataEntry(const std::string& name, const Tensor& t, std::string& out) {
+void printDataEntry(const std::string& name, const Tensor& t, std::string& out,
+                    std::string* blob) {
   static const char* kHex = "0123456789abcdef";
+  if (blob) {
+    blob->resize((blob->size() + 63) / 64 * 64, '\0');
+    out += "data " + nameText('@', name) + " = " + t.type().str() + " blob " +
+           std::to_string(blob->size()) + "\n";
+    blob->append(reinterpret_cast<const char*>(t.bytes()), t.byteSize());
+    return;
+  }
   out += "data " + nameText('@', name) + " = " + t.type().str() + " 0x";
   size_t n = t.byteSize();
   size_t at = out.size();
@@ -323,7 +331,8 @@ std::string printModule(const Module& m, const PrintOptions& opts) {
     FunctionPrinter(*fns[i], data, opts).print(out);
   }
   if (!data.entries().empty()) out += "\n";
-  for (const auto& [name, tensor] : data.entries()) printDataEntry(name, *tensor, out);
+  for (const auto& [name, tensor] : data.entries())
+    printDataEntry(name, *tensor, out, opts.blob);
   return out;
 }
 

@@ -22,6 +22,10 @@ namespace kiln {
 struct PrintOptions {
   // Constants with more elements than this print out of line (as @name, data at the end).
   int64_t inlineConstantLimit = 16;
+  // When set, out-of-line data goes into *blob (each entry at a 64-byte aligned offset) and its
+  // entry reads `data @w0 = f32[64,3,7,7] blob 4096`: for binary containers (the .kiln
+  // artifact), read back by parseModule with the same blob.
+  std::string* blob = nullptr;
 };
 
 std::string printModule(const Module& m, const PrintOptions& opts = {});
@@ -34,5 +38,8 @@ std::map<const Value*, std::string> printedValueNames(const Function& f);
 
 // Parses and verifies a module. Errors are "file:line:col: error: message".
 StatusOr<std::unique_ptr<Module>> parseModule(std::string_view text, const std::string& filename);
+// Same, resolving `data ... blob OFFSET` entries in `blob` (see PrintOptions::blob).
+StatusOr<std::unique_ptr<Module>> parseModule(std::string_view text, const std::string& filename,
+                                              std::string_view blob);
 
 }  // namespace kiln

@@ -1,0 +1,86 @@
+// `kiln compile PROGRAM -o OUT.kiln`: ahead-of-time compilation into an artifact that `kiln run`,
+// `kiln bench` and the C/C++ APIs load without compiling (runtime::Executable::load).
+#include <chrono>
+#include <cstdio>
+
+#include "commands.h"
+#include "program.h"
+#include "run_options.h"
+#include "runtime/artifact.h"
+#include "runtime/executable.h"
+
+namespace kiln::cli {
+namespace {
+
+constexpr const char* kUsage = R"(usage: kiln compile PROGRAM -o OUT.kiln [options]
+
+Compiles PROGRAM (.kir or .onnx) for this machine's CPU as `kiln run` would and writes the
+artifact OUT.kiln: the optimised graph with its weights, the object code of every kernel and
+what the runtime needs to run them. `kiln run OUT.kiln`, `kiln bench OUT.kiln` and the C/C++ APIs
+load it in a fresh process without compiling. Compiling the same program with the same options
+on the same machine writes the same bytes. An artifact from another Kiln version or for another
+CPU is refused when loaded.
+
+Options:
+  -o, --output FILE      the artifact to write (required)
+  --dim SYMBOL=SIZE      size of a symbolic dimension (every symbol needs one)
+  -O0                    without the optimisation pipeline
+  --no-post-ops          leave the epilogues of library calls to Kiln's loops
+  -h, --help             show this help
+)";
+
+Status compileProgram(const RunOptions& o, const std::string& out) {
+  KILN_ASSIGN_OR_RETURN(LoadedProgram program, loadProgram(o.program));
+  if (program.format == "kiln") return Status::error(o.program + " is already an artifact");
+  runtime::CompileOptions co;
+  co.dims = o.dims;
+  co.optLevel = o.optLevel;
+  co.postOps = o.postOps;
+  co.threads = o.threads;
+  co.instrumentation = o.instrumentation;
+  auto start = std::chrono::steady_clock::now();
+  KILN_ASSIGN_OR_RETURN(auto exe, runtime::Executable::compile(std::move(program.module), co));
+  std::string bytes = exe->serialize();
+  KILN_RETURN_IF_ERROR(runtime::writeFileAtomically(out, bytes));
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  std::printf("wrote %s: %zu bytes, %zu kernels (%d distinct), compiled in %.1f ms for %s\n",
+              out.c_str(), bytes.size(), exe->plan().kernels.size(), exe->uniqueKernels(), ms,
+              exe->hostCpu().c_str());
+  return Status::ok();
+}
+
+}  // namespace
+
+int compileCommand(const std::vector<std::string>& args) {
+  std::string out;
+  std::vector<std::string> rest;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (a == "-o" || a == "--output") {
+      if (i + 1 >= args.size()) return reportError(Status::error(a + " expects a file"), kExitUsage);
+      out = args[++i];
+    } else if (a.rfind("--output=", 0) == 0) {
+      out = a.substr(9);
+    } else {
+      rest.push_back(a);
+    }
+  }
+  StatusOr<RunOptions> o = parseRunOptions(rest);
+  if (!o) return reportError(o.status(), kExitUsage);
+  if (out.empty())
+    return reportError(Status::error("no output given (usage: kiln compile PROGRAM -o OUT.kiln)"),
+                       kExitUsage);
+  if (!o->inputs.empty() || o->randomInputs || !o->outputDir.empty() || o->backend != "cpu")
+    return reportError(Status::error("kiln compile takes no inputs, outputs or backend"),
+                       kExitUsage);
+  Status s = compileProgram(*o, out);
+  if (!s) return reportError(s, kExitError);
+  return 0;
+}
+
+}  // namespace kiln::cli
