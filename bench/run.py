@@ -23,7 +23,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-DEFAULT_MODELS = "resnet18,mobilenet_v2,transformer_encoder,decoder_lm"
+DEFAULT_MODELS = "resnet18,mobilenet_v2,transformer_encoder,decoder_lm,resnet50,vit,bert"
 
 
 def run(cmd, **kw):
@@ -72,7 +72,8 @@ def main():
         ort_in = sum([["--input", f"{n}={os.path.join(folder, f)}"] for n, f in zip(names, inputs)], [])
         # Agreement of the outputs.
         with tempfile.TemporaryDirectory() as out:
-            run([args.kiln, "run", model, "--output-dir", os.path.join(out, "kiln")] + kiln_in)
+            run([args.kiln, "run", model, "--no-cache", "--output-dir", os.path.join(out, "kiln")]
+                + kiln_in)
             run(["node", os.path.join(HERE, "ort_bench.js"), model, "--repeat", "1", "--warmup", "0",
                  "--output-dir", os.path.join(out, "ort")] + ort_in)
             worst = 0.0
@@ -82,10 +83,18 @@ def main():
                 scale = max(float(np.max(np.abs(want))), 1e-30)
                 worst = max(worst, float(np.max(np.abs(got - want))) / scale)
         agree = "ok" if worst <= 1e-4 else "MISMATCH"
+        # A cached compile: the second kiln bench with a fresh cache directory loads the entry the
+        # first wrote.
+        with tempfile.TemporaryDirectory() as cache:
+            for _ in range(2):
+                out, _ = run([args.kiln, "bench", model, "--json", "--cache-dir", cache, "--repeat", "1",
+                              "--warmup", "0"] + kiln_in)
+            r = json.loads(out)
+            cached_ms = r["compile_ms"]["cache_load"] if r["cache"] == "hit" else float("nan")
         for t in threads:
             kiln_ms, ort_ms, kiln_rss, ort_rss, compile_ms = [], [], 0.0, 0.0, []
             for _ in range(args.rounds):
-                out, rss = run([args.kiln, "bench", model, "--json", "--threads", str(t),
+                out, rss = run([args.kiln, "bench", model, "--json", "--threads", str(t), "--no-cache",
                                 "--repeat", str(args.repeat), "--warmup", str(args.warmup)] + kiln_in)
                 r = json.loads(out)
                 kiln_ms.append(r["run_ms"]["median"])
@@ -96,17 +105,18 @@ def main():
                 ort_ms.append(json.loads(out)["run_ms"]["median"])
                 ort_rss = max(ort_rss, rss)
             k, o = float(np.median(kiln_ms)), float(np.median(ort_ms))
-            rows.append((name, t, k, o, o / k, kiln_rss, ort_rss, float(np.median(compile_ms)), agree, worst))
+            rows.append((name, t, k, o, o / k, kiln_rss, ort_rss, float(np.median(compile_ms)), agree,
+                         worst, cached_ms))
             print(f"{name:22} {t} thr  kiln {k:9.3f} ms  ort {o:9.3f} ms  ort/kiln {o / k:6.3f}  "
                   f"rss kiln {kiln_rss:7.1f} MiB ort {ort_rss:7.1f} MiB  compile {rows[-1][7]:7.1f} ms  "
-                  f"outputs {agree} ({worst:.2g})", flush=True)
+                  f"cached {cached_ms:6.1f} ms  outputs {agree} ({worst:.2g})", flush=True)
     print()
     print("| model | threads | Kiln median (ms) | ORT median (ms) | ORT/Kiln | Kiln peak RSS (MiB) | "
-          "ORT peak RSS (MiB) | Kiln compile (ms) | outputs |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+          "ORT peak RSS (MiB) | Kiln compile (ms) | cached compile (ms) | outputs |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for r in rows:
         print(f"| {r[0]} | {r[1]} | {r[2]:.3f} | {r[3]:.3f} | {r[4]:.3f} | {r[5]:.1f} | {r[6]:.1f} | "
-              f"{r[7]:.1f} | {r[8]} ({r[9]:.1g}) |")
+              f"{r[7]:.1f} | {r[10]:.1f} | {r[8]} ({r[9]:.1g}) |")
     for t in threads:
         ratios = [r[4] for r in rows if r[1] == t]
         if ratios:

@@ -137,7 +137,59 @@ def make_decoder_lm():
     return model, torch.randint(0, 512, (1, 32), dtype=torch.int64)
 
 
+def make_resnet50():
+    model = torchvision.models.resnet50(weights=None)
+    calibrate_batch_norm(model, (2, 3, 224, 224))
+    return model, torch.randn(1, 3, 224, 224)
+
+
+def make_vit():
+    # ViT-S/16: 12 layers, width 384, 6 heads, MLP 1536, 224x224 images.
+    model = torchvision.models.VisionTransformer(image_size=224, patch_size=16, num_layers=12,
+                                                 num_heads=6, hidden_dim=384, mlp_dim=1536)
+    # torchvision starts the classifier at zero (so every output would be 0): random instead.
+    nn.init.normal_(model.heads.head.weight, std=0.02)
+    nn.init.normal_(model.heads.head.bias, std=0.02)
+    model.eval()
+    return model, torch.randn(1, 3, 224, 224)
+
+
+class BertEncoder(nn.Module):
+    """A BERT-style encoder (BERT-mini sizes): token, position and segment embeddings, layer
+    norm, post-norm transformer layers with GELU, token ids [B, S] -> hidden states [B, S, D]."""
+
+    def __init__(self, vocab=30522, d_model=256, heads=4, layers=4, ff=1024, seq_len=128):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d_model)
+        self.pos = nn.Embedding(seq_len, d_model)
+        self.seg = nn.Embedding(2, d_model)
+        self.ln = nn.LayerNorm(d_model, eps=1e-12)
+        layer = nn.TransformerEncoderLayer(d_model, heads, ff, dropout=0.0, activation="gelu",
+                                           batch_first=True, layer_norm_eps=1e-12)
+        self.encoder = nn.TransformerEncoder(layer, num_layers=layers, enable_nested_tensor=False)
+        self.register_buffer("positions", torch.arange(seq_len).unsqueeze(0))
+        self.register_buffer("segments", torch.zeros(1, seq_len, dtype=torch.int64))
+
+    def forward(self, ids):
+        s = ids.shape[1]
+        x = self.tok(ids) + self.pos(self.positions[:, :s]) + self.seg(self.segments[:, :s])
+        return self.encoder(self.ln(x))
+
+
+def make_bert():
+    model = BertEncoder()
+    model.eval()
+    return model, torch.randint(0, 30522, (1, 128), dtype=torch.int64)
+
+
+# The models of the test suite (tests/models exports these).
+TEST_MODELS = ["resnet18", "resnet18_dynbatch", "mobilenet_v2", "transformer_encoder",
+               "decoder_lm"]
+
 MODELS = {
+    "resnet50": make_resnet50,
+    "vit": make_vit,
+    "bert": make_bert,
     "resnet18": make_resnet18,
     "resnet18_dynbatch": make_resnet18_dynbatch,
     "mobilenet_v2": make_mobilenet_v2,
@@ -180,8 +232,10 @@ def export(name, out_dir, opset):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir", nargs="?", default="build/models")
-    parser.add_argument("--models", default=",".join(MODELS),
-                        help="comma-separated subset of: " + ", ".join(MODELS))
+    parser.add_argument("--models", default=",".join(TEST_MODELS),
+                        help="comma-separated subset of: " + ", ".join(MODELS) +
+                        " (default: the test suite's: " + ",".join(TEST_MODELS) + "; the others "
+                        "are larger, for bench/run.py)")
     parser.add_argument("--opset", type=int, default=14)
     args = parser.parse_args()
     names = [n for n in args.models.split(",") if n]

@@ -25,12 +25,14 @@ OpPattern patternOf(const Node& n) {
     case OpClass::ElementwiseBinary:
     case OpClass::ElementwiseTernary: return OpPattern::Elementwise;
     case OpClass::DataMovement:
-      // Scatters, resizes and grid samples have no loop lowering yet (src/kernel/lower.cpp):
-      // kernels of their own. Gathers and dynamic slices read through loaded indices.
+      // Scatters, resizes and grid samples are kernels of their own: their loop lowering
+      // (src/kernel/lower_opaque.h) writes whole buffers and cannot be inlined at an index.
+      // Gathers and dynamic slices read through loaded indices.
       if (n.op() == OpCode::Scatter || n.op() == OpCode::Resize || n.op() == OpCode::GridSample)
         return OpPattern::Opaque;
       return OpPattern::Injective;
     case OpClass::Reduction:
+      // Sorts, top_k and cumsum too: whole-row scans, lowered as kernels of their own.
       if (n.op() == OpCode::Sort || n.op() == OpCode::TopK || n.op() == OpCode::Cumsum)
         return OpPattern::Opaque;
       return OpPattern::Reduction;

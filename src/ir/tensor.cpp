@@ -67,7 +67,18 @@ Tensor::Tensor(DType dtype, std::vector<int64_t> dims) : dtype_(dtype), dims_(st
   auto n = checkedNumElements(dims_);
   KILN_CHECK(n.isOk(), "Tensor with invalid dims: " + n.status().message());
   numElements_ = *n;
-  data_ = std::make_shared<std::vector<std::byte>>(byteSize());
+  data_ = std::make_shared<Bytes>(byteSize(), std::byte{0});
+}
+
+Tensor Tensor::uninitialized(DType dtype, std::vector<int64_t> dims) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.dims_ = std::move(dims);
+  auto n = checkedNumElements(t.dims_);
+  KILN_CHECK(n.isOk(), "Tensor with invalid dims: " + n.status().message());
+  t.numElements_ = *n;
+  t.data_ = std::make_shared<Bytes>(t.byteSize());
+  return t;
 }
 
 StatusOr<Tensor> Tensor::create(DType dtype, std::vector<int64_t> dims) {
@@ -188,7 +199,7 @@ Tensor Tensor::reshaped(std::vector<int64_t> dims) const {
 
 Tensor Tensor::clone() const {
   Tensor t = *this;
-  if (data_) t.data_ = std::make_shared<std::vector<std::byte>>(*data_);
+  if (data_) t.data_ = std::make_shared<Bytes>(*data_);
   return t;
 }
 

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "ir/types.h"
@@ -27,6 +29,26 @@ uint16_t floatToHalf(float f);  // round to nearest even
 float bf16ToFloat(uint16_t bits);
 uint16_t floatToBf16(float f);  // round to nearest even
 
+// Allocates like std::allocator but default-initialises elements (no zero fill), so a tensor
+// that is about to be overwritten whole costs no extra pass over its memory.
+template <typename T>
+struct DefaultInitAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = DefaultInitAllocator<U>;
+  };
+  using std::allocator<T>::allocator;
+  template <typename U>
+  void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    std::allocator_traits<std::allocator<T>>::construct(static_cast<std::allocator<T>&>(*this),
+                                                        p, std::forward<Args>(args)...);
+  }
+};
+
 class Tensor {
  public:
   Tensor() = default;
@@ -34,6 +56,9 @@ class Tensor {
   Tensor(DType dtype, std::vector<int64_t> dims);
   // Zero-filled tensor, or an error for negative dims or too many elements.
   static StatusOr<Tensor> create(DType dtype, std::vector<int64_t> dims);
+  // A tensor whose bytes are not initialised: for results that are written whole before they
+  // are read (the runtime's outputs). Dims are checked as by the constructor.
+  static Tensor uninitialized(DType dtype, std::vector<int64_t> dims);
 
   DType dtype() const { return dtype_; }
   const std::vector<int64_t>& dims() const { return dims_; }
@@ -42,6 +67,8 @@ class Tensor {
   size_t byteSize() const { return static_cast<size_t>(numElements_) * dtypeSize(dtype_); }
   TensorType type() const { return TensorType::of(dtype_, dims_); }
   bool defined() const { return data_ != nullptr; }
+  // No other Tensor shares these bytes (copies of a Tensor share them).
+  bool isUnique() const { return data_ && data_.use_count() == 1; }
 
   const std::byte* bytes() const { return data_ ? data_->data() : nullptr; }
   std::byte* mutableBytes() { return data_ ? data_->data() : nullptr; }
@@ -85,7 +112,8 @@ class Tensor {
   DType dtype_ = DType::F32;
   std::vector<int64_t> dims_;
   int64_t numElements_ = 0;
-  std::shared_ptr<std::vector<std::byte>> data_;
+  using Bytes = std::vector<std::byte, DefaultInitAllocator<std::byte>>;
+  std::shared_ptr<Bytes> data_;
 };
 
 }  // namespace kiln

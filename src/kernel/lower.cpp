@@ -9,16 +9,13 @@
 #include <set>
 
 #include "ir/text/text.h"
+#include "kernel/lower_opaque.h"
 
 namespace kiln::kernel {
 namespace {
 
 using fusion::OpPattern;
 using Index = std::vector<ExprRef>;
-
-// Kernels with fewer elements than this run their outer loop serially: a thread handoff costs
-// more than the work.
-constexpr int64_t kParallelThreshold = 16384;
 
 int64_t product(const std::vector<int64_t>& d) {
   int64_t n = 1;
@@ -429,8 +426,7 @@ class Lowerer {
         for (size_t d = 0; d < xd.size(); ++d)
           at[d] = has(collapsed, static_cast<int64_t>(d))
                       ? start[d]
-                      : binary(BinaryOp::Add, start[d],
-                               idx[static_cast<size_t>(offsetDims[w++])]);
+                      : binary(BinaryOp::Add, start[d], idx[static_cast<size_t>(offsetDims[w++])]);
         return operand(0, at);
       }
       case OpCode::DynamicSlice:
@@ -917,8 +913,8 @@ class Lowerer {
           if (!c || std::isnan(*c)) return std::nullopt;
           return u->op() == OpCode::Max ? clamp(*c, kInf) : clamp(-kInf, *c);
         }
-        return binaryOperand(u->op() == OpCode::Add ? PostOp::Kind::Add : PostOp::Kind::Mul,
-                             other, shape);
+        return binaryOperand(u->op() == OpCode::Add ? PostOp::Kind::Add : PostOp::Kind::Mul, other,
+                             shape);
       }
       case OpCode::Clamp: {
         if (u->operand(1) != cur) return std::nullopt;
@@ -928,10 +924,10 @@ class Lowerer {
       }
       case OpCode::Sigmoid: return PostOp{PostOp::Kind::Sigmoid, "", {}, {}, 0, 0};
       case OpCode::Tanh: return PostOp{PostOp::Kind::Tanh, "", {}, {}, 0, 0};
-      case OpCode::Gelu:
-        return PostOp{u->attrEnum("approximate") == "tanh" ? PostOp::Kind::GeluTanh
-                                                             : PostOp::Kind::Gelu,
-                      "", {}, {}, 0, 0};
+      case OpCode::Gelu: {
+        bool tanh = u->attrEnum("approximate") == "tanh";
+        return PostOp{tanh ? PostOp::Kind::GeluTanh : PostOp::Kind::Gelu, "", {}, {}, 0, 0};
+      }
       default: return std::nullopt;
     }
   }
@@ -1005,6 +1001,13 @@ class Lowerer {
     for (const PostOp& p : postOps)
       if (!p.operand.empty()) args.push_back(p.operand);
     StmtRef c = call(std::string(opName(a->op())), a, args, std::move(postOps));
+    if (k_.kind == fusion::KernelKind::Opaque) {  // loops instead of the call (lower_opaque.h)
+      const auto mid = args.begin() + static_cast<std::ptrdiff_t>(a->numOperands());
+      std::vector<std::string> ins(args.begin(), mid);
+      std::vector<std::string> outs(mid, mid + static_cast<std::ptrdiff_t>(a->numResults()));
+      KILN_ASSIGN_OR_RETURN(std::optional<StmtRef> loops, lowerOpaqueOp(*a, ins, outs));
+      if (loops) c = *loops;
+    }
     std::vector<const Value*> rest;
     for (const Value* v : k_.outputs)
       if (v != last && v->def() != a) rest.push_back(v);

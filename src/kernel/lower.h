@@ -6,14 +6,17 @@
 //   - reduction kernels: a loop nest over the rows (the kept dims) with a local accumulator per
 //     row; softmax, log_softmax and layer_norm make two or three passes over the row; the fused
 //     producers are recomputed in each pass and the epilogue runs in the last;
-//   - contraction, attention and opaque kernels: a library call of the anchor op (the runtime
-//     runs it) with the leading part of the epilogue as post-ops of the call (LowerOptions),
-//     then the rest of the epilogue as a loop nest over its result.
+//   - contraction and attention kernels: a library call of the anchor op (the runtime runs it)
+//     with the leading part of the epilogue as post-ops of the call (LowerOptions), then the
+//     rest of the epilogue as a loop nest over its result;
+//   - opaque kernels (scatter, resize, grid_sample, sort, top_k, cumsum): whole-buffer loop
+//     nests of the anchor op (lower_opaque.h); a case that lowering leaves out (sort and top_k
+//     rows past 4096 elements) stays a library call.
 // The outermost loop of a nest is parallel, the innermost (of a loop kernel) vectorized.
 //
-// Needs: static shapes (specialise first). Ops without a loop lowering (scatter, resize,
-// grid_sample, sort, top_k, cumsum) must be the anchor of an opaque kernel (fusion::patternOf
-// makes them so).
+// Needs: static shapes (specialise first). The ops of lower_opaque.h have no lowering inside a
+// loop or reduction kernel: they must be the anchor of an opaque kernel (fusion::patternOf makes
+// them so).
 #pragma once
 
 #include "fusion/fusion.h"
@@ -21,6 +24,10 @@
 #include "support/status.h"
 
 namespace kiln::kernel {
+
+// Loop nests with less work than this (elements, times the work of each) run their outer loop
+// serially: a thread handoff costs more than the work.
+inline constexpr int64_t kParallelThreshold = 16384;
 
 struct LowerOptions {
   // Fold the leading elementwise ops of a contraction's epilogue into post-ops of its library

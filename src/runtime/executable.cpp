@@ -2,6 +2,7 @@
 #include "runtime/executable.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -120,6 +121,10 @@ struct Executable::Impl {
   std::string kernelsHash;          // of the distinct kernels' IR
   std::string cacheReport;          // what the compile cache did
   std::string loadedFrom;           // the artifact it was loaded from
+  // Arenas of finished runs, reused by the next ones (one per run in flight at most): a fresh
+  // arena would page-fault on every first touch of every run.
+  mutable std::mutex arenaMu;
+  mutable std::vector<std::unique_ptr<std::byte[], AlignedDelete>> freeArenas;
 };
 
 struct CallContext {
@@ -288,25 +293,42 @@ Status Executable::build(Impl& impl, std::unique_ptr<Module> module,
   lo.postOps = options.postOps;
   KILN_ASSIGN_OR_RETURN(impl.kernels, kernel::lowerPlan(*f, impl.plan, lo));
   // Library calls: a oneDNN kernel where oneDNN takes the op (f32 matrix products and
-  // convolutions), the reference kernel otherwise.
+  // convolutions), the reference kernel otherwise. Creating a primitive generates its code and
+  // reorders constant weights, so the calls are prepared on several threads at once.
+  std::vector<LibraryCall*> pending;
   for (const kernel::Kernel& k : impl.kernels) {
     std::vector<const kernel::Stmt*> stmts;
     collectCalls(k.body, stmts);
-    impl.calls.emplace_back();
-    for (const kernel::Stmt* s : stmts) {
-      LibraryCall c;
-      c.stmt = s;
-      auto fast = codegen::cpu::createOneDnnKernel(*s->node, s->postOps, options.threads);
-      if (!fast && !s->postOps.empty()) {
-        // oneDNN cannot take these post-ops (well): the kernel without them, then ours.
-        c.why = fast.status().message();
-        fast = codegen::cpu::createOneDnnKernel(*s->node, {}, options.threads);
-        c.separatePostOps = true;
-      }
-      if (fast) c.fast = std::move(*fast);
-      else c.why = fast.status().message();
-      impl.calls.back().push_back(std::move(c));
+    impl.calls.emplace_back(stmts.size());
+    for (size_t j = 0; j < stmts.size(); ++j) {
+      impl.calls.back()[j].stmt = stmts[j];
+      pending.push_back(&impl.calls.back()[j]);
     }
+  }
+  auto prepare = [&](LibraryCall& c) {
+    const kernel::Stmt* s = c.stmt;
+    auto fast = codegen::cpu::createOneDnnKernel(*s->node, s->postOps, options.threads);
+    if (!fast && !s->postOps.empty()) {
+      // oneDNN cannot take these post-ops (well): the kernel without them, then ours.
+      c.why = fast.status().message();
+      fast = codegen::cpu::createOneDnnKernel(*s->node, {}, options.threads);
+      c.separatePostOps = true;
+    }
+    if (fast) c.fast = std::move(*fast);
+    else c.why = fast.status().message();
+  };
+  {
+    int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    size_t helpers = std::min<size_t>(
+        pending.size(), static_cast<size_t>(options.threads > 0 ? options.threads : hardware));
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t i; (i = next.fetch_add(1)) < pending.size();) prepare(*pending[i]);
+    };
+    std::vector<std::thread> threads;
+    for (size_t t = 1; t < helpers; ++t) threads.emplace_back(work);
+    work();
+    for (std::thread& t : threads) t.join();
   }
   impl.times.lowering = msSince(start);
   if (!options.instrumentation.dumpDir.empty()) {
@@ -497,7 +519,15 @@ StatusOr<std::unique_ptr<Executable>> Executable::load(std::string_view bytes,
   return std::unique_ptr<Executable>(new Executable(std::move(impl)));
 }
 
-StatusOr<std::vector<Tensor>> Executable::run(std::span<const Tensor> inputs) const {
+StatusOr<std::vector<Tensor>> Executable::run(std::span<const Tensor> inputs,
+                                              std::vector<double>* kernelMs) const {
+  std::vector<Tensor> outputs;
+  KILN_RETURN_IF_ERROR(runInto(inputs, outputs, kernelMs));
+  return outputs;
+}
+
+Status Executable::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
+                           std::vector<double>* kernelMs) const {
   const Impl& m = *impl_;
   const Function& f = *m.f;
   if (inputs.size() != f.numParameters())
@@ -508,14 +538,37 @@ StatusOr<std::vector<Tensor>> Executable::run(std::span<const Tensor> inputs) co
       return Status::error("input " + std::to_string(i) + " ('" + f.parameter(i)->name() +
                            "'): expected " + f.parameter(i)->type().str() + ", got " +
                            inputs[i].type().str());
-  std::vector<Tensor> outputs;
-  for (const Value* v : f.outputs()) {
-    outputs.emplace_back(v->type().dtype(), v->type().staticDims());
+  // Outputs are written whole by their kernels (or copied below), so they start uninitialised;
+  // the caller's tensors are reused when they have the right types and are not shared.
+  bool reuse = outputs.size() == f.outputs().size();
+  for (size_t o = 0; reuse && o < outputs.size(); ++o)
+    reuse = outputs[o].defined() && outputs[o].type() == f.outputs()[o]->type() &&
+            outputs[o].isUnique();
+  if (!reuse) {
+    outputs.clear();
+    for (const Value* v : f.outputs())
+      outputs.push_back(Tensor::uninitialized(v->type().dtype(), v->type().staticDims()));
   }
-  std::unique_ptr<std::byte[], AlignedDelete> arena(m.buffers.arenaBytes
-                                                        ? new (std::align_val_t(kBufferAlignment))
-                                                              std::byte[m.buffers.arenaBytes]
-                                                        : nullptr);
+  std::unique_ptr<std::byte[], AlignedDelete> arena;
+  {
+    std::lock_guard<std::mutex> lock(m.arenaMu);
+    if (!m.freeArenas.empty()) {
+      arena = std::move(m.freeArenas.back());
+      m.freeArenas.pop_back();
+    }
+  }
+  if (!arena && m.buffers.arenaBytes)
+    arena.reset(new (std::align_val_t(kBufferAlignment)) std::byte[m.buffers.arenaBytes]);
+  // Back to the free list when this run ends, however it ends.
+  struct ArenaReturn {
+    const Impl& m;
+    std::unique_ptr<std::byte[], AlignedDelete>& arena;
+    ~ArenaReturn() {
+      if (!arena) return;
+      std::lock_guard<std::mutex> lock(m.arenaMu);
+      m.freeArenas.push_back(std::move(arena));
+    }
+  } giveBack{m, arena};
   auto address = [&](const Value* v) -> void* {
     const Slot& s = m.buffers.values.at(v);
     switch (s.storage) {
@@ -541,7 +594,12 @@ StatusOr<std::vector<Tensor>> Executable::run(std::span<const Tensor> inputs) co
       else ptrs.push_back(address(b.value));
     }
     CallContext ctx{&m.calls, i, &error, &mu};
+    auto kernelStart = kernelMs ? Clock::now() : Clock::time_point{};
     m.compiled[i]->run(ptrs.data(), *m.pool, runLibraryCall, &ctx);
+    if (kernelMs) {
+      kernelMs->resize(m.kernels.size());
+      (*kernelMs)[i] = msSince(kernelStart);
+    }
     if (!error) return Status(error).prefix("kernel " + k.name);
   }
   // Outputs that no kernel writes: parameters, constants, or a value listed twice.
@@ -559,7 +617,7 @@ StatusOr<std::vector<Tensor>> Executable::run(std::span<const Tensor> inputs) co
     if (src && outputs[o].byteSize())
       std::memcpy(outputs[o].mutableBytes(), src, outputs[o].byteSize());
   }
-  return outputs;
+  return Status::ok();
 }
 
 const Function& Executable::function() const { return *impl_->f; }

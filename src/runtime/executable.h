@@ -74,7 +74,13 @@ class Executable {
 
   // One tensor per parameter, in order, of the types the executable was compiled for. Returns
   // one tensor per function output.
-  StatusOr<std::vector<Tensor>> run(std::span<const Tensor> inputs) const;
+  // kernelMs (optional): the wall time of each kernel of this run, in plan order.
+  StatusOr<std::vector<Tensor>> run(std::span<const Tensor> inputs,
+                                    std::vector<double>* kernelMs = nullptr) const;
+  // Same, into `outputs`: tensors of the right types from an earlier run are written in place
+  // (no allocation, no page faults on fresh memory); otherwise they are replaced.
+  Status runInto(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
+                 std::vector<double>* kernelMs = nullptr) const;
 
   const Function& function() const;
   const fusion::FusionPlan& plan() const;

@@ -59,11 +59,28 @@ void expectClose(const Tensor& got, const Tensor& want, const std::string& what)
   }
 }
 
+// Bit-for-bit agreement (NaN matches any NaN; -0 does not match +0), for lowerings that follow
+// the reference kernel's arithmetic exactly.
+void expectIdentical(const Tensor& got, const Tensor& want, const std::string& what) {
+  ASSERT_EQ(got.type(), want.type()) << what;
+  for (int64_t i = 0; i < want.numElements(); ++i) {
+    if (!isFloat(want.dtype())) {
+      ASSERT_EQ(got.getUInt(i), want.getUInt(i)) << what << " element " << i;
+      continue;
+    }
+    double g = got.getDouble(i), w = want.getDouble(i);
+    ASSERT_TRUE((std::isnan(g) && std::isnan(w)) || (g == w && std::signbit(g) == std::signbit(w)))
+        << what << " element " << i << ": " << g << " vs " << w;
+  }
+}
+
 // Compiles `text` (with N and M replaced) for each shape and thread count and compares every
-// output with the interpreter on random inputs.
+// output with the interpreter on random inputs (bit for bit when `exact`).
 void checkAgainstInterpreter(const std::string& name, const std::string& text,
-                             std::vector<std::pair<int64_t, int64_t>> shapes = {
-                                 {1, 1}, {3, 5}, {17, 33}}) {
+                             std::vector<std::pair<int64_t, int64_t>> shapes = {{1, 1},
+                                                                                {3, 5},
+                                                                                {17, 33}},
+                             bool exact = false) {
   for (auto [n, m] : shapes) {
     for (int threads : {1, 2}) {
       std::string what = name + " N=" + std::to_string(n) + " M=" + std::to_string(m) + " " +
@@ -84,8 +101,11 @@ void checkAgainstInterpreter(const std::string& name, const std::string& text,
       auto got = (*exe)->run(inputs);
       ASSERT_TRUE(got.isOk()) << what << ": " << got.status().str();
       ASSERT_EQ(got->size(), want->size()) << what;
-      for (size_t i = 0; i < got->size(); ++i)
-        expectClose((*got)[i], (*want)[i], what + " output " + std::to_string(i));
+      for (size_t i = 0; i < got->size(); ++i) {
+        std::string output = what + " output " + std::to_string(i);
+        if (exact) expectIdentical((*got)[i], (*want)[i], output);
+        else expectClose((*got)[i], (*want)[i], output);
+      }
     }
   }
 }
@@ -368,6 +388,228 @@ func @main(%q: f32[2,N,8], %k: f32[2,M,8], %v: f32[2,M,8], %t: f32[M,4], %i: i64
   return %r, %eg, %cs
 })",
                           {{1, 1}, {3, 5}, {17, 33}});
+}
+
+// The opaque anchors' loop lowerings (src/kernel/lower_opaque.h) follow the reference kernels
+// bit for bit: these compare exactly. 130x129 makes the outer loops parallel.
+TEST(CpuBackend, CumsumLoops) {
+  checkAgainstInterpreter("cumsum", R"(
+func @main(%x: f32[N,M], %h: f16[N,M], %b: bf16[M,N], %i: i32[N,M], %u: u8[N,M], %d: f64[N,M], %t: f32[2,N,M], %l: i64[N,M]) -> (f32[N,M], f32[N,M], f32[N,M], f16[N,M], bf16[M,N], i32[N,M], u8[N,M], f64[N,M], f32[2,N,M], i64[N,M]) {
+  %c0 = f32[N,M] cumsum(%x) {axis = 1}
+  %c1 = f32[N,M] cumsum(%x) {axis = 0, exclusive = true}
+  %c2 = f32[N,M] cumsum(%x) {axis = 1, reverse = true}
+  %c3 = f16[N,M] cumsum(%h) {axis = 1, exclusive = true, reverse = true}
+  %c4 = bf16[M,N] cumsum(%b) {axis = 0}
+  %c5 = i32[N,M] cumsum(%i) {axis = 1, reverse = true}
+  %c6 = u8[N,M] cumsum(%u) {axis = 1}
+  %c7 = f64[N,M] cumsum(%d) {axis = 0, reverse = true}
+  %c8 = f32[2,N,M] cumsum(%t) {axis = 1, exclusive = true}
+  %c9 = i64[N,M] cumsum(%l) {axis = 0}
+  return %c0, %c1, %c2, %c3, %c4, %c5, %c6, %c7, %c8, %c9
+})",
+                          {{1, 1}, {3, 5}, {17, 33}, {130, 129}}, true);
+}
+
+// sqrt(ceil(x)) holds NaN, -0, +0 and repeated values: NaN ordering, ties (stable by index) and
+// -0 == +0 all show.
+TEST(CpuBackend, SortAndTopKLoops) {
+  checkAgainstInterpreter("sort", R"(
+func @main(%x: f32[N,M], %y: f32[N,7], %i: i32[N,M], %h: f16[M,N], %b: bool[N,M], %u: u32[N,7], %z: f32[2,N,M]) -> (f32[N,M], i64[N,M], f32[N,M], i64[N,M], f32[N,3], i64[N,3], f32[N,3], i64[N,3], i32[N,M], i64[N,M], f16[M,N], i64[M,N], bool[N,M], i64[N,M], u32[N,2], i64[N,2], f32[2,N,M], i64[2,N,M]) {
+  %c = f32[N,M] ceil(%x)
+  %q = f32[N,M] sqrt(%c)
+  %sa, %ia = (f32[N,M], i64[N,M]) sort(%q) {dimension = 1}
+  %sd, %id = (f32[N,M], i64[N,M]) sort(%q) {dimension = 0, descending = true}
+  %cy = f32[N,7] ceil(%y)
+  %qy = f32[N,7] sqrt(%cy)
+  %tl, %til = (f32[N,3], i64[N,3]) top_k(%qy) {k = 3, axis = 1}
+  %ts, %tis = (f32[N,3], i64[N,3]) top_k(%qy) {k = 3, axis = 1, largest = false}
+  %si, %sii = (i32[N,M], i64[N,M]) sort(%i) {dimension = 1, descending = true}
+  %hc = f16[M,N] ceil(%h)
+  %hq = f16[M,N] sqrt(%hc)
+  %sh, %ish = (f16[M,N], i64[M,N]) sort(%hq) {dimension = 0}
+  %sb, %isb = (bool[N,M], i64[N,M]) sort(%b) {dimension = 1}
+  %tu, %itu = (u32[N,2], i64[N,2]) top_k(%u) {k = 2, axis = 1, largest = false}
+  %cz = f32[2,N,M] ceil(%z)
+  %sz, %isz = (f32[2,N,M], i64[2,N,M]) sort(%cz) {dimension = 1, descending = true}
+  return %sa, %ia, %sd, %id, %tl, %til, %ts, %tis, %si, %sii, %sh, %ish, %sb, %isb, %tu, %itu, %sz, %isz
+})",
+                          {{1, 1}, {3, 5}, {17, 33}, {40, 130}}, true);
+}
+
+// Indices reduced into range (duplicates galore) and raw (in [-20, 20]: windows out of bounds
+// are skipped); every combiner, NaN updates and -0/+0 ties for max/min (ceil gives -0, floor
+// +0; the current value stays on a tie), several dtypes, 2-D windows,
+// the index vector along dim 0 and implicit, and a window along the operand's first dim.
+TEST(CpuBackend, ScatterLoops) {
+  const std::string window =
+      "update_window_dims = [1], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], "
+      "index_vector_dim = 1";
+  std::string text = R"(
+func @main(%x: f32[N,M], %i: i64[7,1], %u: f32[7,M], %v: i64[7], %xi: i32[N,M], %ui: i32[7,M], %xb: bool[N,M], %ub: bool[7,M], %xh: f16[N,M], %uh: f16[7,M], %x8: u8[N,M], %u8: u8[7,M], %w: f32[9,6], %wi: i64[5,2], %wu: f32[5,2,3], %uc: f32[N,7]) -> (f32[N,M], f32[N,M], f32[N,M], f32[N,M], f32[N,M], f32[N,M], f32[N,M], i32[N,M], bool[N,M], bool[N,M], bool[N,M], f16[N,M], u8[N,M], f32[9,6], f32[N,M], f32[N,M]) {
+  %n = i64[] constant() {value = [N]}
+  %nb = i64[7,1] broadcast_in_dim(%n) {dims = []}
+  %ai = i64[7,1] abs(%i)
+  %ri = i64[7,1] rem(%ai, %nb)
+  %cx = f32[N,M] ceil(%x)
+  %fx = f32[N,M] floor(%x)
+  %cu = f32[7,M] ceil(%u)
+  %fu = f32[7,M] floor(%u)
+  %nu = f32[7,M] sqrt(%cu)
+  %pu = f32[7,M] sqrt(%fu)
+  %s0 = f32[N,M] scatter(%cx, %ri, %nu) {WINDOW}
+  %s1 = f32[N,M] scatter(%x, %ri, %u) {WINDOW, reduction = add}
+  %s2 = f32[N,M] scatter(%x, %ri, %u) {WINDOW, reduction = mul}
+  %s3 = f32[N,M] scatter(%cx, %ri, %pu) {WINDOW, reduction = max}
+  %s4 = f32[N,M] scatter(%fx, %ri, %nu) {WINDOW, reduction = min}
+  %s5 = f32[N,M] scatter(%x, %i, %u) {WINDOW, reduction = add}
+  %nv = i64[7] broadcast_in_dim(%n) {dims = []}
+  %av = i64[7] abs(%v)
+  %rv = i64[7] rem(%av, %nv)
+  %s6 = f32[N,M] scatter(%x, %rv, %u) {WINDOW}
+  %s7 = i32[N,M] scatter(%xi, %ri, %ui) {WINDOW, reduction = add}
+  %s8 = bool[N,M] scatter(%xb, %ri, %ub) {WINDOW, reduction = max}
+  %s9 = bool[N,M] scatter(%xb, %ri, %ub) {WINDOW, reduction = min}
+  %s10 = bool[N,M] scatter(%xb, %ri, %ub) {WINDOW}
+  %s11 = f16[N,M] scatter(%xh, %ri, %uh) {WINDOW, reduction = add}
+  %s12 = u8[N,M] scatter(%x8, %ri, %u8) {WINDOW, reduction = mul}
+  %mods = i64[2] constant() {value = [9, 5]}
+  %mb = i64[5,2] broadcast_in_dim(%mods) {dims = [1]}
+  %aw = i64[5,2] abs(%wi)
+  %rw = i64[5,2] rem(%aw, %mb)
+  %s13 = f32[9,6] scatter(%w, %rw, %wu) {update_window_dims = [1, 2], inserted_window_dims = [], scatter_dims_to_operand_dims = [0, 1], index_vector_dim = 1, reduction = add}
+  %rt = i64[1,7] transpose(%ri) {permutation = [1, 0]}
+  %s14 = f32[N,M] scatter(%x, %rt, %u) {update_window_dims = [1], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 0, reduction = max}
+  %m = i64[] constant() {value = [M]}
+  %mc = i64[7,1] broadcast_in_dim(%m) {dims = []}
+  %rc = i64[7,1] rem(%ai, %mc)
+  %s15 = f32[N,M] scatter(%x, %rc, %uc) {update_window_dims = [0], inserted_window_dims = [1], scatter_dims_to_operand_dims = [1], index_vector_dim = 1}
+  return %s0, %s1, %s2, %s3, %s4, %s5, %s6, %s7, %s8, %s9, %s10, %s11, %s12, %s13, %s14, %s15
+})";
+  text = std::regex_replace(text, std::regex("WINDOW"), window);
+  checkAgainstInterpreter("scatter", text, {{1, 1}, {3, 5}, {17, 33}, {130, 129}}, true);
+}
+
+// Every mode, coordinate transform and nearest mode; scales; exclude_outside; up and down
+// sampling, outputs of extent 1, all four dims resized; several dtypes; %s halved and doubled
+// puts nearest's source coordinates exactly halfway (the round_prefer_* ties).
+TEST(CpuBackend, ResizeLoops) {
+  checkAgainstInterpreter("resize", R"(
+func @main(%x: f32[1,2,N,M], %h: f16[1,2,N,M], %b: bf16[1,2,N,M], %d: f64[1,2,N,M], %i: i32[1,2,N,M], %z: bool[1,2,N,M], %s: f32[1,1,6,8]) -> (f32[1,2,5,7], f32[1,2,9,4], f32[1,2,2,11], f32[1,2,5,3], i32[1,2,6,6], bool[2,1,4,5], f32[1,2,5,7], f32[1,2,9,4], f32[1,2,1,6], f32[1,2,4,8], f16[1,2,7,5], f64[2,3,5,4], f32[1,2,5,7], f32[1,2,8,3], bf16[1,2,6,9], f32[2,3,4,5], f32[1,2,N,M], f32[1,2,3,3], f32[1,1,3,4], f32[1,1,3,4], f32[1,1,12,16], f32[1,1,12,16]) {
+  %n0 = f32[1,2,5,7] resize(%x) {mode = nearest}
+  %n1 = f32[1,2,9,4] resize(%x) {mode = nearest, coordinate_transformation_mode = asymmetric, nearest_mode = floor}
+  %n2 = f32[1,2,2,11] resize(%x) {mode = nearest, coordinate_transformation_mode = align_corners, nearest_mode = ceil}
+  %n3 = f32[1,2,5,3] resize(%x) {mode = nearest, coordinate_transformation_mode = tf_half_pixel_for_nn, nearest_mode = round_prefer_ceil}
+  %n4 = i32[1,2,6,6] resize(%i) {mode = nearest, coordinate_transformation_mode = half_pixel_symmetric}
+  %n5 = bool[2,1,4,5] resize(%z) {mode = nearest, coordinate_transformation_mode = pytorch_half_pixel}
+  %l0 = f32[1,2,5,7] resize(%x) {mode = linear}
+  %l1 = f32[1,2,9,4] resize(%x) {mode = linear, coordinate_transformation_mode = align_corners}
+  %l2 = f32[1,2,1,6] resize(%x) {mode = linear, coordinate_transformation_mode = pytorch_half_pixel}
+  %l3 = f32[1,2,4,8] resize(%x) {mode = linear, coordinate_transformation_mode = asymmetric, scales = [1.0, 1.0, 1.5, 2.5]}
+  %l4 = f16[1,2,7,5] resize(%h) {mode = linear, coordinate_transformation_mode = half_pixel_symmetric}
+  %l5 = f64[2,3,5,4] resize(%d) {mode = linear}
+  %c0 = f32[1,2,5,7] resize(%x) {mode = cubic}
+  %c1 = f32[1,2,8,3] resize(%x) {mode = cubic, cubic_coeff_a = -0.5, exclude_outside = true}
+  %c2 = bf16[1,2,6,9] resize(%b) {mode = cubic, coordinate_transformation_mode = align_corners, exclude_outside = true}
+  %c3 = f32[2,3,4,5] resize(%x) {mode = cubic, coordinate_transformation_mode = tf_half_pixel_for_nn}
+  %c4 = f32[1,2,N,M] resize(%x) {mode = linear, scales = [1.0, 1.0, 2.0, 0.5]}
+  %c5 = f32[1,2,3,3] resize(%x) {mode = cubic, coordinate_transformation_mode = half_pixel_symmetric, scales = [1.0, 1.0, 0.6, 1.7]}
+  %r0 = f32[1,1,3,4] resize(%s) {mode = nearest}
+  %r1 = f32[1,1,3,4] resize(%s) {mode = nearest, nearest_mode = round_prefer_ceil}
+  %r2 = f32[1,1,12,16] resize(%s) {mode = nearest, coordinate_transformation_mode = asymmetric}
+  %r3 = f32[1,1,12,16] resize(%s) {mode = nearest, coordinate_transformation_mode = asymmetric, nearest_mode = round_prefer_ceil}
+  return %n0, %n1, %n2, %n3, %n4, %n5, %l0, %l1, %l2, %l3, %l4, %l5, %c0, %c1, %c2, %c3, %c4, %c5, %r0, %r1, %r2, %r3
+})",
+                          {{1, 1}, {3, 5}, {17, 33}}, true);
+}
+
+// Every mode x padding mode x align_corners; a grid with NaN, infinite and far-out coordinates;
+// f16 and f64; an empty input with zeros padding; a grid large enough for a parallel loop.
+TEST(CpuBackend, GridSampleLoops) {
+  std::string text = R"(
+func @main(%x: f32[2,3,N,M], %g: f32[2,5,4,2], %xh: f16[1,2,N,M], %gh: f16[1,3,3,2], %xd: f64[1,2,N,M], %gd: f64[1,3,3,2], %e: f32[1,2,0,3], %ge: f32[1,3,2,2], %gb: f32[2,N,M,2]) -> (OUTS) {
+BODY  %lo = f32[] constant() {value = [-1.5]}
+  %hi = f32[] constant() {value = [1.5]}
+  %five = f32[] constant() {value = [5.0]}
+  %zero = f32[] constant() {value = [0.0]}
+  %lob = f32[2,5,4,2] broadcast_in_dim(%lo) {dims = []}
+  %hib = f32[2,5,4,2] broadcast_in_dim(%hi) {dims = []}
+  %fiveb = f32[2,5,4,2] broadcast_in_dim(%five) {dims = []}
+  %zerob = f32[2,5,4,2] broadcast_in_dim(%zero) {dims = []}
+  %far = f32[2,5,4,2] mul(%g, %fiveb)
+  %inf = f32[2,5,4,2] div(%g, %zerob)
+  %nan = f32[2,5,4,2] sqrt(%g)
+  %below = bool[2,5,4,2] compare(%g, %lob) {direction = lt}
+  %above = bool[2,5,4,2] compare(%g, %hib) {direction = gt}
+  %m1 = f32[2,5,4,2] select(%above, %inf, %far)
+  %mix = f32[2,5,4,2] select(%below, %nan, %m1)
+  %x0 = f32[2,3,5,4] grid_sample(%x, %mix) {padding_mode = reflection}
+  %x1 = f32[2,3,5,4] grid_sample(%x, %mix) {mode = nearest, padding_mode = reflection, align_corners = true}
+  %x2 = f32[2,3,5,4] grid_sample(%x, %mix) {mode = bicubic, padding_mode = border}
+  %x3 = f32[2,3,5,4] grid_sample(%x, %mix) {mode = bicubic, padding_mode = reflection}
+  %x4 = f32[2,3,5,4] grid_sample(%x, %mix)
+  %h0 = f16[1,2,3,3] grid_sample(%xh, %gh) {mode = bicubic, padding_mode = reflection, align_corners = true}
+  %h1 = f16[1,2,3,3] grid_sample(%xh, %gh) {padding_mode = border}
+  %d0 = f64[1,2,3,3] grid_sample(%xd, %gd) {mode = bicubic}
+  %d1 = f64[1,2,3,3] grid_sample(%xd, %gd) {mode = nearest, padding_mode = reflection}
+  %e0 = f32[1,2,3,2] grid_sample(%e, %ge) {mode = bicubic}
+  %b0 = f32[2,3,N,M] grid_sample(%x, %gb) {mode = bicubic, padding_mode = reflection}
+  return RESULTS
+})";
+  std::string outs, body, results;
+  int count = 0;
+  for (const char* mode : {"bilinear", "nearest", "bicubic"})
+    for (const char* padding : {"zeros", "border", "reflection"})
+      for (const char* align : {"false", "true"}) {
+        std::string r = "%s" + std::to_string(count++);
+        body += "  " + r + " = f32[2,3,5,4] grid_sample(%x, %g) {mode = " + mode +
+                ", padding_mode = " + padding + ", align_corners = " + align + "}\n";
+        outs += "f32[2,3,5,4], ";
+        results += r + ", ";
+      }
+  outs += "f32[2,3,5,4], f32[2,3,5,4], f32[2,3,5,4], f32[2,3,5,4], f32[2,3,5,4], f16[1,2,3,3], "
+          "f16[1,2,3,3], f64[1,2,3,3], f64[1,2,3,3], f32[1,2,3,2], f32[2,3,N,M]";
+  results += "%x0, %x1, %x2, %x3, %x4, %h0, %h1, %d0, %d1, %e0, %b0";
+  text = std::regex_replace(text, std::regex("OUTS"), outs);
+  text = std::regex_replace(text, std::regex("BODY"), body);
+  text = std::regex_replace(text, std::regex("RESULTS"), results);
+  checkAgainstInterpreter("grid_sample", text, {{1, 1}, {3, 5}, {17, 33}}, true);
+}
+
+// The opaque anchors lower to loops, not library calls; a sort row past 4096 elements (O(n^2)
+// ranking) keeps its call.
+TEST(CpuBackend, OpaqueOpsLowerToLoops) {
+  auto kernelsOf = [](const char* text) {
+    auto parsed = parseModule(text, "opaque.kir");
+    EXPECT_TRUE(parsed.isOk()) << parsed.status().str();
+    if (!parsed) return std::string();
+    auto exe = Executable::compile(std::move(*parsed), CompileOptions{});
+    EXPECT_TRUE(exe.isOk()) << exe.status().str();
+    if (!exe) return std::string();
+    std::string ir;
+    for (const kernel::Kernel& k : (*exe)->kernels()) ir += kernel::printKernel(k);
+    return ir;
+  };
+  std::string ir = kernelsOf(R"(
+func @main(%x: f32[4,6], %i: i64[3,1], %u: f32[3,6], %img: f32[1,2,4,6], %g: f32[1,3,3,2]) -> (f32[4,6], f32[4,6], i64[4,6], f32[4,2], i64[4,2], f32[4,6], f32[1,2,8,9], f32[1,2,3,3]) {
+  %cs = f32[4,6] cumsum(%x) {axis = 1}
+  %sv, %si = (f32[4,6], i64[4,6]) sort(%x) {dimension = 1}
+  %tv, %ti = (f32[4,2], i64[4,2]) top_k(%x) {k = 2, axis = 1}
+  %sc = f32[4,6] scatter(%x, %i, %u) {update_window_dims = [1], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1, reduction = add}
+  %rs = f32[1,2,8,9] resize(%img) {mode = cubic}
+  %gs = f32[1,2,3,3] grid_sample(%img, %g) {mode = bicubic, padding_mode = reflection}
+  return %cs, %sv, %si, %tv, %ti, %sc, %rs, %gs
+})");
+  EXPECT_EQ(ir.find("call "), std::string::npos) << ir;
+  // cumsum's running sum, the sorts' ranks, scatter's window start, the resampling taps.
+  for (const char* scratch :
+       {"local %sum", "local %rank", "local %start", "local %weight", "local %wx"})
+    EXPECT_NE(ir.find(scratch), std::string::npos) << scratch << " in\n" << ir;
+  std::string longRow = kernelsOf(R"(
+func @main(%x: f32[2,5000]) -> (f32[2,5000], i64[2,5000]) {
+  %sv, %si = (f32[2,5000], i64[2,5000]) sort(%x) {dimension = 1}
+  return %sv, %si
+})");
+  EXPECT_NE(longRow.find("call sort("), std::string::npos) << longRow;
 }
 
 TEST(CpuBackend, MultiOutputAndSiblingKernels) {

@@ -41,9 +41,13 @@ using kernel::UnaryOp;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+// With libm math (approximateMath off), so that results match the interpreter bit for bit;
+// tests/unit/fast_math_test.cpp measures the approximations.
 CpuCompiler& compiler() {
   static std::unique_ptr<CpuCompiler> c = [] {
-    auto r = CpuCompiler::create();
+    CodegenOptions o;
+    o.approximateMath = false;
+    auto r = CpuCompiler::create(o);
     KILN_CHECK(r.isOk(), r.status().str());
     return std::move(r).value();
   }();

@@ -10,6 +10,7 @@
 #include "interp/interpreter.h"
 #include "passes/pipeline.h"
 #include "program.h"
+#include "roofline.h"
 #include "run_options.h"
 #include "runtime/executable.h"
 
@@ -29,6 +30,9 @@ Options:
   --repeat N             timed runs (default 20)
   --warmup N             untimed runs first (default 3)
   --json                 print one JSON object instead of text
+  --roofline             also measure this machine's copy bandwidth and f32 matmul rate now,
+                         time every kernel, and print how close the memory-bound and the
+                         contraction kernels come to them (cpu backend)
   -O0                    without the graph optimisation pipeline
   --input NAME=FILE.npy, --input FILE.npy, --dim SYMBOL=SIZE, --seed N: as for kiln run
   -h, --help             show this help
@@ -38,6 +42,7 @@ struct BenchOptions {
   RunOptions run;
   int repeat = 20, warmup = 3;
   bool json = false;
+  bool roofline = false;
 };
 
 StatusOr<BenchOptions> parse(const std::vector<std::string>& args, bool& help) {
@@ -61,6 +66,8 @@ StatusOr<BenchOptions> parse(const std::vector<std::string>& args, bool& help) {
       return b;
     } else if (a == "--json") {
       b.json = true;
+    } else if (a == "--roofline") {
+      b.roofline = true;
     } else if (a == "--repeat" || a.rfind("--repeat=", 0) == 0) {
       KILN_ASSIGN_OR_RETURN(b.repeat, value("--repeat"));
       if (b.repeat < 1) return Status::error("--repeat must be at least 1");
@@ -87,6 +94,7 @@ Status bench(const BenchOptions& b) {
   runtime::CompileTimes times;
   std::function<Status()> runOnce;
   std::unique_ptr<runtime::Executable> exe;
+  std::vector<Tensor> outputs;  // reused from run to run, as an application would
   std::string cache = "off";
   if (program.format == "kiln") {  // an artifact: loading is its compile
     if (o.backend != "cpu") return Status::error("a .kiln artifact runs on the cpu backend");
@@ -120,7 +128,7 @@ Status bench(const BenchOptions& b) {
       cache = report.empty() ? "off" : report.substr(0, report.find_first_of(":, ("));
     }
     threads = exe->threads();
-    runOnce = [&]() { return exe->run(values).status(); };
+    runOnce = [&]() { return exe->runInto(values, outputs); };
   } else {
     auto start = std::chrono::steady_clock::now();
     if (o.optLevel > 0) {
@@ -138,6 +146,14 @@ Status bench(const BenchOptions& b) {
     KILN_RETURN_IF_ERROR(runOnce());
     ms.push_back(msSince(start));
   }
+  std::string roofline;
+  if (b.roofline) {
+    if (!exe) return Status::error("--roofline needs the cpu backend");
+    std::vector<std::vector<double>> kernelMs(static_cast<size_t>(b.repeat));
+    for (auto& run : kernelMs) KILN_RETURN_IF_ERROR(exe->runInto(values, outputs, &run));
+    KILN_ASSIGN_OR_RETURN(Ceilings c, measureCeilings(threads));
+    roofline = rooflineReport(*exe, kernelMs, c, b.json);
+  }
   std::sort(ms.begin(), ms.end());
   double median =
       ms.size() % 2 ? ms[ms.size() / 2] : (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]) / 2;
@@ -149,10 +165,11 @@ Status bench(const BenchOptions& b) {
         "\"lowering\": %.3f, \"codegen\": %.3f, \"buffers\": %.3f, \"cache_load\": %.3f}, "
         "\"cache\": \"%s\", "
         "\"run_ms\": {\"median\": %.4f, \"min\": %.4f, \"max\": %.4f, \"repeat\": %d, "
-        "\"warmup\": %d}}\n",
+        "\"warmup\": %d}%s%s}\n",
         o.program.c_str(), o.backend.c_str(), threads, o.optLevel, compile, program.loadMs,
         times.passes, times.fusion, times.lowering, times.codegen, times.buffers,
-        times.cacheLoad, cache.c_str(), median, ms.front(), ms.back(), b.repeat, b.warmup);
+        times.cacheLoad, cache.c_str(), median, ms.front(), ms.back(), b.repeat, b.warmup,
+        roofline.empty() ? "" : ", \"roofline\": ", roofline.c_str());
     return Status::ok();
   }
   std::printf("program: %s (backend %s, %d thread%s, -O%d)\n", o.program.c_str(), o.backend.c_str(),
@@ -171,6 +188,7 @@ Status bench(const BenchOptions& b) {
   std::printf(
       "run: median %.3f ms, min %.3f ms, max %.3f ms over %d runs (after %d warm-up runs)\n",
       median, ms.front(), ms.back(), b.repeat, b.warmup);
+  std::fputs(roofline.c_str(), stdout);
   return Status::ok();
 }
 

@@ -35,6 +35,9 @@ namespace kiln::codegen::cpu {
 struct CodegenOptions {
   int optLevel = 3;       // 0..3: LLVM's default pipeline of that level
   bool vectorize = true;  // loop and SLP vectorizers (and the hints of Vectorized loops)
+  // f32 exp, sigmoid and erf as vectorizable approximations (llvm_math.h) rather than libm in
+  // double rounded once (the interpreter's bits).
+  bool approximateMath = true;
 };
 
 // Runs library call number `callIndex` (see above) of a kernel. buffers[j] is the data pointer

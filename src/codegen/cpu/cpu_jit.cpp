@@ -204,6 +204,7 @@ CpuCompiler::compileAll(const std::vector<const kernel::Kernel*>& kernels) {
   std::string prefix = "kiln" + std::to_string(s.nextModule++) + "_";
   EmitOptions eo;
   eo.vectorize = s.options.vectorize;
+  eo.approximateMath = s.options.approximateMath;
   eo.cpu = s.cpu;
   eo.features = s.features;
   KILN_ASSIGN_OR_RETURN(std::vector<std::string> names, emitKernels(*module, kernels, prefix, eo));

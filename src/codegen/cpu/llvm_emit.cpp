@@ -4,6 +4,7 @@
 // i16). The numerics follow the reference interpreter (src/interp/eval_elementwise.cpp); see
 // docs/codegen.md.
 #include "codegen/cpu/llvm_emit.h"
+#include "codegen/cpu/llvm_math.h"
 
 #include <algorithm>
 #include <utility>
@@ -365,6 +366,9 @@ class KernelEmitter {
                 ty);
   }
 
+  // f32 math through llvm_math.h's vectorizable forms (EmitOptions::approximateMath).
+  bool approximate(DType t) const { return options_.approximateMath && t == DType::F32; }
+
   llvm::Value* floatUnary(UnaryOp op, llvm::Value* v, DType t) {
     llvm::Type* ty = v->getType();
     auto libm = [&](const char* name) {
@@ -393,12 +397,16 @@ class KernelEmitter {
           return b_.CreateFDiv(llvm::ConstantFP::get(mt, 1.0), s);
         });
       case UnaryOp::Sigmoid:  // 1 / (1 + e^-x): e^-x = inf gives 0, e^-x = 0 gives 1
+        if (approximate(t)) {
+          llvm::Value* one = llvm::ConstantFP::get(ty, 1.0);
+          return b_.CreateFDiv(one, b_.CreateFAdd(one, emitExpF32(b_, b_.CreateFNeg(v))));
+        }
         return inMath(v, t, [&](llvm::Value* x, llvm::Type* mt) {
           llvm::Value* ex = callMath("exp", mt, {b_.CreateFNeg(x)});
           llvm::Value* one = llvm::ConstantFP::get(mt, 1.0);
           return b_.CreateFDiv(one, b_.CreateFAdd(one, ex));
         });
-      case UnaryOp::Exp: return libm("exp");
+      case UnaryOp::Exp: return approximate(t) ? emitExpF32(b_, v) : libm("exp");
       case UnaryOp::Expm1: return libm("expm1");
       case UnaryOp::Log: return libm("log");
       case UnaryOp::Log1p: return libm("log1p");
@@ -414,7 +422,7 @@ class KernelEmitter {
       case UnaryOp::Acosh: return libm("acosh");
       case UnaryOp::Atanh: return libm("atanh");
       case UnaryOp::Tanh: return libm("tanh");
-      case UnaryOp::Erf: return libm("erf");
+      case UnaryOp::Erf: return approximate(t) ? emitErfF32(b_, v) : libm("erf");
       case UnaryOp::IsFinite: return b_.CreateFCmpOLT(fabs(v), inf);
       case UnaryOp::IsInf: return b_.CreateFCmpOEQ(fabs(v), inf);
       case UnaryOp::IsNan: return b_.CreateFCmpUNO(v, v);

@@ -27,6 +27,9 @@ using KernelEntry = void (*)(void* const* buffers, void* pool, void* handler, vo
 
 struct EmitOptions {
   bool vectorize = true;  // attach llvm.loop.vectorize.enable to Vectorized loops
+  // f32 exp (also in sigmoid) and erf (also in gelu) as vectorizable arithmetic (llvm_math.h)
+  // instead of double-precision libm calls rounded once; false gives the interpreter's bits.
+  bool approximateMath = true;
   std::string cpu;        // "target-cpu" attribute of every function
   std::string features;   // "target-features" attribute of every function
 };

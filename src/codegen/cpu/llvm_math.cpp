@@ -1,0 +1,68 @@
+#include "codegen/cpu/llvm_math.h"
+
+#include "llvm/IR/Intrinsics.h"
+
+namespace kiln::codegen::cpu {
+namespace {
+
+llvm::Value* c(llvm::IRBuilder<>& b, double v) {
+  return llvm::ConstantFP::get(b.getFloatTy(), v);
+}
+
+// Horner evaluation of sum coeffs[i] * t^i (coeffs from the highest degree down).
+llvm::Value* horner(llvm::IRBuilder<>& b, llvm::Value* t, std::initializer_list<double> coeffs) {
+  llvm::Value* acc = nullptr;
+  for (double k : coeffs) acc = acc ? b.CreateFAdd(b.CreateFMul(acc, t), c(b, k)) : c(b, k);
+  return acc;
+}
+
+}  // namespace
+
+llvm::Value* emitExpF32(llvm::IRBuilder<>& b, llvm::Value* x) {
+  // exp(x) = 2^n * exp(r), n = round(x / ln 2), r = x - n ln 2 (ln 2 split in two parts so that
+  // n * hi is exact), exp(r) on |r| <= ln2/2 by a degree-6 polynomial (Cephes' expf
+  // coefficients), 2^n applied as two factors 2^(n/2) and 2^(n - n/2) built in the exponent bits,
+  // so that n from -150 to 128 needs no special case (results below FLT_MIN come out as
+  // correctly scaled denormals, results above FLT_MAX as inf).
+  llvm::Value* xc = b.CreateBinaryIntrinsic(llvm::Intrinsic::maxnum, x, c(b, -104.0));
+  xc = b.CreateBinaryIntrinsic(llvm::Intrinsic::minnum, xc, c(b, 88.8));
+  llvm::Value* n =
+      b.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven, b.CreateFMul(xc, c(b, 1.44269504088896341)));
+  llvm::Value* r = b.CreateFSub(xc, b.CreateFMul(n, c(b, 0.693359375)));
+  r = b.CreateFSub(r, b.CreateFMul(n, c(b, -2.12194440e-4)));
+  llvm::Value* p = horner(b, r,
+                          {1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
+                           1.6666665459e-1, 5.0000001201e-1});
+  llvm::Value* er = b.CreateFAdd(b.CreateFAdd(b.CreateFMul(b.CreateFMul(p, r), r), r), c(b, 1.0));
+  llvm::Value* ni = b.CreateFPToSI(n, b.getInt32Ty());
+  llvm::Value* n1 = b.CreateAShr(ni, 1);
+  llvm::Value* n2 = b.CreateSub(ni, n1);
+  auto pow2 = [&](llvm::Value* k) {  // 2^k for k in [-126, 127]: (k + 127) << 23 as float bits
+    return b.CreateBitCast(b.CreateShl(b.CreateAdd(k, b.getInt32(127)), 23), b.getFloatTy());
+  };
+  llvm::Value* y = b.CreateFMul(b.CreateFMul(er, pow2(n1)), pow2(n2));
+  // Beyond the clamped range: inf above, 0 far below; NaN stays NaN.
+  y = b.CreateSelect(b.CreateFCmpOGT(x, c(b, 88.72283935546875)),
+                     llvm::ConstantFP::getInfinity(b.getFloatTy()), y);
+  y = b.CreateSelect(b.CreateFCmpOLT(x, c(b, -103.972084045410)), c(b, 0.0), y);
+  return b.CreateSelect(b.CreateFCmpUNO(x, x), x, y);
+}
+
+llvm::Value* emitErfF32(llvm::IRBuilder<>& b, llvm::Value* x) {
+  // erf(x) = x P(x^2) / Q(x^2) on x clamped to [-4, 4] (beyond, erf is +-1 in f32): a rational
+  // minimax approximation of degree 13/8 (the coefficients of Eigen's and XLA's f32 erf).
+  llvm::Value* xc = b.CreateBinaryIntrinsic(llvm::Intrinsic::maxnum, x, c(b, -4.0));
+  xc = b.CreateBinaryIntrinsic(llvm::Intrinsic::minnum, xc, c(b, 4.0));
+  llvm::Value* x2 = b.CreateFMul(xc, xc);
+  llvm::Value* p = horner(b, x2,
+                          {-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06,
+                           -5.69250639462346e-05, -7.34990630326855e-04, -2.95459980854025e-03,
+                           -1.60960333262415e-02});
+  llvm::Value* q = horner(b, x2,
+                          {-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03,
+                           -7.37332916720468e-03, -1.42647390514189e-02});
+  llvm::Value* y = b.CreateFDiv(b.CreateFMul(xc, p), q);
+  return b.CreateSelect(b.CreateFCmpUNO(x, x), x, y);
+}
+
+}  // namespace kiln::codegen::cpu

@@ -1,0 +1,689 @@
+// Loop lowering of the opaque anchors (see lower_opaque.h). Each lowering mirrors its reference
+// kernel step by step: the same types (f64 where the reference computes in double), the same
+// floating-point operations in the same order (no reassociation, no fused multiply-add), the
+// same roundings when a value is stored. That is what makes the results agree bit for bit.
+#include "kernel/lower_opaque.h"
+
+#include <algorithm>
+#include <array>
+#include <functional>
+#include <limits>
+
+#include "kernel/lower.h"
+
+namespace kiln::kernel {
+namespace {
+
+using Index = std::vector<ExprRef>;
+
+// Sort and top_k rows longer than this keep the library call: ranking costs O(n^2) per row.
+constexpr int64_t kMaxSortRow = 4096;
+
+int64_t product(const std::vector<int64_t>& d) {
+  int64_t n = 1;
+  for (int64_t x : d) n *= x;
+  return n;
+}
+
+// Row-major flat index of `idx` in `shape`.
+ExprRef flatten(const Index& idx, const std::vector<int64_t>& shape) {
+  ExprRef flat = intConst(0);
+  for (size_t i = 0; i < shape.size(); ++i)
+    flat = binary(BinaryOp::Add, binary(BinaryOp::Mul, flat, intConst(shape[i])), idx[i]);
+  return flat;
+}
+
+bool contains(const std::vector<int64_t>& v, int64_t x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+// Short builders, so that the formulas below read like the reference kernels' C++.
+ExprRef i64(int64_t v) { return intConst(v); }
+ExprRef f64(double v) { return floatConst(v, DType::F64); }
+ExprRef add(ExprRef a, ExprRef b) { return binary(BinaryOp::Add, std::move(a), std::move(b)); }
+ExprRef sub(ExprRef a, ExprRef b) { return binary(BinaryOp::Sub, std::move(a), std::move(b)); }
+ExprRef mul(ExprRef a, ExprRef b) { return binary(BinaryOp::Mul, std::move(a), std::move(b)); }
+ExprRef div(ExprRef a, ExprRef b) { return binary(BinaryOp::Div, std::move(a), std::move(b)); }
+ExprRef lt(ExprRef a, ExprRef b) { return binary(BinaryOp::Lt, std::move(a), std::move(b)); }
+ExprRef gt(ExprRef a, ExprRef b) { return binary(BinaryOp::Gt, std::move(a), std::move(b)); }
+ExprRef le(ExprRef a, ExprRef b) { return binary(BinaryOp::Le, std::move(a), std::move(b)); }
+ExprRef ge(ExprRef a, ExprRef b) { return binary(BinaryOp::Ge, std::move(a), std::move(b)); }
+ExprRef eq(ExprRef a, ExprRef b) { return binary(BinaryOp::Eq, std::move(a), std::move(b)); }
+ExprRef both(ExprRef a, ExprRef b) { return binary(BinaryOp::And, std::move(a), std::move(b)); }
+ExprRef either(ExprRef a, ExprRef b) { return binary(BinaryOp::Or, std::move(a), std::move(b)); }
+ExprRef negate(ExprRef a) { return unary(UnaryOp::Not, std::move(a)); }
+ExprRef isNan(ExprRef a) { return unary(UnaryOp::IsNan, std::move(a)); }
+ExprRef floorOf(ExprRef a) { return unary(UnaryOp::Floor, std::move(a)); }
+ExprRef toF64(ExprRef a) { return cast(std::move(a), DType::F64); }
+ExprRef toI64(ExprRef a) { return cast(std::move(a), DType::I64); }  // truncates, saturates
+
+// std::clamp(v, lo, hi) of a double: NaN passes through.
+ExprRef clampF(const ExprRef& v, double lo, double hi) {
+  return select(lt(v, f64(lo)), f64(lo), select(lt(f64(hi), v), f64(hi), v));
+}
+// std::clamp(i, lo, hi) of an index.
+ExprRef clampI(const ExprRef& i, int64_t lo, int64_t hi) {
+  return binary(BinaryOp::Min, binary(BinaryOp::Max, i, i64(lo)), i64(hi));
+}
+
+// The reference's element arithmetic type: f32 for f16/bf16, the dtype otherwise.
+DType computeType(DType t) { return t == DType::F16 || t == DType::BF16 ? DType::F32 : t; }
+
+// An f64 result into dtype `t` as Tensor::setDouble stores it (f16/bf16 through f32).
+ExprRef fromF64(const ExprRef& v, DType t) {
+  return t == DType::F16 || t == DType::BF16 ? cast(cast(v, DType::F32), t) : cast(v, t);
+}
+
+// ONNX's cubic convolution weights of the taps at offsets -1, 0, 1, 2 from floor(x), where
+// r = x - floor(x) (interp's cubicWeights).
+std::array<ExprRef, 4> cubicWeights(const ExprRef& r, double a) {
+  auto far = [a](const ExprRef& t) {  // 1 < t < 2: ((a t - 5a) t + 8a) t - 4a
+    return sub(mul(add(mul(sub(mul(f64(a), t), f64(5 * a)), t), f64(8 * a)), t), f64(4 * a));
+  };
+  auto near = [a](const ExprRef& t) {  // t <= 1: ((a + 2) t - (a + 3)) t t + 1
+    return add(mul(mul(sub(mul(f64(a + 2), t), f64(a + 3)), t), t), f64(1));
+  };
+  return {far(add(r, f64(1))), near(r), near(sub(f64(1), r)), far(sub(f64(2), r))};
+}
+
+// The scatter combiner (interp's combine) of the current element and an update, as stored:
+// integers wrap; float max/min propagate NaN (the current value's first) and keep the current
+// value on a tie; bool add/max are or, mul/min are and.
+ExprRef combine(const std::string& kind, DType dt, const ExprRef& cur, const ExprRef& upd) {
+  if (kind == "none") return upd;
+  if (dt == DType::Bool)
+    return binary(kind == "add" || kind == "max" ? BinaryOp::Or : BinaryOp::And, cur, upd);
+  const DType ct = computeType(dt);
+  ExprRef a = cast(cur, ct), b = cast(upd, ct), r;
+  if (kind == "add") r = add(a, b);
+  else if (kind == "mul") r = mul(a, b);
+  else if (!isFloat(dt)) r = binary(kind == "max" ? BinaryOp::Max : BinaryOp::Min, a, b);
+  else {
+    ExprRef pick = kind == "max" ? select(lt(a, b), b, a) : select(lt(b, a), b, a);
+    r = select(isNan(a), a, select(isNan(b), b, pick));
+  }
+  return cast(r, dt);
+}
+
+// One dim of a resize: input and output extents, the scale (given, or out / in).
+struct ResizeDim {
+  int64_t in = 0, out = 0;
+  double scale = 1;
+  bool scaleGiven = false;
+  bool identity() const { return in == out && scale == 1.0; }
+};
+
+// ONNX Resize's coordinate transform (interp's sourceCoordinate) of output coordinate x (f64).
+ExprRef sourceCoordinate(const std::string& mode, const ResizeDim& d, const ExprRef& x) {
+  const double outLen = d.scaleGiven ? d.scale * double(d.in) : double(d.out);
+  ExprRef halfPixel = sub(div(add(x, f64(0.5)), f64(d.scale)), f64(0.5));
+  if (mode == "half_pixel") return halfPixel;
+  if (mode == "pytorch_half_pixel") return outLen > 1 ? halfPixel : f64(0.0);
+  if (mode == "align_corners")
+    return outLen == 1 ? f64(0.0) : div(mul(x, f64(double(d.in - 1))), f64(outLen - 1));
+  if (mode == "asymmetric") return div(x, f64(d.scale));
+  if (mode == "tf_half_pixel_for_nn") return div(add(x, f64(0.5)), f64(d.scale));
+  // half_pixel_symmetric
+  const double adjustment = double(d.out) / outLen;
+  const double offset = double(d.in) / 2 * (1 - adjustment);
+  return sub(add(f64(offset), div(add(x, f64(0.5)), f64(d.scale))), f64(0.5));
+}
+
+// interp's nearestIndex: x rounded by `mode` (ties by the round_prefer_* mode), as an index.
+ExprRef nearestIndex(const std::string& mode, const ExprRef& x) {
+  if (mode == "floor") return toI64(floorOf(x));
+  if (mode == "ceil") return toI64(unary(UnaryOp::Ceil, x));
+  ExprRef fl = floorOf(x), up = add(floorOf(x), f64(1));
+  ExprRef frac = sub(x, fl);
+  ExprRef onTie = mode == "round_prefer_ceil" ? up : fl;
+  return toI64(select(eq(frac, f64(0.5)), onTie, select(lt(frac, f64(0.5)), fl, up)));
+}
+
+// Round half to even the way interp's roundHalfEven does (floor, fraction, fmod).
+ExprRef roundHalfEven(const ExprRef& x) {
+  ExprRef fl = floorOf(x), up = add(floorOf(x), f64(1));
+  ExprRef frac = sub(x, fl);
+  ExprRef even = eq(binary(BinaryOp::Rem, fl, f64(2)), f64(0));
+  return select(gt(frac, f64(0.5)), up, select(lt(frac, f64(0.5)), fl, select(even, fl, up)));
+}
+
+// interp's gsReflect: x reflected into [lo, hi] by the near border, repeatedly.
+ExprRef reflectInto(const ExprRef& x, double lo, double hi) {
+  const double range = hi - lo;
+  ExprRef inside = both(ge(x, f64(lo)), le(x, f64(hi)));
+  if (!(range > 0)) return select(inside, x, f64(lo));
+  ExprRef below = lt(x, f64(lo));
+  ExprRef dx = select(below, sub(f64(lo), x), sub(x, f64(hi)));
+  ExprRef n = floorOf(div(dx, f64(range)));
+  ExprRef r = sub(dx, mul(n, f64(range)));
+  ExprRef even = eq(binary(BinaryOp::Rem, n, f64(2)), f64(0));
+  ExprRef lor = add(f64(lo), r), hir = sub(f64(hi), r);
+  ExprRef y = select(below, select(even, lor, hir), select(even, hir, lor));
+  return select(inside, x, clampF(y, lo, hi));
+}
+
+// The in-range interval of source coordinates along one grid_sample axis.
+struct GridAxis {
+  int64_t extent = 0;
+  double lo = 0, hi = 0;
+};
+
+class OpaqueLowerer {
+ public:
+  OpaqueLowerer(const Node& n, const std::vector<std::string>& operands,
+                const std::vector<std::string>& results)
+      : n_(n), in_(operands), out_(results) {}
+
+  StatusOr<std::optional<StmtRef>> run() {
+    if (in_.size() != n_.numOperands() || out_.size() != n_.numResults())
+      return fail("needs a buffer for each operand and result");
+    for (const Value* v : n_.operands())
+      if (!v->type().isStatic()) return fail("lowering needs static shapes");
+    for (size_t r = 0; r < n_.numResults(); ++r)
+      if (!n_.result(r)->type().isStatic()) return fail("lowering needs static shapes");
+    switch (n_.op()) {
+      case OpCode::Cumsum: return wrap(cumsum());
+      case OpCode::Sort:
+      case OpCode::TopK: return sortOrTopK();
+      case OpCode::Scatter: return wrap(scatter());
+      case OpCode::Resize: return wrap(resize());
+      case OpCode::GridSample: return wrap(gridSample());
+      default: return std::optional<StmtRef>();
+    }
+  }
+
+ private:
+  static StatusOr<std::optional<StmtRef>> wrap(StatusOr<StmtRef> s) {
+    if (!s) return s.status();
+    return std::optional<StmtRef>(*s);
+  }
+
+  Status fail(const std::string& message) const {
+    return Status::error(n_.describe() + ": " + message);
+  }
+
+  std::vector<int64_t> dimsOf(const Value* v) const { return v->type().staticDims(); }
+  DType dtypeOf(const Value* v) const { return v->type().dtype(); }
+
+  // Fresh loop variable names, and local scratch names distinct from the kernel's buffers.
+  std::string fresh(const char* prefix) { return prefix + std::to_string(vars_++); }
+  std::string local(const char* base) {
+    std::string name = base + std::to_string(vars_++);
+    auto taken = [&](const std::string& s) {
+      return std::find(in_.begin(), in_.end(), s) != in_.end() ||
+             std::find(out_.begin(), out_.end(), s) != out_.end();
+    };
+    while (taken(name)) name += "_";
+    return name;
+  }
+
+  // A loop nest over `shape` with body(index) innermost; dims of extent 1 get no loop (their
+  // index is 0). The outermost loop is parallel when `work` (elements times the work of each)
+  // reaches kParallelThreshold; every other loop is serial.
+  StmtRef nest(const std::vector<int64_t>& shape, int64_t work,
+               const std::function<StmtRef(const Index&)>& body, const char* prefix = "i") {
+    Index idx;
+    std::vector<std::string> names(shape.size());
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] != 1) names[d] = fresh(prefix);
+      idx.push_back(shape[d] == 1 ? i64(0) : var(names[d]));
+    }
+    StmtRef s = body(idx);
+    size_t outermost = shape.size();
+    for (size_t d = shape.size(); d-- > 0;) {
+      if (names[d].empty()) continue;
+      s = forLoop(names[d], i64(shape[d]), LoopKind::Serial, s);
+      outermost = d;
+    }
+    if (outermost < shape.size() && work >= kParallelThreshold) s->loop = LoopKind::Parallel;
+    return s;
+  }
+
+  // ---- cumsum -----------------------------------------------------------------------------
+
+  // For each position off the axis, a running sum along it (from the end with `reverse`); with
+  // `exclusive` an element gets the sum of the elements before it. The sum stays in the
+  // reference's accumulator type (f64 for f32, f32 for f16/bf16, integers wrap in their own
+  // type) and is rounded to the dtype as it is stored.
+  StatusOr<StmtRef> cumsum() {
+    const Value* x = n_.operand(0);
+    const std::vector<int64_t> dims = dimsOf(x);
+    const DType dt = dtypeOf(x);
+    const int64_t axis = n_.attrInt("axis");
+    if (axis < 0 || axis >= static_cast<int64_t>(dims.size()))
+      return fail("axis " + std::to_string(axis) + " is out of range");
+    if (dt == DType::Bool) return fail("cumsum needs a numeric operand");
+    const DType acc = dt == DType::F32 ? DType::F64 : computeType(dt);
+    const bool exclusive = n_.attrBool("exclusive"), reverse = n_.attrBool("reverse");
+    const auto a = static_cast<size_t>(axis);
+    const int64_t len = dims[a];
+    std::vector<int64_t> lines = dims;
+    lines[a] = 1;
+    const std::string step = fresh("s"), sum = local("sum");
+    return nest(lines, product(dims), [&](const Index& line) {
+      Index at = line;
+      at[a] = reverse ? sub(i64(len - 1), var(step)) : var(step);
+      ExprRef off = flatten(at, dims);
+      ExprRef running = load(sum, acc, i64(0));
+      StmtRef accumulate = store(sum, i64(0), add(running, cast(load(in_[0], dt, off), acc)));
+      StmtRef write = store(out_[0], off, cast(running, dt));
+      StmtRef body = exclusive ? block({write, accumulate}) : block({accumulate, write});
+      return alloc(sum, acc, 1, MemoryScope::Local,
+                   block({store(sum, i64(0), constOf(0, acc)),
+                          forLoop(step, i64(len), LoopKind::Serial, body)}));
+    });
+  }
+
+  // ---- sort and top_k ---------------------------------------------------------------------
+
+  // Element j of a row goes to position rank(j) = #{i < j : not (x_j before x_i)} +
+  // #{i > j : x_i before x_j}: the position a stable sort gives it ("before": ascending with
+  // NaN last, or descending with NaN first, comparing values as the reference does). Elements
+  // whose rank is below k are written: the value as stored, and j.
+  StatusOr<std::optional<StmtRef>> sortOrTopK() {
+    const bool isSort = n_.op() == OpCode::Sort;
+    const Value* x = n_.operand(0);
+    const std::vector<int64_t> dims = dimsOf(x);
+    const DType dt = dtypeOf(x);
+    const int64_t axis = n_.attrInt(isSort ? "dimension" : "axis");
+    if (axis < 0 || axis >= static_cast<int64_t>(dims.size()))
+      return fail("axis " + std::to_string(axis) + " is out of range");
+    const auto a = static_cast<size_t>(axis);
+    const int64_t len = dims[a];
+    const int64_t k = isSort ? len : n_.attrInt("k");
+    if (k < 0 || k > len)
+      return fail("k = " + std::to_string(k) + " does not fit dimension extent " +
+                  std::to_string(len));
+    const bool descending = n_.attrBool(isSort ? "descending" : "largest");
+    if (len > kMaxSortRow) return std::optional<StmtRef>();
+    std::vector<int64_t> outDims = dims;
+    outDims[a] = k;
+    if (product(outDims) == 0) return std::optional<StmtRef>(block({}));
+    const DType ct = computeType(dt);
+    auto before = [&](const ExprRef& p, const ExprRef& q) -> ExprRef {
+      if (!isFloat(dt)) return binary(descending ? BinaryOp::Gt : BinaryOp::Lt, p, q);
+      if (descending) return both(negate(isNan(q)), either(isNan(p), gt(p, q)));
+      return both(negate(isNan(p)), either(isNan(q), lt(p, q)));
+    };
+    const std::string other = fresh("r"), rank = local("rank");
+    StmtRef s = nest(dims, product(dims) * len, [&](const Index& at) {
+      const ExprRef j = at[a], i = var(other);
+      Index atI = at;
+      atI[a] = i;
+      ExprRef xj = cast(load(in_[0], dt, flatten(at, dims)), ct);
+      ExprRef xi = cast(load(in_[0], dt, flatten(atI, dims)), ct);
+      ExprRef ahead = select(lt(i, j), negate(before(xj, xi)), before(xi, xj));
+      ExprRef r = load(rank, DType::I64, i64(0));
+      StmtRef count = forLoop(other, i64(len), LoopKind::Serial,
+                              store(rank, i64(0), add(r, select(ahead, i64(1), i64(0)))));
+      Index dst = at;
+      dst[a] = r;
+      ExprRef o = flatten(dst, outDims);
+      StmtRef write = ifThen(
+          lt(r, i64(k)),
+          block({store(out_[0], o, load(in_[0], dt, flatten(at, dims))), store(out_[1], o, j)}));
+      return alloc(rank, DType::I64, 1, MemoryScope::Local,
+                   block({store(rank, i64(0), i64(0)), count, write}));
+    });
+    return std::optional<StmtRef>(s);
+  }
+
+  // ---- scatter ----------------------------------------------------------------------------
+
+  // The result is a copy of the operand. Then, serially over the scatter points in row-major
+  // order, the window of each point that lies entirely inside the operand combines its updates
+  // into the result; with reduction none the update replaces the element, so the last of
+  // duplicate indices wins, and with add/mul/max/min duplicates combine in order.
+  StatusOr<StmtRef> scatter() {
+    const std::vector<int64_t> xd = dimsOf(n_.operand(0)), id = dimsOf(n_.operand(1)),
+                               ud = dimsOf(n_.operand(2));
+    const DType dt = dtypeOf(n_.operand(0)), idt = dtypeOf(n_.operand(1));
+    const auto windowDims = n_.attrInts("update_window_dims");
+    const auto inserted = n_.attrInts("inserted_window_dims");
+    const auto toOperand = n_.attrInts("scatter_dims_to_operand_dims");
+    const int64_t vectorDim = n_.attrInt("index_vector_dim");
+    const std::string& kind = n_.attrEnum("reduction");
+    const auto rank = static_cast<int64_t>(xd.size());
+    if (dtypeOf(n_.operand(2)) != dt) return fail("operand and updates differ in dtype");
+    if (!isInteger(idt)) return fail("indices must be integers");
+    if (vectorDim < 0 || vectorDim > static_cast<int64_t>(id.size()))
+      return fail("index_vector_dim is out of range");
+    for (int64_t d : toOperand)
+      if (d < 0 || d >= rank) return fail("scatter_dims_to_operand_dims is out of range");
+    for (int64_t d : windowDims)
+      if (d < 0 || d >= static_cast<int64_t>(ud.size()))
+        return fail("update_window_dims is out of range");
+    // The plan of interp's planScatter: update dims that index the scatter, and the window's
+    // operand dims with their extents and update dims.
+    std::vector<size_t> scatterDims, windowOperandDims, windowUpdateDims;
+    std::vector<int64_t> scatterShape, windowShape;
+    for (size_t i = 0; i < ud.size(); ++i)
+      if (!contains(windowDims, static_cast<int64_t>(i))) {
+        scatterDims.push_back(i);
+        scatterShape.push_back(ud[i]);
+      }
+    for (int64_t i = 0; i < rank; ++i) {
+      if (contains(inserted, i)) continue;
+      if (windowOperandDims.size() >= windowDims.size())
+        return fail("update_window_dims and inserted_window_dims do not cover the operand");
+      auto u = static_cast<size_t>(windowDims[windowOperandDims.size()]);
+      windowOperandDims.push_back(static_cast<size_t>(i));
+      windowUpdateDims.push_back(u);
+      windowShape.push_back(ud[u]);
+    }
+    size_t batchRank = 0;
+    for (size_t i = 0; i < id.size(); ++i) batchRank += static_cast<int64_t>(i) != vectorDim;
+    if (batchRank != scatterDims.size())
+      return fail("the update scatter dimensions do not match the index dimensions");
+
+    const int64_t total = product(xd);
+    const std::string e = fresh("e");
+    StmtRef copy = forLoop(e, i64(total),
+                           total >= kParallelThreshold ? LoopKind::Parallel : LoopKind::Vectorized,
+                           store(out_[0], var(e), load(in_[0], dt, var(e))));
+    if (product(scatterShape) == 0 || product(windowShape) == 0) return copy;
+    // The window's extent along each operand dim (1 along inserted dims), and the component of
+    // the index vector that starts each dim (-1: it starts at 0).
+    std::vector<int64_t> extent(xd.size(), 1), component(xd.size(), -1);
+    for (size_t w = 0; w < windowOperandDims.size(); ++w)
+      extent[windowOperandDims[w]] = windowShape[w];
+    for (size_t c = 0; c < toOperand.size(); ++c)
+      component[static_cast<size_t>(toOperand[c])] = static_cast<int64_t>(c);
+    for (size_t d = 0; d < xd.size(); ++d)
+      if (xd[d] < extent[d]) return copy;  // no window fits: nothing is updated
+    const std::string start = local("start");
+    StmtRef updates = nest(
+        scatterShape, 0,
+        [&](const Index& point) {
+          // The start of this point's window, and whether the window lies inside.
+          std::vector<StmtRef> body;
+          std::vector<ExprRef> inside;
+          Index origin(xd.size(), i64(0));
+          for (size_t d = 0; d < xd.size(); ++d) {
+            if (component[d] < 0) continue;
+            Index at;
+            size_t b = 0;
+            for (int64_t i = 0; i < static_cast<int64_t>(id.size()); ++i)
+              at.push_back(i == vectorDim ? i64(component[d]) : point[b++]);
+            body.push_back(store(start, i64(static_cast<int64_t>(d)),
+                                 toI64(load(in_[1], idt, flatten(at, id)))));
+            origin[d] = load(start, DType::I64, i64(static_cast<int64_t>(d)));
+            inside.push_back(ge(origin[d], i64(0)));
+            inside.push_back(le(origin[d], i64(xd[d] - extent[d])));
+          }
+          StmtRef window = nest(
+              windowShape, 0,
+              [&](const Index& w) {
+                Index u(ud.size()), o = origin;
+                for (size_t j = 0; j < scatterDims.size(); ++j) u[scatterDims[j]] = point[j];
+                for (size_t j = 0; j < w.size(); ++j) {
+                  u[windowUpdateDims[j]] = w[j];
+                  o[windowOperandDims[j]] = add(o[windowOperandDims[j]], w[j]);
+                }
+                ExprRef oi = flatten(o, xd);
+                return store(
+                    out_[0], oi,
+                    combine(kind, dt, load(out_[0], dt, oi), load(in_[2], dt, flatten(u, ud))));
+              },
+              "w");
+          ExprRef all;
+          for (const ExprRef& c : inside) all = all ? both(all, c) : c;
+          body.push_back(all ? ifThen(all, window) : window);
+          return alloc(start, DType::I64, std::max<int64_t>(rank, 1), MemoryScope::Local,
+                       block(std::move(body)));
+        },
+        "p");
+    return block({copy, updates});
+  }
+
+  // ---- resize -----------------------------------------------------------------------------
+
+  // Nearest: each output element copies the input element at the nearest source index of each
+  // dim. Linear and cubic: per output element, each resized dim's clamped source coordinate,
+  // tap indices (clamped to the input: edge padding) and weights in f64, then the sum over the
+  // taps of all resized dims, nested with the first resized dim innermost. That is the order
+  // of the reference's separable passes (one pass per dim, first dim first), so the double
+  // sums are the same; the result is rounded once into the dtype.
+  StatusOr<StmtRef> resize() {
+    const Value* x = n_.operand(0);
+    const std::vector<int64_t> inDims = dimsOf(x), outDims = dimsOf(n_.result());
+    const DType dt = dtypeOf(x);
+    if (inDims.size() != outDims.size() || dtypeOf(n_.result()) != dt)
+      return fail("the result must have the dtype and rank of the operand");
+    const auto scales = getFloats(n_.attrs(), "scales");
+    if (!scales.empty() && scales.size() != inDims.size())
+      return fail("scales must have one entry per dimension");
+    std::vector<ResizeDim> dims;
+    for (size_t i = 0; i < inDims.size(); ++i) {
+      const int64_t in = inDims[i], out = outDims[i];
+      if (in == 0 && out > 0)
+        return fail("resize cannot fill dimension " + std::to_string(i) + " of extent " +
+                    std::to_string(out) + " from an empty input");
+      const bool given = !scales.empty();
+      const double scale = given ? scales[i] : (in > 0 ? double(out) / double(in) : 1.0);
+      if (!(scale > 0)) return fail("scales must be positive");
+      dims.push_back(ResizeDim{in, out, scale, given});
+    }
+    const int64_t elements = product(outDims);
+    if (elements == 0) return block({});
+    const std::string& mode = n_.attrEnum("mode");
+    const std::string& ctm = n_.attrEnum("coordinate_transformation_mode");
+    // The source coordinate of output coordinate o along dim d, clamped to [-3, in + 2]: past
+    // that every tap reads the same edge element (the reference clamps the same way).
+    auto coordinate = [&](const ResizeDim& d, const ExprRef& o) {
+      return clampF(sourceCoordinate(ctm, d, toF64(o)), -3.0, double(d.in) + 2);
+    };
+    if (mode == "nearest") {
+      const std::string& nearestMode = n_.attrEnum("nearest_mode");
+      return nest(outDims, elements, [&](const Index& o) {
+        Index src(o.size());
+        for (size_t d = 0; d < o.size(); ++d)
+          src[d] = dims[d].identity() ? o[d]
+                                      : clampI(nearestIndex(nearestMode, coordinate(dims[d], o[d])),
+                                               0, dims[d].in - 1);
+        return store(out_[0], flatten(o, outDims), load(in_[0], dt, flatten(src, inDims)));
+      });
+    }
+    if (!isFloat(dt)) return fail("linear and cubic resize need a float operand");
+    const bool cubic = mode == "cubic";
+    const int64_t taps = cubic ? 4 : 2;
+    const double a = n_.attrFloat("cubic_coeff_a");
+    const bool excludeOutside = n_.attrBool("exclude_outside");
+    std::vector<size_t> resized;
+    for (size_t d = 0; d < dims.size(); ++d)
+      if (!dims[d].identity()) resized.push_back(d);
+    const auto m = static_cast<int64_t>(resized.size());
+    int64_t work = elements;
+    for (int64_t q = 0; q < m; ++q) work *= taps;
+    const std::string coord = local("coord"), weight = local("weight"), tap = local("tap"),
+                      acc = local("acc"), total = local("total");
+    std::vector<std::string> tv;
+    for (int64_t q = 0; q < m; ++q) tv.push_back(fresh("t"));
+    return nest(outDims, work, [&](const Index& o) {
+      ExprRef outIdx = flatten(o, outDims);
+      if (m == 0) return store(out_[0], outIdx, fromF64(toF64(load(in_[0], dt, outIdx)), dt));
+      std::vector<StmtRef> body;
+      auto slot = [&](int64_t q, int64_t k) { return i64(q * taps + k); };
+      // Taps and weights of each resized dim (interp's resizeTaps).
+      for (int64_t q = 0; q < m; ++q) {
+        const ResizeDim& d = dims[resized[static_cast<size_t>(q)]];
+        body.push_back(store(coord, i64(q), coordinate(d, o[resized[static_cast<size_t>(q)]])));
+        ExprRef c = load(coord, DType::F64, i64(q));
+        ExprRef r = sub(c, floorOf(c));
+        ExprRef first = toI64(floorOf(c));
+        std::vector<ExprRef> w = {sub(f64(1), r), r};
+        if (cubic) {
+          auto cw = cubicWeights(r, a);
+          w.assign(cw.begin(), cw.end());
+          first = sub(first, i64(1));
+        }
+        for (int64_t k = 0; k < taps; ++k) {
+          ExprRef t = add(first, i64(k));
+          ExprRef wk = w[static_cast<size_t>(k)];
+          // exclude_outside: taps outside the input weigh 0 (then all renormalise below).
+          if (cubic && excludeOutside)
+            wk = select(both(ge(t, i64(0)), lt(t, i64(d.in))), wk, f64(0));
+          body.push_back(store(weight, slot(q, k), wk));
+          body.push_back(store(tap, slot(q, k), clampI(t, 0, d.in - 1)));
+        }
+        if (cubic && excludeOutside) {
+          // total = ((0 + w0) + w1) + ...; w[k] = total != 0 ? w[k] / total : 0.
+          ExprRef sum = f64(0);
+          for (int64_t k = 0; k < taps; ++k) sum = add(sum, load(weight, DType::F64, slot(q, k)));
+          body.push_back(store(total, i64(0), sum));
+          ExprRef s = load(total, DType::F64, i64(0));
+          for (int64_t k = 0; k < taps; ++k)
+            body.push_back(store(weight, slot(q, k),
+                                 select(binary(BinaryOp::Ne, s, f64(0)),
+                                        div(load(weight, DType::F64, slot(q, k)), s), f64(0))));
+        }
+      }
+      // The nested sums: acc[q] = sum over tap t_q of weight * (acc[q - 1], or the input).
+      Index src = o;
+      for (int64_t q = 0; q < m; ++q)
+        src[resized[static_cast<size_t>(q)]] =
+            load(tap, DType::I64, add(i64(q * taps), var(tv[static_cast<size_t>(q)])));
+      StmtRef level;
+      for (int64_t q = 0; q < m; ++q) {
+        ExprRef w = load(weight, DType::F64, add(i64(q * taps), var(tv[static_cast<size_t>(q)])));
+        ExprRef term = q == 0 ? toF64(load(in_[0], dt, flatten(src, inDims)))
+                              : load(acc, DType::F64, i64(q - 1));
+        StmtRef accumulate = store(acc, i64(q), add(load(acc, DType::F64, i64(q)), mul(w, term)));
+        StmtRef loopBody = q == 0 ? accumulate : block({level, accumulate});
+        level = block({store(acc, i64(q), f64(0)), forLoop(tv[static_cast<size_t>(q)], i64(taps),
+                                                           LoopKind::Unrolled, loopBody)});
+      }
+      body.push_back(level);
+      body.push_back(store(out_[0], outIdx, fromF64(load(acc, DType::F64, i64(m - 1)), dt)));
+      StmtRef s = alloc(acc, DType::F64, m, MemoryScope::Local, block(std::move(body)));
+      if (cubic && excludeOutside) s = alloc(total, DType::F64, 1, MemoryScope::Local, s);
+      s = alloc(tap, DType::I64, m * taps, MemoryScope::Local, s);
+      s = alloc(weight, DType::F64, m * taps, MemoryScope::Local, s);
+      return alloc(coord, DType::F64, m, MemoryScope::Local, s);
+    });
+  }
+
+  // ---- grid_sample ------------------------------------------------------------------------
+
+  // Per output point (batch, y, x): the grid's (x, y) unnormalised to source coordinates, after
+  // the padding mode (interp's gridSampleKernel: border clamps, reflection reflects, an
+  // infinite coordinate becomes NaN), and the tap indices and weights of each axis; then per
+  // channel the sum over the taps (rows outer, as the reference sums), taps outside the input
+  // skipped with zeros padding. A NaN coordinate gives NaN.
+  StatusOr<StmtRef> gridSample() {
+    const Value* x = n_.operand(0);
+    const std::vector<int64_t> xd = dimsOf(x), gd = dimsOf(n_.operand(1));
+    const DType dt = dtypeOf(x);
+    if (xd.size() != 4 || gd.size() != 4 || gd[3] != 2 || gd[0] != xd[0])
+      return fail("needs an input [N, C, H, W] and a grid [N, H', W', 2]");
+    if (!isFloat(dt) || dtypeOf(n_.operand(1)) != dt)
+      return fail("input and grid must have one float dtype");
+    const std::string& mode = n_.attrEnum("mode");
+    const std::string& padding = n_.attrEnum("padding_mode");
+    const bool alignCorners = n_.attrBool("align_corners");
+    const int64_t batch = xd[0], channels = xd[1], hIn = xd[2], wIn = xd[3];
+    const std::vector<int64_t> outDims = {batch, channels, gd[1], gd[2]};
+    if (product(outDims) == 0) return block({});
+    if ((hIn == 0 || wIn == 0) && padding != "zeros")
+      return fail("grid_sample with padding_mode '" + padding + "' cannot sample an empty input");
+    const bool reflect = padding == "reflection", border = padding == "border";
+    const bool zeros = !reflect && !border;
+    const int64_t taps = mode == "nearest" ? 1 : mode == "bilinear" ? 2 : 4;
+    auto axisOf = [&](int64_t extent) {
+      return alignCorners ? GridAxis{extent, 0.0, double(extent - 1)}
+                          : GridAxis{extent, -0.5, double(extent) - 0.5};
+    };
+    const GridAxis ax = axisOf(wIn), ay = axisOf(hIn);
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    const std::string coord = local("coord"), wx = local("wx"), wy = local("wy"), ix = local("ix"),
+                      iy = local("iy"), sum = local("sum");
+    // coord[slot] = the source coordinate of normalised coordinate g along `a`, after the
+    // padding mode, clamped to [-3, extent + 2] (past that every tap is outside; the reference
+    // clamps too). One store per step keeps the expressions small.
+    auto source = [&](const ExprRef& g, int64_t slot, const GridAxis& a,
+                      std::vector<StmtRef>& body) {
+      ExprRef v = load(coord, DType::F64, i64(slot));
+      auto set = [&](ExprRef e) { body.push_back(store(coord, i64(slot), std::move(e))); };
+      set(alignCorners ? mul(div(add(g, f64(1)), f64(2)), f64(double(a.extent - 1)))
+                       : div(sub(mul(add(g, f64(1)), f64(double(a.extent))), f64(1)), f64(2)));
+      if (mode == "nearest") set(roundHalfEven(v));
+      ExprRef outside = either(lt(v, f64(a.lo)), gt(v, f64(a.hi)));
+      if (border) set(select(outside, clampF(v, 0.0, double(a.extent - 1)), v));
+      if (reflect)
+        set(select(outside, select(unary(UnaryOp::IsInf, v), f64(nan), reflectInto(v, a.lo, a.hi)),
+                   v));
+      set(clampF(v, -3.0, double(a.extent) + 2));
+    };
+    // The index a tap at integer position i reads: clamped (border), reflected (reflection),
+    // or -1 for a zero outside the input (zeros).
+    auto tapIndex = [&](const ExprRef& i, const GridAxis& a) {
+      if (border) return clampI(i, 0, a.extent - 1);
+      if (reflect) return clampI(toI64(reflectInto(toF64(i), a.lo, a.hi)), 0, a.extent - 1);
+      return select(both(ge(i, i64(0)), lt(i, i64(a.extent))), i, i64(-1));
+    };
+    const std::string ch = fresh("c"), ti = fresh("t"), tj = fresh("t");
+    // Taps and weights of coordinate v (stored in coord[slot]) along `a`.
+    auto weights = [&](int64_t slot, const GridAxis& a, const std::string& w,
+                       const std::string& idx, std::vector<StmtRef>& body) {
+      ExprRef v = load(coord, DType::F64, i64(slot));
+      ExprRef r = sub(v, floorOf(v)), first = toI64(floorOf(v));
+      std::vector<ExprRef> ws = {f64(1)};
+      if (taps == 2) ws = {sub(f64(1), r), r};
+      if (taps == 4) {
+        auto cw = cubicWeights(r, -0.75);
+        ws.assign(cw.begin(), cw.end());
+        first = sub(first, i64(1));
+      }
+      for (int64_t k = 0; k < taps; ++k) {
+        body.push_back(store(w, i64(k), ws[static_cast<size_t>(k)]));
+        body.push_back(store(idx, i64(k), tapIndex(add(first, i64(k)), a)));
+      }
+    };
+    const int64_t work = product(outDims) * taps * taps;
+    return nest({batch, gd[1], gd[2]}, work, [&](const Index& p) {
+      std::vector<StmtRef> body;
+      ExprRef g = flatten({p[0], p[1], p[2], i64(0)}, gd);
+      source(toF64(load(in_[1], dt, g)), 0, ax, body);
+      source(toF64(load(in_[1], dt, add(g, i64(1)))), 1, ay, body);
+      weights(0, ax, wx, ix, body);
+      weights(1, ay, wy, iy, body);
+      // Per channel: v = sum over rows i of wy[i] * (sum over columns j of wx[j] * x).
+      ExprRef yi = load(iy, DType::I64, var(ti)), xj = load(ix, DType::I64, var(tj));
+      ExprRef xv = toF64(load(in_[0], dt, flatten({p[0], var(ch), yi, xj}, xd)));
+      ExprRef row = load(sum, DType::F64, i64(0)), v = load(sum, DType::F64, i64(1));
+      StmtRef column = store(sum, i64(0), add(row, mul(load(wx, DType::F64, var(tj)), xv)));
+      if (zeros) column = ifThen(ge(xj, i64(0)), column);
+      StmtRef rowSum =
+          block({store(sum, i64(0), f64(0)), forLoop(tj, i64(taps), LoopKind::Unrolled, column),
+                 store(sum, i64(1), add(v, mul(load(wy, DType::F64, var(ti)), row)))});
+      if (zeros) rowSum = ifThen(ge(yi, i64(0)), rowSum);
+      ExprRef isNanPoint =
+          either(isNan(load(coord, DType::F64, i64(0))), isNan(load(coord, DType::F64, i64(1))));
+      ExprRef o = flatten({p[0], var(ch), p[1], p[2]}, outDims);
+      StmtRef perChannel =
+          block({store(sum, i64(1), f64(0)), forLoop(ti, i64(taps), LoopKind::Unrolled, rowSum),
+                 store(out_[0], o, fromF64(select(isNanPoint, f64(nan), v), dt))});
+      body.push_back(forLoop(ch, i64(channels), LoopKind::Serial, perChannel));
+      StmtRef s = block(std::move(body));
+      for (const std::string& w : {wx, wy}) s = alloc(w, DType::F64, taps, MemoryScope::Local, s);
+      for (const std::string& i : {ix, iy}) s = alloc(i, DType::I64, taps, MemoryScope::Local, s);
+      s = alloc(sum, DType::F64, 2, MemoryScope::Local, s);
+      return alloc(coord, DType::F64, 2, MemoryScope::Local, s);
+    });
+  }
+
+  const Node& n_;
+  const std::vector<std::string>& in_;
+  const std::vector<std::string>& out_;
+  int vars_ = 0;
+};
+
+}  // namespace
+
+StatusOr<std::optional<StmtRef>> lowerOpaqueOp(const Node& n,
+                                               const std::vector<std::string>& operands,
+                                               const std::vector<std::string>& results) {
+  return OpaqueLowerer(n, operands, results).run();
+}
+
+}  // namespace kiln::kernel

@@ -1,0 +1,41 @@
+// Loop lowering of the ops that anchor opaque kernels: cumsum, sort, top_k, scatter, resize and
+// grid_sample. Each becomes whole-buffer loop nests that compute the node's results from its
+// operands with the semantics of the reference kernels (src/interp/eval_reductions.cpp,
+// src/interp/eval_data_movement.cpp) to the last bit:
+//
+//   - cumsum: per position off the axis, a serial running sum along it in a local accumulator
+//     (f32 sums in f64, f16/bf16 in f32, integers wrap), rounded to the dtype as it is stored;
+//   - sort, top_k: per element, its rank in its row (the number of elements ordered before it,
+//     ties by index, so the order is stable; NaN last ascending, first descending); an element
+//     whose rank is below k is written at its rank with its index. O(n^2) per row, no
+//     data-dependent control flow beyond one `if`;
+//   - scatter: a copy of the operand, then a serial nest over the scatter points in row-major
+//     order (so duplicate indices combine in order) that skips windows not entirely inside;
+//   - resize: nearest is a gather (one source index per output coordinate of each dim); linear
+//     and cubic compute each dim's source coordinate, taps and weights in f64 and sum the taps
+//     of the resized dims in nested loops, in the order of the reference's separable passes;
+//   - grid_sample: per output point, the source coordinates and tap weights in f64 after the
+//     padding mode, then per channel the 1, 2x2 or 4x4 taps (taps outside read 0 with zeros).
+//
+// Needs: static shapes. Returns nullopt for a case it leaves to the library call (sort and top_k
+// rows longer than 4096 elements, where O(n^2) ranking costs too much). Errors name the node.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/ir.h"
+#include "kernel/kernel_ir.h"
+#include "support/status.h"
+
+namespace kiln::kernel {
+
+// The statement that computes the results of `n` (one of the ops above) into the buffers
+// `results` from the buffers `operands` (both in the node's order; dims from the node's static
+// types), or nullopt when `n` is not one of these ops or a case it does not lower.
+StatusOr<std::optional<StmtRef>> lowerOpaqueOp(const Node& n,
+                                               const std::vector<std::string>& operands,
+                                               const std::vector<std::string>& results);
+
+}  // namespace kiln::kernel
