@@ -44,8 +44,8 @@ struct DefaultInitAllocator : std::allocator<T> {
   }
   template <typename U, typename... Args>
   void construct(U* p, Args&&... args) {
-    std::allocator_traits<std::allocator<T>>::construct(static_cast<std::allocator<T>&>(*this),
-                                                        p, std::forward<Args>(args)...);
+    std::allocator_traits<std::allocator<T>>::construct(static_cast<std::allocator<T>&>(*this), p,
+                                                        std::forward<Args>(args)...);
   }
 };
 

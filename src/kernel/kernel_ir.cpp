@@ -227,6 +227,19 @@ const char* postOpName(PostOp::Kind k) {
   return "?";
 }
 
+ExprRef flatIndex(const std::vector<ExprRef>& idx, const std::vector<int64_t>& shape) {
+  ExprRef flat = intConst(0);
+  for (size_t i = 0; i < shape.size(); ++i)
+    flat = binary(BinaryOp::Add, binary(BinaryOp::Mul, flat, intConst(shape[i])), idx[i]);
+  return flat;
+}
+
+int64_t elementCount(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
 int64_t Buffer::elements() const {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;

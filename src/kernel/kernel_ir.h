@@ -119,6 +119,9 @@ ExprRef unary(UnaryOp op, ExprRef a);
 ExprRef binary(BinaryOp op, ExprRef a, ExprRef b);
 ExprRef select(ExprRef cond, ExprRef a, ExprRef b);
 ExprRef cast(ExprRef a, DType type);
+// Row-major flat index of the multi-index `idx` in `shape`, and the element count of `shape`.
+ExprRef flatIndex(const std::vector<ExprRef>& idx, const std::vector<int64_t>& shape);
+int64_t elementCount(const std::vector<int64_t>& shape);
 
 enum class LoopKind : uint8_t { Serial, Parallel, Vectorized, Unrolled, GpuBlock, GpuThread };
 const char* loopKindName(LoopKind k);  // "serial", "parallel", ...

@@ -17,20 +17,6 @@ namespace {
 using fusion::OpPattern;
 using Index = std::vector<ExprRef>;
 
-int64_t product(const std::vector<int64_t>& d) {
-  int64_t n = 1;
-  for (int64_t x : d) n *= x;
-  return n;
-}
-
-// Row-major flat index of `idx` in `shape`.
-ExprRef flatten(const Index& idx, const std::vector<int64_t>& shape) {
-  ExprRef flat = intConst(0);
-  for (size_t i = 0; i < shape.size(); ++i)
-    flat = binary(BinaryOp::Add, binary(BinaryOp::Mul, flat, intConst(shape[i])), idx[i]);
-  return flat;
-}
-
 // The multi-index of a flat index in `shape`.
 Index unflatten(const ExprRef& flat, const std::vector<int64_t>& shape) {
   Index idx(shape.size());
@@ -220,7 +206,7 @@ class Lowerer {
       looped.push_back(i);
     }
     StmtRef s = body(idx);
-    bool parallel = parallelOuter && product(shape) >= kParallelThreshold;
+    bool parallel = parallelOuter && elementCount(shape) >= kParallelThreshold;
     for (size_t j = looped.size(); j-- > 0;) {
       size_t i = looped[j];
       LoopKind kind = LoopKind::Serial;
@@ -259,7 +245,7 @@ class Lowerer {
         return constOf(t.getDouble(0), computeType(dt));
       }
       const Buffer& b = bufferFor(v, BufferRole::Input);
-      return cast(load(b.name, dt, flatten(idx, b.shape)), computeType(dt));
+      return cast(load(b.name, dt, flatIndex(idx, b.shape)), computeType(dt));
     }
     auto operand = [&](size_t i, const Index& at) { return valueAt(n->operand(i), at); };
     std::vector<int64_t> shape = v->type().staticDims();
@@ -343,7 +329,7 @@ class Lowerer {
       }
       case OpCode::Reshape: {
         std::vector<int64_t> in = n->operand(0)->type().staticDims();
-        return operand(0, unflatten(flatten(idx, shape), in));
+        return operand(0, unflatten(flatIndex(idx, shape), in));
       }
       case OpCode::Transpose: {
         auto perm = n->attrInts("permutation");
@@ -488,7 +474,7 @@ class Lowerer {
     std::string bname = b.name;
     std::vector<int64_t> shape = b.shape;
     KILN_ASSIGN_OR_RETURN(ExprRef e, valueAt(v, idx));
-    return store(bname, flatten(idx, shape), cast(e, v->type().dtype()));
+    return store(bname, flatIndex(idx, shape), cast(e, v->type().dtype()));
   }
 
   // A nest over `shape` storing each of `values` (all of that shape).
@@ -738,7 +724,7 @@ class Lowerer {
     std::vector<int64_t> rowShape, lineShape;
     for (size_t d : rowDims) rowShape.push_back(in[d]);
     for (size_t d : lineDims) lineShape.push_back(in[d]);
-    int64_t lineSize = product(lineShape);
+    int64_t lineSize = elementCount(lineShape);
     std::vector<const Value*> main, rest;
     splitOutputs(in, main, rest);
     std::string a0 = "acc" + std::to_string(vars_), a1 = "sum" + std::to_string(vars_);
@@ -995,7 +981,7 @@ class Lowerer {
       std::vector<int64_t> shape = b.shape;
       DType dt = v->type().dtype();
       overrides_[v] = [bname, shape, dt](const Index& idx) {
-        return cast(load(bname, dt, flatten(idx, shape)), computeType(dt));
+        return cast(load(bname, dt, flatIndex(idx, shape)), computeType(dt));
       };
     }
     for (const PostOp& p : postOps)

@@ -19,20 +19,6 @@ using Index = std::vector<ExprRef>;
 // Sort and top_k rows longer than this keep the library call: ranking costs O(n^2) per row.
 constexpr int64_t kMaxSortRow = 4096;
 
-int64_t product(const std::vector<int64_t>& d) {
-  int64_t n = 1;
-  for (int64_t x : d) n *= x;
-  return n;
-}
-
-// Row-major flat index of `idx` in `shape`.
-ExprRef flatten(const Index& idx, const std::vector<int64_t>& shape) {
-  ExprRef flat = intConst(0);
-  for (size_t i = 0; i < shape.size(); ++i)
-    flat = binary(BinaryOp::Add, binary(BinaryOp::Mul, flat, intConst(shape[i])), idx[i]);
-  return flat;
-}
-
 bool contains(const std::vector<int64_t>& v, int64_t x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
@@ -260,10 +246,10 @@ class OpaqueLowerer {
     std::vector<int64_t> lines = dims;
     lines[a] = 1;
     const std::string step = fresh("s"), sum = local("sum");
-    return nest(lines, product(dims), [&](const Index& line) {
+    return nest(lines, elementCount(dims), [&](const Index& line) {
       Index at = line;
       at[a] = reverse ? sub(i64(len - 1), var(step)) : var(step);
-      ExprRef off = flatten(at, dims);
+      ExprRef off = flatIndex(at, dims);
       ExprRef running = load(sum, acc, i64(0));
       StmtRef accumulate = store(sum, i64(0), add(running, cast(load(in_[0], dt, off), acc)));
       StmtRef write = store(out_[0], off, cast(running, dt));
@@ -298,7 +284,7 @@ class OpaqueLowerer {
     if (len > kMaxSortRow) return std::optional<StmtRef>();
     std::vector<int64_t> outDims = dims;
     outDims[a] = k;
-    if (product(outDims) == 0) return std::optional<StmtRef>(block({}));
+    if (elementCount(outDims) == 0) return std::optional<StmtRef>(block({}));
     const DType ct = computeType(dt);
     auto before = [&](const ExprRef& p, const ExprRef& q) -> ExprRef {
       if (!isFloat(dt)) return binary(descending ? BinaryOp::Gt : BinaryOp::Lt, p, q);
@@ -306,22 +292,22 @@ class OpaqueLowerer {
       return both(negate(isNan(p)), either(isNan(q), lt(p, q)));
     };
     const std::string other = fresh("r"), rank = local("rank");
-    StmtRef s = nest(dims, product(dims) * len, [&](const Index& at) {
+    StmtRef s = nest(dims, elementCount(dims) * len, [&](const Index& at) {
       const ExprRef j = at[a], i = var(other);
       Index atI = at;
       atI[a] = i;
-      ExprRef xj = cast(load(in_[0], dt, flatten(at, dims)), ct);
-      ExprRef xi = cast(load(in_[0], dt, flatten(atI, dims)), ct);
+      ExprRef xj = cast(load(in_[0], dt, flatIndex(at, dims)), ct);
+      ExprRef xi = cast(load(in_[0], dt, flatIndex(atI, dims)), ct);
       ExprRef ahead = select(lt(i, j), negate(before(xj, xi)), before(xi, xj));
       ExprRef r = load(rank, DType::I64, i64(0));
       StmtRef count = forLoop(other, i64(len), LoopKind::Serial,
                               store(rank, i64(0), add(r, select(ahead, i64(1), i64(0)))));
       Index dst = at;
       dst[a] = r;
-      ExprRef o = flatten(dst, outDims);
+      ExprRef o = flatIndex(dst, outDims);
       StmtRef write = ifThen(
           lt(r, i64(k)),
-          block({store(out_[0], o, load(in_[0], dt, flatten(at, dims))), store(out_[1], o, j)}));
+          block({store(out_[0], o, load(in_[0], dt, flatIndex(at, dims))), store(out_[1], o, j)}));
       return alloc(rank, DType::I64, 1, MemoryScope::Local,
                    block({store(rank, i64(0), i64(0)), count, write}));
     });
@@ -376,12 +362,12 @@ class OpaqueLowerer {
     if (batchRank != scatterDims.size())
       return fail("the update scatter dimensions do not match the index dimensions");
 
-    const int64_t total = product(xd);
+    const int64_t total = elementCount(xd);
     const std::string e = fresh("e");
     StmtRef copy = forLoop(e, i64(total),
                            total >= kParallelThreshold ? LoopKind::Parallel : LoopKind::Vectorized,
                            store(out_[0], var(e), load(in_[0], dt, var(e))));
-    if (product(scatterShape) == 0 || product(windowShape) == 0) return copy;
+    if (elementCount(scatterShape) == 0 || elementCount(windowShape) == 0) return copy;
     // The window's extent along each operand dim (1 along inserted dims), and the component of
     // the index vector that starts each dim (-1: it starts at 0).
     std::vector<int64_t> extent(xd.size(), 1), component(xd.size(), -1);
@@ -406,7 +392,7 @@ class OpaqueLowerer {
             for (int64_t i = 0; i < static_cast<int64_t>(id.size()); ++i)
               at.push_back(i == vectorDim ? i64(component[d]) : point[b++]);
             body.push_back(store(start, i64(static_cast<int64_t>(d)),
-                                 toI64(load(in_[1], idt, flatten(at, id)))));
+                                 toI64(load(in_[1], idt, flatIndex(at, id)))));
             origin[d] = load(start, DType::I64, i64(static_cast<int64_t>(d)));
             inside.push_back(ge(origin[d], i64(0)));
             inside.push_back(le(origin[d], i64(xd[d] - extent[d])));
@@ -420,10 +406,10 @@ class OpaqueLowerer {
                   u[windowUpdateDims[j]] = w[j];
                   o[windowOperandDims[j]] = add(o[windowOperandDims[j]], w[j]);
                 }
-                ExprRef oi = flatten(o, xd);
+                ExprRef oi = flatIndex(o, xd);
                 return store(
                     out_[0], oi,
-                    combine(kind, dt, load(out_[0], dt, oi), load(in_[2], dt, flatten(u, ud))));
+                    combine(kind, dt, load(out_[0], dt, oi), load(in_[2], dt, flatIndex(u, ud))));
               },
               "w");
           ExprRef all;
@@ -464,7 +450,7 @@ class OpaqueLowerer {
       if (!(scale > 0)) return fail("scales must be positive");
       dims.push_back(ResizeDim{in, out, scale, given});
     }
-    const int64_t elements = product(outDims);
+    const int64_t elements = elementCount(outDims);
     if (elements == 0) return block({});
     const std::string& mode = n_.attrEnum("mode");
     const std::string& ctm = n_.attrEnum("coordinate_transformation_mode");
@@ -481,7 +467,7 @@ class OpaqueLowerer {
           src[d] = dims[d].identity() ? o[d]
                                       : clampI(nearestIndex(nearestMode, coordinate(dims[d], o[d])),
                                                0, dims[d].in - 1);
-        return store(out_[0], flatten(o, outDims), load(in_[0], dt, flatten(src, inDims)));
+        return store(out_[0], flatIndex(o, outDims), load(in_[0], dt, flatIndex(src, inDims)));
       });
     }
     if (!isFloat(dt)) return fail("linear and cubic resize need a float operand");
@@ -500,7 +486,7 @@ class OpaqueLowerer {
     std::vector<std::string> tv;
     for (int64_t q = 0; q < m; ++q) tv.push_back(fresh("t"));
     return nest(outDims, work, [&](const Index& o) {
-      ExprRef outIdx = flatten(o, outDims);
+      ExprRef outIdx = flatIndex(o, outDims);
       if (m == 0) return store(out_[0], outIdx, fromF64(toF64(load(in_[0], dt, outIdx)), dt));
       std::vector<StmtRef> body;
       auto slot = [&](int64_t q, int64_t k) { return i64(q * taps + k); };
@@ -546,7 +532,7 @@ class OpaqueLowerer {
       StmtRef level;
       for (int64_t q = 0; q < m; ++q) {
         ExprRef w = load(weight, DType::F64, add(i64(q * taps), var(tv[static_cast<size_t>(q)])));
-        ExprRef term = q == 0 ? toF64(load(in_[0], dt, flatten(src, inDims)))
+        ExprRef term = q == 0 ? toF64(load(in_[0], dt, flatIndex(src, inDims)))
                               : load(acc, DType::F64, i64(q - 1));
         StmtRef accumulate = store(acc, i64(q), add(load(acc, DType::F64, i64(q)), mul(w, term)));
         StmtRef loopBody = q == 0 ? accumulate : block({level, accumulate});
@@ -583,7 +569,7 @@ class OpaqueLowerer {
     const bool alignCorners = n_.attrBool("align_corners");
     const int64_t batch = xd[0], channels = xd[1], hIn = xd[2], wIn = xd[3];
     const std::vector<int64_t> outDims = {batch, channels, gd[1], gd[2]};
-    if (product(outDims) == 0) return block({});
+    if (elementCount(outDims) == 0) return block({});
     if ((hIn == 0 || wIn == 0) && padding != "zeros")
       return fail("grid_sample with padding_mode '" + padding + "' cannot sample an empty input");
     const bool reflect = padding == "reflection", border = padding == "border";
@@ -639,17 +625,17 @@ class OpaqueLowerer {
         body.push_back(store(idx, i64(k), tapIndex(add(first, i64(k)), a)));
       }
     };
-    const int64_t work = product(outDims) * taps * taps;
+    const int64_t work = elementCount(outDims) * taps * taps;
     return nest({batch, gd[1], gd[2]}, work, [&](const Index& p) {
       std::vector<StmtRef> body;
-      ExprRef g = flatten({p[0], p[1], p[2], i64(0)}, gd);
+      ExprRef g = flatIndex({p[0], p[1], p[2], i64(0)}, gd);
       source(toF64(load(in_[1], dt, g)), 0, ax, body);
       source(toF64(load(in_[1], dt, add(g, i64(1)))), 1, ay, body);
       weights(0, ax, wx, ix, body);
       weights(1, ay, wy, iy, body);
       // Per channel: v = sum over rows i of wy[i] * (sum over columns j of wx[j] * x).
       ExprRef yi = load(iy, DType::I64, var(ti)), xj = load(ix, DType::I64, var(tj));
-      ExprRef xv = toF64(load(in_[0], dt, flatten({p[0], var(ch), yi, xj}, xd)));
+      ExprRef xv = toF64(load(in_[0], dt, flatIndex({p[0], var(ch), yi, xj}, xd)));
       ExprRef row = load(sum, DType::F64, i64(0)), v = load(sum, DType::F64, i64(1));
       StmtRef column = store(sum, i64(0), add(row, mul(load(wx, DType::F64, var(tj)), xv)));
       if (zeros) column = ifThen(ge(xj, i64(0)), column);
@@ -659,7 +645,7 @@ class OpaqueLowerer {
       if (zeros) rowSum = ifThen(ge(yi, i64(0)), rowSum);
       ExprRef isNanPoint =
           either(isNan(load(coord, DType::F64, i64(0))), isNan(load(coord, DType::F64, i64(1))));
-      ExprRef o = flatten({p[0], var(ch), p[1], p[2]}, outDims);
+      ExprRef o = flatIndex({p[0], var(ch), p[1], p[2]}, outDims);
       StmtRef perChannel =
           block({store(sum, i64(1), f64(0)), forLoop(ti, i64(taps), LoopKind::Unrolled, rowSum),
                  store(out_[0], o, fromF64(select(isNanPoint, f64(nan), v), dt))});

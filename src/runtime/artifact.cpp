@@ -1,11 +1,10 @@
 #include "runtime/artifact.h"
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <unistd.h>
 
 #include "support/hash.h"
 
@@ -50,9 +49,7 @@ std::string encodeArtifact(const Sections& sections) {
 }
 
 StatusOr<SectionViews> decodeArtifact(std::string_view bytes, const std::string& source) {
-  auto fail = [&](const std::string& why) {
-    return Status::error(source + ": " + why);
-  };
+  auto fail = [&](const std::string& why) { return Status::error(source + ": " + why); };
   if (bytes.size() < sizeof kMagic || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
     return fail("not a Kiln artifact (no KILNART1 header)");
   size_t at = sizeof kMagic;
@@ -91,9 +88,9 @@ StatusOr<SectionViews> decodeArtifact(std::string_view bytes, const std::string&
 
 Status writeFileAtomically(const std::string& path, std::string_view bytes) {
   std::filesystem::path p(path);
-  std::string tmp = (p.parent_path() / ("." + p.filename().string() + ".tmp" +
-                                        std::to_string(::getpid())))
-                        .string();
+  std::string tmp =
+      (p.parent_path() / ("." + p.filename().string() + ".tmp" + std::to_string(::getpid())))
+          .string();
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));

@@ -7,8 +7,8 @@
 
 #include <memory>
 #include <span>
-#include <string_view>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fusion/fusion.h"
@@ -65,9 +65,8 @@ class Executable {
   // in errors. A corrupted artifact, or one from another Kiln version or for another CPU, is
   // an error that says so. options.threads applies; the code-shaping options come from the
   // artifact.
-  static StatusOr<std::unique_ptr<Executable>> load(std::string_view bytes,
-                                                    const std::string& source,
-                                                    const CompileOptions& options = {});
+  static StatusOr<std::unique_ptr<Executable>>
+  load(std::string_view bytes, const std::string& source, const CompileOptions& options = {});
   // The artifact: the same module and options give the same bytes on the same machine.
   std::string serialize() const;
   ~Executable();

@@ -4,11 +4,10 @@
 // saying so; the cache misses, hits, and rebuilds a corrupted entry.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <unistd.h>
 
 #include "ir/text/text.h"
 #include "runtime/artifact.h"
@@ -76,7 +75,8 @@ TEST(Artifact, RoundTripsAndRefusesMismatches) {
   auto refused = Executable::load(withSection(bytes, "meta", other), "b.kiln");
   ASSERT_FALSE(refused.isOk());
   EXPECT_NE(refused.status().message().find("b.kiln: compiled for CPU 'pentium +mmx', this "
-                                            "machine is '" + target + "'"),
+                                            "machine is '" +
+                                            target + "'"),
             std::string::npos)
       << refused.status().message();
 
@@ -96,9 +96,9 @@ TEST(Artifact, RoundTripsAndRefusesMismatches) {
 }
 
 TEST(Artifact, CompileCacheMissesHitsAndRebuildsCorruptEntries) {
-  std::string dir = (std::filesystem::temp_directory_path() /
-                     ("kiln-cache-test-" + std::to_string(::getpid())))
-                        .string();
+  std::string dir =
+      (std::filesystem::temp_directory_path() / ("kiln-cache-test-" + std::to_string(::getpid())))
+          .string();
   std::filesystem::remove_all(dir);
   CompileOptions o;
   o.cacheDir = dir;

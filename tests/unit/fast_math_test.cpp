@@ -36,10 +36,10 @@ std::vector<float> runOp(const std::string& op, const std::vector<float>& x) {
 std::vector<float> sweep(double lo, double hi) {
   std::vector<float> x;
   for (int64_t i = 0; i < kN; ++i) x.push_back(static_cast<float>(lo + (hi - lo) * i / (kN - 1)));
-  for (float s : {0.0f, -0.0f, std::numeric_limits<float>::infinity(),
-                  -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
-                  1e-30f, -1e-30f, std::numeric_limits<float>::max(),
-                  -std::numeric_limits<float>::max()})
+  for (float s :
+       {0.0f, -0.0f, std::numeric_limits<float>::infinity(),
+        -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(), 1e-30f,
+        -1e-30f, std::numeric_limits<float>::max(), -std::numeric_limits<float>::max()})
     x.push_back(s);
   return x;
 }

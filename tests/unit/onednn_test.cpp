@@ -269,11 +269,11 @@ TEST(OneDnn, PostOps) {
   relu.kind = PostOp::Kind::Clamp;
   relu.hi = std::numeric_limits<double>::infinity();
   // A 3x3 convolution with constant weights (a jit implementation), bias, residual and relu.
-  OneOp conv = parseOp(
-      "%x: f32[1,9,7,64]", "f32[1,9,7,64]",
-      "convolution(%x, %w) {padding_low = [1, 1], padding_high = [1, 1], "
-      "dimension_numbers = \"b01f_01io->b01f\"}",
-      "  %w = f32[3,3,64,64] constant() {value = " + literal(3 * 3 * 64 * 64, rng) + "}\n");
+  OneOp conv =
+      parseOp("%x: f32[1,9,7,64]", "f32[1,9,7,64]",
+              "convolution(%x, %w) {padding_low = [1, 1], padding_high = [1, 1], "
+              "dimension_numbers = \"b01f_01io->b01f\"}",
+              "  %w = f32[3,3,64,64] constant() {value = " + literal(3 * 3 * 64 * 64, rng) + "}\n");
   ASSERT_NE(conv.node, nullptr);
   std::vector<PostOp> ops{binary(PostOp::Kind::Add, {64}, {3}),
                           binary(PostOp::Kind::Add, {1, 9, 7, 64}, {0, 1, 2, 3}), relu};

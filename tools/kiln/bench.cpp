@@ -113,15 +113,8 @@ Status bench(const BenchOptions& b) {
   int threads = 1;
   if (o.backend == "cpu") {
     if (!exe) {
-      runtime::CompileOptions co;
-      co.dims = bound.symbols;
-      co.optLevel = o.optLevel;
-      co.postOps = o.postOps;
-      co.threads = o.threads;
-      if (o.cache) {
-        co.cacheDir = o.cacheDir.empty() ? runtime::defaultCacheDir() : o.cacheDir;
-        co.sourceKey = program.sourceKey;
-      }
+      runtime::CompileOptions co = compileOptions(o, bound.symbols, program.sourceKey);
+      co.instrumentation = PassManagerOptions{};
       KILN_ASSIGN_OR_RETURN(exe, runtime::Executable::compile(std::move(program.module), co));
       times = exe->times();
       const std::string& report = exe->cacheReport();
@@ -167,8 +160,8 @@ Status bench(const BenchOptions& b) {
         "\"run_ms\": {\"median\": %.4f, \"min\": %.4f, \"max\": %.4f, \"repeat\": %d, "
         "\"warmup\": %d}%s%s}\n",
         o.program.c_str(), o.backend.c_str(), threads, o.optLevel, compile, program.loadMs,
-        times.passes, times.fusion, times.lowering, times.codegen, times.buffers,
-        times.cacheLoad, cache.c_str(), median, ms.front(), ms.back(), b.repeat, b.warmup,
+        times.passes, times.fusion, times.lowering, times.codegen, times.buffers, times.cacheLoad,
+        cache.c_str(), median, ms.front(), ms.back(), b.repeat, b.warmup,
         roofline.empty() ? "" : ", \"roofline\": ", roofline.c_str());
     return Status::ok();
   }
@@ -183,8 +176,8 @@ Status bench(const BenchOptions& b) {
   else
     std::printf("compile: %.1f ms (import %.1f, passes %.1f, fusion %.1f, lowering %.1f, codegen "
                 "%.1f, buffers %.1f; cache %s)\n",
-                compile, program.loadMs, times.passes, times.fusion, times.lowering,
-                times.codegen, times.buffers, cache.c_str());
+                compile, program.loadMs, times.passes, times.fusion, times.lowering, times.codegen,
+                times.buffers, cache.c_str());
   std::printf(
       "run: median %.3f ms, min %.3f ms, max %.3f ms over %d runs (after %d warm-up runs)\n",
       median, ms.front(), ms.back(), b.repeat, b.warmup);

@@ -32,12 +32,7 @@ Options:
 Status compileProgram(const RunOptions& o, const std::string& out) {
   KILN_ASSIGN_OR_RETURN(LoadedProgram program, loadProgram(o.program));
   if (program.format == "kiln") return Status::error(o.program + " is already an artifact");
-  runtime::CompileOptions co;
-  co.dims = o.dims;
-  co.optLevel = o.optLevel;
-  co.postOps = o.postOps;
-  co.threads = o.threads;
-  co.instrumentation = o.instrumentation;
+  runtime::CompileOptions co = compileOptions(o, o.dims, "");
   auto start = std::chrono::steady_clock::now();
   KILN_ASSIGN_OR_RETURN(auto exe, runtime::Executable::compile(std::move(program.module), co));
   std::string bytes = exe->serialize();
@@ -62,7 +57,8 @@ int compileCommand(const std::vector<std::string>& args) {
       return 0;
     }
     if (a == "-o" || a == "--output") {
-      if (i + 1 >= args.size()) return reportError(Status::error(a + " expects a file"), kExitUsage);
+      if (i + 1 >= args.size())
+        return reportError(Status::error(a + " expects a file"), kExitUsage);
       out = args[++i];
     } else if (a.rfind("--output=", 0) == 0) {
       out = a.substr(9);

@@ -56,14 +56,14 @@ StatusOr<LoadedProgram> loadProgram(const std::string& path) {
   } else if (ext == ".kiln") {
     KILN_ASSIGN_OR_RETURN(p.artifact, readTextFile(path));
     p.format = "kiln";
-    p.loadMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                   .count();
+    p.loadMs =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     return p;
   } else {
     std::string what = ext.empty() ? "no file extension" : "unknown extension '" + ext + "'";
-    return Status::error(
-        "cannot tell the program format: " + what + " (expected .kir, .onnx or .kiln)",
-        Location{path, 0, 0});
+    return Status::error("cannot tell the program format: " + what +
+                             " (expected .kir, .onnx or .kiln)",
+                         Location{path, 0, 0});
   }
   if (!p.module->entry())
     return Status::error("the program has no function to run", Location{path, 0, 0});

@@ -179,12 +179,11 @@ std::string rooflineReport(const runtime::Executable& exe,
     const auto& k = kernels[order[i]];
     double ms = med[order[i]];
     bool compute = k.kind == fusion::KernelKind::Contraction;
-    double rate = ms > 0 ? (compute ? k.flops : double(k.bytesRead + k.bytesWritten)) / (ms * 1e6)
-                         : 0;
+    double rate =
+        ms > 0 ? (compute ? k.flops : double(k.bytesRead + k.bytesWritten)) / (ms * 1e6) : 0;
     std::snprintf(buf, sizeof buf, "    k%-3d %-12s %8.3f ms  %7.1f %s  %3.0f%%  %s\n", k.id,
                   std::string(fusion::kernelKindName(k.kind)).c_str(), ms, rate,
-                  compute ? "GFLOP/s" : "GB/s",
-                  100 * rate / (compute ? c.matmulGFs : c.copyGBs),
+                  compute ? "GFLOP/s" : "GB/s", 100 * rate / (compute ? c.matmulGFs : c.copyGBs),
                   std::string(opName(k.anchor->op())).c_str());
     out += buf;
   }

@@ -13,9 +13,9 @@ namespace kiln::cli {
 
 struct Ceilings {
   int threads = 1;
-  double copyGBs = 0;       // memcpy of 256 MiB, split over `threads` threads, best of 5
-  double matmulGFs = 0;     // a 2048^3 f32 dot_general through Kiln (oneDNN), best of 3
-  double fusedGBs = 0;      // gelu(x*w+b)+r over 64M f32 elements as one Kiln kernel, best of 3
+  double copyGBs = 0;    // memcpy of 256 MiB, split over `threads` threads, best of 5
+  double matmulGFs = 0;  // a 2048^3 f32 dot_general through Kiln (oneDNN), best of 3
+  double fusedGBs = 0;   // gelu(x*w+b)+r over 64M f32 elements as one Kiln kernel, best of 3
 };
 
 StatusOr<Ceilings> measureCeilings(int threads);

@@ -132,13 +132,13 @@ Status runArtifact(const RunOptions& o, const LoadedProgram& program, RunSummary
                         runtime::Executable::load(program.artifact, o.program, co));
   const Function& f = exe->function();
   summary.function = f.name();
-  summary.stages.push_back({"read", program.loadMs, std::to_string(program.artifact.size()) +
-                                                        " bytes"});
-  summary.stages.push_back({"load artifact", msSince(start),
-                            std::to_string(exe->plan().kernels.size()) + " kernels, " +
-                                std::to_string(exe->uniqueKernels()) +
-                                " distinct, linked from object code; library calls: " +
-                                exe->libraryCalls()});
+  summary.stages.push_back(
+      {"read", program.loadMs, std::to_string(program.artifact.size()) + " bytes"});
+  summary.stages.push_back(
+      {"load artifact", msSince(start),
+       std::to_string(exe->plan().kernels.size()) + " kernels, " +
+           std::to_string(exe->uniqueKernels()) +
+           " distinct, linked from object code; library calls: " + exe->libraryCalls()});
   summary.stages.push_back({"buffers", 0, runtime::describeBufferPlan(exe->buffers())});
   KILN_ASSIGN_OR_RETURN(BoundInputs bound, bindInputs(f, o));
   std::vector<Tensor> values;
@@ -176,16 +176,7 @@ Status runProgram(const RunOptions& o) {
   std::vector<Tensor> results;
   if (o.backend == "cpu") {
     size_t before = f.numNodes();
-    runtime::CompileOptions co;
-    co.dims = bound.symbols;
-    co.optLevel = o.optLevel;
-    co.postOps = o.postOps;
-    co.threads = o.threads;
-    co.instrumentation = o.instrumentation;
-    if (o.cache) {
-      co.cacheDir = o.cacheDir.empty() ? runtime::defaultCacheDir() : o.cacheDir;
-      co.sourceKey = program.sourceKey;
-    }
+    runtime::CompileOptions co = compileOptions(o, bound.symbols, program.sourceKey);
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Executable> exe,
                           runtime::Executable::compile(std::move(program.module), co));
     const runtime::CompileTimes& t = exe->times();

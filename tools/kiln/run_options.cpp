@@ -177,6 +177,21 @@ Exit status: 0 on success, 1 on an error (one line on stderr: "kiln: error: ..."
 usage error.
 )";
 
+runtime::CompileOptions compileOptions(const RunOptions& o, const SymbolBindings& dims,
+                                       const std::string& sourceKey) {
+  runtime::CompileOptions co;
+  co.dims = dims;
+  co.optLevel = o.optLevel;
+  co.postOps = o.postOps;
+  co.threads = o.threads;
+  co.instrumentation = o.instrumentation;
+  if (o.cache && !sourceKey.empty()) {
+    co.cacheDir = o.cacheDir.empty() ? runtime::defaultCacheDir() : o.cacheDir;
+    co.sourceKey = sourceKey;
+  }
+  return co;
+}
+
 const char* runUsage() {
   static const std::string text = [] {
     std::string t = kRunUsage;

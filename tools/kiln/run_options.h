@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "passes/pass_manager.h"
+#include "runtime/executable.h"
 #include "support/status.h"
 
 namespace kiln::cli {
@@ -40,6 +41,11 @@ struct RunOptions {
 
 // Parses the arguments after `run`. Every error is a usage error (exit status 2).
 StatusOr<RunOptions> parseRunOptions(const std::vector<std::string>& args);
+
+// The cpu backend's compile options for `o`: `dims` are the symbol sizes bound from the inputs,
+// `sourceKey` identifies the program for the compile cache (no cache when empty or --no-cache).
+runtime::CompileOptions compileOptions(const RunOptions& o, const SymbolBindings& dims,
+                                       const std::string& sourceKey);
 
 // The text of `kiln run --help`.
 const char* runUsage();

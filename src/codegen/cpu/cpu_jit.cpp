@@ -235,8 +235,8 @@ CpuCompiler::compileAll(const std::vector<const kernel::Kernel*>& kernels) {
 
 StatusOr<std::vector<std::unique_ptr<CompiledKernel>>>
 CpuCompiler::loadObject(std::string_view object, const std::vector<std::string>& symbols) {
-  auto buffer = llvm::MemoryBuffer::getMemBufferCopy(
-      llvm::StringRef(object.data(), object.size()), "kiln_cpu_object");
+  auto buffer = llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(object.data(), object.size()),
+                                                     "kiln_cpu_object");
   return impl_->link(std::move(buffer), symbols);
 }
 

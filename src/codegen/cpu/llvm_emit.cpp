@@ -4,11 +4,11 @@
 // i16). The numerics follow the reference interpreter (src/interp/eval_elementwise.cpp); see
 // docs/codegen.md.
 #include "codegen/cpu/llvm_emit.h"
-#include "codegen/cpu/llvm_math.h"
 
 #include <algorithm>
 #include <utility>
 
+#include "codegen/cpu/llvm_math.h"
 #include "ir/tensor.h"
 #include "llvm/IR/Constants.h"
 #include "llvm/IR/DerivedTypes.h"

@@ -30,8 +30,8 @@ struct EmitOptions {
   // f32 exp (also in sigmoid) and erf (also in gelu) as vectorizable arithmetic (llvm_math.h)
   // instead of double-precision libm calls rounded once; false gives the interpreter's bits.
   bool approximateMath = true;
-  std::string cpu;        // "target-cpu" attribute of every function
-  std::string features;   // "target-features" attribute of every function
+  std::string cpu;       // "target-cpu" attribute of every function
+  std::string features;  // "target-features" attribute of every function
 };
 
 // Emits one entry function per kernel into `m` (named prefix + kernel name, sanitized), with

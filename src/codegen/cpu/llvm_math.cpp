@@ -5,9 +5,7 @@
 namespace kiln::codegen::cpu {
 namespace {
 
-llvm::Value* c(llvm::IRBuilder<>& b, double v) {
-  return llvm::ConstantFP::get(b.getFloatTy(), v);
-}
+llvm::Value* c(llvm::IRBuilder<>& b, double v) { return llvm::ConstantFP::get(b.getFloatTy(), v); }
 
 // Horner evaluation of sum coeffs[i] * t^i (coeffs from the highest degree down).
 llvm::Value* horner(llvm::IRBuilder<>& b, llvm::Value* t, std::initializer_list<double> coeffs) {
@@ -26,8 +24,8 @@ llvm::Value* emitExpF32(llvm::IRBuilder<>& b, llvm::Value* x) {
   // correctly scaled denormals, results above FLT_MAX as inf).
   llvm::Value* xc = b.CreateBinaryIntrinsic(llvm::Intrinsic::maxnum, x, c(b, -104.0));
   xc = b.CreateBinaryIntrinsic(llvm::Intrinsic::minnum, xc, c(b, 88.8));
-  llvm::Value* n =
-      b.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven, b.CreateFMul(xc, c(b, 1.44269504088896341)));
+  llvm::Value* n = b.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven,
+                                          b.CreateFMul(xc, c(b, 1.44269504088896341)));
   llvm::Value* r = b.CreateFSub(xc, b.CreateFMul(n, c(b, 0.693359375)));
   r = b.CreateFSub(r, b.CreateFMul(n, c(b, -2.12194440e-4)));
   llvm::Value* p = horner(b, r,

@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <exception>
+#include <limits>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 #include <string>
@@ -212,8 +212,8 @@ class OneDnnKernel final : public LibraryKernel {
                std::string description)
       : engine_(cpuEngine()), prim_(std::move(prim)), src_(std::move(src)),
         weights_(std::move(weights)), dst_(std::move(dst)), scratch_(std::move(scratch)),
-        packedWeights_(std::move(packedWeights)), binaries_(std::move(binaries)),
-        threads_(threads), description_(std::move(description)) {}
+        packedWeights_(std::move(packedWeights)), binaries_(std::move(binaries)), threads_(threads),
+        description_(std::move(description)) {}
 
   Status run(void* const* buffers) const override {
     try {
@@ -365,9 +365,8 @@ std::vector<int64_t> runDims(const Run& r, size_t offset) {
   return d;
 }
 
-StatusOr<std::unique_ptr<LibraryKernel>> createMatmul(const Node& n,
-                                                      const std::vector<kernel::PostOp>& postOps,
-                                                      int threads) {
+StatusOr<std::unique_ptr<LibraryKernel>>
+createMatmul(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads) {
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> ld, f32Dims(n.operand(0), "lhs"));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> rd, f32Dims(n.operand(1), "rhs"));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> od, f32Dims(n.result(0), "result"));
@@ -534,8 +533,8 @@ createConvolution(const Node& n, const std::vector<kernel::PostOp>& postOps, int
                                       dStrides, dDilation, dLo, dHi);
     return dnnl::convolution_forward::primitive_desc(d, attr, cpuEngine());
   };
-  return finish<dnnl::convolution_forward>(n, threads, srcMd, weiMd, dstMd, makePd, what,
-                                           postOps, dstDims);
+  return finish<dnnl::convolution_forward>(n, threads, srcMd, weiMd, dstMd, makePd, what, postOps,
+                                           dstDims);
 }
 
 }  // namespace

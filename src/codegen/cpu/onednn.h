@@ -33,7 +33,6 @@
 
 #include <memory>
 #include <string>
-
 #include <vector>
 
 #include "ir/ir.h"
@@ -55,8 +54,8 @@ class LibraryKernel {
 };
 
 // The oneDNN kernel for `n` (a convolution or dot_general whose shapes and layout oneDNN can
-// take directly) followed by `postOps`, or an error saying why not (the caller then falls back to the reference
-// kernel). threads <= 0: the OpenMP default (one per CPU).
+// take directly) followed by `postOps`, or an error saying why not (the caller then falls back to
+// the reference kernel). threads <= 0: the OpenMP default (one per CPU).
 StatusOr<std::unique_ptr<LibraryKernel>>
 createOneDnnKernel(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads);
 

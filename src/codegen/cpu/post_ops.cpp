@@ -27,8 +27,8 @@ float eltwise(const PostOp& p, float x) {
 
 }  // namespace
 
-void applyPostOps(const std::vector<PostOp>& ops, const std::vector<int64_t>& shape,
-                  float* result, const void* const* operands) {
+void applyPostOps(const std::vector<PostOp>& ops, const std::vector<int64_t>& shape, float* result,
+                  const void* const* operands) {
   int64_t total = 1;
   for (int64_t d : shape) total *= d;
   size_t next = 0;

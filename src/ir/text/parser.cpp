@@ -567,8 +567,7 @@ Status Parser::parseDataEntry() {
         need > blob_.size() - at)
       return errorAt(off, "data @" + nameTok.str + ": " + std::to_string(need) +
                               " bytes at blob offset " + std::string(off.text) +
-                              " lie outside the blob (" + std::to_string(blob_.size()) +
-                              " bytes)");
+                              " lie outside the blob (" + std::to_string(blob_.size()) + " bytes)");
     Tensor t(type.dtype(), type.staticDims());
     if (need) std::memcpy(t.mutableBytes(), blob_.data() + at, need);
     data_[nameTok.str] = DataEntry{std::move(t), locOf(nameTok)};

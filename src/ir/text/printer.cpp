@@ -297,8 +297,7 @@ class FunctionPrinter {
   std::map<const Value*, std::string> names_;
 };
 
-void printDataEntry(const std::string& name, const Tensor& t, std::string& out,
-                    std::string* blob) {
+void printDataEntry(const std::string& name, const Tensor& t, std::string& out, std::string* blob) {
   static const char* kHex = "0123456789abcdef";
   if (blob) {
     blob->resize((blob->size() + 63) / 64 * 64, '\0');
@@ -331,8 +330,7 @@ std::string printModule(const Module& m, const PrintOptions& opts) {
     FunctionPrinter(*fns[i], data, opts).print(out);
   }
   if (!data.entries().empty()) out += "\n";
-  for (const auto& [name, tensor] : data.entries())
-    printDataEntry(name, *tensor, out, opts.blob);
+  for (const auto& [name, tensor] : data.entries()) printDataEntry(name, *tensor, out, opts.blob);
   return out;
 }
 
