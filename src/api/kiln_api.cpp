@@ -8,12 +8,15 @@ namespace kiln {
 
 StatusOr<std::unique_ptr<Executable>> compileOnnxFile(const std::string& path,
                                                       const CompileOptions& options) {
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, onnx::importModelFile(path));
   CompileOptions o = options;
-  if (!o.cacheDir.empty() && o.sourceKey.empty()) {
-    KILN_ASSIGN_OR_RETURN(std::string bytes, runtime::readWholeFile(path));
-    o.sourceKey = "onnx " + hex64(hash64(bytes));
+  if (o.cacheDir.empty() || !o.sourceKey.empty()) {
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, onnx::importModelFile(path));
+    return Executable::compile(std::move(m), o);
   }
+  // The cache key hashes the file's bytes: read once, for the key and the import.
+  KILN_ASSIGN_OR_RETURN(std::string bytes, runtime::readWholeFile(path));
+  o.sourceKey = "onnx " + hex64(hash64(bytes));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, onnx::importModelFile(path, bytes));
   return Executable::compile(std::move(m), o);
 }
 

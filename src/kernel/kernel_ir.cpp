@@ -240,6 +240,20 @@ int64_t elementCount(const std::vector<int64_t>& shape) {
   return n;
 }
 
+namespace {
+void collectCalls(const StmtRef& s, std::vector<const Stmt*>& out) {
+  if (!s) return;
+  if (s->kind == Stmt::Kind::Call) out.push_back(s.get());
+  for (const auto& b : s->body) collectCalls(b, out);
+}
+}  // namespace
+
+std::vector<const Stmt*> callsOf(const Kernel& k) {
+  std::vector<const Stmt*> out;
+  collectCalls(k.body, out);
+  return out;
+}
+
 int64_t Buffer::elements() const {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;

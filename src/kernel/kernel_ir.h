@@ -220,6 +220,10 @@ struct Kernel {
   const Buffer* find(const std::string& name) const;
 };
 
+// The Call statements of a kernel in pre-order (a Call inside a loop once): the numbering the
+// CPU code generator gives them.
+std::vector<const Stmt*> callsOf(const Kernel& k);
+
 // The readable text of a kernel (the format of the example at the top of this file).
 std::string printKernel(const Kernel& k);
 std::string printExpr(const ExprRef& e);

@@ -879,9 +879,13 @@ class Lowerer {
   // The post-op that `u` (the only user of `cur`) applies to `cur`, or none.
   std::optional<PostOp> postOpFor(const Node* u, const Value* cur) {
     const std::vector<int64_t> shape = cur->type().staticDims();
-    auto clamp = [](double lo, double hi) {
+    auto unaryOp = [](PostOp::Kind kind) {
       PostOp p;
-      p.kind = PostOp::Kind::Clamp;
+      p.kind = kind;
+      return p;
+    };
+    auto clamp = [&](double lo, double hi) {
+      PostOp p = unaryOp(PostOp::Kind::Clamp);
       p.lo = lo;
       p.hi = hi;
       return p;
@@ -908,11 +912,11 @@ class Lowerer {
         if (!lo || !hi || std::isnan(*lo) || std::isnan(*hi) || *lo > *hi) return std::nullopt;
         return clamp(*lo, *hi);
       }
-      case OpCode::Sigmoid: return PostOp{PostOp::Kind::Sigmoid, "", {}, {}, 0, 0};
-      case OpCode::Tanh: return PostOp{PostOp::Kind::Tanh, "", {}, {}, 0, 0};
+      case OpCode::Sigmoid: return unaryOp(PostOp::Kind::Sigmoid);
+      case OpCode::Tanh: return unaryOp(PostOp::Kind::Tanh);
       case OpCode::Gelu: {
         bool tanh = u->attrEnum("approximate") == "tanh";
-        return PostOp{tanh ? PostOp::Kind::GeluTanh : PostOp::Kind::Gelu, "", {}, {}, 0, 0};
+        return unaryOp(tanh ? PostOp::Kind::GeluTanh : PostOp::Kind::Gelu);
       }
       default: return std::nullopt;
     }

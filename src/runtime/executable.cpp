@@ -59,13 +59,6 @@ double msSince(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
 
-// The Call statements of a kernel in pre-order: the numbering the CPU code generator uses.
-void collectCalls(const kernel::StmtRef& s, std::vector<const kernel::Stmt*>& out) {
-  if (!s) return;
-  if (s->kind == kernel::Stmt::Kind::Call) out.push_back(s.get());
-  for (const auto& b : s->body) collectCalls(b, out);
-}
-
 // The kernel IR text with the kernel and its buffers named by position: kernels with the same key
 // compile to the same code.
 std::string structuralKey(const kernel::Kernel& k) {
@@ -191,10 +184,8 @@ Status writeFile(const std::string& path, const std::string& text) {
 Executable::Executable(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Executable::~Executable() = default;
 
-namespace {
-
 // What runs each library call, and why not oneDNN (or not its post-ops) where it is not.
-std::string describeCalls(const Executable::Impl& impl) {
+std::string Executable::describeCalls(const Impl& impl) {
   std::string text;
   for (size_t i = 0; i < impl.kernels.size(); ++i)
     for (const LibraryCall& c : impl.calls[i]) {
@@ -207,8 +198,6 @@ std::string describeCalls(const Executable::Impl& impl) {
   return text;
 }
 
-}  // namespace
-
 StatusOr<std::unique_ptr<Executable>> Executable::compile(std::unique_ptr<Module> module,
                                                           const CompileOptions& options) {
   if (options.backend != "cpu")
@@ -218,9 +207,8 @@ StatusOr<std::unique_ptr<Executable>> Executable::compile(std::unique_ptr<Module
   // the same options, for this target and this Kiln.
   std::string cachePath, cacheReport;
   if (!options.cacheDir.empty() && !options.sourceKey.empty()) {
-    KILN_ASSIGN_OR_RETURN(auto probe, codegen::cpu::CpuCompiler::create());
-    std::string key = options.sourceKey + "\n" + optionsText(options) + "\n" + probe->target() +
-                      "\nkiln " + kKilnVersion;
+    std::string key = options.sourceKey + "\n" + optionsText(options) + "\n" +
+                      codegen::cpu::hostTarget() + "\nkiln " + kKilnVersion;
     cachePath = (std::filesystem::path(options.cacheDir) / (hex64(hash64(key)) + ".kiln")).string();
     if (std::filesystem::exists(cachePath)) {
       auto start = Clock::now();
@@ -300,8 +288,7 @@ Status Executable::build(Impl& impl, std::unique_ptr<Module> module,
   constexpr double kSmallCallFlops = 8e6;
   std::vector<std::pair<LibraryCall*, double>> pending;
   for (size_t i = 0; i < impl.kernels.size(); ++i) {
-    std::vector<const kernel::Stmt*> stmts;
-    collectCalls(impl.kernels[i].body, stmts);
+    std::vector<const kernel::Stmt*> stmts = kernel::callsOf(impl.kernels[i]);
     impl.calls.emplace_back(stmts.size());
     for (size_t j = 0; j < stmts.size(); ++j) {
       impl.calls.back()[j].stmt = stmts[j];
@@ -446,7 +433,7 @@ Status Executable::build(Impl& impl, std::unique_ptr<Module> module,
 std::string Executable::serialize() const {
   const Impl& m = *impl_;
   Sections s;
-  s["meta"] = "kiln " + std::string(kKilnVersion) + "\ntarget " + m.compilers[0]->target() +
+  s["meta"] = "kiln " + std::string(kKilnVersion) + "\ntarget " + codegen::cpu::hostTarget() +
               "\noptions " + optionsText(m.options) + "\n";
   PrintOptions po;
   std::string blob;
@@ -490,10 +477,10 @@ StatusOr<std::unique_ptr<Executable>> Executable::load(std::string_view bytes,
   if (meta["kiln"] != kKilnVersion)
     return Status::error(source + ": compiled by Kiln " + meta["kiln"] + ", this is Kiln " +
                          kKilnVersion + ": compile the model again");
-  KILN_ASSIGN_OR_RETURN(auto probe, codegen::cpu::CpuCompiler::create());
-  if (meta["target"] != probe->target())
+  const std::string host = codegen::cpu::hostTarget();
+  if (meta["target"] != host)
     return Status::error(source + ": compiled for CPU '" + meta["target"] + "', this machine is '" +
-                         probe->target() + "': compile the model again here");
+                         host + "': compile the model again here");
   auto impl = std::make_unique<Impl>();
   // What shapes the code (optimisation level, fusion, post-ops) comes from the artifact; how to
   // run it (threads) from the caller.

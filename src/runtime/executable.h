@@ -103,11 +103,10 @@ class Executable {
   // The artifact this executable was loaded from ("" when compiled here).
   const std::string& loadedFrom() const;
 
- public:
+ private:
   struct Impl;
   struct ObjectUnit;
-
- private:
+  static std::string describeCalls(const Impl& impl);
   static Status build(Impl& impl, std::unique_ptr<Module> module,
                       const std::vector<ObjectUnit>* objects);
   explicit Executable(std::unique_ptr<Impl> impl);

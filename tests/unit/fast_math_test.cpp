@@ -54,22 +54,30 @@ void expectSpecial(float got, float want, float x, const char* what) {
   else EXPECT_EQ(got, want) << what << "(" << x << ")";
 }
 
-TEST(FastMath, Exp) {
-  std::vector<float> x = sweep(-110, 95);
-  std::vector<float> y = runOp("exp", x);
+// The largest ulp error of `op` over `x` against `ref` (double) rounded to f32, for normal
+// results; results below FLT_MIN must be within `tiny` absolute, and special inputs or results
+// (inf, NaN) must be exactly libm's.
+double worstUlps(const char* op, const std::vector<float>& x, double (*ref)(double), double tiny) {
+  std::vector<float> y = runOp(op, x);
   double worst = 0;
   for (size_t i = 0; i < x.size(); ++i) {
-    float want = static_cast<float>(std::exp(double(x[i])));
+    float want = static_cast<float>(ref(double(x[i])));
     if (!std::isfinite(want) || !std::isfinite(x[i])) {
-      expectSpecial(y[i], want, x[i], "exp");
+      expectSpecial(y[i], want, x[i], op);
     } else if (want >= std::numeric_limits<float>::min()) {
       worst = std::max(worst, ulps(y[i], want));
     } else {
-      EXPECT_LE(std::abs(double(y[i]) - double(want)), 2e-38) << "exp(" << x[i] << ")";
+      EXPECT_LE(std::abs(double(y[i]) - double(want)), tiny) << op << "(" << x[i] << ")";
     }
   }
-  EXPECT_LE(worst, 2.0);
-  std::printf("exp: max %.2f ulp\n", worst);
+  std::printf("%s: max %.2f ulp\n", op, worst);
+  return worst;
+}
+
+TEST(FastMath, Exp) {
+  EXPECT_LE(worstUlps(
+                "exp", sweep(-110, 95), [](double v) { return std::exp(v); }, 2e-38),
+            2.0);
 }
 
 TEST(FastMath, Erf) {
@@ -86,21 +94,8 @@ TEST(FastMath, Erf) {
 }
 
 TEST(FastMath, Sigmoid) {
-  std::vector<float> x = sweep(-100, 100);
-  std::vector<float> y = runOp("sigmoid", x);
-  double worst = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    float want = static_cast<float>(1.0 / (1.0 + std::exp(-double(x[i]))));
-    if (std::isnan(x[i]) || std::isinf(x[i])) {
-      expectSpecial(y[i], want, x[i], "sigmoid");
-    } else if (want >= std::numeric_limits<float>::min()) {
-      worst = std::max(worst, ulps(y[i], want));
-    } else {
-      EXPECT_LE(std::abs(double(y[i]) - double(want)), 1e-37) << "sigmoid(" << x[i] << ")";
-    }
-  }
-  EXPECT_LE(worst, 3.0);
-  std::printf("sigmoid: max %.2f ulp\n", worst);
+  auto sigmoid = [](double v) { return 1.0 / (1.0 + std::exp(-v)); };
+  EXPECT_LE(worstUlps("sigmoid", sweep(-100, 100), sigmoid, 1e-37), 3.0);
 }
 
 }  // namespace

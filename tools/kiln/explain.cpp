@@ -114,10 +114,7 @@ Status explain(const ExplainOptions& o) {
   // stays a loop nest.
   std::string calls;
   for (const kernel::Kernel& k : kernels)
-    for (const kernel::StmtRef& s : k.body->kind == kernel::Stmt::Kind::Call
-                                        ? std::vector<kernel::StmtRef>{k.body}
-                                        : k.body->body) {
-      if (!s || s->kind != kernel::Stmt::Kind::Call || !s->node) continue;
+    for (const kernel::Stmt* s : kernel::callsOf(k)) {
       calls += "  " + k.name + "  " + s->callee;
       for (size_t i = 0; i < s->postOps.size(); ++i)
         calls += std::string(i ? ", " : "  post-ops ") + kernel::postOpName(s->postOps[i].kind);

@@ -50,7 +50,7 @@ StatusOr<LoadedProgram> loadProgram(const std::string& path) {
     p.sourceKey = "kir " + hex64(hash64(text));
   } else if (ext == ".onnx") {
     KILN_ASSIGN_OR_RETURN(std::string bytes, readTextFile(path));
-    KILN_ASSIGN_OR_RETURN(p.module, onnx::importModelFile(path));
+    KILN_ASSIGN_OR_RETURN(p.module, onnx::importModelFile(path, bytes));
     p.format = "onnx";
     p.sourceKey = "onnx " + hex64(hash64(bytes));
   } else if (ext == ".kiln") {

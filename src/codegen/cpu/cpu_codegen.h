@@ -58,6 +58,11 @@ class CompiledKernel {
   virtual ~CompiledKernel() = default;
 };
 
+// The exact target this machine's code is generated for: LLVM's host CPU name and its full
+// feature string, without creating a JIT. Object code (CpuCompiler::lastObject) only loads
+// where this is the same.
+std::string hostTarget();
+
 class CpuCompiler {
  public:
   static StatusOr<std::unique_ptr<CpuCompiler>> create(const CodegenOptions& options = {});
@@ -80,9 +85,6 @@ class CpuCompiler {
   // `symbols` (CompiledKernel::symbol() of the kernels compiled with it), in that order.
   StatusOr<std::vector<std::unique_ptr<CompiledKernel>>>
   loadObject(std::string_view object, const std::vector<std::string>& symbols);
-  // The exact target code is generated for: LLVM's CPU name and its full feature string.
-  // Object code only loads where this is the same.
-  std::string target() const;
   // LLVM's warnings on the last successful compile, one per line: "warning: loop not
   // vectorized: ..." when a Vectorized loop stayed scalar (a libm call in its body, say).
   std::string lastDiagnostics() const;

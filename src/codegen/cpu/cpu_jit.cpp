@@ -141,6 +141,15 @@ struct CpuCompiler::Impl {
 CpuCompiler::CpuCompiler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CpuCompiler::~CpuCompiler() = default;
 
+std::string hostTarget() {
+  auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!jtmb) {
+    llvm::consumeError(jtmb.takeError());
+    return "";
+  }
+  return jtmb->getCPU() + " " + jtmb->getFeatures().getString();
+}
+
 StatusOr<std::unique_ptr<CpuCompiler>> CpuCompiler::create(const CodegenOptions& options) {
   static std::once_flag initOnce;
   std::call_once(initOnce, [] {
@@ -241,8 +250,6 @@ CpuCompiler::loadObject(std::string_view object, const std::vector<std::string>&
 }
 
 std::string CpuCompiler::lastObject() const { return impl_->lastObject; }
-
-std::string CpuCompiler::target() const { return impl_->cpu + " " + impl_->features; }
 
 std::string CpuCompiler::lastLlvmIr() const { return impl_->lastIr; }
 std::string CpuCompiler::lastDiagnostics() const { return impl_->lastDiagnostics; }

@@ -135,6 +135,9 @@ StatusOr<PostOpsPlan> planPostOps(const std::vector<kernel::PostOp>& postOps,
                                   const std::vector<std::vector<int64_t>>& axisDims) {
   using kernel::PostOp;
   PostOpsPlan plan;
+  auto eltwise = [&](dnnl::algorithm a, float alpha = 0.0f, float beta = 0.0f) {
+    plan.ops.append_eltwise(1.0f, a, alpha, beta);
+  };
   for (size_t i = 0; i < postOps.size(); ++i) {
     const PostOp& p = postOps[i];
     plan.text += std::string(i ? "+" : ", post-ops ") + kernel::postOpName(p.kind);
@@ -177,27 +180,19 @@ StatusOr<PostOpsPlan> planPostOps(const std::vector<kernel::PostOp>& postOps,
       }
       case PostOp::Kind::Clamp:
         if (p.lo == 0 && std::isinf(p.hi) && p.hi > 0) {
-          plan.ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+          eltwise(dnnl::algorithm::eltwise_relu);
         } else {
           constexpr float kMax = std::numeric_limits<float>::max();
           auto bound = [&](double v) {
             return static_cast<float>(std::clamp(v, -double(kMax), double(kMax)));
           };
-          plan.ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, bound(p.lo), bound(p.hi));
+          eltwise(dnnl::algorithm::eltwise_clip, bound(p.lo), bound(p.hi));
         }
         break;
-      case PostOp::Kind::Sigmoid:
-        plan.ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_logistic, 0.0f, 0.0f);
-        break;
-      case PostOp::Kind::Tanh:
-        plan.ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_tanh, 0.0f, 0.0f);
-        break;
-      case PostOp::Kind::Gelu:
-        plan.ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
-        break;
-      case PostOp::Kind::GeluTanh:
-        plan.ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_tanh, 0.0f, 0.0f);
-        break;
+      case PostOp::Kind::Sigmoid: eltwise(dnnl::algorithm::eltwise_logistic); break;
+      case PostOp::Kind::Tanh: eltwise(dnnl::algorithm::eltwise_tanh); break;
+      case PostOp::Kind::Gelu: eltwise(dnnl::algorithm::eltwise_gelu_erf); break;
+      case PostOp::Kind::GeluTanh: eltwise(dnnl::algorithm::eltwise_gelu_tanh); break;
     }
   }
   return plan;

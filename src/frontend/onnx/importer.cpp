@@ -494,15 +494,28 @@ StatusOr<std::vector<Unsupported>> checkModelBytes(std::string_view bytes,
   return list;
 }
 
-StatusOr<std::unique_ptr<Module>> importModelFile(const std::string& path,
-                                                  const ImportOptions& options) {
-  KILN_ASSIGN_OR_RETURN(std::string bytes, readFileLimited(path, "model file"));
+namespace {
+
+StatusOr<std::unique_ptr<Module>> importReadFile(const std::string& path, std::string_view bytes,
+                                                 const ImportOptions& options) {
   auto r = importModelBytes(bytes, parentDir(path), options);
   if (!r) {
     Status s = r.status();
     return s.prefix(path);
   }
   return r;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Module>> importModelFile(const std::string& path,
+                                                  const ImportOptions& options) {
+  KILN_ASSIGN_OR_RETURN(std::string bytes, readFileLimited(path, "model file"));
+  return importReadFile(path, bytes, options);
+}
+
+StatusOr<std::unique_ptr<Module>> importModelFile(const std::string& path, std::string_view bytes) {
+  return importReadFile(path, bytes, ImportOptions{});
 }
 
 StatusOr<std::unique_ptr<Module>> importModelFile(const std::string& path) {

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ir/ir.h"
@@ -15,6 +16,10 @@ namespace kiln::onnx {
 // The function is named "main"; parameters are the graph inputs that are not initializers,
 // named as in the model; outputs are named after the graph outputs.
 StatusOr<std::unique_ptr<Module>> importModelFile(const std::string& path);
+// Same, for the bytes of the file at `path` that the caller has already read (to hash them for
+// the compile cache, say): external data still resolves relative to `path`'s folder, and errors
+// name `path`.
+StatusOr<std::unique_ptr<Module>> importModelFile(const std::string& path, std::string_view bytes);
 
 // One thing in a model that Kiln cannot handle.
 struct Unsupported {
