@@ -10,6 +10,7 @@
 
 #include "ir/text/text.h"
 #include "kernel/lower_opaque.h"
+#include "kernel/simplify.h"
 
 namespace kiln::kernel {
 namespace {
@@ -187,9 +188,10 @@ class Lowerer {
 
   // A loop nest over `shape`: calls body(index) for the innermost body. The outer loop is
   // parallel when the nest is large enough, the inner one vectorized when asked.
+  // `work` is the work of one element (the length of a reduction row).
   StmtRef nest(const std::vector<int64_t>& shape, bool vectorizeInner,
                const std::function<StmtRef(const Index&)>& body, const char* prefix = "i",
-               bool parallelOuter = true) {
+               bool parallelOuter = true, int64_t work = 1) {
     // Dims of extent 1 get no loop (their index is 0); the outermost remaining loop is the
     // parallel one.
     Index idx;
@@ -206,7 +208,7 @@ class Lowerer {
       looped.push_back(i);
     }
     StmtRef s = body(idx);
-    bool parallel = parallelOuter && elementCount(shape) >= kParallelThreshold;
+    bool parallel = parallelOuter && elementCount(shape) * work >= kParallelThreshold;
     for (size_t j = looped.size(); j-- > 0;) {
       size_t i = looped[j];
       LoopKind kind = LoopKind::Serial;
@@ -551,6 +553,54 @@ class Lowerer {
     return binary(BinaryOp::Or, acc, x);
   }
 
+  // Whether a reduction of `kind` over `ct` may split into partial accumulators: its result
+  // must not depend on the order, or reassociation must be allowed.
+  bool splits(const std::string& kind, DType ct) const {
+    if (kind == "sum" || kind == "prod") return !isFloat(ct) || options_.reassociate;
+    return true;
+  }
+
+  // acc[0] = combine(acc[0], x(j)) for j in [0, n), as kReductionLanes partial accumulators:
+  //   lanes[l] = identity;  for jo { vectorized for l: lanes[l] = lanes[l] op x(jo * L + l) }
+  //   the tail j = n - n % L + t into lanes[t];  then acc[0] = acc[0] op lanes[l] for each l.
+  // `outer` wraps the accumulating loops in further (serial) reduction loops.
+  StatusOr<StmtRef> laneReduction(const std::string& acc, const std::string& kind, DType ct,
+                                  int64_t n, const std::function<StatusOr<ExprRef>(ExprRef)>& x,
+                                  const std::function<StmtRef(StmtRef)>& outer = nullptr) {
+    constexpr int64_t L = kReductionLanes;
+    std::string lanes = "lanes" + std::to_string(vars_++);
+    auto update = [&](ExprRef lane, ExprRef j) -> StatusOr<StmtRef> {
+      memo_.clear();
+      KILN_ASSIGN_OR_RETURN(ExprRef v, x(j));
+      return store(lanes, lane, combine(kind, load(lanes, ct, lane), v));
+    };
+    std::vector<StmtRef> accumulate;
+    if (n / L > 0) {
+      std::string jo = freshVar("j"), l = freshVar("l");
+      ExprRef j = binary(BinaryOp::Add, binary(BinaryOp::Mul, var(jo), intConst(L)), var(l));
+      KILN_ASSIGN_OR_RETURN(StmtRef u, update(var(l), j));
+      accumulate.push_back(forLoop(jo, intConst(n / L), LoopKind::Serial,
+                                   forLoop(l, intConst(L), LoopKind::Vectorized, u)));
+    }
+    if (n % L > 0) {
+      std::string t = freshVar("t");
+      KILN_ASSIGN_OR_RETURN(StmtRef u,
+                            update(var(t), binary(BinaryOp::Add, intConst(n - n % L), var(t))));
+      accumulate.push_back(forLoop(t, intConst(n % L), LoopKind::Serial, u));
+    }
+    StmtRef body = block(std::move(accumulate));
+    if (outer) body = outer(body);
+    std::string init = freshVar("l"), merge = freshVar("l");
+    return alloc(lanes, ct, L, MemoryScope::Local,
+                 block({forLoop(init, intConst(L), LoopKind::Vectorized,
+                                store(lanes, var(init), identity(kind, ct))),
+                        body,
+                        forLoop(merge, intConst(L), LoopKind::Serial,
+                                store(acc, intConst(0),
+                                      combine(kind, load(acc, ct, intConst(0)),
+                                              load(lanes, ct, var(merge)))))}));
+  }
+
   // Values to store, split: those of `shape` (stored in the main nest) and the rest (each in a
   // nest of its own, recomputed).
   void splitOutputs(const std::vector<int64_t>& shape, std::vector<const Value*>& main,
@@ -590,7 +640,12 @@ class Lowerer {
     splitOutputs(outShape, main, rest);
     std::string acc = "acc" + std::to_string(vars_), accIdx = "arg" + std::to_string(vars_);
     Status err = Status::ok();
-    StmtRef mainNest = nest(outShape, false, [&](const Index& o) -> StmtRef {
+    // The work of one output element: the elements it reduces.
+    int64_t work = 1;
+    if (a->op() == OpCode::ReduceWindow) work = elementCount(a->attrInts("window_dimensions"));
+    else if (outShape.empty() || elementCount(outShape) > 0)
+      work = std::max<int64_t>(1, elementCount(in) / std::max<int64_t>(1, elementCount(outShape)));
+    auto perOutput = [&](const Index& o) -> StmtRef {
       memo_.clear();
       std::vector<StmtRef> body;
       body.push_back(store(acc, intConst(0), identity(kind, ct)));
@@ -673,8 +728,33 @@ class Lowerer {
         if (valid) next = select(valid, next, cur);
         update = store(acc, intConst(0), next);
       }
-      for (size_t i = rvars.size(); i-- > 0;)
-        update = forLoop(rvars[i], intConst(rextents[i]), LoopKind::Serial, update);
+      // A reduce whose innermost reduced dim is the input's innermost (contiguous) one splits
+      // that loop into vectorized partial accumulators.
+      bool split = !arg && a->op() == OpCode::Reduce && !rvars.empty() && !in.empty() &&
+                   inIdx.back()->kind == Expr::Kind::Var && inIdx.back()->name == rvars.back() &&
+                   rextents.back() >= 2 * kReductionLanes && splits(kind, ct);
+      auto outerLoops = [&](StmtRef s, size_t count) {
+        for (size_t i = count; i-- > 0;)
+          s = forLoop(rvars[i], intConst(rextents[i]), LoopKind::Serial, s);
+        return s;
+      };
+      if (split) {
+        auto lanes = laneReduction(
+            acc, kind, ct, rextents.back(),
+            [&](ExprRef j) {
+              Index at = inIdx;
+              at.back() = j;
+              return valueAt(x, at);
+            },
+            [&](StmtRef s) { return outerLoops(s, rvars.size() - 1); });
+        if (!lanes) {
+          err = lanes.status();
+          return block({});
+        }
+        update = *lanes;
+      } else {
+        update = outerLoops(update, rvars.size());
+      }
       body.push_back(update);
       // The epilogue at the output index reads the accumulator.
       DType resultType = a->result()->type().dtype();
@@ -697,7 +777,8 @@ class Lowerer {
       StmtRef s = alloc(acc, ct, 1, MemoryScope::Local, block(std::move(body)));
       if (arg) s = alloc(accIdx, DType::I64, 1, MemoryScope::Local, s);
       return s;
-    });
+    };
+    StmtRef mainNest = nest(outShape, false, perOutput, "i", true, work);
     KILN_RETURN_IF_ERROR(err);
     StmtRef s = mainNest;
     overrides_.erase(a->result());
@@ -729,7 +810,7 @@ class Lowerer {
     splitOutputs(in, main, rest);
     std::string a0 = "acc" + std::to_string(vars_), a1 = "sum" + std::to_string(vars_);
     Status err = Status::ok();
-    StmtRef rows = nest(rowShape, false, [&](const Index& r) -> StmtRef {
+    auto perRow = [&](const Index& r) -> StmtRef {
       // One pass over the line: body(full index, line index).
       auto pass = [&](const std::function<StatusOr<StmtRef>(const Index&, const Index&)>& f,
                       bool vectorize) -> StmtRef {
@@ -750,27 +831,46 @@ class Lowerer {
             "j", false);
       };
       auto xAt = [&](const Index& full) { return valueAt(x, full); };
+      // acc = acc `kind` value(full index) over the line: split into partial accumulators when
+      // the line is one dim (the others of extent 1) long enough, else one serial pass.
+      size_t longDims = 0, longDim = 0;
+      for (size_t i = 0; i < lineShape.size(); ++i)
+        if (lineShape[i] > 1) longDims++, longDim = i;
+      auto reduceLine = [&](const std::string& acc, const std::string& kind,
+                            const std::function<StatusOr<ExprRef>(const Index&)>& value) {
+        if (longDims == 1 && lineShape[longDim] >= 2 * kReductionLanes && splits(kind, ct)) {
+          auto s = laneReduction(acc, kind, ct, lineShape[longDim], [&](ExprRef j) {
+            Index full(in.size());
+            for (size_t i = 0; i < rowDims.size(); ++i) full[rowDims[i]] = r[i];
+            for (size_t i = 0; i < lineDims.size(); ++i)
+              full[lineDims[i]] = i == longDim ? j : intConst(0);
+            return value(full);
+          });
+          if (s) return *s;
+          err = s.status();
+          return block({});
+        }
+        ExprRef cur = load(acc, ct, intConst(0));
+        return pass(
+            [&](const Index& full, const Index&) -> StatusOr<StmtRef> {
+              KILN_ASSIGN_OR_RETURN(ExprRef v, value(full));
+              return store(acc, intConst(0), combine(kind, cur, v));
+            },
+            false);
+      };
       ExprRef acc0 = load(a0, ct, intConst(0)), acc1 = load(a1, ct, intConst(0));
       std::vector<StmtRef> body;
       if (layerNorm) {
         body.push_back(store(a0, intConst(0), floatConst(0, ct)));
-        body.push_back(pass(
-            [&](const Index& full, const Index&) -> StatusOr<StmtRef> {
-              KILN_ASSIGN_OR_RETURN(ExprRef v, xAt(full));
-              return store(a0, intConst(0), binary(BinaryOp::Add, acc0, v));
-            },
-            false));
+        body.push_back(reduceLine(a0, "sum", xAt));
         body.push_back(
             store(a0, intConst(0), binary(BinaryOp::Div, acc0, floatConst(double(lineSize), ct))));
         body.push_back(store(a1, intConst(0), floatConst(0, ct)));
-        body.push_back(pass(
-            [&](const Index& full, const Index&) -> StatusOr<StmtRef> {
-              KILN_ASSIGN_OR_RETURN(ExprRef v, xAt(full));
-              ExprRef d = binary(BinaryOp::Sub, v, acc0);
-              return store(a1, intConst(0),
-                           binary(BinaryOp::Add, acc1, binary(BinaryOp::Mul, d, d)));
-            },
-            false));
+        body.push_back(reduceLine(a1, "sum", [&](const Index& full) -> StatusOr<ExprRef> {
+          KILN_ASSIGN_OR_RETURN(ExprRef v, xAt(full));
+          ExprRef d = binary(BinaryOp::Sub, v, acc0);
+          return binary(BinaryOp::Mul, d, d);
+        }));
         // a1 becomes 1 / sqrt(var + eps).
         body.push_back(
             store(a1, intConst(0),
@@ -782,21 +882,12 @@ class Lowerer {
       } else {
         body.push_back(
             store(a0, intConst(0), floatConst(-std::numeric_limits<double>::infinity(), ct)));
-        body.push_back(pass(
-            [&](const Index& full, const Index&) -> StatusOr<StmtRef> {
-              KILN_ASSIGN_OR_RETURN(ExprRef v, xAt(full));
-              return store(a0, intConst(0), binary(BinaryOp::Max, acc0, v));
-            },
-            false));
+        body.push_back(reduceLine(a0, "max", xAt));
         body.push_back(store(a1, intConst(0), floatConst(0, ct)));
-        body.push_back(pass(
-            [&](const Index& full, const Index&) -> StatusOr<StmtRef> {
-              KILN_ASSIGN_OR_RETURN(ExprRef v, xAt(full));
-              return store(
-                  a1, intConst(0),
-                  binary(BinaryOp::Add, acc1, unary(UnaryOp::Exp, binary(BinaryOp::Sub, v, acc0))));
-            },
-            false));
+        body.push_back(reduceLine(a1, "sum", [&](const Index& full) -> StatusOr<ExprRef> {
+          KILN_ASSIGN_OR_RETURN(ExprRef v, xAt(full));
+          return unary(UnaryOp::Exp, binary(BinaryOp::Sub, v, acc0));
+        }));
       }
       // The last pass: the anchor's value at each element, and every stored value of x's shape.
       DType resultType = a->result()->type().dtype();
@@ -831,7 +922,8 @@ class Lowerer {
           true));
       return alloc(a0, ct, 1, MemoryScope::Local,
                    alloc(a1, ct, 1, MemoryScope::Local, block(std::move(body))));
-    });
+    };
+    StmtRef rows = nest(rowShape, false, perRow, "i", true, lineSize);
     KILN_RETURN_IF_ERROR(err);
     StmtRef s = rows;
     if (rest.empty()) return s;
@@ -1023,7 +1115,8 @@ class Lowerer {
 
 StatusOr<Kernel> lowerKernel(const Function& f, const fusion::Kernel& k,
                              const LowerOptions& options) {
-  return Lowerer(f, k, options).run();
+  KILN_ASSIGN_OR_RETURN(Kernel lowered, Lowerer(f, k, options).run());
+  return simplifyIndices(lowered);
 }
 
 StatusOr<std::vector<Kernel>> lowerPlan(const Function& f, const fusion::FusionPlan& plan,

@@ -12,7 +12,8 @@
 //   - opaque kernels (scatter, resize, grid_sample, sort, top_k, cumsum): whole-buffer loop
 //     nests of the anchor op (lower_opaque.h); a case that lowering leaves out (sort and top_k
 //     rows past 4096 elements) stays a library call.
-// The outermost loop of a nest is parallel, the innermost (of a loop kernel) vectorized.
+// The outermost loop of a nest is parallel, the innermost (of a loop kernel) vectorized; the
+// innermost loop of a reduction splits into vectorized partial accumulators (LowerOptions).
 //
 // Needs: static shapes (specialise first). The ops of lower_opaque.h have no lowering inside a
 // loop or reduction kernel: they must be the anchor of an opaque kernel (fusion::patternOf makes
@@ -37,7 +38,16 @@ struct LowerOptions {
   // rest of the epilogue stays a loop nest over the call's result. Only for f32 convolutions
   // and matrix products.
   bool postOps = true;
+  // Let floating-point sums and products of reductions reassociate: the innermost reduction
+  // loop over a contiguous run of at least 2 * kReductionLanes elements accumulates into
+  // kReductionLanes partial results (a vectorized loop), combined at the end. max, min, and/or
+  // and integer reductions always split so (their result does not depend on the order); false
+  // keeps float sums and products in the interpreter's order.
+  bool reassociate = true;
 };
+
+// The partial accumulators of a split reduction (two AVX2 vectors of f32).
+inline constexpr int64_t kReductionLanes = 16;
 
 StatusOr<Kernel> lowerKernel(const Function& f, const fusion::Kernel& k,
                              const LowerOptions& options = {});

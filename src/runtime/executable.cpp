@@ -32,7 +32,8 @@ namespace {
 // The options that shape the generated code, as text (artifact meta, cache keys).
 std::string optionsText(const CompileOptions& o) {
   std::string s = "O" + std::to_string(o.optLevel) + (o.fuse ? " fuse" : " no-fuse") +
-                  (o.postOps ? " post-ops" : " no-post-ops");
+                  (o.postOps ? " post-ops" : " no-post-ops") +
+                  (o.reassociate ? " reassociate" : " no-reassociate");
   for (const auto& [symbol, size] : o.dims) s += " " + symbol + "=" + std::to_string(size);
   return s;
 }
@@ -45,11 +46,12 @@ Status parseOptionsText(const std::string& text, CompileOptions& o) {
     words.push_back(text.substr(at, sp - at));
     at = sp + 1;
   }
-  if (words.size() < 3 || (words[0] != "O0" && words[0] != "O1"))
+  if (words.size() < 4 || (words[0] != "O0" && words[0] != "O1"))
     return Status::error("the artifact's options '" + text + "' are not readable");
   o.optLevel = words[0][1] - '0';
   o.fuse = words[1] == "fuse";
   o.postOps = words[2] == "post-ops";
+  o.reassociate = words[3] == "reassociate";
   return Status::ok();
 }
 
@@ -278,6 +280,7 @@ Status Executable::build(Impl& impl, std::unique_ptr<Module> module,
   start = Clock::now();
   kernel::LowerOptions lo;
   lo.postOps = options.postOps;
+  lo.reassociate = options.reassociate;
   KILN_ASSIGN_OR_RETURN(impl.kernels, kernel::lowerPlan(*f, impl.plan, lo));
   // Library calls: a oneDNN kernel where oneDNN takes the op (f32 matrix products and
   // convolutions), the reference kernel otherwise. Creating a primitive generates its code and

@@ -28,6 +28,7 @@ struct CompileOptions {
   int optLevel = 1;             // 1: the default graph pipeline first; 0: none
   bool fuse = true;             // false: one kernel per op
   bool postOps = true;          // false: no library post-ops (kernel::LowerOptions::postOps)
+  bool reassociate = true;      // false: float sums in the interpreter's order (LowerOptions)
   SymbolBindings dims;          // sizes of symbolic dimensions (every symbol must be bound)
   // The pass manager's instrumentation (--verify-each, --dump-dir, --time-passes,
   // --print-after). With a dump directory, the kernel IR (kernels.txt) and the optimised LLVM IR

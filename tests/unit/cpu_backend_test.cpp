@@ -234,6 +234,25 @@ func @main(%x: f32[N,M], %y: f32[N,M]) -> (f32[N], f32[M], i64[N], i64[M], f32[]
 })");
 }
 
+// Rows long enough to split into partial accumulators (kernel::kReductionLanes): whole groups
+// and a tail, float and integer kinds, a fused input, and rows reduced over an outer dim too.
+TEST(CpuBackend, ReductionLanes) {
+  checkAgainstInterpreter("lanes", R"(
+func @main(%x: f32[N,M], %y: f32[N,M], %i: i32[N,M], %g: f32[M], %b: f32[M]) -> (f32[N], f32[N], f32[N], i32[N], i32[N], f32[N,M], f32[N,M], f32[M]) {
+  %a = f32[N,M] mul(%x, %y)
+  %s = f32[N] reduce(%a) {dims = [1], kind = sum}
+  %mx = f32[N] reduce(%x) {dims = [1], kind = max}
+  %mn = f32[N] reduce(%y) {dims = [1], kind = min}
+  %is = i32[N] reduce(%i) {dims = [1], kind = sum}
+  %im = i32[N] reduce(%i) {dims = [1], kind = max}
+  %sm = f32[N,M] softmax(%a) {axis = 1}
+  %ln = f32[N,M] layer_norm(%x, %g, %b) {axis = 1, epsilon = 1.0e-05}
+  %c = f32[M] reduce(%x) {dims = [0], kind = sum}
+  return %s, %mx, %mn, %is, %im, %sm, %ln, %c
+})",
+                          {{2, 32}, {3, 47}, {5, 300}, {40, 1000}});
+}
+
 TEST(CpuBackend, RowNormalizationsWithFusedInputsAndEpilogues) {
   checkAgainstInterpreter("rows", R"(
 func @main(%x: f32[N,M], %y: f32[N,M], %g: f32[M], %b: f32[M]) -> (f32[N,M], f32[N,M], f32[N,M]) {

@@ -26,6 +26,7 @@ Options:
   --dim SYMBOL=SIZE      size of a symbolic dimension (every symbol needs one)
   -O0                    without the optimisation pipeline
   --no-post-ops          leave the epilogues of library calls to Kiln's loops
+  --no-reassociate       keep float sums and products of reductions in the interpreter's order
   -h, --help             show this help
 )";
 

@@ -26,6 +26,7 @@ Options:
   --no-fusion            one kernel per op (the baseline the plan is measured against)
   --kernel-ir            also print each kernel's loop-level IR (what the backends compile)
   --no-post-ops          leave the epilogues of library calls to Kiln's loops (no post-ops)
+  --no-reassociate       keep float sums and products of reductions in the interpreter's order
 %s  -h, --help             show this help
 )";
 
@@ -36,6 +37,7 @@ struct ExplainOptions {
   bool fuse = true;
   bool kernelIr = false;
   bool postOps = true;
+  bool reassociate = true;
   PassManagerOptions instrumentation;
 };
 
@@ -57,6 +59,8 @@ StatusOr<ExplainOptions> parse(const std::vector<std::string>& args, bool& help)
       o.kernelIr = true;
     } else if (a == "--no-post-ops") {
       o.postOps = false;
+    } else if (a == "--no-reassociate") {
+      o.reassociate = false;
     } else if (a == "--dim" || a.rfind("--dim=", 0) == 0) {
       std::string v = a == "--dim" ? (i + 1 < args.size() ? args[++i] : "") : a.substr(6);
       KILN_ASSIGN_OR_RETURN(SymbolBindings b, parseSymbolBindings(v));
@@ -107,6 +111,7 @@ Status explain(const ExplainOptions& o) {
   }
   kernel::LowerOptions lo;
   lo.postOps = o.postOps;
+  lo.reassociate = o.reassociate;
   KILN_ASSIGN_OR_RETURN(std::vector<kernel::Kernel> kernels, kernel::lowerPlan(f, plan, lo));
   KILN_ASSIGN_OR_RETURN(runtime::BufferPlan buffers, runtime::planBuffers(f, kernels));
   std::printf("\nmemory: %s\n", runtime::describeBufferPlan(buffers).c_str());

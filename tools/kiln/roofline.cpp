@@ -174,10 +174,17 @@ std::string rooflineReport(const runtime::Executable& exe,
   std::vector<size_t> order(kernels.size());
   for (size_t k = 0; k < order.size(); ++k) order[k] = k;
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return med[a] > med[b]; });
-  out += "  slowest kernels (median ms; rate; share of its ceiling):\n";
-  for (size_t i = 0; i < std::min<size_t>(8, order.size()); ++i) {
-    const auto& k = kernels[order[i]];
-    double ms = med[order[i]];
+  // The slowest kernels overall, then the slowest memory-bound ones (whose share of the copy
+  // bandwidth says which loop nests to look at), each at most 8.
+  std::vector<size_t> slowest, slowestMemory;
+  for (size_t k : order) {
+    if (slowest.size() < 8) slowest.push_back(k);
+    if (slowestMemory.size() < 8 && std::string(kindGroup(kernels[k].kind)) == "memory")
+      slowestMemory.push_back(k);
+  }
+  auto line = [&](size_t index) {
+    const auto& k = kernels[index];
+    double ms = med[index];
     bool compute = k.kind == fusion::KernelKind::Contraction;
     double rate =
         ms > 0 ? (compute ? k.flops : double(k.bytesRead + k.bytesWritten)) / (ms * 1e6) : 0;
@@ -186,6 +193,12 @@ std::string rooflineReport(const runtime::Executable& exe,
                   compute ? "GFLOP/s" : "GB/s", 100 * rate / (compute ? c.matmulGFs : c.copyGBs),
                   std::string(opName(k.anchor->op())).c_str());
     out += buf;
+  };
+  out += "  slowest kernels (median ms; rate; share of its ceiling):\n";
+  for (size_t k : slowest) line(k);
+  if (!slowestMemory.empty()) {
+    out += "  slowest memory-bound kernels:\n";
+    for (size_t k : slowestMemory) line(k);
   }
   return out;
 }

@@ -118,6 +118,10 @@ StatusOr<RunOptions> parseRunOptions(const std::vector<std::string>& args) {
       o.postOps = false;
       continue;
     }
+    if (a == "--no-reassociate") {
+      o.reassociate = false;
+      continue;
+    }
     if (a == "--no-cache") {
       o.cache = false;
       continue;
@@ -171,6 +175,8 @@ Options:
   --no-cache             compile without the cache (neither read nor written)
   --no-post-ops          leave the epilogues of library calls (bias, activation, residual of a
                          convolution or matrix product) to Kiln's loops instead of the library
+  --no-reassociate       keep float sums and products of reductions in the interpreter's
+                         order (by default they split into vectorized partial sums)
 %s  -h, --help             show this help
 
 Exit status: 0 on success, 1 on an error (one line on stderr: "kiln: error: ..."), 2 on a
@@ -183,6 +189,7 @@ runtime::CompileOptions compileOptions(const RunOptions& o, const SymbolBindings
   co.dims = dims;
   co.optLevel = o.optLevel;
   co.postOps = o.postOps;
+  co.reassociate = o.reassociate;
   co.threads = o.threads;
   co.instrumentation = o.instrumentation;
   if (o.cache && !sourceKey.empty()) {

@@ -1,0 +1,276 @@
+// Index simplification with loop bounds. See simplify.h.
+#include "kernel/simplify.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kiln::kernel {
+namespace {
+
+// A closed range [lo, hi] of an i64 expression.
+struct Range {
+  int64_t lo = 0, hi = 0;
+};
+
+bool isConst(const ExprRef& e) { return e->kind == Expr::Kind::Const && e->type == DType::I64; }
+
+// a op b for the ends of two ranges, or nullopt when it overflows.
+std::optional<int64_t> checked(BinaryOp op, int64_t a, int64_t b) {
+  int64_t r = 0;
+  bool overflow = false;
+  switch (op) {
+    case BinaryOp::Add: overflow = __builtin_add_overflow(a, b, &r); break;
+    case BinaryOp::Sub: overflow = __builtin_sub_overflow(a, b, &r); break;
+    case BinaryOp::Mul: overflow = __builtin_mul_overflow(a, b, &r); break;
+    default: return std::nullopt;
+  }
+  if (overflow) return std::nullopt;
+  return r;
+}
+
+class Simplifier {
+ public:
+  Kernel run(const Kernel& k) {
+    Kernel out = k;
+    out.body = stmt(k.body);
+    return out;
+  }
+
+ private:
+  StmtRef stmt(const StmtRef& s) {
+    if (!s) return s;
+    auto out = std::make_shared<Stmt>(*s);
+    if (s->kind == Stmt::Kind::For) {
+      out->extent = expr(s->extent);
+      std::optional<Range> saved;
+      auto it = vars_.find(s->var);
+      if (it != vars_.end()) saved = it->second;
+      if (isConst(out->extent) && out->extent->i > 0) vars_[s->var] = Range{0, out->extent->i - 1};
+      else vars_.erase(s->var);
+      for (StmtRef& b : out->body) b = stmt(b);
+      if (saved) vars_[s->var] = *saved;
+      else vars_.erase(s->var);
+      return out;
+    }
+    if (out->index) out->index = expr(out->index);
+    if (out->value) out->value = expr(out->value);
+    if (out->cond) out->cond = expr(out->cond);
+    for (StmtRef& b : out->body) b = stmt(b);
+    return out;
+  }
+
+  std::optional<Range> range(const ExprRef& e) const {
+    if (e->type != DType::I64) return std::nullopt;
+    switch (e->kind) {
+      case Expr::Kind::Const: return Range{e->i, e->i};
+      case Expr::Kind::Var: {
+        auto it = vars_.find(e->name);
+        if (it == vars_.end()) return std::nullopt;
+        return it->second;
+      }
+      case Expr::Kind::Binary: break;
+      default: return std::nullopt;
+    }
+    std::optional<Range> a = range(e->args[0]), b = range(e->args[1]);
+    if (!a || !b) return std::nullopt;
+    switch (e->binary) {
+      case BinaryOp::Add:
+      case BinaryOp::Sub:
+      case BinaryOp::Mul: {
+        int64_t as[2] = {a->lo, a->hi}, bs[2] = {b->lo, b->hi};
+        std::optional<Range> r;
+        for (int64_t x : as)
+          for (int64_t y : bs) {
+            // For a subtraction the extremes pair lo with hi, which the four products cover.
+            std::optional<int64_t> v = checked(e->binary, x, y);
+            if (!v) return std::nullopt;
+            if (!r) r = Range{*v, *v};
+            r->lo = std::min(r->lo, *v);
+            r->hi = std::max(r->hi, *v);
+          }
+        return r;
+      }
+      case BinaryOp::Div:
+        if (a->lo >= 0 && b->lo > 0) return Range{a->lo / b->hi, a->hi / b->lo};
+        return std::nullopt;
+      case BinaryOp::Rem:
+        if (a->lo >= 0 && b->lo > 0) {
+          if (a->hi < b->lo) return *a;
+          return Range{0, std::min(a->hi, b->hi - 1)};
+        }
+        return std::nullopt;
+      case BinaryOp::Min: return Range{std::min(a->lo, b->lo), std::min(a->hi, b->hi)};
+      case BinaryOp::Max: return Range{std::max(a->lo, b->lo), std::max(a->hi, b->hi)};
+      default: return std::nullopt;
+    }
+  }
+
+  bool nonNegative(const ExprRef& e) const {
+    std::optional<Range> r = range(e);
+    return r && r->lo >= 0;
+  }
+
+  // The terms of a sum, each with the constant factor it is multiplied by; + is flattened and
+  // a constant factor distributed over it ((a * 6 + b) * 64 -> a * 384 + b * 64).
+  struct Term {
+    ExprRef e;      // nullptr for a constant term
+    int64_t c = 1;  // coefficient
+  };
+  static bool terms(const ExprRef& e, int64_t c, std::vector<Term>& out) {
+    if (e->kind == Expr::Kind::Binary && e->binary == BinaryOp::Add)
+      return terms(e->args[0], c, out) && terms(e->args[1], c, out);
+    if (isConst(e)) {
+      std::optional<int64_t> v = checked(BinaryOp::Mul, e->i, c);
+      if (!v) return false;
+      out.push_back({nullptr, *v});
+      return true;
+    }
+    if (e->kind == Expr::Kind::Binary && e->binary == BinaryOp::Mul) {
+      for (int k : {1, 0}) {
+        if (!isConst(e->args[static_cast<size_t>(k)])) continue;
+        std::optional<int64_t> v = checked(BinaryOp::Mul, e->args[static_cast<size_t>(k)]->i, c);
+        if (!v) return false;
+        return terms(e->args[static_cast<size_t>(1 - k)], *v, out);
+      }
+    }
+    out.push_back({e, c});
+    return true;
+  }
+  static std::vector<Term> terms(const ExprRef& e) {
+    std::vector<Term> out;
+    if (!terms(e, 1, out)) out = {{e, 1}};
+    return out;
+  }
+  static ExprRef termExpr(const Term& t) {
+    return t.e ? binary(BinaryOp::Mul, t.e, intConst(t.c)) : intConst(t.c);
+  }
+  static ExprRef sum(const std::vector<Term>& ts) {
+    ExprRef s;
+    for (const Term& t : ts) s = s ? binary(BinaryOp::Add, s, termExpr(t)) : termExpr(t);
+    return s ? s : intConst(0);
+  }
+
+  // Splits the terms of `x` into those whose coefficient d divides (as their quotient) and the
+  // rest; nullopt when the rest may be negative (the rewrites need it non-negative) or nothing
+  // splits off.
+  std::optional<std::pair<std::vector<Term>, std::vector<Term>>> split(const ExprRef& x,
+                                                                       int64_t d) const {
+    std::vector<Term> ts = terms(x), whole, rest;
+    for (const Term& t : ts) {
+      if (t.c % d == 0) whole.push_back({t.e, t.c / d});
+      else rest.push_back(t);
+    }
+    if (whole.empty()) return std::nullopt;
+    for (const Term& t : whole)
+      if (!nonNegative(termExpr(t))) return std::nullopt;
+    if (!rest.empty() && !nonNegative(sum(rest))) return std::nullopt;
+    return std::make_pair(whole, rest);
+  }
+
+  ExprRef divide(const ExprRef& x, int64_t d) {
+    std::optional<Range> r = range(x);
+    if (!r || r->lo < 0) return binary(BinaryOp::Div, x, intConst(d));
+    if (r->hi < d) return intConst(0);
+    // x / a / b -> x / (a * b)
+    if (x->kind == Expr::Kind::Binary && x->binary == BinaryOp::Div && isConst(x->args[1]) &&
+        x->args[1]->i > 0 && nonNegative(x->args[0])) {
+      if (auto ab = checked(BinaryOp::Mul, x->args[1]->i, d)) return divide(x->args[0], *ab);
+    }
+    // (a * c) / d -> a / (d / c) when c divides d
+    if (x->kind == Expr::Kind::Binary && x->binary == BinaryOp::Mul && isConst(x->args[1]) &&
+        x->args[1]->i > 0 && d % x->args[1]->i == 0 && nonNegative(x->args[0]))
+      return divide(x->args[0], d / x->args[1]->i);
+    if (auto parts = split(x, d)) {
+      ExprRef q = sum(parts->first);
+      if (parts->second.empty()) return q;
+      return binary(BinaryOp::Add, q, divide(sum(parts->second), d));
+    }
+    return binary(BinaryOp::Div, x, intConst(d));
+  }
+
+  ExprRef remainder(const ExprRef& x, int64_t d) {
+    std::optional<Range> r = range(x);
+    if (!r || r->lo < 0) return binary(BinaryOp::Rem, x, intConst(d));
+    if (r->hi < d) return x;
+    // x % a % b -> x % b when b divides a
+    if (x->kind == Expr::Kind::Binary && x->binary == BinaryOp::Rem && isConst(x->args[1]) &&
+        x->args[1]->i > 0 && x->args[1]->i % d == 0 && nonNegative(x->args[0]))
+      return remainder(x->args[0], d);
+    if (auto parts = split(x, d)) {
+      if (parts->second.empty()) return intConst(0);
+      return remainder(sum(parts->second), d);
+    }
+    return binary(BinaryOp::Rem, x, intConst(d));
+  }
+
+  // x / d * (c * d) + x % d * c -> x * c (for x >= 0) among the terms of a sum; nullptr when
+  // no pair merges.
+  ExprRef mergeDivRem(const ExprRef& sumExpr) const {
+    std::vector<Term> ts = terms(sumExpr);
+    bool merged = false;
+    for (size_t i = 0; i < ts.size(); ++i) {
+      const ExprRef& q = ts[i].e;
+      if (!q || q->kind != Expr::Kind::Binary || q->binary != BinaryOp::Div || !isConst(q->args[1]))
+        continue;
+      int64_t d = q->args[1]->i;
+      if (d <= 0 || !nonNegative(q->args[0])) continue;
+      std::string x = printExpr(q->args[0]);
+      for (size_t j = 0; j < ts.size(); ++j) {
+        const ExprRef& r = ts[j].e;
+        if (j == i || !r || r->kind != Expr::Kind::Binary || r->binary != BinaryOp::Rem ||
+            !isConst(r->args[1]) || r->args[1]->i != d || printExpr(r->args[0]) != x)
+          continue;
+        std::optional<int64_t> cd = checked(BinaryOp::Mul, ts[j].c, d);
+        if (!cd || *cd != ts[i].c) continue;
+        ts[i] = {q->args[0], ts[j].c};
+        ts.erase(ts.begin() + static_cast<std::ptrdiff_t>(j));
+        merged = true;
+        break;
+      }
+    }
+    return merged ? sum(ts) : nullptr;
+  }
+
+  ExprRef expr(const ExprRef& e) {
+    if (!e || e->args.empty()) return e;
+    std::vector<ExprRef> args;
+    bool changed = false;
+    for (const ExprRef& a : e->args) {
+      args.push_back(expr(a));
+      changed |= args.back() != a;
+    }
+    if (e->kind == Expr::Kind::Binary && e->type == DType::I64 && isConst(args[1]) &&
+        args[1]->i > 0) {
+      if (e->binary == BinaryOp::Div) return divide(args[0], args[1]->i);
+      if (e->binary == BinaryOp::Rem) return remainder(args[0], args[1]->i);
+    }
+    // min and max whose operands' ranges do not overlap pick one operand.
+    if (e->kind == Expr::Kind::Binary && e->type == DType::I64 &&
+        (e->binary == BinaryOp::Min || e->binary == BinaryOp::Max)) {
+      std::optional<Range> a = range(args[0]), b = range(args[1]);
+      if (a && b && a->hi <= b->lo) return e->binary == BinaryOp::Min ? args[0] : args[1];
+      if (a && b && b->hi <= a->lo) return e->binary == BinaryOp::Min ? args[1] : args[0];
+    }
+    if (e->kind == Expr::Kind::Binary && e->type == DType::I64 && e->binary == BinaryOp::Add)
+      if (ExprRef merged = mergeDivRem(binary(BinaryOp::Add, args[0], args[1]))) return merged;
+    if (!changed) return e;
+    auto out = std::make_shared<Expr>(*e);
+    out->args = std::move(args);
+    if (out->kind == Expr::Kind::Binary) return binary(out->binary, out->args[0], out->args[1]);
+    return out;
+  }
+
+  std::map<std::string, Range> vars_;
+};
+
+}  // namespace
+
+Kernel simplifyIndices(const Kernel& k) { return Simplifier().run(k); }
+
+}  // namespace kiln::kernel

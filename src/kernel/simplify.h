@@ -1,0 +1,31 @@
+// Index simplification: rewrites the i64 index arithmetic of a kernel with the ranges of its
+// loop variables, so that the div and mod a reshape or a flattened dim introduces disappear
+// where the bounds make them trivial (the Halide and XLA habit of simplifying with bounds):
+//
+//   (i0 * 384 + j1) / 384 * 384 + (i0 * 384 + j1) % 384   with j1 in [0, 384)
+//   -> i0 * 384 + j1
+//
+// Rules, for a divisor d > 0 and a dividend whose range is non-negative:
+//   x / d -> 0 and x % d -> x             when x < d
+//   (d*c*a + r) / d -> c*a + r / d        when r >= 0 (terms whose coefficient d divides)
+//   (d*c*a + r) % d -> r % d              when r >= 0
+//   (a * c) / d -> a / (d / c)            when c divides d
+//   x / a / b -> x / (a * b)
+//   x % a % b -> x % b                    when b divides a
+//   x / d * (c*d) + x % d * c -> x * c
+//   min(a, b) -> a and max(a, b) -> b     when a's range lies below b's
+// Ranges come from the enclosing loops ([0, extent) for a constant extent) and propagate
+// through +, -, *, /, %, min and max; an expression whose range is unknown is left as it is.
+// Every rewrite is exact for the values the ranges allow (truncating division of non-negative
+// numbers), so the simplified kernel computes the same results.
+#pragma once
+
+#include "kernel/kernel_ir.h"
+
+namespace kiln::kernel {
+
+// The kernel with its index expressions simplified (the statements are rebuilt; `k` is not
+// changed).
+Kernel simplifyIndices(const Kernel& k);
+
+}  // namespace kiln::kernel
