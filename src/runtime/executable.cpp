@@ -12,6 +12,7 @@
 #include <mutex>
 #include <new>
 #include <regex>
+#include <set>
 #include <thread>
 
 #include "codegen/cpu/cpu_codegen.h"
@@ -187,6 +188,67 @@ Executable::Executable(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Executable::~Executable() = default;
 
 // What runs each library call, and why not oneDNN (or not its post-ops) where it is not.
+namespace {
+
+// The call of a kernel that is nothing but one library call, else null.
+const kernel::Stmt* onlyCall(const kernel::Kernel& k) {
+  const kernel::Stmt* s = k.body.get();
+  while (s && s->kind == kernel::Stmt::Kind::Block && s->body.size() == 1) s = s->body[0].get();
+  return s && s->kind == kernel::Stmt::Kind::Call ? s : nullptr;
+}
+
+}  // namespace
+
+// Values stored in a library kernel's blocked layout (LibraryKernel::blockableBuffers): a value
+// written by a kernel that is one library call, read only by such kernels, each listing the
+// value's buffer among its blockable ones, with the same layout, and not a function output.
+// Between two blocked convolutions such a value then needs no reorders. Tells each library
+// kernel which of its buffers are stored so.
+void Executable::storeBlockedValues(Impl& impl, const Function& f) {
+  struct Use {
+    LibraryCall* call;
+    size_t position;
+  };
+  std::map<const Value*, std::vector<Use>> uses;  // every read and write of a value
+  std::set<const Value*> excluded;                // read or written some other way
+  for (size_t i = 0; i < impl.kernels.size(); ++i) {
+    const kernel::Kernel& k = impl.kernels[i];
+    const kernel::Stmt* s = onlyCall(k);
+    LibraryCall* call = s && impl.calls[i].size() == 1 ? &impl.calls[i][0] : nullptr;
+    std::vector<size_t> blockable;
+    if (call && call->fast && !call->separatePostOps) blockable = call->fast->blockableBuffers();
+    for (const kernel::Buffer& b : k.buffers) {
+      if (!b.value) continue;
+      std::vector<size_t> positions;
+      if (call)
+        for (size_t j = 0; j < s->args.size(); ++j)
+          if (s->args[j] == b.name) positions.push_back(j);
+      bool ok = !positions.empty();
+      for (size_t p : positions)
+        ok = ok && std::find(blockable.begin(), blockable.end(), p) != blockable.end();
+      if (!ok) {
+        excluded.insert(b.value);
+        continue;
+      }
+      for (size_t p : positions) uses[b.value].push_back({call, p});
+    }
+  }
+  for (const Value* v : f.outputs()) excluded.insert(v);
+  std::map<LibraryCall*, std::vector<size_t>> stored;
+  for (const auto& [v, list] : uses) {
+    if (excluded.count(v)) continue;
+    bool written = false, sameLayout = true;
+    for (const Use& u : list) {
+      written = written || u.position == u.call->stmt->node->numOperands();
+      sameLayout =
+          sameLayout && u.call->fast->blockedLayout() == list[0].call->fast->blockedLayout();
+    }
+    if (!written || !sameLayout) continue;
+    for (const Use& u : list) stored[u.call].push_back(u.position);
+  }
+  for (auto& [call, positions] : stored) call->fast->storeBlocked(positions);
+}
+
 std::string Executable::describeCalls(const Impl& impl) {
   std::string text;
   for (size_t i = 0; i < impl.kernels.size(); ++i)
@@ -325,6 +387,7 @@ Status Executable::build(Impl& impl, std::unique_ptr<Module> module,
     work();
     for (std::thread& t : threads) t.join();
   }
+  storeBlockedValues(impl, *f);
   impl.times.lowering = msSince(start);
   if (!options.instrumentation.dumpDir.empty()) {
     std::string text;

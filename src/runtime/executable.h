@@ -108,6 +108,7 @@ class Executable {
   struct Impl;
   struct ObjectUnit;
   static std::string describeCalls(const Impl& impl);
+  static void storeBlockedValues(Impl& impl, const Function& f);
   static Status build(Impl& impl, std::unique_ptr<Module> module,
                       const std::vector<ObjectUnit>* objects);
   explicit Executable(std::unique_ptr<Impl> impl);

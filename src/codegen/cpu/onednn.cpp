@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <limits>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
@@ -69,6 +70,18 @@ const dnnl::engine& cpuEngine() {
   static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   return engine;
 }
+
+// Per-thread scratch memory for library calls (oneDNN scratchpads, reordered operands), reused
+// from call to call: a fresh allocation per call would page-fault on every first touch. A call
+// runs on one thread and does not nest, so one region per thread suffices.
+std::byte* threadScratch(size_t bytes) {
+  thread_local std::vector<std::byte> region;
+  if (bytes + 64 > region.size()) region.resize(bytes + 64);
+  auto at = reinterpret_cast<uintptr_t>(region.data());
+  return region.data() + ((64 - at % 64) % 64);
+}
+
+size_t alignUp64(size_t n) { return (n + 63) / 64 * 64; }
 
 // One dim of a oneDNN memory descriptor: extent and stride in elements.
 struct Axis {
@@ -130,9 +143,12 @@ struct PostOpsPlan {
 // `resultDims` are the dims of the node's result; `axisDims[i]` the result dims (outer to inner)
 // that axis i of the primitive's dst descriptor covers. An add/mul operand is described over the
 // same axes: an axis where the operand is broadcast has extent 1.
+// `remap`, when given, may replace an operand's descriptor (a blocked layout) or refuse it.
+using DescRemap = std::function<StatusOr<memory::desc>(size_t ordinal, const memory::desc&)>;
 StatusOr<PostOpsPlan> planPostOps(const std::vector<kernel::PostOp>& postOps,
                                   const std::vector<int64_t>& resultDims,
-                                  const std::vector<std::vector<int64_t>>& axisDims) {
+                                  const std::vector<std::vector<int64_t>>& axisDims,
+                                  const DescRemap& remap = nullptr) {
   using kernel::PostOp;
   PostOpsPlan plan;
   auto eltwise = [&](dnnl::algorithm a, float alpha = 0.0f, float beta = 0.0f) {
@@ -172,7 +188,11 @@ StatusOr<PostOpsPlan> planPostOps(const std::vector<kernel::PostOp>& postOps,
           if (a.ext > 1 && axes.size() != 1) plan.nonChannelOperand = true;
           axes.push_back(a);
         }
-        plan.binaries.emplace_back(static_cast<int>(i), stridedDesc(axes));
+        memory::desc operand = stridedDesc(axes);
+        if (remap) {
+          KILN_ASSIGN_OR_RETURN(operand, remap(plan.binaries.size(), operand));
+        }
+        plan.binaries.emplace_back(static_cast<int>(i), operand);
         plan.ops.append_binary(p.kind == PostOp::Kind::Add ? dnnl::algorithm::binary_add
                                                            : dnnl::algorithm::binary_mul,
                                plan.binaries.back().second);
@@ -222,8 +242,10 @@ class OneDnnKernel final : public LibraryKernel {
       for (size_t i = 0; i < binaries_.size(); ++i)
         args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(binaries_[i].first) | DNNL_ARG_SRC_1,
                      memory(binaries_[i].second, engine_, buffers[3 + i]));
-      // A scratchpad per call (user mode): concurrent runs never share one.
-      if (scratch_.get_size() > 0) args.emplace(DNNL_ARG_SCRATCHPAD, memory(scratch_, engine_));
+      // The scratchpad (user mode) of the calling thread: concurrent runs never share one.
+      if (scratch_.get_size() > 0)
+        args.emplace(DNNL_ARG_SCRATCHPAD,
+                     memory(scratch_, engine_, threadScratch(scratch_.get_size())));
       prim_.execute(stream, args);
       stream.wait();
       return Status::ok();
@@ -246,6 +268,140 @@ class OneDnnKernel final : public LibraryKernel {
   std::string description_;
 };
 
+// The constant data of the weights operand (operand 1) when it is an f32 `constant` that
+// `weights` describes, else null.
+const Tensor* constantWeights(const Node& n, const memory::desc& weights) {
+  const Node* wdef = n.operand(1)->def();
+  if (wdef->op() != OpCode::Constant) return nullptr;
+  const Tensor& t = wdef->constantData().tensor;
+  if (t.dtype() == DType::F32 && t.defined() &&
+      static_cast<size_t>(t.numElements()) * sizeof(float) == weights.get_size())
+    return &t;
+  return nullptr;
+}
+
+// The constant weights reordered into the layout the primitive chose, once (none when it reads
+// them as they are).
+std::optional<memory> packWeights(const Tensor* constant, const memory::desc& weights,
+                                  const memory::desc& chosen) {
+  if (!constant || chosen == weights) return std::nullopt;
+  const dnnl::engine& engine = cpuEngine();
+  memory user(weights, engine, const_cast<std::byte*>(constant->bytes()));
+  memory packed(chosen, engine);
+  dnnl::stream stream(engine);
+  dnnl::reorder(user, packed).execute(stream, user, packed);
+  stream.wait();
+  return packed;
+}
+
+// A convolution computing in nChw8c. Each blockable buffer (source 0, result 2, residual-shaped
+// post-op operands 3+i) is reordered between its IR layout and nChw8c in per-thread scratch,
+// unless the runtime stores it blocked (storeBlocked).
+class BlockedConvolution final : public LibraryKernel {
+ public:
+  struct Operand {
+    size_t position = 0;                   // in run()'s buffers
+    int arg = DNNL_ARG_SRC;                // the primitive's argument
+    memory::desc plain, blocked;           // the IR layout and nChw8c
+    std::optional<dnnl::reorder> in, out;  // plain -> blocked (inputs), blocked -> plain (result)
+    bool stored = false;                   // the buffer holds nChw8c already
+  };
+
+  BlockedConvolution(dnnl::primitive prim, memory::desc weights, memory::desc scratch,
+                     std::optional<memory> packedWeights, std::vector<Operand> operands,
+                     std::vector<std::pair<int, memory::desc>> binaries, int threads,
+                     std::string description)
+      : engine_(cpuEngine()), prim_(std::move(prim)), weights_(std::move(weights)),
+        scratch_(std::move(scratch)), packedWeights_(std::move(packedWeights)),
+        operands_(std::move(operands)), binaries_(std::move(binaries)), threads_(threads),
+        description_(std::move(description)) {}
+
+  Status run(void* const* buffers) const override {
+    try {
+      OmpThreadsScope scope(threads_);
+      dnnl::stream stream(engine_);
+      // Scratch: the scratchpad, then each operand that is reordered.
+      size_t bytes = alignUp64(scratch_.get_size());
+      for (const Operand& o : operands_)
+        if (!o.stored) bytes += alignUp64(o.blocked.get_size());
+      std::byte* scratch = threadScratch(bytes);
+      std::byte* next = scratch + alignUp64(scratch_.get_size());
+      std::unordered_map<int, memory> args;
+      std::vector<std::pair<const Operand*, memory>> results;
+      for (const Operand& o : operands_) {
+        void* data = buffers[o.position];
+        memory m(o.blocked, engine_, data);
+        if (!o.stored) {
+          m = memory(o.blocked, engine_, next);
+          next += alignUp64(o.blocked.get_size());
+          if (o.in) {
+            memory plain(o.plain, engine_, data);
+            o.in->execute(stream, plain, m);
+          } else {
+            results.emplace_back(&o, memory(o.plain, engine_, data));
+          }
+        }
+        args.emplace(o.arg, m);
+      }
+      args.emplace(DNNL_ARG_WEIGHTS,
+                   packedWeights_ ? *packedWeights_ : memory(weights_, engine_, buffers[1]));
+      for (size_t j = 0; j < binaries_.size(); ++j) {
+        int arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(binaries_[j].first) | DNNL_ARG_SRC_1;
+        if (!args.count(arg))
+          args.emplace(arg, memory(binaries_[j].second, engine_, buffers[3 + j]));
+      }
+      if (scratch_.get_size() > 0)
+        args.emplace(DNNL_ARG_SCRATCHPAD, memory(scratch_, engine_, scratch));
+      prim_.execute(stream, args);
+      for (auto& [o, plain] : results) o->out->execute(stream, args.at(DNNL_ARG_DST), plain);
+      stream.wait();
+      return Status::ok();
+    } catch (const dnnl::error& e) {
+      return Status::error(description_ + ": oneDNN error: " + e.what());
+    } catch (const std::exception& e) {
+      return Status::error(description_ + ": " + e.what());
+    }
+  }
+
+  std::string describe() const override {
+    std::string s = description_ + ", nChw8c";
+    std::string reordered, stored;
+    for (const Operand& o : operands_)
+      ((o.stored ? stored : reordered) += (o.stored ? stored : reordered).empty() ? "" : ", ") +=
+          bufferName(o.position);
+    if (!reordered.empty()) s += "; reordered: " + reordered;
+    if (!stored.empty()) s += "; stored blocked: " + stored;
+    return s + ")";
+  }
+
+  std::vector<size_t> blockableBuffers() const override {
+    std::vector<size_t> p;
+    for (const Operand& o : operands_) p.push_back(o.position);
+    return p;
+  }
+  void storeBlocked(const std::vector<size_t>& positions) override {
+    for (Operand& o : operands_)
+      o.stored = std::find(positions.begin(), positions.end(), o.position) != positions.end();
+  }
+  std::string blockedLayout() const override { return "nChw8c"; }
+
+ private:
+  static std::string bufferName(size_t position) {
+    if (position == 0) return "source";
+    if (position == 2) return "result";
+    return "post-op operand " + std::to_string(position - 3);
+  }
+
+  dnnl::engine engine_;
+  dnnl::primitive prim_;
+  memory::desc weights_, scratch_;
+  std::optional<memory> packedWeights_;
+  std::vector<Operand> operands_;
+  std::vector<std::pair<int, memory::desc>> binaries_;  // add/mul post-op operands, in order
+  int threads_;
+  std::string description_;
+};
+
 // Builds the primitive from `makePd(weightsDesc)`. With constant weights the primitive may
 // choose their layout (format `any`); when it differs from the constant's own, the constant is
 // reordered into it once, here.
@@ -257,15 +413,7 @@ finish(const Node& n, int threads, const memory::desc& src, const memory::desc& 
        const std::vector<std::vector<int64_t>>& axisDims) {
   KILN_ASSIGN_OR_RETURN(PostOpsPlan post,
                         planPostOps(postOps, n.result(0)->type().staticDims(), axisDims));
-  const dnnl::engine& engine = cpuEngine();
-  const Node* wdef = n.operand(1)->def();
-  const Tensor* constant = nullptr;
-  if (wdef->op() == OpCode::Constant) {
-    const Tensor& t = wdef->constantData().tensor;
-    if (t.dtype() == DType::F32 && t.defined() &&
-        static_cast<size_t>(t.numElements()) * sizeof(float) == weights.get_size())
-      constant = &t;
-  }
+  const Tensor* constant = constantWeights(n, weights);
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (!postOps.empty()) attr.set_post_ops(post.ops);
@@ -283,14 +431,7 @@ finish(const Node& n, int threads, const memory::desc& src, const memory::desc& 
       impl.find("gemm") != std::string::npos)
     return Status::error("oneDNN's " + impl +
                          " convolution mis-addresses post-op operands that are not per-channel");
-  std::optional<memory> packed;
-  if (constant && pd.weights_desc() != weights) {
-    memory user(weights, engine, const_cast<std::byte*>(constant->bytes()));
-    packed = memory(pd.weights_desc(), engine);
-    dnnl::stream stream(engine);
-    dnnl::reorder(user, *packed).execute(stream, user, *packed);
-    stream.wait();
-  }
+  std::optional<memory> packed = packWeights(constant, weights, pd.weights_desc());
   std::string desc = "oneDNN " + what + ", " + pd.impl_info_str();
   if (constant) desc += packed ? ", constant weights reordered" : ", constant weights";
   desc += post.text + ")";
@@ -452,6 +593,72 @@ std::string layoutName(size_t rank, int64_t b, char bl, int64_t f, char fl,
   return s;
 }
 
+// The convolution as a BlockedConvolution over nChw8c, or why not (the caller then uses the
+// IR layout): src, weights and dst are the IR-layout descriptors in oneDNN's logical order.
+template <typename MakePd>
+StatusOr<std::unique_ptr<LibraryKernel>>
+createBlockedConvolution(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads,
+                         const memory::desc& src, const memory::desc& weights,
+                         const memory::desc& dst, MakePd makePd, const std::string& what,
+                         const std::vector<std::vector<int64_t>>& axisDims) {
+  using Tag = memory::format_tag;
+  memory::desc srcB(src.dims(), memory::data_type::f32, Tag::nChw8c);
+  memory::desc dstB(dst.dims(), memory::data_type::f32, Tag::nChw8c);
+  std::vector<BlockedConvolution::Operand> operands(2);
+  operands[0].position = 0;
+  operands[0].arg = DNNL_ARG_SRC;
+  operands[0].plain = src;
+  operands[0].blocked = srcB;
+  operands[1].position = 2;
+  operands[1].arg = DNNL_ARG_DST;
+  operands[1].plain = dst;
+  operands[1].blocked = dstB;
+  // A post-op operand of the result's shape (a residual) is blocked too; a per-channel one (a
+  // bias) is broadcast and keeps its descriptor; any other broadcast is refused.
+  auto remap = [&](size_t ordinal, const memory::desc& d) -> StatusOr<memory::desc> {
+    if (d.dims() == dst.dims()) {
+      BlockedConvolution::Operand o;
+      o.position = 3 + ordinal;
+      o.plain = d;
+      o.blocked = dstB;
+      operands.push_back(o);
+      return dstB;
+    }
+    Dims dims = d.dims();
+    for (size_t i = 0; i < dims.size(); ++i)
+      if (i != 1 && dims[i] != 1)
+        return Status::error("a post-op operand is broadcast along a non-channel dim");
+    return d;
+  };
+  KILN_ASSIGN_OR_RETURN(PostOpsPlan post,
+                        planPostOps(postOps, n.result(0)->type().staticDims(), axisDims, remap));
+  for (BlockedConvolution::Operand& o : operands)
+    if (o.position >= 3)
+      o.arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(post.binaries[o.position - 3].first) | DNNL_ARG_SRC_1;
+  const Tensor* constant = constantWeights(n, weights);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (!postOps.empty()) attr.set_post_ops(post.ops);
+  memory::desc anyWeights(weights.dims(), memory::data_type::f32, memory::format_tag::any);
+  auto pd = makePd(srcB, constant ? anyWeights : weights, dstB, attr);
+  const std::string impl = pd.impl_info_str();
+  if (impl.rfind("ref", 0) == 0)
+    return Status::error("oneDNN has only its reference implementation in nChw8c");
+  const dnnl::engine& engine = cpuEngine();
+  for (BlockedConvolution::Operand& o : operands) {
+    if (o.position == 2)
+      o.out = dnnl::reorder(dnnl::reorder::primitive_desc(engine, dstB, engine, dst));
+    else o.in = dnnl::reorder(dnnl::reorder::primitive_desc(engine, o.plain, engine, o.blocked));
+  }
+  std::optional<memory> packed = packWeights(constant, weights, pd.weights_desc());
+  std::string desc = "oneDNN " + what + ", " + impl;
+  if (constant) desc += packed ? ", constant weights reordered" : ", constant weights";
+  desc += post.text;
+  return std::unique_ptr<LibraryKernel>(new BlockedConvolution(
+      dnnl::convolution_forward(pd), weights, pd.scratchpad_desc(), std::move(packed),
+      std::move(operands), std::move(post.binaries), threads, std::move(desc)));
+}
+
 StatusOr<std::unique_ptr<LibraryKernel>>
 createConvolution(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads) {
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> xd, f32Dims(n.operand(0), "input"));
@@ -522,11 +729,22 @@ createConvolution(const Node& n, const std::vector<kernel::PostOp>& postOps, int
     what += ", dilation " + joinDims(rhsDil, "x");
   if (groups > 1) what += ", groups " + std::to_string(groups);
   memory::desc srcMd = stridedDesc(src), weiMd = stridedDesc(wei), dstMd = stridedDesc(dst);
+  auto makeAnyPd = [&](const memory::desc& s, const memory::desc& w, const memory::desc& d,
+                       const dnnl::primitive_attr& attr) {
+    dnnl::convolution_forward::desc c(dnnl::prop_kind::forward_inference,
+                                      dnnl::algorithm::convolution_direct, s, w, d, dStrides,
+                                      dDilation, dLo, dHi);
+    return dnnl::convolution_forward::primitive_desc(c, attr, cpuEngine());
+  };
+  // 2-D, plain or depthwise, channels in whole blocks of 8: nChw8c (see onednn.h).
+  bool depthwise = groups > 1 && groups == inC && kO == inC;
+  if (ns == 2 && (groups == 1 || depthwise) && inC % 8 == 0 && kO % 8 == 0) {
+    auto blocked = createBlockedConvolution(n, postOps, threads, srcMd, weiMd, dstMd, makeAnyPd,
+                                            what, dstDims);
+    if (blocked) return blocked;
+  }
   auto makePd = [&](const memory::desc& w, const dnnl::primitive_attr& attr) {
-    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference,
-                                      dnnl::algorithm::convolution_direct, srcMd, w, dstMd,
-                                      dStrides, dDilation, dLo, dHi);
-    return dnnl::convolution_forward::primitive_desc(d, attr, cpuEngine());
+    return makeAnyPd(srcMd, w, dstMd, attr);
   };
   return finish<dnnl::convolution_forward>(n, threads, srcMd, weiMd, dstMd, makePd, what, postOps,
                                            dstDims);
