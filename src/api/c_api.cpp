@@ -63,6 +63,7 @@ kiln_executable* kiln_load_artifact(const char* path, const kiln_options* option
     }
     kiln::CompileOptions co;
     co.threads = options ? options->threads : 0;
+    co.dropHeldConstants = true;  // the C API does not serialize
     auto exe = kiln::loadArtifact(path, co);
     if (!exe) {
       setError(error, exe.status().str());
@@ -86,6 +87,7 @@ kiln_executable* kiln_compile_onnx(const char* path, const kiln_options* options
     co.backend = o.backend ? o.backend : "cpu";
     co.threads = o.threads;
     co.optLevel = o.opt_level;
+    co.dropHeldConstants = true;  // the C API does not serialize
     if (o.cache_dir) co.cacheDir = o.cache_dir;
     for (int32_t i = 0; i < o.num_dims; ++i) {
       if (!o.dim_names || !o.dim_values || !o.dim_names[i]) {

@@ -109,22 +109,4 @@ Status writeFileAtomically(const std::string& path, std::string_view bytes) {
   return Status::ok();
 }
 
-StatusOr<std::string> readWholeFile(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return Status::error("cannot open '" + path + "'");
-  std::string data;
-  char chunk[1 << 16];
-  if (std::fseek(f, 0, SEEK_END) == 0) {
-    long size = std::ftell(f);
-    if (size > 0) data.reserve(static_cast<size_t>(size));
-    std::fseek(f, 0, SEEK_SET);
-  }
-  size_t n;
-  while ((n = std::fread(chunk, 1, sizeof chunk, f)) > 0) data.append(chunk, n);
-  bool failed = std::ferror(f) != 0;
-  std::fclose(f);
-  if (failed) return Status::error("cannot read '" + path + "'");
-  return data;
-}
-
 }  // namespace kiln::runtime

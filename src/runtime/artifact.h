@@ -30,6 +30,5 @@ StatusOr<SectionViews> decodeArtifact(std::string_view bytes, const std::string&
 
 // Writes `bytes` to `path` atomically: a temporary file in the same directory, then rename.
 Status writeFileAtomically(const std::string& path, std::string_view bytes);
-StatusOr<std::string> readWholeFile(const std::string& path);
 
 }  // namespace kiln::runtime

@@ -24,6 +24,7 @@
 #include "passes/pipeline.h"
 #include "runtime/artifact.h"
 #include "support/hash.h"
+#include "support/mapped_file.h"
 #include "support/version.h"
 
 namespace kiln::runtime {
@@ -113,10 +114,12 @@ struct Executable::Impl {
   BufferPlan buffers;
   CompileTimes times;
   std::string passTimings;
-  std::vector<ObjectUnit> objects;  // the code, for serialize()
-  std::string kernelsHash;          // of the distinct kernels' IR
-  std::string cacheReport;          // what the compile cache did
-  std::string loadedFrom;           // the artifact it was loaded from
+  std::vector<ObjectUnit> objects;       // the code, for serialize()
+  std::string kernelsHash;               // of the distinct kernels' IR
+  std::string cacheReport;               // what the compile cache did
+  std::string loadedFrom;                // the artifact it was loaded from
+  std::vector<std::string> outputNames;  // as the source named them (outputNames())
+  int64_t droppedBytes = -1;  // constants freed (CompileOptions::dropHeldConstants); -1: none
   // Arenas of finished runs, reused by the next ones (one per run in flight at most): a fresh
   // arena would page-fault on every first touch of every run.
   mutable std::mutex arenaMu;
@@ -249,6 +252,38 @@ void Executable::storeBlockedValues(Impl& impl, const Function& f) {
   for (auto& [call, positions] : stored) call->fast->storeBlocked(positions);
 }
 
+// Frees the data of constants whose every reader is a library kernel holding its own copy
+// (LibraryKernel::holdsWeights) and reading it as its weights (CompileOptions::dropHeldConstants).
+void Executable::dropHeldConstants(Impl& impl, Function& f) {
+  impl.droppedBytes = 0;
+  std::map<const Value*, bool> held;  // constant -> every reader holds it
+  for (size_t i = 0; i < impl.kernels.size(); ++i) {
+    const kernel::Kernel& k = impl.kernels[i];
+    const kernel::Stmt* s = onlyCall(k);
+    const LibraryCall* call = s && impl.calls[i].size() == 1 ? &impl.calls[i][0] : nullptr;
+    for (const kernel::Buffer& b : k.buffers) {
+      if (!b.value || b.role != kernel::BufferRole::Input ||
+          b.value->def()->op() != OpCode::Constant)
+        continue;
+      bool ok = call && call->fast && call->fast->holdsWeights();
+      for (size_t j = 0; ok && j < s->args.size(); ++j)
+        if (s->args[j] == b.name && j != 1) ok = false;
+      ok = ok && s->args.size() > 1 && s->args[1] == b.name;
+      auto [it, added] = held.emplace(b.value, ok);
+      if (!added) it->second = it->second && ok;
+    }
+  }
+  for (const Value* v : f.outputs()) held.erase(v);
+  for (const auto& [v, ok] : held) {
+    if (!ok) continue;
+    Node* n = const_cast<Node*>(v->def());
+    impl.droppedBytes += static_cast<int64_t>(n->constantData().tensor.byteSize());
+    ConstantData empty;
+    empty.poolName = n->constantData().poolName;
+    n->setAttr("value", std::move(empty));
+  }
+}
+
 std::string Executable::describeCalls(const Impl& impl) {
   std::string text;
   for (size_t i = 0; i < impl.kernels.size(); ++i)
@@ -262,36 +297,53 @@ std::string Executable::describeCalls(const Impl& impl) {
   return text;
 }
 
+// The compile cache: an entry is the artifact of an earlier compile of the same source with the
+// same options, for this target and this Kiln. Its path ("" without a cache).
+std::string Executable::cacheEntryPath(const CompileOptions& options) {
+  if (options.cacheDir.empty() || options.sourceKey.empty()) return "";
+  std::string key = options.sourceKey + "\n" + optionsText(options) + "\n" +
+                    codegen::cpu::hostTarget() + "\nkiln " + kKilnVersion;
+  return (std::filesystem::path(options.cacheDir) / (hex64(hash64(key)) + ".kiln")).string();
+}
+
+// The cache entry at `path` loaded; null when there is none, an error when it is unusable.
+StatusOr<std::unique_ptr<Executable>> Executable::loadCacheEntry(const std::string& path,
+                                                                 const CompileOptions& options) {
+  if (!std::filesystem::exists(path)) return std::unique_ptr<Executable>();
+  auto start = Clock::now();
+  KILN_ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(path));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Executable> hit, load(std::move(file), path, options));
+  hit->impl_->cacheReport = "hit: " + path;
+  hit->impl_->times.cacheLoad = msSince(start);
+  return hit;
+}
+
+StatusOr<std::unique_ptr<Executable>> Executable::fromCache(const CompileOptions& options) {
+  if (options.backend != "cpu") return std::unique_ptr<Executable>();
+  std::string path = cacheEntryPath(options);
+  if (path.empty()) return std::unique_ptr<Executable>();
+  StatusOr<std::unique_ptr<Executable>> hit = loadCacheEntry(path, options);
+  if (!hit) return std::unique_ptr<Executable>();  // compile() reports and rebuilds it
+  return hit;
+}
+
 StatusOr<std::unique_ptr<Executable>> Executable::compile(std::unique_ptr<Module> module,
                                                           const CompileOptions& options) {
   if (options.backend != "cpu")
     return Status::error("unknown backend '" + options.backend + "' (known: cpu)");
   if (!module->entry()) return Status::error("the module has no function");
-  // The compile cache: an entry is the artifact of an earlier compile of the same source with
-  // the same options, for this target and this Kiln.
-  std::string cachePath, cacheReport;
-  if (!options.cacheDir.empty() && !options.sourceKey.empty()) {
-    std::string key = options.sourceKey + "\n" + optionsText(options) + "\n" +
-                      codegen::cpu::hostTarget() + "\nkiln " + kKilnVersion;
-    cachePath = (std::filesystem::path(options.cacheDir) / (hex64(hash64(key)) + ".kiln")).string();
-    if (std::filesystem::exists(cachePath)) {
-      auto start = Clock::now();
-      StatusOr<std::string> bytes = readWholeFile(cachePath);
-      StatusOr<std::unique_ptr<Executable>> hit =
-          bytes ? load(*bytes, cachePath, options)
-                : StatusOr<std::unique_ptr<Executable>>(bytes.status());
-      if (hit) {
-        (*hit)->impl_->cacheReport = "hit: " + cachePath;
-        (*hit)->impl_->times.cacheLoad = msSince(start);
-        return hit;
-      }
-      cacheReport = "entry rejected (" + hit.status().message() + "), rebuilt: ";
-    } else {
-      cacheReport = "miss, written: ";
-    }
+  std::string cachePath = cacheEntryPath(options), cacheReport;
+  if (!cachePath.empty()) {
+    StatusOr<std::unique_ptr<Executable>> hit = loadCacheEntry(cachePath, options);
+    if (hit && *hit) return hit;
+    cacheReport =
+        !hit ? "entry rejected (" + hit.status().message() + "), rebuilt: " : "miss, written: ";
   }
   auto impl = std::make_unique<Impl>();
   impl->options = options;
+  // The outputs' names are the program's interface: taken before the passes, which may replace
+  // an output by another value (max(h, h) by h).
+  for (const Value* v : module->entry()->outputs()) impl->outputNames.push_back(v->name());
   // Graph passes (or only the specialisation at -O0).
   auto start = Clock::now();
   PassManager pm(options.instrumentation);
@@ -317,6 +369,7 @@ StatusOr<std::unique_ptr<Executable>> Executable::compile(std::unique_ptr<Module
     exe->impl_->cacheReport =
         written ? cacheReport + cachePath : cacheReport + "not written: " + written.message();
   }
+  if (options.dropHeldConstants) dropHeldConstants(*exe->impl_, *exe->impl_->module->entry());
   return exe;
 }
 
@@ -493,11 +546,15 @@ Status Executable::build(Impl& impl, std::unique_ptr<Module> module,
 //
 // Sections: "meta" (kiln version, target, options), "module" (the module after the passes, as
 // .kir text whose constants are in "blob"), "kernels" (a hash of the lowered kernels, which
-// loading recomputes), and per code unit w: "object.w" (an ELF object), "symbols.w" (its kernel
-// entry symbols) and "units.w" (the distinct kernels they are).
+// loading recomputes), "outputs" (the source's output names, a line each), and per code unit w:
+// "object.w" (an ELF object), "symbols.w" (its kernel entry symbols) and "units.w" (the distinct
+// kernels they are).
 
 std::string Executable::serialize() const {
   const Impl& m = *impl_;
+  KILN_CHECK(m.droppedBytes < 0,
+             "serialize(): this executable was compiled or loaded with dropHeldConstants, which "
+             "freed constants the artifact needs");
   Sections s;
   s["meta"] = "kiln " + std::string(kKilnVersion) + "\ntarget " + codegen::cpu::hostTarget() +
               "\noptions " + optionsText(m.options) + "\n";
@@ -507,6 +564,7 @@ std::string Executable::serialize() const {
   s["module"] = printModule(*m.module, po);
   s["blob"] = std::move(blob);
   s["kernels"] = m.kernelsHash;
+  for (const std::string& name : m.outputNames) s["outputs"] += name + "\n";
   for (size_t w = 0; w < m.objects.size(); ++w) {
     const ObjectUnit& u = m.objects[w];
     std::string symbols, units;
@@ -522,6 +580,20 @@ std::string Executable::serialize() const {
 StatusOr<std::unique_ptr<Executable>> Executable::load(std::string_view bytes,
                                                        const std::string& source,
                                                        const CompileOptions& runOptions) {
+  return load(bytes, source, runOptions, nullptr);
+}
+
+StatusOr<std::unique_ptr<Executable>> Executable::load(MappedFile file, const std::string& source,
+                                                       const CompileOptions& runOptions) {
+  std::string_view bytes = file.bytes();
+  return load(bytes, source, runOptions, &file);
+}
+
+// `release`, when given, is the mapping `bytes` lie in: unmapped once they have been read.
+StatusOr<std::unique_ptr<Executable>> Executable::load(std::string_view bytes,
+                                                       const std::string& source,
+                                                       const CompileOptions& runOptions,
+                                                       MappedFile* release) {
   auto start = Clock::now();
   KILN_ASSIGN_OR_RETURN(SectionViews s, decodeArtifact(bytes, source));
   auto lines = [](std::string_view text) {
@@ -566,13 +638,19 @@ StatusOr<std::unique_ptr<Executable>> Executable::load(std::string_view bytes,
     units.push_back(std::move(u));
   }
   if (units.empty()) return Status::error(source + ": the artifact has no code");
-  impl->times.passes = msSince(start);  // reading and parsing; no passes run
+  impl->outputNames = lines(s["outputs"]);
+  if (!module->entry() || impl->outputNames.size() != module->entry()->outputs().size())
+    return Status::error(source + ": its output names do not match its module's outputs");
+  const std::string kernels(s["kernels"]);
+  if (release) *release = MappedFile();  // everything needed is parsed or copied
+  impl->times.passes = msSince(start);   // reading and parsing; no passes run
   KILN_RETURN_IF_ERROR(build(*impl, std::move(module), &units));
-  if (impl->kernelsHash != s["kernels"])
-    return Status::error(source + ": its kernels (" + std::string(s["kernels"]) +
+  if (impl->kernelsHash != kernels)
+    return Status::error(source + ": its kernels (" + kernels +
                          ") are not the ones this Kiln lowers its module to (" + impl->kernelsHash +
                          "): compile the model again");
   impl->loadedFrom = source;
+  if (impl->options.dropHeldConstants) dropHeldConstants(*impl, *impl->module->entry());
   return std::unique_ptr<Executable>(new Executable(std::move(impl)));
 }
 
@@ -678,6 +756,10 @@ Status Executable::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& 
 }
 
 const Function& Executable::function() const { return *impl_->f; }
+
+const std::vector<std::string>& Executable::outputNames() const { return impl_->outputNames; }
+
+int64_t Executable::droppedConstantBytes() const { return impl_->droppedBytes; }
 const fusion::FusionPlan& Executable::plan() const { return impl_->plan; }
 const std::vector<kernel::Kernel>& Executable::kernels() const { return impl_->kernels; }
 const BufferPlan& Executable::buffers() const { return impl_->buffers; }

@@ -18,6 +18,7 @@
 #include "passes/pass_manager.h"
 #include "passes/specialize_shapes.h"
 #include "runtime/buffer_plan.h"
+#include "support/mapped_file.h"
 #include "support/status.h"
 
 namespace kiln::runtime {
@@ -29,7 +30,12 @@ struct CompileOptions {
   bool fuse = true;             // false: one kernel per op
   bool postOps = true;          // false: no library post-ops (kernel::LowerOptions::postOps)
   bool reassociate = true;      // false: float sums in the interpreter's order (LowerOptions)
-  SymbolBindings dims;          // sizes of symbolic dimensions (every symbol must be bound)
+  // Free the data of constants that only library kernels read, each holding its own reordered
+  // copy (convolution weights in oneDNN's blocked layout): about half the weights' memory of a
+  // CNN. serialize() is then unavailable (the module no longer has those constants); a compile
+  // with a cache writes its entry first. Does not change the generated code.
+  bool dropHeldConstants = false;
+  SymbolBindings dims;  // sizes of symbolic dimensions (every symbol must be bound)
   // The pass manager's instrumentation (--verify-each, --dump-dir, --time-passes,
   // --print-after). With a dump directory, the kernel IR (kernels.txt) and the optimised LLVM IR
   // (kernels.ll) are written there too.
@@ -59,6 +65,11 @@ class Executable {
  public:
   static StatusOr<std::unique_ptr<Executable>> compile(std::unique_ptr<Module> module,
                                                        const CompileOptions& options);
+  // The executable the compile cache holds for `options` (its cacheDir and sourceKey, and the
+  // options that shape the code), or null when it holds none that loads: compile() then builds
+  // it, reporting a rejected entry. Lets a frontend skip importing a model whose compile is
+  // cached.
+  static StatusOr<std::unique_ptr<Executable>> fromCache(const CompileOptions& options);
   // An artifact (a .kiln file's bytes, from serialize()): the module after the passes, its
   // constants and the object code of its kernels. Loading parses the module, re-derives the
   // fusion plan and kernel IR (checked against the artifact's hash of them), links the object
@@ -68,6 +79,10 @@ class Executable {
   // artifact.
   static StatusOr<std::unique_ptr<Executable>>
   load(std::string_view bytes, const std::string& source, const CompileOptions& options = {});
+  // The same from a mapped artifact, unmapped as soon as the module is parsed: the artifact's
+  // pages and the library kernels' copies of the weights are then never resident at once.
+  static StatusOr<std::unique_ptr<Executable>> load(MappedFile file, const std::string& source,
+                                                    const CompileOptions& options = {});
   // The artifact: the same module and options give the same bytes on the same machine.
   std::string serialize() const;
   ~Executable();
@@ -83,6 +98,11 @@ class Executable {
                  std::vector<double>* kernelMs = nullptr) const;
 
   const Function& function() const;
+  // The outputs' names as the source program named them ("" for an unnamed one), which the
+  // passes may have changed in function() (an output replaced by an equal value).
+  const std::vector<std::string>& outputNames() const;
+  // The bytes of constant data freed by CompileOptions::dropHeldConstants (-1 when not asked).
+  int64_t droppedConstantBytes() const;
   const fusion::FusionPlan& plan() const;
   const std::vector<kernel::Kernel>& kernels() const;
   const BufferPlan& buffers() const;
@@ -108,7 +128,15 @@ class Executable {
   struct Impl;
   struct ObjectUnit;
   static std::string describeCalls(const Impl& impl);
+  static std::string cacheEntryPath(const CompileOptions& options);
+  static StatusOr<std::unique_ptr<Executable>> loadCacheEntry(const std::string& path,
+                                                              const CompileOptions& options);
   static void storeBlockedValues(Impl& impl, const Function& f);
+  static void dropHeldConstants(Impl& impl, Function& f);
+  static StatusOr<std::unique_ptr<Executable>> load(std::string_view bytes,
+                                                    const std::string& source,
+                                                    const CompileOptions& options,
+                                                    MappedFile* release);
   static Status build(Impl& impl, std::unique_ptr<Module> module,
                       const std::vector<ObjectUnit>* objects);
   explicit Executable(std::unique_ptr<Impl> impl);

@@ -3,6 +3,6 @@
 
 namespace kiln {
 
-inline constexpr const char* kKilnVersion = "0.1.0";
+inline constexpr const char* kKilnVersion = "0.2.0";
 
 }  // namespace kiln

@@ -134,5 +134,64 @@ TEST(Artifact, CompileCacheMissesHitsAndRebuildsCorruptEntries) {
   std::filesystem::remove_all(dir);
 }
 
+// A convolution's constant weights, which its oneDNN kernel holds reordered, are freed with
+// dropHeldConstants; a constant a loop also reads is kept. The results do not change, a compile
+// with a cache writes its entry before freeing, and fromCache finds that entry.
+TEST(Artifact, DropsConstantsOnlyLibraryKernelsHold) {
+  std::string weights, scale;
+  for (int i = 0; i < 3 * 3 * 8 * 8; ++i)
+    weights += (i ? ", " : "") + std::to_string(0.01 * (i % 13) - 0.06);
+  for (int i = 0; i < 8; ++i) scale += (i ? ", " : "") + std::to_string(0.5 + 0.1 * i);
+  const std::string text = R"(
+func @main(%x: f32[1,6,6,8]) -> (f32[1,6,6,8]) {
+  %w = f32[3,3,8,8] constant() {value = [)" +
+                           weights + R"(]}
+  %s = f32[8] constant() {value = [)" +
+                           scale + R"(]}
+  %c = f32[1,6,6,8] convolution(%x, %w) {padding_low = [1, 1], padding_high = [1, 1], dimension_numbers = "b01f_01io->b01f"}
+  %sb = f32[1,6,6,8] broadcast_in_dim(%s) {dims = [3]}
+  %t = f32[1,6,6,8] tanh(%c)
+  %y = f32[1,6,6,8] mul(%t, %sb)
+  return %y
+})";
+  Tensor x(DType::F32, {1, 6, 6, 8});
+  for (int64_t i = 0; i < x.numElements(); ++i) x.setDouble(i, 0.03 * (i % 11) - 0.15);
+  auto compile = [&](const CompileOptions& o) {
+    auto parsed = parseModule(text, "drop.kir");
+    EXPECT_TRUE(parsed.isOk()) << parsed.status().str();
+    auto exe = Executable::compile(std::move(*parsed), o);
+    EXPECT_TRUE(exe.isOk()) << exe.status().str();
+    return exe ? std::move(*exe) : nullptr;
+  };
+  auto kept = compile({});
+  ASSERT_TRUE(kept);
+  EXPECT_EQ(kept->droppedConstantBytes(), -1);
+  std::string dir =
+      (std::filesystem::temp_directory_path() / ("kiln-drop-test-" + std::to_string(::getpid())))
+          .string();
+  std::filesystem::remove_all(dir);
+  CompileOptions o;
+  o.dropHeldConstants = true;
+  o.cacheDir = dir;
+  o.sourceKey = "kir " + hex64(hash64(text));
+  auto none = Executable::fromCache(o);
+  ASSERT_TRUE(none.isOk());
+  EXPECT_EQ(*none, nullptr);
+  auto dropped = compile(o);
+  ASSERT_TRUE(dropped);
+  EXPECT_EQ(dropped->cacheReport().rfind("miss, written: ", 0), 0u) << dropped->cacheReport();
+  EXPECT_EQ(dropped->droppedConstantBytes(), 3 * 3 * 8 * 8 * 4);  // %w, not %s
+  auto hit = Executable::fromCache(o);
+  ASSERT_TRUE(hit.isOk() && *hit) << (hit.isOk() ? "no entry" : hit.status().str());
+  EXPECT_EQ((*hit)->cacheReport().rfind("hit: ", 0), 0u);
+  EXPECT_EQ((*hit)->droppedConstantBytes(), 3 * 3 * 8 * 8 * 4);
+  std::vector<Tensor> in{x};
+  auto a = kept->run(in), b = dropped->run(in), c = (*hit)->run(in);
+  ASSERT_TRUE(a.isOk() && b.isOk() && c.isOk());
+  EXPECT_EQ(std::memcmp((*a)[0].bytes(), (*b)[0].bytes(), (*a)[0].byteSize()), 0);
+  EXPECT_EQ(std::memcmp((*a)[0].bytes(), (*c)[0].bytes(), (*a)[0].byteSize()), 0);
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace kiln::runtime

@@ -90,7 +90,8 @@ double msSince(std::chrono::steady_clock::time_point t) {
 
 Status bench(const BenchOptions& b) {
   const RunOptions& o = b.run;
-  KILN_ASSIGN_OR_RETURN(LoadedProgram program, loadProgram(o.program));
+  std::optional<runtime::CompileOptions> probe = cacheProbe(o);
+  KILN_ASSIGN_OR_RETURN(LoadedProgram program, loadProgram(o.program, probe ? &*probe : nullptr));
   runtime::CompileTimes times;
   std::function<Status()> runOnce;
   std::unique_ptr<runtime::Executable> exe;
@@ -100,11 +101,17 @@ Status bench(const BenchOptions& b) {
     if (o.backend != "cpu") return Status::error("a .kiln artifact runs on the cpu backend");
     runtime::CompileOptions co;
     co.threads = o.threads;
+    co.dropHeldConstants = true;
     auto start = std::chrono::steady_clock::now();
-    KILN_ASSIGN_OR_RETURN(exe, runtime::Executable::load(program.artifact, o.program, co));
+    KILN_ASSIGN_OR_RETURN(exe,
+                          runtime::Executable::load(std::move(program.artifact), o.program, co));
     times = exe->times();
     times.cacheLoad = msSince(start);
     cache = "artifact";
+  } else if (program.cached) {  // a compile-cache hit: nothing imported
+    exe = std::move(program.cached);
+    times = exe->times();
+    cache = "hit";
   }
   const Function& f = exe ? exe->function() : *program.module->entry();
   KILN_ASSIGN_OR_RETURN(BoundInputs bound, bindInputs(f, o));

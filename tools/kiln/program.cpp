@@ -11,6 +11,7 @@
 #include "frontend/onnx/onnx_importer.h"
 #include "ir/text/text.h"
 #include "support/hash.h"
+#include "support/mapped_file.h"
 
 namespace kiln::cli {
 namespace {
@@ -39,22 +40,44 @@ StatusOr<std::string> readTextFile(const std::string& path) {
 
 }  // namespace
 
-StatusOr<LoadedProgram> loadProgram(const std::string& path) {
+StatusOr<LoadedProgram> loadProgram(const std::string& path, const runtime::CompileOptions* cache) {
   auto start = std::chrono::steady_clock::now();
   std::string ext = std::filesystem::path(path).extension().string();
   LoadedProgram p;
+  auto done = [&] {
+    p.loadMs =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  };
+  // A compile-cache hit for the source key just computed.
+  auto cached = [&]() -> StatusOr<bool> {
+    if (!cache) return false;
+    runtime::CompileOptions co = *cache;
+    co.sourceKey = p.sourceKey;
+    KILN_ASSIGN_OR_RETURN(p.cached, runtime::Executable::fromCache(co));
+    return p.cached != nullptr;
+  };
   if (ext == ".kir") {
     KILN_ASSIGN_OR_RETURN(std::string text, readTextFile(path));
-    KILN_ASSIGN_OR_RETURN(p.module, parseModule(text, path));
     p.format = "kir";
     p.sourceKey = "kir " + hex64(hash64(text));
+    done();
+    KILN_ASSIGN_OR_RETURN(bool hit, cached());
+    if (hit) return p;
+    KILN_ASSIGN_OR_RETURN(p.module, parseModule(text, path));
   } else if (ext == ".onnx") {
-    KILN_ASSIGN_OR_RETURN(std::string bytes, readTextFile(path));
-    KILN_ASSIGN_OR_RETURN(p.module, onnx::importModelFile(path, bytes));
+    {
+      // Unmapped before a cache hit loads, which then needs no source bytes.
+      KILN_ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(path));
+      p.sourceKey = "onnx " + hex64(hash64(file.bytes()));
+    }
     p.format = "onnx";
-    p.sourceKey = "onnx " + hex64(hash64(bytes));
+    done();
+    KILN_ASSIGN_OR_RETURN(bool hit, cached());
+    if (hit) return p;
+    KILN_ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(path));
+    KILN_ASSIGN_OR_RETURN(p.module, onnx::importModelFile(path, file.bytes()));
   } else if (ext == ".kiln") {
-    KILN_ASSIGN_OR_RETURN(p.artifact, readTextFile(path));
+    KILN_ASSIGN_OR_RETURN(p.artifact, MappedFile::open(path));
     p.format = "kiln";
     p.loadMs =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

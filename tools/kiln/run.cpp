@@ -68,15 +68,21 @@ StatusOr<std::string> specialize(Module& m, const Function& f, PassManager& pm,
          " made static";
 }
 
-std::vector<std::string> outputNames(const Function& f) {
+std::vector<std::string> outputNames(const std::vector<std::string>& given) {
   std::vector<std::string> names;
-  for (size_t i = 0; i < f.outputs().size(); ++i) {
-    const std::string& n = f.outputs()[i]->name();
+  for (size_t i = 0; i < given.size(); ++i) {
+    const std::string& n = given[i];
     // %0, %1, ... are how the text spells unnamed values.
     bool unnamed = n.empty() || n.find_first_not_of("0123456789") == std::string::npos;
     names.push_back(unnamed ? "output_" + std::to_string(i) : n);
   }
   return names;
+}
+
+std::vector<std::string> outputNames(const Function& f) {
+  std::vector<std::string> given;
+  for (const Value* v : f.outputs()) given.push_back(v->name());
+  return outputNames(given);
 }
 
 // Writes each output to dir/NAME.npy (names made unique); bf16 goes out as f32, with a note.
@@ -119,23 +125,33 @@ Status finishRun(const RunOptions& o, RunSummary& summary, const std::vector<std
   return Status::ok();
 }
 
-// A .kiln artifact: loaded (no passes, no code generation) and run on the cpu backend.
-Status runArtifact(const RunOptions& o, const LoadedProgram& program, RunSummary& summary) {
-  if (o.backend != "cpu")
-    return Status::error("a .kiln artifact holds cpu code: run it with --backend cpu");
-  if (!o.dims.empty())
-    return Status::error("a .kiln artifact has fixed sizes: --dim does not apply");
-  runtime::CompileOptions co;
-  co.threads = o.threads;
+// A .kiln artifact, or a compile-cache hit: loaded (no passes, no code generation) and run on
+// the cpu backend.
+Status runArtifact(const RunOptions& o, LoadedProgram& program, RunSummary& summary) {
+  std::unique_ptr<runtime::Executable> exe = std::move(program.cached);
   auto start = std::chrono::steady_clock::now();
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Executable> exe,
-                        runtime::Executable::load(program.artifact, o.program, co));
+  if (exe) {
+    summary.stages.push_back({"read+hash", program.loadMs, "the source, for its cache key"});
+    summary.notes.push_back("compile cache " + exe->cacheReport());
+  } else {
+    if (o.backend != "cpu")
+      return Status::error("a .kiln artifact holds cpu code: run it with --backend cpu");
+    if (!o.dims.empty())
+      return Status::error("a .kiln artifact has fixed sizes: --dim does not apply");
+    runtime::CompileOptions co;
+    co.threads = o.threads;
+    co.dropHeldConstants = true;
+    size_t bytes = program.artifact.bytes().size();
+    KILN_ASSIGN_OR_RETURN(exe,
+                          runtime::Executable::load(std::move(program.artifact), o.program, co));
+    summary.stages.push_back({"read", program.loadMs, std::to_string(bytes) + " bytes"});
+  }
   const Function& f = exe->function();
   summary.function = f.name();
+  // A cache hit was loaded by loadProgram (Executable::fromCache), which timed it.
+  double loadMs = program.format == "kiln" ? msSince(start) : exe->times().cacheLoad;
   summary.stages.push_back(
-      {"read", program.loadMs, std::to_string(program.artifact.size()) + " bytes"});
-  summary.stages.push_back(
-      {"load artifact", msSince(start),
+      {program.format == "kiln" ? "load artifact" : "load compile-cache entry", loadMs,
        std::to_string(exe->plan().kernels.size()) + " kernels, " +
            std::to_string(exe->uniqueKernels()) +
            " distinct, linked from object code; library calls: " + exe->libraryCalls()});
@@ -150,15 +166,16 @@ Status runArtifact(const RunOptions& o, const LoadedProgram& program, RunSummary
   KILN_ASSIGN_OR_RETURN(std::vector<Tensor> results, exe->run(values));
   summary.runMs = msSince(start);
   summary.backend = "cpu, " + std::to_string(exe->threads()) + " threads";
-  return finishRun(o, summary, outputNames(f), results);
+  return finishRun(o, summary, outputNames(exe->outputNames()), results);
 }
 
 Status runProgram(const RunOptions& o) {
   RunSummary summary;
   summary.program = o.program;
   summary.backend = o.backend;
-  KILN_ASSIGN_OR_RETURN(LoadedProgram program, loadProgram(o.program));
-  if (program.format == "kiln") return runArtifact(o, program, summary);
+  std::optional<runtime::CompileOptions> probe = cacheProbe(o);
+  KILN_ASSIGN_OR_RETURN(LoadedProgram program, loadProgram(o.program, probe ? &*probe : nullptr));
+  if (program.format == "kiln" || program.cached) return runArtifact(o, program, summary);
   Function& f = *program.module->entry();
   summary.function = f.name();
   std::string loadStage = program.format == "onnx" ? "import+verify" : "parse+verify";

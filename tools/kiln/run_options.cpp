@@ -190,12 +190,22 @@ runtime::CompileOptions compileOptions(const RunOptions& o, const SymbolBindings
   co.optLevel = o.optLevel;
   co.postOps = o.postOps;
   co.reassociate = o.reassociate;
+  co.dropHeldConstants = true;  // run and bench never serialize (kiln compile turns it off)
   co.threads = o.threads;
   co.instrumentation = o.instrumentation;
   if (o.cache && !sourceKey.empty()) {
     co.cacheDir = o.cacheDir.empty() ? runtime::defaultCacheDir() : o.cacheDir;
     co.sourceKey = sourceKey;
   }
+  return co;
+}
+
+std::optional<runtime::CompileOptions> cacheProbe(const RunOptions& o) {
+  // With --dim the program has symbolic dims, which the import must check against the inputs
+  // (the cached function is specialised): no probe.
+  if (o.backend != "cpu" || !o.cache || !o.dims.empty()) return std::nullopt;
+  runtime::CompileOptions co = compileOptions(o, {}, "probe");
+  co.sourceKey.clear();
   return co;
 }
 

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,11 @@ StatusOr<RunOptions> parseRunOptions(const std::vector<std::string>& args);
 // `sourceKey` identifies the program for the compile cache (no cache when empty or --no-cache).
 runtime::CompileOptions compileOptions(const RunOptions& o, const SymbolBindings& dims,
                                        const std::string& sourceKey);
+
+// The compile options to look the program up in the compile cache before importing it
+// (loadProgram fills in the source key), or none: another backend, --no-cache, or --dim (a
+// program with symbolic dims is imported, so that the inputs are checked against them).
+std::optional<runtime::CompileOptions> cacheProbe(const RunOptions& o);
 
 // The text of `kiln run --help`.
 const char* runUsage();

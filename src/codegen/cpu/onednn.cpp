@@ -257,6 +257,7 @@ class OneDnnKernel final : public LibraryKernel {
   }
 
   std::string describe() const override { return description_; }
+  bool holdsWeights() const override { return packedWeights_.has_value(); }
 
  private:
   dnnl::engine engine_;
@@ -384,6 +385,7 @@ class BlockedConvolution final : public LibraryKernel {
       o.stored = std::find(positions.begin(), positions.end(), o.position) != positions.end();
   }
   std::string blockedLayout() const override { return "nChw8c"; }
+  bool holdsWeights() const override { return packedWeights_.has_value(); }
 
  private:
   static std::string bufferName(size_t position) {
