@@ -218,6 +218,23 @@ StatusOr<PostOpsPlan> planPostOps(const std::vector<kernel::PostOp>& postOps,
   return plan;
 }
 
+// Runs `body` (which executes primitives) under the kernel's OpenMP thread limit, with a stream,
+// turning exceptions into errors that name the kernel.
+template <typename Body>
+Status runPrimitive(const std::string& description, int threads, Body body) {
+  try {
+    OmpThreadsScope scope(threads);
+    dnnl::stream stream(cpuEngine());
+    body(stream);
+    stream.wait();
+    return Status::ok();
+  } catch (const dnnl::error& e) {
+    return Status::error(description + ": oneDNN error: " + e.what());
+  } catch (const std::exception& e) {
+    return Status::error(description + ": " + e.what());
+  }
+}
+
 // A oneDNN primitive with its memory descriptors, ready to run on Kiln's buffers.
 class OneDnnKernel final : public LibraryKernel {
  public:
@@ -231,9 +248,7 @@ class OneDnnKernel final : public LibraryKernel {
         description_(std::move(description)) {}
 
   Status run(void* const* buffers) const override {
-    try {
-      OmpThreadsScope scope(threads_);
-      dnnl::stream stream(engine_);
+    return runPrimitive(description_, threads_, [&](dnnl::stream& stream) {
       std::unordered_map<int, memory> args;
       args.emplace(DNNL_ARG_SRC, memory(src_, engine_, buffers[0]));
       args.emplace(DNNL_ARG_WEIGHTS,
@@ -247,13 +262,7 @@ class OneDnnKernel final : public LibraryKernel {
         args.emplace(DNNL_ARG_SCRATCHPAD,
                      memory(scratch_, engine_, threadScratch(scratch_.get_size())));
       prim_.execute(stream, args);
-      stream.wait();
-      return Status::ok();
-    } catch (const dnnl::error& e) {
-      return Status::error(description_ + ": oneDNN error: " + e.what());
-    } catch (const std::exception& e) {
-      return Status::error(description_ + ": " + e.what());
-    }
+    });
   }
 
   std::string describe() const override { return description_; }
@@ -318,9 +327,7 @@ class BlockedConvolution final : public LibraryKernel {
         description_(std::move(description)) {}
 
   Status run(void* const* buffers) const override {
-    try {
-      OmpThreadsScope scope(threads_);
-      dnnl::stream stream(engine_);
+    return runPrimitive(description_, threads_, [&](dnnl::stream& stream) {
       // Scratch: the scratchpad, then each operand that is reordered.
       size_t bytes = alignUp64(scratch_.get_size());
       for (const Operand& o : operands_)
@@ -355,13 +362,7 @@ class BlockedConvolution final : public LibraryKernel {
         args.emplace(DNNL_ARG_SCRATCHPAD, memory(scratch_, engine_, scratch));
       prim_.execute(stream, args);
       for (auto& [o, plain] : results) o->out->execute(stream, args.at(DNNL_ARG_DST), plain);
-      stream.wait();
-      return Status::ok();
-    } catch (const dnnl::error& e) {
-      return Status::error(description_ + ": oneDNN error: " + e.what());
-    } catch (const std::exception& e) {
-      return Status::error(description_ + ": " + e.what());
-    }
+    });
   }
 
   std::string describe() const override {
