@@ -625,10 +625,167 @@ class Lowerer {
     }
   }
 
+  // The reduced loops of output index `o` of a reduce, argmax/argmin or reduce_window, the input
+  // index they read, and (for a window with padding or dilation) when that index is valid.
+  struct ReductionIndex {
+    std::vector<std::string> rvars;
+    std::vector<int64_t> rextents;
+    Index inIdx;
+    ExprRef valid;
+  };
+  ReductionIndex reductionIndex(const Index& o) {
+    const Node* a = k_.anchor;
+    std::vector<int64_t> in = a->operand(0)->type().staticDims();
+    bool arg = a->op() == OpCode::ArgMax || a->op() == OpCode::ArgMin;
+    ReductionIndex ri;
+    std::vector<std::string>& rvars = ri.rvars;
+    std::vector<int64_t>& rextents = ri.rextents;
+    Index& inIdx = ri.inIdx;
+    inIdx.resize(in.size());
+    ExprRef& valid = ri.valid;
+    if (a->op() == OpCode::ReduceWindow) {
+      auto win = a->attrInts("window_dimensions");
+      size_t r = in.size();
+      auto ones = std::vector<int64_t>(r, 1), zeros = std::vector<int64_t>(r, 0);
+      auto strides = a->attrInts("window_strides", ones);
+      auto bdil = a->attrInts("base_dilations", ones);
+      auto wdil = a->attrInts("window_dilations", ones);
+      auto lo = a->attrInts("padding_low", zeros);
+      std::vector<ExprRef> conds;
+      for (size_t d = 0; d < r; ++d) {
+        rvars.push_back(freshVar("w"));
+        rextents.push_back(win[d]);
+        ExprRef q = binary(BinaryOp::Sub,
+                           binary(BinaryOp::Add, binary(BinaryOp::Mul, o[d], intConst(strides[d])),
+                                  binary(BinaryOp::Mul, var(rvars.back()), intConst(wdil[d]))),
+                           intConst(lo[d]));
+        int64_t dilated = in[d] == 0 ? 0 : (in[d] - 1) * bdil[d] + 1;
+        if (win[d] != 1 || lo[d] != 0 || strides[d] != 1 || bdil[d] != 1) {
+          conds.push_back(binary(BinaryOp::Ge, q, intConst(0)));
+          conds.push_back(binary(BinaryOp::Lt, q, intConst(dilated)));
+        }
+        if (bdil[d] > 1)
+          conds.push_back(
+              binary(BinaryOp::Eq, binary(BinaryOp::Rem, q, intConst(bdil[d])), intConst(0)));
+        inIdx[d] = clampIndex(binary(BinaryOp::Div, q, intConst(bdil[d])), in[d]);
+      }
+      if (!conds.empty()) valid = andAll(conds);
+    } else {
+      std::set<int64_t> reduced;
+      if (arg) reduced.insert(a->attrInt("axis"));
+      else
+        for (int64_t d : a->attrInts("dims")) reduced.insert(d);
+      size_t oi = 0;
+      for (size_t d = 0; d < in.size(); ++d) {
+        if (reduced.count(static_cast<int64_t>(d))) {
+          rvars.push_back(freshVar("r"));
+          rextents.push_back(in[d]);
+          inIdx[d] = var(rvars.back());
+        } else {
+          inIdx[d] = o[oi++];
+        }
+      }
+    }
+    return ri;
+  }
+
   // reduce, argmax/argmin and reduce_window: per output element, a loop over the reduced
   // elements into local accumulators, then the epilogue at the output index.
+  // Whether a reduce or reduce_window keeps its input's innermost dim as its result's innermost
+  // (pooling in NHWC, a reduction over rows): then the accumulators of a run of that dim are
+  // updated together, in a vectorized loop inside the reduced loops (lowerChannelReduction).
+  bool keepsInnermost() const {
+    const Node* a = k_.anchor;
+    std::vector<int64_t> in = a->operand(0)->type().staticDims();
+    std::vector<int64_t> out = a->result()->type().staticDims();
+    if (in.empty() || out.empty() || in.back() != out.back() || out.back() < 8 || out.back() > 4096)
+      return false;
+    size_t last = in.size() - 1;
+    if (a->op() == OpCode::Reduce) {
+      for (int64_t d : a->attrInts("dims"))
+        if (d == static_cast<int64_t>(last)) return false;
+      return true;
+    }
+    if (a->op() != OpCode::ReduceWindow) return false;
+    auto at = [&](const char* name, int64_t fill) {
+      std::vector<int64_t> v = a->attrInts(name, std::vector<int64_t>(in.size(), fill));
+      return v.size() == in.size() ? v[last] : -1;
+    };
+    return at("window_dimensions", 1) == 1 && at("window_strides", 1) == 1 &&
+           at("base_dilations", 1) == 1 && at("window_dilations", 1) == 1 &&
+           at("padding_low", 0) == 0 && at("padding_high", 0) == 0;
+  }
+
+  // A reduce or reduce_window that keeps the innermost dim (keepsInnermost): per index of the
+  // other result dims, a local accumulator per innermost element,
+  //   vectorized for c: acc[c] = identity
+  //   for the reduced loops { vectorized for c: acc[c] = acc[c] op x(..., c) }
+  //   vectorized for c: the stored values at (..., c), the result being acc[c].
+  // Each accumulator sees its elements in the same order as one per output element would.
+  StatusOr<StmtRef> lowerChannelReduction() {
+    const Node* a = k_.anchor;
+    const Value* x = a->operand(0);
+    std::vector<int64_t> outShape = a->result()->type().staticDims();
+    std::vector<int64_t> outer(outShape.begin(), outShape.end() - 1);
+    int64_t channels = outShape.back();
+    DType ct = computeType(x->type().dtype());
+    DType resultType = a->result()->type().dtype();
+    std::string kind = a->attrEnum("kind");
+    std::vector<const Value*> main, rest;
+    splitOutputs(outShape, main, rest);
+    std::string acc = "acc" + std::to_string(vars_);
+    int64_t work = elementCount(x->type().staticDims()) / std::max<int64_t>(1, elementCount(outer));
+    Status err = Status::ok();
+    auto perOuter = [&](const Index& oo) -> StmtRef {
+      memo_.clear();
+      std::string c = freshVar("c");
+      Index o = oo;
+      o.push_back(var(c));
+      ReductionIndex ri = reductionIndex(o);
+      auto xv = valueAt(x, ri.inIdx);
+      if (!xv) {
+        err = xv.status();
+        return block({});
+      }
+      ExprRef cur = load(acc, ct, var(c));
+      ExprRef next = combine(kind, cur, *xv);
+      if (ri.valid) next = select(ri.valid, next, cur);
+      StmtRef update =
+          forLoop(c, intConst(channels), LoopKind::Vectorized, store(acc, var(c), next));
+      for (size_t i = ri.rvars.size(); i-- > 0;)
+        update = forLoop(ri.rvars[i], intConst(ri.rextents[i]), LoopKind::Serial, update);
+      std::string c0 = freshVar("c"), c1 = freshVar("c");
+      StmtRef init = forLoop(c0, intConst(channels), LoopKind::Vectorized,
+                             store(acc, var(c0), identity(kind, ct)));
+      memo_.clear();
+      overrides_[a->result()] = [acc, ct, resultType](const Index& i) {
+        return cast(cast(load(acc, ct, i.back()), resultType), computeType(resultType));
+      };
+      Index o1 = oo;
+      o1.push_back(var(c1));
+      std::vector<StmtRef> stores;
+      for (const Value* v : main) {
+        auto st = storeValue(v, o1);
+        if (!st) {
+          err = st.status();
+          return block({});
+        }
+        stores.push_back(*st);
+      }
+      overrides_.erase(a->result());
+      StmtRef out = forLoop(c1, intConst(channels), LoopKind::Vectorized, block(std::move(stores)));
+      return alloc(acc, ct, channels, MemoryScope::Local, block({init, update, out}));
+    };
+    StmtRef s = nest(outer, false, perOuter, "i", true, work);
+    KILN_RETURN_IF_ERROR(err);
+    if (rest.empty()) return s;
+    KILN_ASSIGN_OR_RETURN(StmtRef others, storeAll(rest));
+    return block({s, others});
+  }
+
   StatusOr<StmtRef> lowerRowReduction() {
     const Node* a = k_.anchor;
+    if (keepsInnermost()) return lowerChannelReduction();
     const Value* x = a->operand(0);
     std::vector<int64_t> in = x->type().staticDims();
     std::vector<int64_t> outShape = a->result()->type().staticDims();
@@ -650,55 +807,11 @@ class Lowerer {
       std::vector<StmtRef> body;
       body.push_back(store(acc, intConst(0), identity(kind, ct)));
       if (arg) body.push_back(store(accIdx, intConst(0), intConst(-1)));
-      // The reduced loops and the input index for each output index.
-      std::vector<std::string> rvars;
-      std::vector<int64_t> rextents;
-      Index inIdx(in.size());
-      ExprRef valid;
-      if (a->op() == OpCode::ReduceWindow) {
-        auto win = a->attrInts("window_dimensions");
-        size_t r = in.size();
-        auto ones = std::vector<int64_t>(r, 1), zeros = std::vector<int64_t>(r, 0);
-        auto strides = a->attrInts("window_strides", ones);
-        auto bdil = a->attrInts("base_dilations", ones);
-        auto wdil = a->attrInts("window_dilations", ones);
-        auto lo = a->attrInts("padding_low", zeros);
-        std::vector<ExprRef> conds;
-        for (size_t d = 0; d < r; ++d) {
-          rvars.push_back(freshVar("w"));
-          rextents.push_back(win[d]);
-          ExprRef q =
-              binary(BinaryOp::Sub,
-                     binary(BinaryOp::Add, binary(BinaryOp::Mul, o[d], intConst(strides[d])),
-                            binary(BinaryOp::Mul, var(rvars.back()), intConst(wdil[d]))),
-                     intConst(lo[d]));
-          int64_t dilated = in[d] == 0 ? 0 : (in[d] - 1) * bdil[d] + 1;
-          if (win[d] != 1 || lo[d] != 0 || strides[d] != 1 || bdil[d] != 1) {
-            conds.push_back(binary(BinaryOp::Ge, q, intConst(0)));
-            conds.push_back(binary(BinaryOp::Lt, q, intConst(dilated)));
-          }
-          if (bdil[d] > 1)
-            conds.push_back(
-                binary(BinaryOp::Eq, binary(BinaryOp::Rem, q, intConst(bdil[d])), intConst(0)));
-          inIdx[d] = clampIndex(binary(BinaryOp::Div, q, intConst(bdil[d])), in[d]);
-        }
-        if (!conds.empty()) valid = andAll(conds);
-      } else {
-        std::set<int64_t> reduced;
-        if (arg) reduced.insert(a->attrInt("axis"));
-        else
-          for (int64_t d : a->attrInts("dims")) reduced.insert(d);
-        size_t oi = 0;
-        for (size_t d = 0; d < in.size(); ++d) {
-          if (reduced.count(static_cast<int64_t>(d))) {
-            rvars.push_back(freshVar("r"));
-            rextents.push_back(in[d]);
-            inIdx[d] = var(rvars.back());
-          } else {
-            inIdx[d] = o[oi++];
-          }
-        }
-      }
+      ReductionIndex ri = reductionIndex(o);
+      std::vector<std::string>& rvars = ri.rvars;
+      std::vector<int64_t>& rextents = ri.rextents;
+      Index& inIdx = ri.inIdx;
+      ExprRef valid = ri.valid;
       auto xv = valueAt(x, inIdx);
       if (!xv) {
         err = xv.status();

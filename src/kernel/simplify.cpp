@@ -238,6 +238,11 @@ class Simplifier {
   }
 
   ExprRef expr(const ExprRef& e) {
+    // A loop variable whose loop runs once is its only value.
+    if (e && e->kind == Expr::Kind::Var) {
+      std::optional<Range> r = range(e);
+      return r && r->lo == r->hi ? intConst(r->lo) : e;
+    }
     if (!e || e->args.empty()) return e;
     std::vector<ExprRef> args;
     bool changed = false;

@@ -14,6 +14,7 @@
 //   x % a % b -> x % b                    when b divides a
 //   x / d * (c*d) + x % d * c -> x * c
 //   min(a, b) -> a and max(a, b) -> b     when a's range lies below b's
+//   i -> 0                                for the variable of a loop of extent 1
 // Ranges come from the enclosing loops ([0, extent) for a constant extent) and propagate
 // through +, -, *, /, %, min and max; an expression whose range is unknown is left as it is.
 // Every rewrite is exact for the values the ranges allow (truncating division of non-negative

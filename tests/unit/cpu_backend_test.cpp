@@ -254,6 +254,34 @@ func @main(%x: f32[N,M], %y: f32[N,M], %i: i32[N,M], %g: f32[M], %b: f32[M]) -> 
                           {{2, 32}, {3, 47}, {5, 300}, {40, 1000}});
 }
 
+// Reductions that keep the innermost dim (NHWC pooling, a global pool, a column reduction): the
+// accumulators of the innermost dim update together in a vectorized loop, each in the
+// interpreter's order. max, min and integer sums are therefore bit for bit the interpreter's;
+// float sums agree within the file's tolerance (the interpreter sums in double).
+TEST(CpuBackend, ReductionsKeepingTheInnermostDim) {
+  const std::vector<std::pair<int64_t, int64_t>> shapes{{1, 8}, {3, 9}, {5, 33}};
+  checkAgainstInterpreter("keep-innermost-exact", R"(
+func @main(%x: f32[2,N,M,16], %y: f32[N,M], %i: i32[N,M]) -> (f32[2,N,M,16], f32[M], i32[M], f32[2,16]) {
+  %a = f32[2,N,M,16] add(%x, %x)
+  %mx = f32[2,N,M,16] reduce_window(%a) {kind = max, window_dimensions = [1, 3, 3, 1], window_strides = [1, 1, 1, 1], padding_low = [0, 1, 1, 0], padding_high = [0, 1, 1, 0]}
+  %cs = f32[M] reduce(%y) {dims = [0], kind = min}
+  %ci = i32[M] reduce(%i) {dims = [0], kind = sum}
+  %gm = f32[2,16] reduce(%a) {dims = [1, 2], kind = max}
+  return %mx, %cs, %ci, %gm
+})",
+                          shapes, true);
+  checkAgainstInterpreter("keep-innermost-sums", R"(
+func @main(%x: f32[2,N,M,16]) -> (f32[2,N,M,16], f32[2,16]) {
+  %sm = f32[2,N,M,16] reduce_window(%x) {kind = sum, window_dimensions = [1, 2, 2, 1], window_strides = [1, 1, 1, 1], padding_low = [0, 0, 0, 0], padding_high = [0, 1, 1, 0]}
+  %g = f32[2,16] reduce(%x) {dims = [1, 2], kind = sum}
+  %half = f32[] constant() {value = [0.5]}
+  %hb = f32[2,16] broadcast_in_dim(%half) {dims = []}
+  %gh = f32[2,16] mul(%g, %hb)
+  return %sm, %gh
+})",
+                          shapes);
+}
+
 TEST(CpuBackend, RowNormalizationsWithFusedInputsAndEpilogues) {
   checkAgainstInterpreter("rows", R"(
 func @main(%x: f32[N,M], %y: f32[N,M], %g: f32[M], %b: f32[M]) -> (f32[N,M], f32[N,M], f32[N,M]) {
