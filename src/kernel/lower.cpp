@@ -563,16 +563,20 @@ class Lowerer {
   // acc[0] = combine(acc[0], x(j)) for j in [0, n), as kReductionLanes partial accumulators:
   //   lanes[l] = identity;  for jo { vectorized for l: lanes[l] = lanes[l] op x(jo * L + l) }
   //   the tail j = n - n % L + t into lanes[t];  then acc[0] = acc[0] op lanes[l] for each l.
-  // `outer` wraps the accumulating loops in further (serial) reduction loops.
+  // `outer` wraps the accumulating loops in further (serial) reduction loops. With `keep`, each
+  // x(j) is also stored to keep[j] (and accumulated from there).
   StatusOr<StmtRef> laneReduction(const std::string& acc, const std::string& kind, DType ct,
                                   int64_t n, const std::function<StatusOr<ExprRef>(ExprRef)>& x,
-                                  const std::function<StmtRef(StmtRef)>& outer = nullptr) {
+                                  const std::function<StmtRef(StmtRef)>& outer = nullptr,
+                                  const std::string& keep = "") {
     constexpr int64_t L = kReductionLanes;
     std::string lanes = "lanes" + std::to_string(vars_++);
     auto update = [&](ExprRef lane, ExprRef j) -> StatusOr<StmtRef> {
       memo_.clear();
       KILN_ASSIGN_OR_RETURN(ExprRef v, x(j));
-      return store(lanes, lane, combine(kind, load(lanes, ct, lane), v));
+      if (keep.empty()) return store(lanes, lane, combine(kind, load(lanes, ct, lane), v));
+      return block({store(keep, j, v),
+                    store(lanes, lane, combine(kind, load(lanes, ct, lane), load(keep, ct, j)))});
     };
     std::vector<StmtRef> accumulate;
     if (n / L > 0) {
@@ -922,6 +926,14 @@ class Lowerer {
     std::vector<const Value*> main, rest;
     splitOutputs(in, main, rest);
     std::string a0 = "acc" + std::to_string(vars_), a1 = "sum" + std::to_string(vars_);
+    // softmax keeps each row's exp(x - max) in a local row (rows of one long dim, up to 4096
+    // elements): the last pass divides it instead of computing exp again, the same values.
+    bool logarithm = a->op() == OpCode::LogSoftmax;
+    size_t longDims = 0, longDim = 0;
+    for (size_t i = 0; i < lineShape.size(); ++i)
+      if (lineShape[i] > 1) longDims++, longDim = i;
+    bool keepRow = !layerNorm && !logarithm && longDims == 1 && lineSize <= 4096;
+    std::string rowBuffer = "row" + std::to_string(vars_);
     Status err = Status::ok();
     auto perRow = [&](const Index& r) -> StmtRef {
       // One pass over the line: body(full index, line index).
@@ -946,28 +958,33 @@ class Lowerer {
       auto xAt = [&](const Index& full) { return valueAt(x, full); };
       // acc = acc `kind` value(full index) over the line: split into partial accumulators when
       // the line is one dim (the others of extent 1) long enough, else one serial pass.
-      size_t longDims = 0, longDim = 0;
-      for (size_t i = 0; i < lineShape.size(); ++i)
-        if (lineShape[i] > 1) longDims++, longDim = i;
+      // With `keep` (a line of one long dim), each value is also stored to keep[j].
       auto reduceLine = [&](const std::string& acc, const std::string& kind,
-                            const std::function<StatusOr<ExprRef>(const Index&)>& value) {
+                            const std::function<StatusOr<ExprRef>(const Index&)>& value,
+                            const std::string& keep = "") {
         if (longDims == 1 && lineShape[longDim] >= 2 * kReductionLanes && splits(kind, ct)) {
-          auto s = laneReduction(acc, kind, ct, lineShape[longDim], [&](ExprRef j) {
-            Index full(in.size());
-            for (size_t i = 0; i < rowDims.size(); ++i) full[rowDims[i]] = r[i];
-            for (size_t i = 0; i < lineDims.size(); ++i)
-              full[lineDims[i]] = i == longDim ? j : intConst(0);
-            return value(full);
-          });
+          auto s = laneReduction(
+              acc, kind, ct, lineShape[longDim],
+              [&](ExprRef j) {
+                Index full(in.size());
+                for (size_t i = 0; i < rowDims.size(); ++i) full[rowDims[i]] = r[i];
+                for (size_t i = 0; i < lineDims.size(); ++i)
+                  full[lineDims[i]] = i == longDim ? j : intConst(0);
+                return value(full);
+              },
+              nullptr, keep);
           if (s) return *s;
           err = s.status();
           return block({});
         }
         ExprRef cur = load(acc, ct, intConst(0));
         return pass(
-            [&](const Index& full, const Index&) -> StatusOr<StmtRef> {
+            [&](const Index& full, const Index& line) -> StatusOr<StmtRef> {
               KILN_ASSIGN_OR_RETURN(ExprRef v, value(full));
-              return store(acc, intConst(0), combine(kind, cur, v));
+              if (keep.empty()) return store(acc, intConst(0), combine(kind, cur, v));
+              ExprRef j = line[longDim];
+              return block({store(keep, j, v),
+                            store(acc, intConst(0), combine(kind, cur, load(keep, ct, j)))});
             },
             false);
       };
@@ -997,14 +1014,16 @@ class Lowerer {
             store(a0, intConst(0), floatConst(-std::numeric_limits<double>::infinity(), ct)));
         body.push_back(reduceLine(a0, "max", xAt));
         body.push_back(store(a1, intConst(0), floatConst(0, ct)));
-        body.push_back(reduceLine(a1, "sum", [&](const Index& full) -> StatusOr<ExprRef> {
-          KILN_ASSIGN_OR_RETURN(ExprRef v, xAt(full));
-          return unary(UnaryOp::Exp, binary(BinaryOp::Sub, v, acc0));
-        }));
+        body.push_back(reduceLine(
+            a1, "sum",
+            [&](const Index& full) -> StatusOr<ExprRef> {
+              KILN_ASSIGN_OR_RETURN(ExprRef v, xAt(full));
+              return unary(UnaryOp::Exp, binary(BinaryOp::Sub, v, acc0));
+            },
+            keepRow ? rowBuffer : ""));
       }
       // The last pass: the anchor's value at each element, and every stored value of x's shape.
       DType resultType = a->result()->type().dtype();
-      bool logarithm = a->op() == OpCode::LogSoftmax;
       body.push_back(pass(
           [&](const Index& full, const Index& line) -> StatusOr<StmtRef> {
             KILN_ASSIGN_OR_RETURN(ExprRef v, xAt(full));
@@ -1019,6 +1038,8 @@ class Lowerer {
               }
             } else if (logarithm) {
               y = binary(BinaryOp::Sub, binary(BinaryOp::Sub, v, acc0), unary(UnaryOp::Log, acc1));
+            } else if (keepRow) {
+              y = binary(BinaryOp::Div, load(rowBuffer, ct, line[longDim]), acc1);
             } else {
               y = binary(BinaryOp::Div, unary(UnaryOp::Exp, binary(BinaryOp::Sub, v, acc0)), acc1);
             }
@@ -1033,8 +1054,9 @@ class Lowerer {
             return block(std::move(stores));
           },
           true));
-      return alloc(a0, ct, 1, MemoryScope::Local,
-                   alloc(a1, ct, 1, MemoryScope::Local, block(std::move(body))));
+      StmtRef s = alloc(a0, ct, 1, MemoryScope::Local,
+                        alloc(a1, ct, 1, MemoryScope::Local, block(std::move(body))));
+      return keepRow ? alloc(rowBuffer, ct, lineSize, MemoryScope::Local, s) : s;
     };
     StmtRef rows = nest(rowShape, false, perRow, "i", true, lineSize);
     KILN_RETURN_IF_ERROR(err);

@@ -5,8 +5,8 @@
 //     rewrite the index: broadcast, reshape, transpose, slice, pad, concatenate, reverse, iota);
 //   - reduction kernels: a loop nest over the rows (the kept dims) with a local accumulator per
 //     row (per run of the innermost dim, updated by a vectorized loop, when the reduction keeps
-//     that dim); softmax, log_softmax and layer_norm make two or three passes over the row; the fused
-//     producers are recomputed in each pass and the epilogue runs in the last;
+//     that dim); softmax, log_softmax and layer_norm make two or three passes over the row; the
+//     fused producers are recomputed in each pass and the epilogue runs in the last;
 //   - contraction and attention kernels: a library call of the anchor op (the runtime runs it)
 //     with the leading part of the epilogue as post-ops of the call (LowerOptions), then the
 //     rest of the epilogue as a loop nest over its result;
