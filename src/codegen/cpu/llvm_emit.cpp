@@ -704,6 +704,15 @@ class KernelEmitter {
     b_.CreateCall(type, fs_.handler, {fs_.context, b_.getInt32(index), arr});
   }
 
+  static bool containsVectorizedLoop(const Stmt& s) {
+    for (const StmtRef& b : s.body) {
+      if (!b) continue;
+      if (b->kind == Stmt::Kind::For && b->loop == LoopKind::Vectorized) return true;
+      if (containsVectorizedLoop(*b)) return true;
+    }
+    return false;
+  }
+
   // Loop metadata: {self, hints...}, attached to the latch's branch.
   llvm::MDNode* loopMetadata(LoopKind kind, const Stmt& s) {
     std::vector<llvm::Metadata*> ops = {nullptr};
@@ -719,6 +728,10 @@ class KernelEmitter {
       bool small = s.extent->kind == Expr::Kind::Const && s.extent->i <= 64;
       hint(small ? "llvm.loop.unroll.full" : "llvm.loop.unroll.enable");
     }
+    // A serial loop around a vectorized one (the reduced loops of a pooling, the window of a
+    // global pool) is not unrolled: each copy would carry a whole vectorized loop, and fully
+    // unrolling a 7x7 window around a 512-wide loop took LLVM 450 ms for one kernel.
+    if (kind == LoopKind::Serial && containsVectorizedLoop(s)) hint("llvm.loop.unroll.disable");
     llvm::MDNode* md = llvm::MDNode::getDistinct(c_, ops);
     md->replaceOperandWith(0, md);
     return md;
