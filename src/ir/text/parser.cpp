@@ -568,7 +568,8 @@ Status Parser::parseDataEntry() {
       return errorAt(off, "data @" + nameTok.str + ": " + std::to_string(need) +
                               " bytes at blob offset " + std::string(off.text) +
                               " lie outside the blob (" + std::to_string(blob_.size()) + " bytes)");
-    Tensor t(type.dtype(), type.staticDims());
+    // Every byte is copied in: no zero fill first (it would touch every page twice).
+    Tensor t = Tensor::uninitialized(type.dtype(), type.staticDims());
     if (need) std::memcpy(t.mutableBytes(), blob_.data() + at, need);
     data_[nameTok.str] = DataEntry{std::move(t), locOf(nameTok)};
     return Status::ok();
