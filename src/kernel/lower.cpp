@@ -479,24 +479,35 @@ class Lowerer {
     return store(bname, flatIndex(idx, shape), cast(e, v->type().dtype()));
   }
 
+  // The stores of each of `values` at `idx`.
+  StatusOr<StmtRef> storeValues(const std::vector<const Value*>& values, const Index& idx) {
+    std::vector<StmtRef> stores;
+    for (const Value* v : values) {
+      KILN_ASSIGN_OR_RETURN(StmtRef st, storeValue(v, idx));
+      stores.push_back(st);
+    }
+    return block(std::move(stores));
+  }
+
   // A nest over `shape` storing each of `values` (all of that shape).
   StatusOr<StmtRef> storeNest(const std::vector<const Value*>& values,
                               const std::vector<int64_t>& shape) {
     Status err = Status::ok();
     StmtRef s = nest(shape, true, [&](const Index& idx) -> StmtRef {
-      std::vector<StmtRef> stores;
-      for (const Value* v : values) {
-        auto st = storeValue(v, idx);
-        if (!st) {
-          err = st.status();
-          return block({});
-        }
-        stores.push_back(*st);
-      }
-      return block(std::move(stores));
+      auto st = storeValues(values, idx);
+      if (st) return *st;
+      err = st.status();
+      return block({});
     });
     KILN_RETURN_IF_ERROR(err);
     return s;
+  }
+
+  // `s`, then the nests that store `rest` (the kernel's outputs of other shapes).
+  StatusOr<StmtRef> thenStore(StmtRef s, const std::vector<const Value*>& rest) {
+    if (rest.empty()) return s;
+    KILN_ASSIGN_OR_RETURN(StmtRef others, storeAll(rest));
+    return block({s, others});
   }
 
   // One nest per distinct shape among `values`.
@@ -767,24 +778,18 @@ class Lowerer {
       };
       Index o1 = oo;
       o1.push_back(var(c1));
-      std::vector<StmtRef> stores;
-      for (const Value* v : main) {
-        auto st = storeValue(v, o1);
-        if (!st) {
-          err = st.status();
-          return block({});
-        }
-        stores.push_back(*st);
-      }
+      auto stores = storeValues(main, o1);
       overrides_.erase(a->result());
-      StmtRef out = forLoop(c1, intConst(channels), LoopKind::Vectorized, block(std::move(stores)));
+      if (!stores) {
+        err = stores.status();
+        return block({});
+      }
+      StmtRef out = forLoop(c1, intConst(channels), LoopKind::Vectorized, *stores);
       return alloc(acc, ct, channels, MemoryScope::Local, block({init, update, out}));
     };
     StmtRef s = nest(outer, false, perOuter, "i", true, work);
     KILN_RETURN_IF_ERROR(err);
-    if (rest.empty()) return s;
-    KILN_ASSIGN_OR_RETURN(StmtRef others, storeAll(rest));
-    return block({s, others});
+    return thenStore(s, rest);
   }
 
   StatusOr<StmtRef> lowerRowReduction() {
@@ -881,27 +886,22 @@ class Lowerer {
                    : cast(cast(load(accName, ct, intConst(0)), resultType),
                           computeType(resultType));
       };
-      for (const Value* v : main) {
-        auto st = storeValue(v, o);
-        if (!st) {
-          err = st.status();
-          return block({});
-        }
-        body.push_back(*st);
+      auto stores = storeValues(main, o);
+      if (!stores) {
+        err = stores.status();
+        return block({});
       }
+      body.push_back(*stores);
       // The accumulators are scratch of this output element (inside any parallel loop, so each
       // thread has its own).
       StmtRef s = alloc(acc, ct, 1, MemoryScope::Local, block(std::move(body)));
       if (arg) s = alloc(accIdx, DType::I64, 1, MemoryScope::Local, s);
       return s;
     };
-    StmtRef mainNest = nest(outShape, false, perOutput, "i", true, work);
-    KILN_RETURN_IF_ERROR(err);
-    StmtRef s = mainNest;
+    StmtRef s = nest(outShape, false, perOutput, "i", true, work);
     overrides_.erase(a->result());
-    if (rest.empty()) return s;
-    KILN_ASSIGN_OR_RETURN(StmtRef others, storeAll(rest));
-    return block({s, others});
+    KILN_RETURN_IF_ERROR(err);
+    return thenStore(s, rest);
   }
 
   // softmax, log_softmax, layer_norm: per row, passes over the row with local accumulators,
@@ -1045,13 +1045,9 @@ class Lowerer {
             }
             ExprRef rounded = cast(cast(y, resultType), computeType(resultType));
             overrides_[a->result()] = [rounded](const Index&) { return rounded; };
-            std::vector<StmtRef> stores;
-            for (const Value* o : main) {
-              KILN_ASSIGN_OR_RETURN(StmtRef st, storeValue(o, full));
-              stores.push_back(st);
-            }
+            StatusOr<StmtRef> stores = storeValues(main, full);
             overrides_.erase(a->result());
-            return block(std::move(stores));
+            return stores;
           },
           true));
       StmtRef s = alloc(a0, ct, 1, MemoryScope::Local,
@@ -1060,10 +1056,7 @@ class Lowerer {
     };
     StmtRef rows = nest(rowShape, false, perRow, "i", true, lineSize);
     KILN_RETURN_IF_ERROR(err);
-    StmtRef s = rows;
-    if (rest.empty()) return s;
-    KILN_ASSIGN_OR_RETURN(StmtRef others, storeAll(rest));
-    return block({s, others});
+    return thenStore(rows, rest);
   }
 
   // ---- library calls ----------------------------------------------------------------------

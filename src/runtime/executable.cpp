@@ -200,6 +200,25 @@ const kernel::Stmt* onlyCall(const kernel::Kernel& k) {
   return s && s->kind == kernel::Stmt::Kind::Call ? s : nullptr;
 }
 
+// Calls use(call, buffer, positions) for each buffer of each kernel that holds a graph value:
+// `call` is the kernel's library call when the kernel is nothing but one (else null), and
+// `positions` the buffer's positions among that call's arguments.
+template <typename Use>
+void forEachValueBuffer(const std::vector<kernel::Kernel>& kernels,
+                        std::vector<std::vector<LibraryCall>>& calls, Use use) {
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const kernel::Stmt* s = onlyCall(kernels[i]);
+    LibraryCall* call = s && calls[i].size() == 1 ? &calls[i][0] : nullptr;
+    for (const kernel::Buffer& b : kernels[i].buffers) {
+      if (!b.value) continue;
+      std::vector<size_t> positions;
+      for (size_t j = 0; call && j < s->args.size(); ++j)
+        if (s->args[j] == b.name) positions.push_back(j);
+      use(call, b, positions);
+    }
+  }
+}
+
 }  // namespace
 
 // Values stored in a library kernel's blocked layout (LibraryKernel::blockableBuffers): a value
@@ -214,28 +233,19 @@ void Executable::storeBlockedValues(Impl& impl, const Function& f) {
   };
   std::map<const Value*, std::vector<Use>> uses;  // every read and write of a value
   std::set<const Value*> excluded;                // read or written some other way
-  for (size_t i = 0; i < impl.kernels.size(); ++i) {
-    const kernel::Kernel& k = impl.kernels[i];
-    const kernel::Stmt* s = onlyCall(k);
-    LibraryCall* call = s && impl.calls[i].size() == 1 ? &impl.calls[i][0] : nullptr;
-    std::vector<size_t> blockable;
-    if (call && call->fast && !call->separatePostOps) blockable = call->fast->blockableBuffers();
-    for (const kernel::Buffer& b : k.buffers) {
-      if (!b.value) continue;
-      std::vector<size_t> positions;
-      if (call)
-        for (size_t j = 0; j < s->args.size(); ++j)
-          if (s->args[j] == b.name) positions.push_back(j);
-      bool ok = !positions.empty();
-      for (size_t p : positions)
-        ok = ok && std::find(blockable.begin(), blockable.end(), p) != blockable.end();
-      if (!ok) {
-        excluded.insert(b.value);
-        continue;
-      }
-      for (size_t p : positions) uses[b.value].push_back({call, p});
-    }
-  }
+  forEachValueBuffer(
+      impl.kernels, impl.calls,
+      [&](LibraryCall* call, const kernel::Buffer& b, const std::vector<size_t>& positions) {
+        std::vector<size_t> blockable;
+        if (call && call->fast && !call->separatePostOps)
+          blockable = call->fast->blockableBuffers();
+        bool ok = !positions.empty();
+        for (size_t p : positions)
+          ok = ok && std::find(blockable.begin(), blockable.end(), p) != blockable.end();
+        if (!ok) excluded.insert(b.value);
+        else
+          for (size_t p : positions) uses[b.value].push_back({call, p});
+      });
   for (const Value* v : f.outputs()) excluded.insert(v);
   std::map<LibraryCall*, std::vector<size_t>> stored;
   for (const auto& [v, list] : uses) {
@@ -257,22 +267,15 @@ void Executable::storeBlockedValues(Impl& impl, const Function& f) {
 void Executable::dropHeldConstants(Impl& impl, Function& f) {
   impl.droppedBytes = 0;
   std::map<const Value*, bool> held;  // constant -> every reader holds it
-  for (size_t i = 0; i < impl.kernels.size(); ++i) {
-    const kernel::Kernel& k = impl.kernels[i];
-    const kernel::Stmt* s = onlyCall(k);
-    const LibraryCall* call = s && impl.calls[i].size() == 1 ? &impl.calls[i][0] : nullptr;
-    for (const kernel::Buffer& b : k.buffers) {
-      if (!b.value || b.role != kernel::BufferRole::Input ||
-          b.value->def()->op() != OpCode::Constant)
-        continue;
-      bool ok = call && call->fast && call->fast->holdsWeights();
-      for (size_t j = 0; ok && j < s->args.size(); ++j)
-        if (s->args[j] == b.name && j != 1) ok = false;
-      ok = ok && s->args.size() > 1 && s->args[1] == b.name;
-      auto [it, added] = held.emplace(b.value, ok);
-      if (!added) it->second = it->second && ok;
-    }
-  }
+  forEachValueBuffer(
+      impl.kernels, impl.calls,
+      [&](LibraryCall* call, const kernel::Buffer& b, const std::vector<size_t>& positions) {
+        if (b.role != kernel::BufferRole::Input || b.value->def()->op() != OpCode::Constant) return;
+        bool ok =
+            call && call->fast && call->fast->holdsWeights() && positions == std::vector<size_t>{1};
+        auto [it, added] = held.emplace(b.value, ok);
+        if (!added) it->second = it->second && ok;
+      });
   for (const Value* v : f.outputs()) held.erase(v);
   for (const auto& [v, ok] : held) {
     if (!ok) continue;

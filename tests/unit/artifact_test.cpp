@@ -25,6 +25,14 @@ func @main(%x: f32[4,8], %w: f32[8,8]) -> (f32[4,8]) {
   return %e
 })";
 
+// An empty directory of this process under the system's temporary directory.
+std::string freshTempDir(const std::string& prefix) {
+  std::string dir =
+      (std::filesystem::temp_directory_path() / (prefix + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
 std::unique_ptr<Executable> compileProgram(const CompileOptions& o = {}) {
   auto parsed = parseModule(kProgram, "artifact.kir");
   EXPECT_TRUE(parsed.isOk());
@@ -96,10 +104,7 @@ TEST(Artifact, RoundTripsAndRefusesMismatches) {
 }
 
 TEST(Artifact, CompileCacheMissesHitsAndRebuildsCorruptEntries) {
-  std::string dir =
-      (std::filesystem::temp_directory_path() / ("kiln-cache-test-" + std::to_string(::getpid())))
-          .string();
-  std::filesystem::remove_all(dir);
+  std::string dir = freshTempDir("kiln-cache-test-");
   CompileOptions o;
   o.cacheDir = dir;
   o.sourceKey = "kir " + hex64(hash64(kProgram));
@@ -166,10 +171,7 @@ func @main(%x: f32[1,6,6,8]) -> (f32[1,6,6,8]) {
   auto kept = compile({});
   ASSERT_TRUE(kept);
   EXPECT_EQ(kept->droppedConstantBytes(), -1);
-  std::string dir =
-      (std::filesystem::temp_directory_path() / ("kiln-drop-test-" + std::to_string(::getpid())))
-          .string();
-  std::filesystem::remove_all(dir);
+  std::string dir = freshTempDir("kiln-drop-test-");
   CompileOptions o;
   o.dropHeldConstants = true;
   o.cacheDir = dir;

@@ -99,9 +99,7 @@ Status bench(const BenchOptions& b) {
   std::string cache = "off";
   if (program.format == "kiln") {  // an artifact: loading is its compile
     if (o.backend != "cpu") return Status::error("a .kiln artifact runs on the cpu backend");
-    runtime::CompileOptions co;
-    co.threads = o.threads;
-    co.dropHeldConstants = true;
+    runtime::CompileOptions co = loadOptions(o);
     auto start = std::chrono::steady_clock::now();
     KILN_ASSIGN_OR_RETURN(exe,
                           runtime::Executable::load(std::move(program.artifact), o.program, co));

@@ -138,9 +138,7 @@ Status runArtifact(const RunOptions& o, LoadedProgram& program, RunSummary& summ
       return Status::error("a .kiln artifact holds cpu code: run it with --backend cpu");
     if (!o.dims.empty())
       return Status::error("a .kiln artifact has fixed sizes: --dim does not apply");
-    runtime::CompileOptions co;
-    co.threads = o.threads;
-    co.dropHeldConstants = true;
+    runtime::CompileOptions co = loadOptions(o);
     size_t bytes = program.artifact.bytes().size();
     KILN_ASSIGN_OR_RETURN(exe,
                           runtime::Executable::load(std::move(program.artifact), o.program, co));

@@ -200,6 +200,13 @@ runtime::CompileOptions compileOptions(const RunOptions& o, const SymbolBindings
   return co;
 }
 
+runtime::CompileOptions loadOptions(const RunOptions& o) {
+  runtime::CompileOptions co;
+  co.threads = o.threads;
+  co.dropHeldConstants = true;
+  return co;
+}
+
 std::optional<runtime::CompileOptions> cacheProbe(const RunOptions& o) {
   // With --dim the program has symbolic dims, which the import must check against the inputs
   // (the cached function is specialised): no probe.

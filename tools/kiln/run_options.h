@@ -49,6 +49,10 @@ StatusOr<RunOptions> parseRunOptions(const std::vector<std::string>& args);
 runtime::CompileOptions compileOptions(const RunOptions& o, const SymbolBindings& dims,
                                        const std::string& sourceKey);
 
+// The options of loading a .kiln artifact for `o`: its threads, and the constants that library
+// kernels hold in their own layout freed (run and bench never serialize).
+runtime::CompileOptions loadOptions(const RunOptions& o);
+
 // The compile options to look the program up in the compile cache before importing it
 // (loadProgram fills in the source key), or none: another backend, --no-cache, or --dim (a
 // program with symbolic dims is imported, so that the inputs are checked against them).

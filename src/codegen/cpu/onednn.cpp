@@ -304,6 +304,35 @@ std::optional<memory> packWeights(const Tensor* constant, const memory::desc& we
   return packed;
 }
 
+// What a primitive is created with: its attributes (user scratchpad, the post-ops) and its
+// weights descriptor, format `any` for constant weights so that the primitive picks their layout.
+struct PrimitiveInputs {
+  const Tensor* constant = nullptr;  // the weights' data when they are a constant
+  dnnl::primitive_attr attr;
+  memory::desc weights;
+};
+
+PrimitiveInputs primitiveInputs(const Node& n, const memory::desc& weights, const PostOpsPlan& post,
+                                bool hasPostOps) {
+  PrimitiveInputs in;
+  in.constant = constantWeights(n, weights);
+  in.attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (hasPostOps) in.attr.set_post_ops(post.ops);
+  in.weights = in.constant
+                   ? memory::desc(weights.dims(), memory::data_type::f32, memory::format_tag::any)
+                   : weights;
+  return in;
+}
+
+// "oneDNN <what>, <impl>, constant weights reordered, post-ops ..." (without the closing ")").
+std::string kernelDescription(const std::string& what, const std::string& impl,
+                              const PrimitiveInputs& in, const std::optional<memory>& packed,
+                              const PostOpsPlan& post) {
+  std::string desc = "oneDNN " + what + ", " + impl;
+  if (in.constant) desc += packed ? ", constant weights reordered" : ", constant weights";
+  return desc + post.text;
+}
+
 // A convolution computing in nChw8c. Each blockable buffer (source 0, result 2, residual-shaped
 // post-op operands 3+i) is reordered between its IR layout and nChw8c in per-thread scratch,
 // unless the runtime stores it blocked (storeBlocked).
@@ -335,20 +364,11 @@ class BlockedConvolution final : public LibraryKernel {
       std::byte* scratch = threadScratch(bytes);
       std::byte* next = scratch + alignUp64(scratch_.get_size());
       std::unordered_map<int, memory> args;
-      std::vector<std::pair<const Operand*, memory>> results;
       for (const Operand& o : operands_) {
-        void* data = buffers[o.position];
-        memory m(o.blocked, engine_, data);
-        if (!o.stored) {
-          m = memory(o.blocked, engine_, next);
-          next += alignUp64(o.blocked.get_size());
-          if (o.in) {
-            memory plain(o.plain, engine_, data);
-            o.in->execute(stream, plain, m);
-          } else {
-            results.emplace_back(&o, memory(o.plain, engine_, data));
-          }
-        }
+        memory m(o.blocked, engine_, o.stored ? buffers[o.position] : next);
+        if (!o.stored) next += alignUp64(o.blocked.get_size());
+        if (!o.stored && o.in)
+          o.in->execute(stream, {{DNNL_ARG_FROM, plain(o, buffers)}, {DNNL_ARG_TO, m}});
         args.emplace(o.arg, m);
       }
       args.emplace(DNNL_ARG_WEIGHTS,
@@ -361,7 +381,10 @@ class BlockedConvolution final : public LibraryKernel {
       if (scratch_.get_size() > 0)
         args.emplace(DNNL_ARG_SCRATCHPAD, memory(scratch_, engine_, scratch));
       prim_.execute(stream, args);
-      for (auto& [o, plain] : results) o->out->execute(stream, args.at(DNNL_ARG_DST), plain);
+      for (const Operand& o : operands_)
+        if (!o.stored && o.out)
+          o.out->execute(stream,
+                         {{DNNL_ARG_FROM, args.at(o.arg)}, {DNNL_ARG_TO, plain(o, buffers)}});
     });
   }
 
@@ -389,6 +412,11 @@ class BlockedConvolution final : public LibraryKernel {
   bool holdsWeights() const override { return packedWeights_.has_value(); }
 
  private:
+  // An operand's buffer in the IR layout.
+  memory plain(const Operand& o, void* const* buffers) const {
+    return memory(o.plain, engine_, buffers[o.position]);
+  }
+
   static std::string bufferName(size_t position) {
     if (position == 0) return "source";
     if (position == 2) return "result";
@@ -416,12 +444,8 @@ finish(const Node& n, int threads, const memory::desc& src, const memory::desc& 
        const std::vector<std::vector<int64_t>>& axisDims) {
   KILN_ASSIGN_OR_RETURN(PostOpsPlan post,
                         planPostOps(postOps, n.result(0)->type().staticDims(), axisDims));
-  const Tensor* constant = constantWeights(n, weights);
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  if (!postOps.empty()) attr.set_post_ops(post.ops);
-  memory::desc anyWeights(weights.dims(), memory::data_type::f32, memory::format_tag::any);
-  auto pd = makePd(constant ? anyWeights : weights, attr);
+  PrimitiveInputs in = primitiveInputs(n, weights, post, !postOps.empty());
+  auto pd = makePd(in.weights, in.attr);
   // A reference implementation would be far slower than the optimized one without post-ops
   // plus a pass over the result: the caller then applies them itself.
   const std::string impl = pd.impl_info_str();
@@ -434,10 +458,8 @@ finish(const Node& n, int threads, const memory::desc& src, const memory::desc& 
       impl.find("gemm") != std::string::npos)
     return Status::error("oneDNN's " + impl +
                          " convolution mis-addresses post-op operands that are not per-channel");
-  std::optional<memory> packed = packWeights(constant, weights, pd.weights_desc());
-  std::string desc = "oneDNN " + what + ", " + pd.impl_info_str();
-  if (constant) desc += packed ? ", constant weights reordered" : ", constant weights";
-  desc += post.text + ")";
+  std::optional<memory> packed = packWeights(in.constant, weights, pd.weights_desc());
+  std::string desc = kernelDescription(what, impl, in, packed, post) + ")";
   return std::unique_ptr<LibraryKernel>(
       new OneDnnKernel(Primitive(pd), src, weights, dst, pd.scratchpad_desc(), std::move(packed),
                        std::move(post.binaries), threads, std::move(desc)));
@@ -638,12 +660,8 @@ createBlockedConvolution(const Node& n, const std::vector<kernel::PostOp>& postO
   for (BlockedConvolution::Operand& o : operands)
     if (o.position >= 3)
       o.arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(post.binaries[o.position - 3].first) | DNNL_ARG_SRC_1;
-  const Tensor* constant = constantWeights(n, weights);
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  if (!postOps.empty()) attr.set_post_ops(post.ops);
-  memory::desc anyWeights(weights.dims(), memory::data_type::f32, memory::format_tag::any);
-  auto pd = makePd(srcB, constant ? anyWeights : weights, dstB, attr);
+  PrimitiveInputs in = primitiveInputs(n, weights, post, !postOps.empty());
+  auto pd = makePd(srcB, in.weights, dstB, in.attr);
   const std::string impl = pd.impl_info_str();
   if (impl.rfind("ref", 0) == 0)
     return Status::error("oneDNN has only its reference implementation in nChw8c");
@@ -653,10 +671,8 @@ createBlockedConvolution(const Node& n, const std::vector<kernel::PostOp>& postO
       o.out = dnnl::reorder(dnnl::reorder::primitive_desc(engine, dstB, engine, dst));
     else o.in = dnnl::reorder(dnnl::reorder::primitive_desc(engine, o.plain, engine, o.blocked));
   }
-  std::optional<memory> packed = packWeights(constant, weights, pd.weights_desc());
-  std::string desc = "oneDNN " + what + ", " + impl;
-  if (constant) desc += packed ? ", constant weights reordered" : ", constant weights";
-  desc += post.text;
+  std::optional<memory> packed = packWeights(in.constant, weights, pd.weights_desc());
+  std::string desc = kernelDescription(what, impl, in, packed, post);
   return std::unique_ptr<LibraryKernel>(new BlockedConvolution(
       dnnl::convolution_forward(pd), weights, pd.scratchpad_desc(), std::move(packed),
       std::move(operands), std::move(post.binaries), threads, std::move(desc)));
