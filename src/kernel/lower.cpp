@@ -118,9 +118,10 @@ BinaryOp compareOp(const std::string& direction) {
 
 class Lowerer {
  public:
-  Lowerer(const Function& f, const fusion::Kernel& k, const LowerOptions& options)
-      : k_(k), options_(options) {
-    names_ = printedValueNames(f);
+  // `names`: the printed names of f's values (printedValueNames), shared by its kernels.
+  Lowerer(const fusion::Kernel& k, const LowerOptions& options,
+          const std::map<const Value*, std::string>& names)
+      : k_(k), options_(options), names_(names) {
     members_.insert(k.nodes.begin(), k.nodes.end());
     out_.name = "k" + std::to_string(k.id) + "_" + std::string(fusion::kernelKindName(k.kind));
   }
@@ -1241,17 +1242,28 @@ class Lowerer {
 
 }  // namespace
 
+namespace {
+
+StatusOr<Kernel> lowerWithNames(const fusion::Kernel& k, const LowerOptions& options,
+                                const std::map<const Value*, std::string>& names) {
+  KILN_ASSIGN_OR_RETURN(Kernel lowered, Lowerer(k, options, names).run());
+  return simplifyIndices(lowered);
+}
+
+}  // namespace
+
 StatusOr<Kernel> lowerKernel(const Function& f, const fusion::Kernel& k,
                              const LowerOptions& options) {
-  KILN_ASSIGN_OR_RETURN(Kernel lowered, Lowerer(f, k, options).run());
-  return simplifyIndices(lowered);
+  return lowerWithNames(k, options, printedValueNames(f));
 }
 
 StatusOr<std::vector<Kernel>> lowerPlan(const Function& f, const fusion::FusionPlan& plan,
                                         const LowerOptions& options) {
+  // The value names are computed once: per kernel they cost a walk over the whole function.
+  const std::map<const Value*, std::string> names = printedValueNames(f);
   std::vector<Kernel> out;
   for (const fusion::Kernel& k : plan.kernels) {
-    KILN_ASSIGN_OR_RETURN(Kernel lowered, lowerKernel(f, k, options));
+    KILN_ASSIGN_OR_RETURN(Kernel lowered, lowerWithNames(k, options, names));
     out.push_back(std::move(lowered));
   }
   return out;
