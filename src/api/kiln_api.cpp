@@ -2,7 +2,7 @@
 #include "frontend/onnx/onnx_importer.h"
 #include "kiln/kiln.hpp"
 #include "runtime/artifact.h"
-#include "support/hash.h"
+#include "runtime/source_key.h"
 #include "support/mapped_file.h"
 
 namespace kiln {
@@ -14,14 +14,11 @@ StatusOr<std::unique_ptr<Executable>> compileOnnxFile(const std::string& path,
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, onnx::importModelFile(path));
     return Executable::compile(std::move(m), o);
   }
-  // The cache key hashes the file's bytes: read once, for the key and the import.
-  KILN_ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(path));
-  std::string_view bytes = file.bytes();
-  o.sourceKey = "onnx " + hex64(hash64(bytes));
-  // A cache hit needs no import.
+  // The cache key fingerprints the file's bytes (runtime/source_key.h); a hit needs no import.
+  KILN_ASSIGN_OR_RETURN(o.sourceKey, runtime::sourceFileKey("onnx", path, o.cacheDir));
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Executable> cached, Executable::fromCache(o));
   if (cached) return cached;
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, onnx::importModelFile(path, bytes));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, onnx::importModelFile(path));
   return Executable::compile(std::move(m), o);
 }
 

@@ -1,5 +1,6 @@
 #include "ir/tensor.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -67,7 +68,35 @@ Tensor::Tensor(DType dtype, std::vector<int64_t> dims) : dtype_(dtype), dims_(st
   auto n = checkedNumElements(dims_);
   KILN_CHECK(n.isOk(), "Tensor with invalid dims: " + n.status().message());
   numElements_ = *n;
-  data_ = std::make_shared<Bytes>(byteSize(), std::byte{0});
+  allocate(true);
+}
+
+void Tensor::allocate(bool zero) {
+  // One byte at least, so that the data pointer of an empty tensor is not null.
+  size_t size = std::max<size_t>(byteSize(), 1);
+  auto bytes = zero ? std::make_shared<Bytes>(size, std::byte{0}) : std::make_shared<Bytes>(size);
+  data_ = std::shared_ptr<std::byte>(bytes, bytes->data());
+  borrowed_ = false;
+}
+
+Tensor Tensor::borrowed(DType dtype, std::vector<int64_t> dims, std::shared_ptr<const void> owner,
+                        const std::byte* bytes) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.dims_ = std::move(dims);
+  auto n = checkedNumElements(t.dims_);
+  KILN_CHECK(n.isOk(), "Tensor with invalid dims: " + n.status().message());
+  KILN_CHECK(owner && bytes, "Tensor::borrowed needs an owner and bytes");
+  t.numElements_ = *n;
+  t.data_ = std::shared_ptr<std::byte>(std::const_pointer_cast<void>(std::move(owner)),
+                                       const_cast<std::byte*>(bytes));
+  t.borrowed_ = true;
+  return t;
+}
+
+std::byte* Tensor::mutableBytes() {
+  KILN_CHECK(!borrowed_, "a borrowed tensor (" + type().str() + ") is read-only");
+  return data_.get();
 }
 
 Tensor Tensor::uninitialized(DType dtype, std::vector<int64_t> dims) {
@@ -77,7 +106,7 @@ Tensor Tensor::uninitialized(DType dtype, std::vector<int64_t> dims) {
   auto n = checkedNumElements(t.dims_);
   KILN_CHECK(n.isOk(), "Tensor with invalid dims: " + n.status().message());
   t.numElements_ = *n;
-  t.data_ = std::make_shared<Bytes>(t.byteSize());
+  t.allocate(false);
   return t;
 }
 
@@ -199,7 +228,10 @@ Tensor Tensor::reshaped(std::vector<int64_t> dims) const {
 
 Tensor Tensor::clone() const {
   Tensor t = *this;
-  if (data_) t.data_ = std::make_shared<Bytes>(*data_);
+  if (data_) {
+    t.allocate(false);
+    std::memcpy(t.data_.get(), data_.get(), byteSize());
+  }
   return t;
 }
 

@@ -2,7 +2,8 @@
 //
 // Used for constant data in the IR (stored once, shared by every node that refers to it) and for
 // the inputs and outputs of the interpreter and runtimes. Copying a Tensor copies the reference;
-// clone() copies the bytes.
+// clone() copies the bytes. A tensor may also borrow read-only bytes that another object owns (a
+// constant of a mapped artifact): borrowed() keeps the owner alive and copies nothing.
 #pragma once
 
 #include <cstdint>
@@ -59,6 +60,11 @@ class Tensor {
   // A tensor whose bytes are not initialised: for results that are written whole before they
   // are read (the runtime's outputs). Dims are checked as by the constructor.
   static Tensor uninitialized(DType dtype, std::vector<int64_t> dims);
+  // A read-only tensor over `bytes` (byteSize() of them), which `owner` keeps valid and
+  // unchanged for as long as any copy of the tensor lives: no copy is made. mutableBytes() of a
+  // borrowed tensor is a checked failure; clone() gives a writable copy.
+  static Tensor borrowed(DType dtype, std::vector<int64_t> dims, std::shared_ptr<const void> owner,
+                         const std::byte* bytes);
 
   DType dtype() const { return dtype_; }
   const std::vector<int64_t>& dims() const { return dims_; }
@@ -69,9 +75,11 @@ class Tensor {
   bool defined() const { return data_ != nullptr; }
   // No other Tensor shares these bytes (copies of a Tensor share them).
   bool isUnique() const { return data_ && data_.use_count() == 1; }
+  // The bytes belong to another object (borrowed()) and cannot be written.
+  bool isBorrowed() const { return borrowed_; }
 
-  const std::byte* bytes() const { return data_ ? data_->data() : nullptr; }
-  std::byte* mutableBytes() { return data_ ? data_->data() : nullptr; }
+  const std::byte* bytes() const { return data_.get(); }
+  std::byte* mutableBytes();
   template <typename T>
   const T* data() const {
     return reinterpret_cast<const T*>(bytes());
@@ -113,7 +121,11 @@ class Tensor {
   std::vector<int64_t> dims_;
   int64_t numElements_ = 0;
   using Bytes = std::vector<std::byte, DefaultInitAllocator<std::byte>>;
-  std::shared_ptr<Bytes> data_;
+  void allocate(bool zero);
+  // Points at the bytes; its control block owns them (a Bytes vector, or a borrowed tensor's
+  // owner). Never null for a defined tensor, even of zero elements.
+  std::shared_ptr<std::byte> data_;
+  bool borrowed_ = false;
 };
 
 }  // namespace kiln

@@ -32,57 +32,97 @@ bool get(std::string_view in, size_t& at, T& v) {
 
 }  // namespace
 
+std::string_view DecodedArtifact::operator[](const std::string& name) const {
+  auto it = sections.find(name);
+  return it == sections.end() ? std::string_view() : it->second;
+}
+
+Status DecodedArtifact::verify(const std::string& name) const {
+  auto it = sections.find(name);
+  if (it == sections.end()) return Status::error(source + ": no section '" + name + "'");
+  uint64_t actual = hash64(it->second), expected = checksums.at(name);
+  if (actual != expected)
+    return Status::error(source + ": corrupted: checksum " + hex64(actual) + " of section '" +
+                         name + "', the table says " + hex64(expected));
+  return Status::ok();
+}
+
 std::string encodeArtifact(const Sections& sections) {
-  std::string payload;
+  size_t tableBytes = 0;
+  for (const auto& [name, data] : sections) tableBytes += 4 + name.size() + 8 + 8 + 8;
+  auto align = [](size_t n) {
+    return (n + kSectionAlignment - 1) / kSectionAlignment * kSectionAlignment;
+  };
+  std::string table;
+  size_t offset = align(kHeader + tableBytes);
   for (const auto& [name, data] : sections) {
-    put<uint32_t>(payload, static_cast<uint32_t>(name.size()));
-    payload += name;
-    put<uint64_t>(payload, data.size());
-    payload += data;
+    put<uint32_t>(table, static_cast<uint32_t>(name.size()));
+    table += name;
+    put<uint64_t>(table, offset);
+    put<uint64_t>(table, data.size());
+    put<uint64_t>(table, hash64(data));
+    offset = align(offset + data.size());
   }
   std::string out(kMagic, sizeof kMagic);
   put<uint32_t>(out, kArtifactFormat);
   put<uint32_t>(out, static_cast<uint32_t>(sections.size()));
-  put<uint64_t>(out, payload.size());
-  put<uint64_t>(out, hash64(payload));
-  return out + payload;
+  put<uint64_t>(out, table.size());
+  put<uint64_t>(out, hash64(table));
+  out += table;
+  out.reserve(offset);
+  for (const auto& [name, data] : sections) {
+    out.resize(align(out.size()), '\0');
+    out += data;
+  }
+  return out;
 }
 
-StatusOr<SectionViews> decodeArtifact(std::string_view bytes, const std::string& source) {
+StatusOr<DecodedArtifact> decodeArtifact(std::string_view bytes, const std::string& source,
+                                         const std::function<bool(const std::string&)>& defer) {
   auto fail = [&](const std::string& why) { return Status::error(source + ": " + why); };
   if (bytes.size() < sizeof kMagic || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
     return fail("not a Kiln artifact (no KILNART1 header)");
   size_t at = sizeof kMagic;
   uint32_t format = 0, count = 0;
-  uint64_t size = 0, checksum = 0;
-  if (!get(bytes, at, format) || !get(bytes, at, count) || !get(bytes, at, size) ||
+  uint64_t tableBytes = 0, checksum = 0;
+  if (!get(bytes, at, format) || !get(bytes, at, count) || !get(bytes, at, tableBytes) ||
       !get(bytes, at, checksum))
     return fail("truncated header");
   if (format != kArtifactFormat)
     return fail("artifact format " + std::to_string(format) + ", this Kiln reads format " +
                 std::to_string(kArtifactFormat) + ": compile the model again");
-  if (bytes.size() - kHeader != size)
-    return fail("corrupted: the payload has " + std::to_string(bytes.size() - kHeader) +
-                " bytes, the header says " + std::to_string(size));
-  std::string_view payload = bytes.substr(kHeader);
-  uint64_t actual = hash64(payload);
+  if (tableBytes > bytes.size() - kHeader)
+    return fail("corrupted: the file has " + std::to_string(bytes.size()) +
+                " bytes, too few for its section table (" + std::to_string(tableBytes) + ")");
+  std::string_view table = bytes.substr(kHeader, tableBytes);
+  uint64_t actual = hash64(table);
   if (actual != checksum)
-    return fail("corrupted: checksum " + hex64(actual) + ", the header says " + hex64(checksum));
-  SectionViews out;
+    return fail("corrupted: checksum " + hex64(actual) + " of the section table, the header says " +
+                hex64(checksum));
+  DecodedArtifact out;
+  out.source = source;
   at = 0;
+  uint64_t end = kHeader + tableBytes;  // where the previous section ended
   for (uint32_t i = 0; i < count; ++i) {
     uint32_t nameSize = 0;
-    uint64_t dataSize = 0;
-    if (!get(payload, at, nameSize) || nameSize > payload.size() - at)
+    uint64_t offset = 0, size = 0, sum = 0;
+    if (!get(table, at, nameSize) || nameSize > table.size() - at)
       return fail("corrupted: section " + std::to_string(i) + " is cut off");
-    std::string name(payload.substr(at, nameSize));
+    std::string name(table.substr(at, nameSize));
     at += nameSize;
-    if (!get(payload, at, dataSize) || dataSize > payload.size() - at)
+    if (!get(table, at, offset) || !get(table, at, size) || !get(table, at, sum))
       return fail("corrupted: section '" + name + "' is cut off");
-    out[name] = payload.substr(at, dataSize);
-    at += dataSize;
+    if (offset < end || offset > bytes.size() || size > bytes.size() - offset)
+      return fail("corrupted: section '" + name + "' (" + std::to_string(size) +
+                  " bytes at offset " + std::to_string(offset) + ") lies outside the file (" +
+                  std::to_string(bytes.size()) + " bytes) or over another section");
+    out.sections[name] = bytes.substr(offset, size);
+    out.checksums[name] = sum;
+    end = offset + size;
+    if (!defer || !defer(name)) KILN_RETURN_IF_ERROR(out.verify(name));
   }
-  if (at != payload.size()) return fail("corrupted: bytes after the last section");
+  if (at != table.size()) return fail("corrupted: bytes after the last entry of the section table");
+  if (end != bytes.size()) return fail("corrupted: bytes after the last section");
   return out;
 }
 

@@ -1,14 +1,20 @@
 // The container of a .kiln artifact (a compiled model in one file; Executable::serialize writes
 // one, Executable::load reads it) and of compile-cache entries:
 //
-//   "KILNART1"  u32 format version  u32 section count  u64 payload bytes  u64 checksum
-//   payload: per section, u32 name bytes, name, u64 data bytes, data (sections sorted by name)
+//   "KILNART1"  u32 format version  u32 section count  u64 table bytes  u64 table checksum
+//   table: per section (sorted by name): u32 name bytes, name, u64 offset, u64 bytes, u64 checksum
+//   then each section's data at its offset (from the start of the file), a multiple of 64,
+//   in table order, zero bytes between them
 //
-// Integers are little-endian; the checksum is hash64 (support/hash.h) of the payload. What the
-// sections hold is Executable's business (docs/runtime.md, "Artifacts").
+// Integers are little-endian; checksums are hash64 (support/hash.h). Every section has its own
+// checksum, so that a reader can check the small sections it interprets before using them and
+// check large data (weights) while it does other work. Sections are aligned so that data in a
+// mapped file can be used in place. What the sections hold is Executable's business
+// (docs/architecture.md, "Artifacts").
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -17,16 +23,30 @@
 
 namespace kiln::runtime {
 
-constexpr uint32_t kArtifactFormat = 1;
+constexpr uint32_t kArtifactFormat = 2;
+constexpr size_t kSectionAlignment = 64;
 
 using Sections = std::map<std::string, std::string>;
-using SectionViews = std::map<std::string, std::string_view>;  // into the artifact's bytes
+
+// The sections of an artifact, as views into its bytes.
+struct DecodedArtifact {
+  std::string source;  // the file, for messages
+  std::map<std::string, std::string_view> sections;
+  std::map<std::string, uint64_t> checksums;
+
+  std::string_view operator[](const std::string& name) const;
+  bool has(const std::string& name) const { return sections.count(name) != 0; }
+  // Checks the checksum of section `name` (one that decodeArtifact was told to defer).
+  Status verify(const std::string& name) const;
+};
 
 std::string encodeArtifact(const Sections& sections);
 
-// Checks the magic, the format version, the sizes and the checksum. Errors name `source` (the
-// file) and say which check failed. The views point into `bytes`.
-StatusOr<SectionViews> decodeArtifact(std::string_view bytes, const std::string& source);
+// Checks the magic, the format version, the table's checksum, the sections' bounds and the
+// checksum of every section except those `defer` names (the caller checks them with verify()
+// before it relies on them). Errors name `source` (the file) and say which check failed.
+StatusOr<DecodedArtifact> decodeArtifact(std::string_view bytes, const std::string& source,
+                                         const std::function<bool(const std::string&)>& defer = {});
 
 // Writes `bytes` to `path` atomically: a temporary file in the same directory, then rename.
 Status writeFileAtomically(const std::string& path, std::string_view bytes);

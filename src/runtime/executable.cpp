@@ -3,15 +3,16 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <map>
 #include <mutex>
 #include <new>
-#include <regex>
 #include <set>
 #include <thread>
 
@@ -66,12 +67,24 @@ double msSince(Clock::time_point t) {
 // The kernel IR text with the kernel and its buffers named by position: kernels with the same key
 // compile to the same code.
 std::string structuralKey(const kernel::Kernel& k) {
-  std::string text = kernel::printKernel(k);
-  text = text.substr(text.find('('));
-  for (size_t i = 0; i < k.buffers.size(); ++i)
-    text = std::regex_replace(text, std::regex("%" + k.buffers[i].name + "\\b"),
-                              "%b" + std::to_string(i));
-  return text;
+  std::map<std::string_view, size_t> position;
+  for (size_t i = 0; i < k.buffers.size(); ++i) position.emplace(k.buffers[i].name, i);
+  std::string text = kernel::printKernel(k), key;
+  key.reserve(text.size());
+  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  // Buffer names are words ([A-Za-z0-9_]); a reference is '%' and the whole word.
+  for (size_t at = text.find('('); at < text.size();) {
+    if (text[at] != '%') {
+      key += text[at++];
+      continue;
+    }
+    size_t end = at + 1;
+    while (end < text.size() && word(text[end])) ++end;
+    auto it = position.find(std::string_view(text).substr(at + 1, end - at - 1));
+    key += it == position.end() ? text.substr(at, end - at) : "%b" + std::to_string(it->second);
+    at = end;
+  }
+  return key;
 }
 
 struct AlignedDelete {
@@ -379,7 +392,7 @@ StatusOr<std::unique_ptr<Executable>> Executable::compile(std::unique_ptr<Module
 // Fusion, lowering, library kernels, code generation (or, with `objects`, linking the object
 // code of an artifact) and buffer planning, for a module the passes have run on.
 Status Executable::build(Impl& impl, std::unique_ptr<Module> module,
-                         const std::vector<ObjectUnit>* objects) {
+                         const std::vector<ObjectUnit>* objects, const PackedByCall* prepacked) {
   const CompileOptions& options = impl.options;
   Function* f = module->entry();
   if (!f) return Status::error("the module has no function");
@@ -407,23 +420,34 @@ Status Executable::build(Impl& impl, std::unique_ptr<Module> module,
   // more than it saves (measured on the transformer models: 13 small matmuls took 3x longer on
   // 2 threads than on 1).
   constexpr double kSmallCallFlops = 8e6;
-  std::vector<std::pair<LibraryCall*, double>> pending;
+  struct Pending {
+    LibraryCall* call;
+    double flops;
+    const codegen::cpu::PackedWeights* prepacked;  // from the artifact, or null
+  };
+  std::vector<Pending> pending;
   for (size_t i = 0; i < impl.kernels.size(); ++i) {
     std::vector<const kernel::Stmt*> stmts = kernel::callsOf(impl.kernels[i]);
     impl.calls.emplace_back(stmts.size());
     for (size_t j = 0; j < stmts.size(); ++j) {
       impl.calls.back()[j].stmt = stmts[j];
-      pending.push_back({&impl.calls.back()[j], impl.plan.kernels[i].flops});
+      const codegen::cpu::PackedWeights* packed = nullptr;
+      if (prepacked) {
+        auto it = prepacked->find({i, j});
+        if (it != prepacked->end()) packed = &it->second;
+      }
+      pending.push_back({&impl.calls.back()[j], impl.plan.kernels[i].flops, packed});
     }
   }
-  auto prepare = [&](LibraryCall& c, double flops) {
+  auto prepare = [&](const Pending& p) {
+    LibraryCall& c = *p.call;
     const kernel::Stmt* s = c.stmt;
-    int threads = flops < kSmallCallFlops ? 1 : options.threads;
-    auto fast = codegen::cpu::createOneDnnKernel(*s->node, s->postOps, threads);
+    int threads = p.flops < kSmallCallFlops ? 1 : options.threads;
+    auto fast = codegen::cpu::createOneDnnKernel(*s->node, s->postOps, threads, p.prepacked);
     if (!fast && !s->postOps.empty()) {
       // oneDNN cannot take these post-ops (well): the kernel without them, then ours.
       c.why = fast.status().message();
-      fast = codegen::cpu::createOneDnnKernel(*s->node, {}, threads);
+      fast = codegen::cpu::createOneDnnKernel(*s->node, {}, threads, p.prepacked);
       c.separatePostOps = true;
     }
     if (fast) c.fast = std::move(*fast);
@@ -435,8 +459,7 @@ Status Executable::build(Impl& impl, std::unique_ptr<Module> module,
         pending.size(), static_cast<size_t>(options.threads > 0 ? options.threads : hardware));
     std::atomic<size_t> next{0};
     auto work = [&] {
-      for (size_t i; (i = next.fetch_add(1)) < pending.size();)
-        prepare(*pending[i].first, pending[i].second);
+      for (size_t i; (i = next.fetch_add(1)) < pending.size();) prepare(pending[i]);
     };
     std::vector<std::thread> threads;
     for (size_t t = 1; t < helpers; ++t) threads.emplace_back(work);
@@ -568,6 +591,17 @@ std::string Executable::serialize() const {
   s["blob"] = std::move(blob);
   s["kernels"] = m.kernelsHash;
   for (const std::string& name : m.outputNames) s["outputs"] += name + "\n";
+  // The weights library kernels hold in layouts of their own, so that loading uses them in place.
+  for (size_t i = 0; i < m.calls.size(); ++i)
+    for (size_t j = 0; j < m.calls[i].size(); ++j) {
+      const LibraryCall& c = m.calls[i][j];
+      std::optional<codegen::cpu::PackedWeights> w;
+      if (c.fast) w = c.fast->packedWeights();
+      if (!w) continue;
+      std::string id = std::to_string(i) + "." + std::to_string(j);
+      s["packed." + id] = std::string(w->bytes);
+      s["packed"] += id + " " + w->layout + "\n";
+    }
   for (size_t w = 0; w < m.objects.size(); ++w) {
     const ObjectUnit& u = m.objects[w];
     std::string symbols, units;
@@ -588,17 +622,33 @@ StatusOr<std::unique_ptr<Executable>> Executable::load(std::string_view bytes,
 
 StatusOr<std::unique_ptr<Executable>> Executable::load(MappedFile file, const std::string& source,
                                                        const CompileOptions& runOptions) {
-  std::string_view bytes = file.bytes();
-  return load(bytes, source, runOptions, &file);
+  auto mapping = std::make_shared<const MappedFile>(std::move(file));
+  return load(mapping->bytes(), source, runOptions, mapping);
 }
 
-// `release`, when given, is the mapping `bytes` lie in: unmapped once they have been read.
+// `mapping`, when given, is the mapped file `bytes` lie in: constants and packed weights then
+// use its bytes in place, and keep it mapped.
 StatusOr<std::unique_ptr<Executable>> Executable::load(std::string_view bytes,
                                                        const std::string& source,
                                                        const CompileOptions& runOptions,
-                                                       MappedFile* release) {
+                                                       std::shared_ptr<const MappedFile> mapping) {
   auto start = Clock::now();
-  KILN_ASSIGN_OR_RETURN(SectionViews s, decodeArtifact(bytes, source));
+  // The weights ("blob", "packed.*") are most of the bytes. From a mapping they are checked on
+  // another thread while the rest of the load runs: they are data, which nothing reads before
+  // that check has passed (the load waits for it before it returns the executable).
+  auto weights = [](const std::string& name) {
+    return name == "blob" || name.rfind("packed.", 0) == 0;
+  };
+  std::function<bool(const std::string&)> defer;
+  if (mapping) defer = weights;
+  KILN_ASSIGN_OR_RETURN(DecodedArtifact s, decodeArtifact(bytes, source, defer));
+  std::future<Status> weightsChecked;
+  if (mapping)
+    weightsChecked = std::async(std::launch::async, [&s, weights] {
+      for (const auto& [name, data] : s.sections)
+        if (weights(name)) KILN_RETURN_IF_ERROR(s.verify(name));
+      return Status::ok();
+    });
   auto lines = [](std::string_view text) {
     std::vector<std::string> out;
     size_t at = 0;
@@ -628,9 +678,23 @@ StatusOr<std::unique_ptr<Executable>> Executable::load(std::string_view bytes,
   impl->options = runOptions;
   KILN_RETURN_IF_ERROR(parseOptionsText(meta["options"], impl->options));
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Module> module,
-                        parseModule(s["module"], source + " (module)", s["blob"]));
+                        parseModule(s["module"], source + " (module)", s["blob"], mapping));
+  // Packed weights: "K.J LAYOUT" per line, the bytes in "packed.K.J" (call J of kernel K).
+  PackedByCall prepacked;
+  for (const std::string& l : lines(s["packed"])) {
+    size_t dot = l.find('.'), sp = l.find(' ');
+    if (!mapping) break;  // without a mapping to keep, the kernels reorder the constants
+    if (dot == std::string::npos || sp == std::string::npos || dot > sp ||
+        !s.has("packed." + l.substr(0, sp)))
+      return Status::error(source + ": malformed packed-weights entry '" + l + "'");
+    codegen::cpu::PackedWeights w;
+    w.layout = l.substr(sp + 1);
+    w.bytes = s["packed." + l.substr(0, sp)];
+    w.owner = mapping;
+    prepacked[{std::stoull(l.substr(0, dot)), std::stoull(l.substr(dot + 1, sp - dot - 1))}] = w;
+  }
   std::vector<ObjectUnit> units;
-  for (size_t w = 0; s.count("object." + std::to_string(w)); ++w) {
+  for (size_t w = 0; s.has("object." + std::to_string(w)); ++w) {
     ObjectUnit u;
     u.object = std::string(s["object." + std::to_string(w)]);
     u.symbols = lines(s["symbols." + std::to_string(w)]);
@@ -645,15 +709,20 @@ StatusOr<std::unique_ptr<Executable>> Executable::load(std::string_view bytes,
   if (!module->entry() || impl->outputNames.size() != module->entry()->outputs().size())
     return Status::error(source + ": its output names do not match its module's outputs");
   const std::string kernels(s["kernels"]);
-  if (release) *release = MappedFile();  // everything needed is parsed or copied
-  impl->times.passes = msSince(start);   // reading and parsing; no passes run
-  KILN_RETURN_IF_ERROR(build(*impl, std::move(module), &units));
+  impl->times.passes = msSince(start);  // reading and parsing; no passes run
+  KILN_RETURN_IF_ERROR(build(*impl, std::move(module), &units, &prepacked));
   if (impl->kernelsHash != kernels)
     return Status::error(source + ": its kernels (" + kernels +
                          ") are not the ones this Kiln lowers its module to (" + impl->kernelsHash +
                          "): compile the model again");
+  if (weightsChecked.valid()) KILN_RETURN_IF_ERROR(weightsChecked.get());
   impl->loadedFrom = source;
   if (impl->options.dropHeldConstants) dropHeldConstants(*impl, *impl->module->entry());
+  // Checking and parsing touched every page of the mapping. Those still used (constants and
+  // packed weights that kernels read) come back from the page cache on first use; the rest
+  // (the text, the code, constants only library kernels read) stop counting as this process's
+  // memory.
+  if (mapping) mapping->release(bytes);
   return std::unique_ptr<Executable>(new Executable(std::move(impl)));
 }
 

@@ -5,6 +5,7 @@
 // thread-safe: each call has its own arena and outputs, and kernels share only read-only state.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -20,6 +21,10 @@
 #include "runtime/buffer_plan.h"
 #include "support/mapped_file.h"
 #include "support/status.h"
+
+namespace kiln::codegen::cpu {
+struct PackedWeights;
+}
 
 namespace kiln::runtime {
 
@@ -79,8 +84,10 @@ class Executable {
   // artifact.
   static StatusOr<std::unique_ptr<Executable>>
   load(std::string_view bytes, const std::string& source, const CompileOptions& options = {});
-  // The same from a mapped artifact, unmapped as soon as the module is parsed: the artifact's
-  // pages and the library kernels' copies of the weights are then never resident at once.
+  // The same from a mapped artifact, whose bytes the executable uses in place: constants borrow
+  // them, and library kernels use the weights the artifact holds in their layouts (packed)
+  // without reordering them. The file stays mapped while the executable lives; its weights are
+  // checksummed on a second thread while the load goes on.
   static StatusOr<std::unique_ptr<Executable>> load(MappedFile file, const std::string& source,
                                                     const CompileOptions& options = {});
   // The artifact: the same module and options give the same bytes on the same machine.
@@ -136,9 +143,12 @@ class Executable {
   static StatusOr<std::unique_ptr<Executable>> load(std::string_view bytes,
                                                     const std::string& source,
                                                     const CompileOptions& options,
-                                                    MappedFile* release);
+                                                    std::shared_ptr<const MappedFile> mapping);
+  // Packed weights of an artifact by (kernel, call index in the kernel).
+  using PackedByCall = std::map<std::pair<size_t, size_t>, codegen::cpu::PackedWeights>;
   static Status build(Impl& impl, std::unique_ptr<Module> module,
-                      const std::vector<ObjectUnit>* objects);
+                      const std::vector<ObjectUnit>* objects,
+                      const PackedByCall* prepacked = nullptr);
   explicit Executable(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

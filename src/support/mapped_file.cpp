@@ -1,6 +1,7 @@
 #include "support/mapped_file.h"
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -25,7 +26,7 @@ StatusOr<MappedFile> MappedFile::open(const std::string& path) {
   MappedFile f;
   f.size_ = static_cast<size_t>(st.st_size);
   if (f.size_ > 0) {
-    void* p = ::mmap(nullptr, f.size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    void* p = ::mmap(nullptr, f.size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {
       ::close(fd);
       return Status::error(std::string("cannot map file: ") + std::strerror(errno),
@@ -35,6 +36,14 @@ StatusOr<MappedFile> MappedFile::open(const std::string& path) {
   }
   ::close(fd);
   return f;
+}
+
+void MappedFile::release(std::string_view range) const {
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  uintptr_t begin = reinterpret_cast<uintptr_t>(range.data()), end = begin + range.size();
+  begin = (begin + page - 1) / page * page;
+  end = end / page * page;
+  if (begin < end) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 MappedFile::MappedFile(MappedFile&& other) noexcept

@@ -1,7 +1,7 @@
 // A file mapped read-only into memory: its bytes without reading them into a buffer. Loading a
-// cached or ahead-of-time compiled model reads tens of megabytes (the source to hash, the
-// artifact); a copy costs a page fault per 4 KiB of a fresh buffer, which the mapping (with its
-// pages populated at once) avoids, and the pages stay shared with the page cache.
+// cached or ahead-of-time compiled model reads tens of megabytes; a copy costs a page fault per
+// 4 KiB of a fresh buffer and a second copy of the data, which the mapping avoids (its pages
+// are the page cache's, shared between processes, and the weights are used in place).
 #pragma once
 
 #include <cstddef>
@@ -25,6 +25,10 @@ class MappedFile {
   ~MappedFile();
 
   std::string_view bytes() const { return {static_cast<const char*>(data_), size_}; }
+  // Takes the pages that lie wholly inside `range` (a part of bytes()) out of this process's
+  // memory: they stop counting as its resident memory, and are read again from the file (the
+  // page cache) if touched. The contents do not change.
+  void release(std::string_view range) const;
 
  private:
   void* data_ = nullptr;

@@ -7,12 +7,16 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+#include <thread>
 #include <unistd.h>
 
 #include "ir/text/text.h"
 #include "runtime/artifact.h"
 #include "runtime/executable.h"
+#include "runtime/source_key.h"
 #include "support/hash.h"
+#include "support/mapped_file.h"
 
 namespace kiln::runtime {
 namespace {
@@ -54,7 +58,7 @@ std::string withSection(const std::string& bytes, const std::string& name,
   auto views = decodeArtifact(bytes, "a");
   EXPECT_TRUE(views.isOk());
   Sections s;
-  for (const auto& [k, v] : *views) s[k] = std::string(v);
+  for (const auto& [k, v] : views->sections) s[k] = std::string(v);
   s[name] = text;
   return encodeArtifact(s);
 }
@@ -139,10 +143,9 @@ TEST(Artifact, CompileCacheMissesHitsAndRebuildsCorruptEntries) {
   std::filesystem::remove_all(dir);
 }
 
-// A convolution's constant weights, which its oneDNN kernel holds reordered, are freed with
-// dropHeldConstants; a constant a loop also reads is kept. The results do not change, a compile
-// with a cache writes its entry before freeing, and fromCache finds that entry.
-TEST(Artifact, DropsConstantsOnlyLibraryKernelsHold) {
+// A convolution with constant weights (which its oneDNN kernel holds reordered) and a constant
+// that a loop reads.
+std::string convProgram() {
   std::string weights, scale;
   for (int i = 0; i < 3 * 3 * 8 * 8; ++i)
     weights += (i ? ", " : "") + std::to_string(0.01 * (i % 13) - 0.06);
@@ -159,15 +162,30 @@ func @main(%x: f32[1,6,6,8]) -> (f32[1,6,6,8]) {
   %y = f32[1,6,6,8] mul(%t, %sb)
   return %y
 })";
+  return text;
+}
+
+Tensor convInput() {
   Tensor x(DType::F32, {1, 6, 6, 8});
   for (int64_t i = 0; i < x.numElements(); ++i) x.setDouble(i, 0.03 * (i % 11) - 0.15);
-  auto compile = [&](const CompileOptions& o) {
-    auto parsed = parseModule(text, "drop.kir");
-    EXPECT_TRUE(parsed.isOk()) << parsed.status().str();
-    auto exe = Executable::compile(std::move(*parsed), o);
-    EXPECT_TRUE(exe.isOk()) << exe.status().str();
-    return exe ? std::move(*exe) : nullptr;
-  };
+  return x;
+}
+
+std::unique_ptr<Executable> compileText(const std::string& text, const CompileOptions& o) {
+  auto parsed = parseModule(text, "conv.kir");
+  EXPECT_TRUE(parsed.isOk()) << parsed.status().str();
+  auto exe = Executable::compile(std::move(*parsed), o);
+  EXPECT_TRUE(exe.isOk()) << exe.status().str();
+  return exe ? std::move(*exe) : nullptr;
+}
+
+// The convolution's constant weights are freed with dropHeldConstants; the constant the loop
+// reads is kept. The results do not change, a compile with a cache writes its entry before
+// freeing, and fromCache finds that entry.
+TEST(Artifact, DropsConstantsOnlyLibraryKernelsHold) {
+  const std::string text = convProgram();
+  Tensor x = convInput();
+  auto compile = [&](const CompileOptions& o) { return compileText(text, o); };
   auto kept = compile({});
   ASSERT_TRUE(kept);
   EXPECT_EQ(kept->droppedConstantBytes(), -1);
@@ -192,6 +210,132 @@ func @main(%x: f32[1,6,6,8]) -> (f32[1,6,6,8]) {
   ASSERT_TRUE(a.isOk() && b.isOk() && c.isOk());
   EXPECT_EQ(std::memcmp((*a)[0].bytes(), (*b)[0].bytes(), (*a)[0].byteSize()), 0);
   EXPECT_EQ(std::memcmp((*a)[0].bytes(), (*c)[0].bytes(), (*a)[0].byteSize()), 0);
+  std::filesystem::remove_all(dir);
+}
+
+// An artifact loaded from a mapped file is used in place: its constants borrow the file's bytes
+// and the convolution uses the weights the artifact holds in its layout (no reorder), with the
+// same results. Weights in another layout are reordered from the constant instead. A changed
+// byte in the weights, which the load checks on a second thread, is reported.
+TEST(Artifact, MappedArtifactsAreUsedInPlace) {
+  auto exe = compileText(convProgram(), {});
+  ASSERT_TRUE(exe);
+  EXPECT_NE(exe->libraryCallDetails().find("constant weights reordered"), std::string::npos)
+      << exe->libraryCallDetails();
+  const std::string bytes = exe->serialize();
+  std::string dir = freshTempDir("kiln-mapped-test-");
+  std::filesystem::create_directories(dir);
+  auto load = [&](const std::string& name, const std::string& content) {
+    std::string path = dir + "/" + name;
+    std::ofstream(path, std::ios::binary) << content;
+    auto file = MappedFile::open(path);
+    EXPECT_TRUE(file.isOk());
+    return Executable::load(std::move(*file), path);
+  };
+  std::vector<Tensor> in{convInput()};
+  auto want = exe->run(in);
+  ASSERT_TRUE(want.isOk());
+  auto sameResults = [&](const Executable& e) {
+    auto got = e.run(in);
+    ASSERT_TRUE(got.isOk());
+    EXPECT_EQ(std::memcmp((*got)[0].bytes(), (*want)[0].bytes(), (*want)[0].byteSize()), 0);
+  };
+
+  auto mapped = load("a.kiln", bytes);
+  ASSERT_TRUE(mapped.isOk()) << mapped.status().str();
+  EXPECT_NE((*mapped)->libraryCallDetails().find("constant weights prepacked"), std::string::npos)
+      << (*mapped)->libraryCallDetails();
+  int borrowed = 0;
+  for (const auto& n : (*mapped)->function().nodes())
+    if (n->op() == OpCode::Constant && n->constantData().tensor.isBorrowed()) ++borrowed;
+  EXPECT_EQ(borrowed, 1);  // the weights (the scale, of 8 elements, is inline in the text)
+  sameResults(**mapped);
+  // The artifact serializes to the same bytes again (its packed weights are the file's).
+  EXPECT_EQ((*mapped)->serialize(), bytes);
+
+  auto views = decodeArtifact(bytes, "a");
+  ASSERT_TRUE(views.isOk());
+  std::string packed(views->sections.at("packed"));
+  ASSERT_NE(packed.find(' '), std::string::npos) << packed;
+  std::string id = packed.substr(0, packed.find(' '));
+  std::string other = id + " dt 3 dims 1 padded 1 offsets 0 offset0 0 strides 1 blocks  at  extra "
+                           "0,0,0 bytes 4\n";
+  auto reordered = load("b.kiln", withSection(bytes, "packed", other));
+  ASSERT_TRUE(reordered.isOk()) << reordered.status().str();
+  EXPECT_NE((*reordered)->libraryCallDetails().find("constant weights reordered"),
+            std::string::npos)
+      << (*reordered)->libraryCallDetails();
+  sameResults(**reordered);
+
+  for (const std::string& section : {std::string("blob"), "packed." + id}) {
+    std::string flipped = bytes;
+    size_t at = static_cast<size_t>(views->sections.at(section).data() - bytes.data());
+    flipped[at + views->sections.at(section).size() / 2] ^= 1;
+    auto refused = load("c.kiln", flipped);
+    ASSERT_FALSE(refused.isOk()) << section;
+    EXPECT_NE(refused.status().message().find("c.kiln: corrupted: checksum"), std::string::npos)
+        << refused.status().message();
+    EXPECT_NE(refused.status().message().find("of section '" + section + "'"), std::string::npos)
+        << refused.status().message();
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// A source file's fingerprint is recorded in the cache directory and reused while the file's
+// identity and timestamps are unchanged; a write or a replacement makes it read the file again.
+// A file changed less than minAgeSeconds ago is not recorded.
+TEST(SourceKey, RecordsFingerprintsOfUnchangedFiles) {
+  std::string dir = freshTempDir("kiln-source-key-test-");
+  std::string cache = dir + "/cache", path = dir + "/m.onnx";
+  std::filesystem::create_directories(dir);
+  auto write = [](const std::string& p, const std::string& content) {
+    std::ofstream(p, std::ios::binary | std::ios::trunc) << content;
+  };
+  write(path, "first version");
+  auto hashed = hashFile(path);
+  ASSERT_TRUE(hashed.isOk());
+  auto key = sourceFileKey("onnx", path, cache, 0.0);
+  ASSERT_TRUE(key.isOk()) << key.status().str();
+  EXPECT_EQ(*key, "onnx " + *hashed);
+  // The record is what a second call uses: a record changed by hand shows through.
+  std::vector<std::filesystem::path> records;
+  for (const auto& e : std::filesystem::directory_iterator(cache + "/sources"))
+    records.push_back(e.path());
+  ASSERT_EQ(records.size(), 1u);
+  std::string text;
+  {
+    std::ifstream in(records[0]);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  write(records[0].string(), text.substr(0, text.rfind("onnx ")) + "onnx feedfacefeedface\n");
+  EXPECT_EQ(*sourceFileKey("onnx", path, cache, 0.0), "onnx feedfacefeedface");
+  EXPECT_EQ(*sourceFileKey("kir", path, cache, 0.0), "kir " + *hashed);  // another kind
+  // A write of the same size, a clock tick later: read again.
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  write(path, "other version");
+  auto changed = sourceFileKey("onnx", path, cache, 0.0);
+  ASSERT_TRUE(changed.isOk());
+  EXPECT_EQ(*changed, "onnx " + *hashFile(path));
+  EXPECT_NE(*changed, "onnx " + *hashed);
+  // A replacement (a new inode).
+  write(dir + "/new.onnx", "third version");
+  std::filesystem::rename(dir + "/new.onnx", path);
+  EXPECT_EQ(*sourceFileKey("onnx", path, cache, 0.0), "onnx " + *hashFile(path));
+  // A file younger than minAgeSeconds is hashed but not recorded.
+  write(dir + "/young.onnx", "young");
+  EXPECT_EQ(*sourceFileKey("onnx", dir + "/young.onnx", cache, 3600.0),
+            "onnx " + *hashFile(dir + "/young.onnx"));
+  size_t count = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(cache + "/sources"))
+    ++count;
+  EXPECT_EQ(count, 1u);
+  // Without a cache directory nothing is recorded; a missing file is an error.
+  EXPECT_EQ(*sourceFileKey("onnx", path, "", 0.0), "onnx " + *hashFile(path));
+  auto missing = sourceFileKey("onnx", dir + "/none.onnx", cache, 0.0);
+  ASSERT_FALSE(missing.isOk());
+  EXPECT_NE(missing.status().str().find("no such file"), std::string::npos);
   std::filesystem::remove_all(dir);
 }
 

@@ -63,6 +63,30 @@ TEST(Tensor, ElementAccessConvertsValues) {
   EXPECT_FALSE(Tensor::create(DType::F32, {int64_t(1) << 30, int64_t(1) << 30}).isOk());
 }
 
+// A borrowed tensor uses its owner's bytes in place, keeps the owner alive, and is read-only;
+// its clone is a writable copy.
+TEST(Tensor, BorrowedBytesAreUsedInPlaceAndReadOnly) {
+  auto owner = std::make_shared<std::vector<float>>(std::vector<float>{1, 2, 3, 4});
+  const auto* bytes = reinterpret_cast<const std::byte*>(owner->data());
+  Tensor t = Tensor::borrowed(DType::F32, {2, 2}, owner, bytes);
+  std::weak_ptr<std::vector<float>> watch = owner;
+  owner.reset();
+  EXPECT_FALSE(watch.expired());
+  EXPECT_TRUE(t.isBorrowed());
+  EXPECT_EQ(t.bytes(), bytes);
+  EXPECT_EQ(t.getDouble(3), 4.0);
+  Tensor c = t.clone();
+  EXPECT_FALSE(c.isBorrowed());
+  c.setDouble(0, 9);
+  EXPECT_EQ(t.getDouble(0), 1.0);
+  EXPECT_DEATH(t.setDouble(0, 5), "is read-only");
+  t = Tensor();
+  c = Tensor();
+  EXPECT_TRUE(watch.expired());
+  // Tensors of zero elements still have bytes (defined() holds).
+  EXPECT_TRUE(Tensor(DType::F32, {0, 3}).defined());
+}
+
 class BuilderTest : public ::testing::Test {
  protected:
   Module m;

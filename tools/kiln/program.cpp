@@ -10,7 +10,7 @@
 
 #include "frontend/onnx/onnx_importer.h"
 #include "ir/text/text.h"
-#include "support/hash.h"
+#include "runtime/source_key.h"
 #include "support/mapped_file.h"
 
 namespace kiln::cli {
@@ -59,17 +59,15 @@ StatusOr<LoadedProgram> loadProgram(const std::string& path, const runtime::Comp
   if (ext == ".kir") {
     KILN_ASSIGN_OR_RETURN(std::string text, readTextFile(path));
     p.format = "kir";
-    p.sourceKey = "kir " + hex64(hash64(text));
+    KILN_ASSIGN_OR_RETURN(p.sourceKey,
+                          runtime::sourceFileKey("kir", path, cache ? cache->cacheDir : ""));
     done();
     KILN_ASSIGN_OR_RETURN(bool hit, cached());
     if (hit) return p;
     KILN_ASSIGN_OR_RETURN(p.module, parseModule(text, path));
   } else if (ext == ".onnx") {
-    {
-      // Unmapped before a cache hit loads, which then needs no source bytes.
-      KILN_ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(path));
-      p.sourceKey = "onnx " + hex64(hash64(file.bytes()));
-    }
+    KILN_ASSIGN_OR_RETURN(p.sourceKey,
+                          runtime::sourceFileKey("onnx", path, cache ? cache->cacheDir : ""));
     p.format = "onnx";
     done();
     KILN_ASSIGN_OR_RETURN(bool hit, cached());

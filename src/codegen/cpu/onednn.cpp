@@ -235,24 +235,65 @@ Status runPrimitive(const std::string& description, int threads, Body body) {
   }
 }
 
+// Every field of a blocked memory descriptor as text ("" for other formats): two descriptors
+// with the same text describe the same bytes.
+std::string layoutText(const memory::desc& d) {
+  const dnnl_memory_desc_t& m = d.data;
+  if (m.format_kind != dnnl_blocked) return "";
+  auto list = [&](const dnnl_dims_t& v, int n) {
+    std::string s;
+    for (int i = 0; i < n; ++i) s += (i ? "," : "") + std::to_string(v[i]);
+    return s;
+  };
+  const dnnl_blocking_desc_t& b = m.format_desc.blocking;
+  return "dt " + std::to_string(static_cast<int>(m.data_type)) + " dims " + list(m.dims, m.ndims) +
+         " padded " + list(m.padded_dims, m.ndims) + " offsets " + list(m.padded_offsets, m.ndims) +
+         " offset0 " + std::to_string(m.offset0) + " strides " + list(b.strides, m.ndims) +
+         " blocks " + list(b.inner_blks, b.inner_nblks) + " at " +
+         list(b.inner_idxs, b.inner_nblks) + " extra " + std::to_string(m.extra.flags) + "," +
+         std::to_string(m.extra.compensation_mask) + "," + std::to_string(m.extra.scale_adjust) +
+         " bytes " + std::to_string(d.get_size());
+}
+
+// Constant weights a kernel holds in its primitive's layout: reordered from the constant when
+// the kernel was created, or an artifact's bytes used in place (kept alive by `owner`).
+struct HeldWeights {
+  std::optional<memory> packed;
+  std::string layout;                 // layoutText of the packed descriptor
+  std::shared_ptr<const void> owner;  // of prepacked bytes
+  bool prepacked = false;
+
+  // The weights argument of a run: the held weights, else the weights buffer.
+  memory weights(const memory::desc& plain, void* buffer) const {
+    return packed ? *packed : memory(plain, cpuEngine(), buffer);
+  }
+  std::optional<PackedWeights> exported() const {
+    if (!packed || layout.empty()) return std::nullopt;
+    PackedWeights w;
+    w.layout = layout;
+    w.bytes = std::string_view(static_cast<const char*>(packed->get_data_handle()),
+                               packed->get_desc().get_size());
+    return w;
+  }
+};
+
 // A oneDNN primitive with its memory descriptors, ready to run on Kiln's buffers.
 class OneDnnKernel final : public LibraryKernel {
  public:
   OneDnnKernel(dnnl::primitive prim, memory::desc src, memory::desc weights, memory::desc dst,
-               memory::desc scratch, std::optional<memory> packedWeights,
+               memory::desc scratch, HeldWeights held,
                std::vector<std::pair<int, memory::desc>> binaries, int threads,
                std::string description)
       : engine_(cpuEngine()), prim_(std::move(prim)), src_(std::move(src)),
         weights_(std::move(weights)), dst_(std::move(dst)), scratch_(std::move(scratch)),
-        packedWeights_(std::move(packedWeights)), binaries_(std::move(binaries)), threads_(threads),
+        held_(std::move(held)), binaries_(std::move(binaries)), threads_(threads),
         description_(std::move(description)) {}
 
   Status run(void* const* buffers) const override {
     return runPrimitive(description_, threads_, [&](dnnl::stream& stream) {
       std::unordered_map<int, memory> args;
       args.emplace(DNNL_ARG_SRC, memory(src_, engine_, buffers[0]));
-      args.emplace(DNNL_ARG_WEIGHTS,
-                   packedWeights_ ? *packedWeights_ : memory(weights_, engine_, buffers[1]));
+      args.emplace(DNNL_ARG_WEIGHTS, held_.weights(weights_, buffers[1]));
       args.emplace(DNNL_ARG_DST, memory(dst_, engine_, buffers[2]));
       for (size_t i = 0; i < binaries_.size(); ++i)
         args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(binaries_[i].first) | DNNL_ARG_SRC_1,
@@ -266,13 +307,14 @@ class OneDnnKernel final : public LibraryKernel {
   }
 
   std::string describe() const override { return description_; }
-  bool holdsWeights() const override { return packedWeights_.has_value(); }
+  bool holdsWeights() const override { return held_.packed.has_value(); }
+  std::optional<PackedWeights> packedWeights() const override { return held_.exported(); }
 
  private:
   dnnl::engine engine_;
   dnnl::primitive prim_;
   memory::desc src_, weights_, dst_, scratch_;
-  std::optional<memory> packedWeights_;  // constant weights in the primitive's layout
+  HeldWeights held_;
   std::vector<std::pair<int, memory::desc>> binaries_;  // add/mul post-op operands, in order
   int threads_;
   std::string description_;
@@ -290,18 +332,29 @@ const Tensor* constantWeights(const Node& n, const memory::desc& weights) {
   return nullptr;
 }
 
-// The constant weights reordered into the layout the primitive chose, once (none when it reads
-// them as they are).
-std::optional<memory> packWeights(const Tensor* constant, const memory::desc& weights,
-                                  const memory::desc& chosen) {
-  if (!constant || chosen == weights) return std::nullopt;
+// The constant weights in the layout the primitive chose: reordered once, here, or the caller's
+// prepacked weights when they are in that layout (none when the primitive reads the constant as
+// it is).
+HeldWeights packWeights(const Tensor* constant, const memory::desc& weights,
+                        const memory::desc& chosen, const PackedWeights* prepacked) {
+  HeldWeights held;
+  if (!constant || chosen == weights) return held;
   const dnnl::engine& engine = cpuEngine();
+  held.layout = layoutText(chosen);
+  if (prepacked && !held.layout.empty() && prepacked->layout == held.layout &&
+      prepacked->bytes.size() == chosen.get_size()) {
+    held.packed = memory(chosen, engine, const_cast<char*>(prepacked->bytes.data()));
+    held.owner = prepacked->owner;
+    held.prepacked = true;
+    return held;
+  }
   memory user(weights, engine, const_cast<std::byte*>(constant->bytes()));
   memory packed(chosen, engine);
   dnnl::stream stream(engine);
   dnnl::reorder(user, packed).execute(stream, user, packed);
   stream.wait();
-  return packed;
+  held.packed = packed;
+  return held;
 }
 
 // What a primitive is created with: its attributes (user scratchpad, the post-ops) and its
@@ -326,10 +379,13 @@ PrimitiveInputs primitiveInputs(const Node& n, const memory::desc& weights, cons
 
 // "oneDNN <what>, <impl>, constant weights reordered, post-ops ..." (without the closing ")").
 std::string kernelDescription(const std::string& what, const std::string& impl,
-                              const PrimitiveInputs& in, const std::optional<memory>& packed,
+                              const PrimitiveInputs& in, const HeldWeights& held,
                               const PostOpsPlan& post) {
   std::string desc = "oneDNN " + what + ", " + impl;
-  if (in.constant) desc += packed ? ", constant weights reordered" : ", constant weights";
+  if (in.constant)
+    desc += held.prepacked ? ", constant weights prepacked"
+            : held.packed  ? ", constant weights reordered"
+                           : ", constant weights";
   return desc + post.text;
 }
 
@@ -347,13 +403,12 @@ class BlockedConvolution final : public LibraryKernel {
   };
 
   BlockedConvolution(dnnl::primitive prim, memory::desc weights, memory::desc scratch,
-                     std::optional<memory> packedWeights, std::vector<Operand> operands,
+                     HeldWeights held, std::vector<Operand> operands,
                      std::vector<std::pair<int, memory::desc>> binaries, int threads,
                      std::string description)
       : engine_(cpuEngine()), prim_(std::move(prim)), weights_(std::move(weights)),
-        scratch_(std::move(scratch)), packedWeights_(std::move(packedWeights)),
-        operands_(std::move(operands)), binaries_(std::move(binaries)), threads_(threads),
-        description_(std::move(description)) {}
+        scratch_(std::move(scratch)), held_(std::move(held)), operands_(std::move(operands)),
+        binaries_(std::move(binaries)), threads_(threads), description_(std::move(description)) {}
 
   Status run(void* const* buffers) const override {
     return runPrimitive(description_, threads_, [&](dnnl::stream& stream) {
@@ -371,8 +426,7 @@ class BlockedConvolution final : public LibraryKernel {
           o.in->execute(stream, {{DNNL_ARG_FROM, plain(o, buffers)}, {DNNL_ARG_TO, m}});
         args.emplace(o.arg, m);
       }
-      args.emplace(DNNL_ARG_WEIGHTS,
-                   packedWeights_ ? *packedWeights_ : memory(weights_, engine_, buffers[1]));
+      args.emplace(DNNL_ARG_WEIGHTS, held_.weights(weights_, buffers[1]));
       for (size_t j = 0; j < binaries_.size(); ++j) {
         int arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(binaries_[j].first) | DNNL_ARG_SRC_1;
         if (!args.count(arg))
@@ -409,7 +463,8 @@ class BlockedConvolution final : public LibraryKernel {
       o.stored = std::find(positions.begin(), positions.end(), o.position) != positions.end();
   }
   std::string blockedLayout() const override { return "nChw8c"; }
-  bool holdsWeights() const override { return packedWeights_.has_value(); }
+  bool holdsWeights() const override { return held_.packed.has_value(); }
+  std::optional<PackedWeights> packedWeights() const override { return held_.exported(); }
 
  private:
   // An operand's buffer in the IR layout.
@@ -426,7 +481,7 @@ class BlockedConvolution final : public LibraryKernel {
   dnnl::engine engine_;
   dnnl::primitive prim_;
   memory::desc weights_, scratch_;
-  std::optional<memory> packedWeights_;
+  HeldWeights held_;
   std::vector<Operand> operands_;
   std::vector<std::pair<int, memory::desc>> binaries_;  // add/mul post-op operands, in order
   int threads_;
@@ -441,7 +496,7 @@ StatusOr<std::unique_ptr<LibraryKernel>>
 finish(const Node& n, int threads, const memory::desc& src, const memory::desc& weights,
        const memory::desc& dst, MakePd makePd, const std::string& what,
        const std::vector<kernel::PostOp>& postOps,
-       const std::vector<std::vector<int64_t>>& axisDims) {
+       const std::vector<std::vector<int64_t>>& axisDims, const PackedWeights* prepacked) {
   KILN_ASSIGN_OR_RETURN(PostOpsPlan post,
                         planPostOps(postOps, n.result(0)->type().staticDims(), axisDims));
   PrimitiveInputs in = primitiveInputs(n, weights, post, !postOps.empty());
@@ -458,10 +513,10 @@ finish(const Node& n, int threads, const memory::desc& src, const memory::desc& 
       impl.find("gemm") != std::string::npos)
     return Status::error("oneDNN's " + impl +
                          " convolution mis-addresses post-op operands that are not per-channel");
-  std::optional<memory> packed = packWeights(in.constant, weights, pd.weights_desc());
-  std::string desc = kernelDescription(what, impl, in, packed, post) + ")";
+  HeldWeights held = packWeights(in.constant, weights, pd.weights_desc(), prepacked);
+  std::string desc = kernelDescription(what, impl, in, held, post) + ")";
   return std::unique_ptr<LibraryKernel>(
-      new OneDnnKernel(Primitive(pd), src, weights, dst, pd.scratchpad_desc(), std::move(packed),
+      new OneDnnKernel(Primitive(pd), src, weights, dst, pd.scratchpad_desc(), std::move(held),
                        std::move(post.binaries), threads, std::move(desc)));
 }
 
@@ -526,8 +581,9 @@ std::vector<int64_t> runDims(const Run& r, size_t offset) {
   return d;
 }
 
-StatusOr<std::unique_ptr<LibraryKernel>>
-createMatmul(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads) {
+StatusOr<std::unique_ptr<LibraryKernel>> createMatmul(const Node& n,
+                                                      const std::vector<kernel::PostOp>& postOps,
+                                                      int threads, const PackedWeights* prepacked) {
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> ld, f32Dims(n.operand(0), "lhs"));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> rd, f32Dims(n.operand(1), "rhs"));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> od, f32Dims(n.result(0), "result"));
@@ -599,7 +655,8 @@ createMatmul(const Node& n, const std::vector<kernel::PostOp>& postOps, int thre
   auto makePd = [&](const memory::desc& w, const dnnl::primitive_attr& attr) {
     return dnnl::matmul::primitive_desc(dnnl::matmul::desc(srcMd, w, dstMd), attr, cpuEngine());
   };
-  return finish<dnnl::matmul>(n, threads, srcMd, weiMd, dstMd, makePd, what, postOps, dstDims);
+  return finish<dnnl::matmul>(n, threads, srcMd, weiMd, dstMd, makePd, what, postOps, dstDims,
+                              prepacked);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -621,11 +678,10 @@ std::string layoutName(size_t rank, int64_t b, char bl, int64_t f, char fl,
 // The convolution as a BlockedConvolution over nChw8c, or why not (the caller then uses the
 // IR layout): src, weights and dst are the IR-layout descriptors in oneDNN's logical order.
 template <typename MakePd>
-StatusOr<std::unique_ptr<LibraryKernel>>
-createBlockedConvolution(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads,
-                         const memory::desc& src, const memory::desc& weights,
-                         const memory::desc& dst, MakePd makePd, const std::string& what,
-                         const std::vector<std::vector<int64_t>>& axisDims) {
+StatusOr<std::unique_ptr<LibraryKernel>> createBlockedConvolution(
+    const Node& n, const std::vector<kernel::PostOp>& postOps, int threads, const memory::desc& src,
+    const memory::desc& weights, const memory::desc& dst, MakePd makePd, const std::string& what,
+    const std::vector<std::vector<int64_t>>& axisDims, const PackedWeights* prepacked) {
   using Tag = memory::format_tag;
   memory::desc srcB(src.dims(), memory::data_type::f32, Tag::nChw8c);
   memory::desc dstB(dst.dims(), memory::data_type::f32, Tag::nChw8c);
@@ -671,15 +727,16 @@ createBlockedConvolution(const Node& n, const std::vector<kernel::PostOp>& postO
       o.out = dnnl::reorder(dnnl::reorder::primitive_desc(engine, dstB, engine, dst));
     else o.in = dnnl::reorder(dnnl::reorder::primitive_desc(engine, o.plain, engine, o.blocked));
   }
-  std::optional<memory> packed = packWeights(in.constant, weights, pd.weights_desc());
-  std::string desc = kernelDescription(what, impl, in, packed, post);
+  HeldWeights held = packWeights(in.constant, weights, pd.weights_desc(), prepacked);
+  std::string desc = kernelDescription(what, impl, in, held, post);
   return std::unique_ptr<LibraryKernel>(new BlockedConvolution(
-      dnnl::convolution_forward(pd), weights, pd.scratchpad_desc(), std::move(packed),
+      dnnl::convolution_forward(pd), weights, pd.scratchpad_desc(), std::move(held),
       std::move(operands), std::move(post.binaries), threads, std::move(desc)));
 }
 
 StatusOr<std::unique_ptr<LibraryKernel>>
-createConvolution(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads) {
+createConvolution(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads,
+                  const PackedWeights* prepacked) {
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> xd, f32Dims(n.operand(0), "input"));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> kd, f32Dims(n.operand(1), "kernel"));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> od, f32Dims(n.result(0), "result"));
@@ -759,20 +816,21 @@ createConvolution(const Node& n, const std::vector<kernel::PostOp>& postOps, int
   bool depthwise = groups > 1 && groups == inC && kO == inC;
   if (ns == 2 && (groups == 1 || depthwise) && inC % 8 == 0 && kO % 8 == 0) {
     auto blocked = createBlockedConvolution(n, postOps, threads, srcMd, weiMd, dstMd, makeAnyPd,
-                                            what, dstDims);
+                                            what, dstDims, prepacked);
     if (blocked) return blocked;
   }
   auto makePd = [&](const memory::desc& w, const dnnl::primitive_attr& attr) {
     return makeAnyPd(srcMd, w, dstMd, attr);
   };
   return finish<dnnl::convolution_forward>(n, threads, srcMd, weiMd, dstMd, makePd, what, postOps,
-                                           dstDims);
+                                           dstDims, prepacked);
 }
 
 }  // namespace
 
 StatusOr<std::unique_ptr<LibraryKernel>>
-createOneDnnKernel(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads) {
+createOneDnnKernel(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads,
+                   const PackedWeights* prepacked) {
   if (n.numOperands() != 2 || n.numResults() != 1)
     return Status::error(n.describe() + ": expected two operands and one result");
   try {
@@ -780,8 +838,8 @@ createOneDnnKernel(const Node& n, const std::vector<kernel::PostOp>& postOps, in
     // split by it), so creation runs under the same limit as run().
     OmpThreadsScope scope(threads);
     StatusOr<std::unique_ptr<LibraryKernel>> k = Status::error("not a dot_general or convolution");
-    if (n.op() == OpCode::DotGeneral) k = createMatmul(n, postOps, threads);
-    else if (n.op() == OpCode::Convolution) k = createConvolution(n, postOps, threads);
+    if (n.op() == OpCode::DotGeneral) k = createMatmul(n, postOps, threads, prepacked);
+    else if (n.op() == OpCode::Convolution) k = createConvolution(n, postOps, threads, prepacked);
     if (!k) return Status(k.status()).prefix(n.describe() + ": no oneDNN kernel");
     return k;
   } catch (const dnnl::error& e) {

@@ -28,8 +28,9 @@
 // convolutions and matmuls use the IR's buffers in place.
 //
 // When the weights operand (operand 1) is a `constant`, the primitive may pick the weights
-// layout it prefers; the constant is then reordered into that layout once, here. Otherwise the
-// weights are read as they are.
+// layout it prefers; the constant is then reordered into that layout once, here, unless the
+// caller brings the weights already in that layout (PackedWeights, from an artifact). Otherwise
+// the weights are read as they are.
 //
 // Threads: this oneDNN uses the OpenMP runtime (libgomp). A kernel sets the calling thread's
 // OpenMP thread count (omp_set_num_threads, which in libgomp is a per-thread setting for
@@ -38,7 +39,9 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ir/ir.h"
@@ -46,6 +49,17 @@
 #include "support/status.h"
 
 namespace kiln::codegen::cpu {
+
+// Constant weights in the layout a library kernel chose for them, as an artifact stores them
+// (LibraryKernel::packedWeights): a kernel created with them uses them in place instead of
+// reordering its constant.
+struct PackedWeights {
+  // The layout, as text that names every field of oneDNN's memory descriptor: the weights are
+  // used only when the new kernel's layout has the same text.
+  std::string layout;
+  std::string_view bytes;
+  std::shared_ptr<const void> owner;  // keeps `bytes` valid (a mapped artifact)
+};
 
 // A library kernel prepared once at compile time for one node with static shapes; run() is
 // thread-safe (may be called from several threads at once, each with its own buffers).
@@ -71,12 +85,17 @@ class LibraryKernel {
   // Whether the kernel holds its constant weights in a layout of its own (reordered once when
   // it was created) and never reads its weights buffer (run()'s buffers[1]).
   virtual bool holdsWeights() const { return false; }
+  // The weights it holds in a layout of its own, if any (the bytes live as long as the kernel).
+  virtual std::optional<PackedWeights> packedWeights() const { return std::nullopt; }
 };
 
 // The oneDNN kernel for `n` (a convolution or dot_general whose shapes and layout oneDNN can
 // take directly) followed by `postOps`, or an error saying why not (the caller then falls back to
-// the reference kernel). threads <= 0: the OpenMP default (one per CPU).
+// the reference kernel). threads <= 0: the OpenMP default (one per CPU). `prepacked`: the
+// constant weights in the layout an earlier compile of the same node chose; used in place when
+// the primitive chooses the same layout, else ignored (the constant is reordered).
 StatusOr<std::unique_ptr<LibraryKernel>>
-createOneDnnKernel(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads);
+createOneDnnKernel(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads,
+                   const PackedWeights* prepacked = nullptr);
 
 }  // namespace kiln::codegen::cpu

@@ -76,8 +76,10 @@ struct DefinedValue {
 
 class Parser {
  public:
-  Parser(std::string_view text, const std::string& file, std::string_view blob = {})
-      : lexer_(text, file), file_(file), blob_(blob), module_(std::make_unique<Module>()) {
+  Parser(std::string_view text, const std::string& file, std::string_view blob = {},
+         std::shared_ptr<const void> blobOwner = nullptr)
+      : lexer_(text, file), file_(file), blob_(blob), blobOwner_(std::move(blobOwner)),
+        module_(std::make_unique<Module>()) {
     cur_ = lexer_.next();
   }
 
@@ -146,7 +148,8 @@ class Parser {
   text::Lexer lexer_;
   Token cur_;
   std::string file_;
-  std::string_view blob_;  // the bytes `data ... blob OFFSET` entries refer to
+  std::string_view blob_;                  // the bytes `data ... blob OFFSET` entries refer to
+  std::shared_ptr<const void> blobOwner_;  // keeps blob_ valid: constants may borrow from it
   std::unique_ptr<Module> module_;
   std::map<std::string, Location> functionLocs_;
   std::unordered_map<std::string, DefinedValue> values_;  // of the function being parsed
@@ -568,9 +571,15 @@ Status Parser::parseDataEntry() {
       return errorAt(off, "data @" + nameTok.str + ": " + std::to_string(need) +
                               " bytes at blob offset " + std::string(off.text) +
                               " lie outside the blob (" + std::to_string(blob_.size()) + " bytes)");
-    // Every byte is copied in: no zero fill first (it would touch every page twice).
-    Tensor t = Tensor::uninitialized(type.dtype(), type.staticDims());
-    if (need) std::memcpy(t.mutableBytes(), blob_.data() + at, need);
+    const std::byte* bytes = reinterpret_cast<const std::byte*>(blob_.data() + at);
+    Tensor t;
+    if (blobOwner_ && need && reinterpret_cast<uintptr_t>(bytes) % 64 == 0) {
+      t = Tensor::borrowed(type.dtype(), type.staticDims(), blobOwner_, bytes);
+    } else {
+      // Every byte is copied in: no zero fill first (it would touch every page twice).
+      t = Tensor::uninitialized(type.dtype(), type.staticDims());
+      if (need) std::memcpy(t.mutableBytes(), bytes, need);
+    }
     data_[nameTok.str] = DataEntry{std::move(t), locOf(nameTok)};
     return Status::ok();
   }
@@ -702,8 +711,9 @@ StatusOr<std::unique_ptr<Module>> parseModule(std::string_view text, const std::
 }
 
 StatusOr<std::unique_ptr<Module>> parseModule(std::string_view text, const std::string& filename,
-                                              std::string_view blob) {
-  return Parser(text, filename, blob).run();
+                                              std::string_view blob,
+                                              std::shared_ptr<const void> blobOwner) {
+  return Parser(text, filename, blob, std::move(blobOwner)).run();
 }
 
 }  // namespace kiln

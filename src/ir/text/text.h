@@ -38,8 +38,12 @@ std::map<const Value*, std::string> printedValueNames(const Function& f);
 
 // Parses and verifies a module. Errors are "file:line:col: error: message".
 StatusOr<std::unique_ptr<Module>> parseModule(std::string_view text, const std::string& filename);
-// Same, resolving `data ... blob OFFSET` entries in `blob` (see PrintOptions::blob).
+// Same, resolving `data ... blob OFFSET` entries in `blob` (see PrintOptions::blob). With
+// `blobOwner`, which keeps `blob` valid and unchanged (a mapped artifact), the constants borrow
+// their bytes (Tensor::borrowed) where they are aligned as the printer aligns them; otherwise,
+// and without an owner, they are copied.
 StatusOr<std::unique_ptr<Module>> parseModule(std::string_view text, const std::string& filename,
-                                              std::string_view blob);
+                                              std::string_view blob,
+                                              std::shared_ptr<const void> blobOwner = nullptr);
 
 }  // namespace kiln

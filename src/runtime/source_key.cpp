@@ -1,0 +1,106 @@
+#include "runtime/source_key.h"
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <vector>
+
+#include "runtime/artifact.h"
+#include "support/hash.h"
+
+namespace kiln::runtime {
+namespace {
+
+int64_t nanoseconds(const struct timespec& t) {
+  return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
+}
+
+// The identity and timestamps a recorded fingerprint is valid for.
+std::string statLine(const struct stat& st) {
+  std::ostringstream s;
+  s << st.st_dev << " " << st.st_ino << " " << st.st_size << " " << nanoseconds(st.st_mtim) << " "
+    << nanoseconds(st.st_ctim);
+  return s.str();
+}
+
+}  // namespace
+
+StatusOr<std::string> hashFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return Status::error(errno == ENOENT ? "no such file" : std::strerror(errno),
+                         Location{path, 0, 0});
+  // Chunks of 4 MiB, read into one buffer that stays in cache, hashed one by one (seeded with
+  // their index); the fingerprint hashes the chunks' hashes.
+  constexpr size_t kChunk = 4 << 20;
+  std::vector<char> buffer(kChunk);
+  std::string hashes;
+  uint64_t total = 0;
+  for (uint64_t index = 0;; ++index) {
+    size_t got = 0;
+    while (got < kChunk) {
+      ssize_t n = ::read(fd, buffer.data() + got, kChunk - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        std::string why = std::strerror(errno);
+        ::close(fd);
+        return Status::error("cannot read file: " + why, Location{path, 0, 0});
+      }
+      if (n == 0) break;
+      got += static_cast<size_t>(n);
+    }
+    if (got == 0 && index > 0) break;
+    uint64_t h = hash64(std::string_view(buffer.data(), got), index);
+    hashes.append(reinterpret_cast<const char*>(&h), sizeof h);
+    total += got;
+    if (got < kChunk) break;
+  }
+  ::close(fd);
+  return hex64(hash64(hashes, total));
+}
+
+StatusOr<std::string> sourceFileKey(const std::string& kind, const std::string& path,
+                                    const std::string& cacheDir, double minAgeSeconds) {
+  struct stat st {};
+  if (cacheDir.empty() || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    KILN_ASSIGN_OR_RETURN(std::string h, hashFile(path));
+    return kind + " " + h;
+  }
+  std::error_code ec;
+  std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+  std::filesystem::path dir = std::filesystem::path(cacheDir) / "sources";
+  std::string record = (dir / hex64(hash64(absolute.string()))).string();
+  std::string identity = statLine(st);
+  // A record: the path, the identity line, the key.
+  {
+    std::ifstream in(record);
+    std::string recordedPath, recordedIdentity, key;
+    if (std::getline(in, recordedPath) && std::getline(in, recordedIdentity) &&
+        std::getline(in, key) && recordedPath == absolute.string() &&
+        recordedIdentity == identity && key.rfind(kind + " ", 0) == 0)
+      return key;
+  }
+  KILN_ASSIGN_OR_RETURN(std::string h, hashFile(path));
+  std::string key = kind + " " + h;
+  // Recorded only if the file is as it was when read, and old enough (see source_key.h).
+  struct stat after {};
+  int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+  int64_t changed = std::max(nanoseconds(st.st_mtim), nanoseconds(st.st_ctim));
+  if (::stat(path.c_str(), &after) == 0 && statLine(after) == identity &&
+      static_cast<double>(now - changed) >= minAgeSeconds * 1e9) {
+    std::filesystem::create_directories(dir, ec);
+    // Best effort: without a record the next call hashes again.
+    (void)writeFileAtomically(record, absolute.string() + "\n" + identity + "\n" + key + "\n");
+  }
+  return key;
+}
+
+}  // namespace kiln::runtime
