@@ -94,6 +94,21 @@ Tensor Tensor::borrowed(DType dtype, std::vector<int64_t> dims, std::shared_ptr<
   return t;
 }
 
+Tensor Tensor::fromBytes(DType dtype, std::vector<int64_t> dims, std::string&& bytes) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.dims_ = std::move(dims);
+  auto n = checkedNumElements(t.dims_);
+  KILN_CHECK(n.isOk(), "Tensor with invalid dims: " + n.status().message());
+  t.numElements_ = *n;
+  KILN_CHECK(bytes.size() == t.byteSize(),
+             "Tensor::fromBytes: " + std::to_string(bytes.size()) + " bytes for " + t.type().str());
+  if (bytes.empty()) bytes.push_back('\0');  // a non-null data pointer
+  auto owner = std::make_shared<std::string>(std::move(bytes));
+  t.data_ = std::shared_ptr<std::byte>(owner, reinterpret_cast<std::byte*>(owner->data()));
+  return t;
+}
+
 std::byte* Tensor::mutableBytes() {
   KILN_CHECK(!borrowed_, "a borrowed tensor (" + type().str() + ") is read-only");
   return data_.get();

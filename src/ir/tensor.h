@@ -60,6 +60,8 @@ class Tensor {
   // A tensor whose bytes are not initialised: for results that are written whole before they
   // are read (the runtime's outputs). Dims are checked as by the constructor.
   static Tensor uninitialized(DType dtype, std::vector<int64_t> dims);
+  // A tensor that takes over `bytes` (exactly byteSize() of them) as its storage: no copy.
+  static Tensor fromBytes(DType dtype, std::vector<int64_t> dims, std::string&& bytes);
   // A read-only tensor over `bytes` (byteSize() of them), which `owner` keeps valid and
   // unchanged for as long as any copy of the tensor lives: no copy is made. mutableBytes() of a
   // borrowed tensor is a checked failure; clone() gives a writable copy.

@@ -87,6 +87,22 @@ TEST(Tensor, BorrowedBytesAreUsedInPlaceAndReadOnly) {
   EXPECT_TRUE(Tensor(DType::F32, {0, 3}).defined());
 }
 
+// fromBytes takes over a string's storage (the ONNX importer's weights): the same bytes, no copy,
+// writable.
+TEST(Tensor, FromBytesTakesOverTheStorage) {
+  std::vector<float> values(16);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = 0.5f * static_cast<float>(i);
+  std::string raw(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+  const char* storage = raw.data();
+  Tensor t = Tensor::fromBytes(DType::F32, {4, 4}, std::move(raw));
+  EXPECT_EQ(reinterpret_cast<const char*>(t.bytes()), storage);
+  EXPECT_EQ(t.getDouble(15), 7.5);
+  t.setDouble(0, 3);
+  EXPECT_EQ(t.getDouble(0), 3.0);
+  EXPECT_FALSE(t.isBorrowed());
+  EXPECT_TRUE(Tensor::fromBytes(DType::F32, {0}, std::string()).defined());
+}
+
 class BuilderTest : public ::testing::Test {
  protected:
   Module m;

@@ -72,8 +72,7 @@ StatusOr<LoadedProgram> loadProgram(const std::string& path, const runtime::Comp
     done();
     KILN_ASSIGN_OR_RETURN(bool hit, cached());
     if (hit) return p;
-    KILN_ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(path));
-    KILN_ASSIGN_OR_RETURN(p.module, onnx::importModelFile(path, file.bytes()));
+    KILN_ASSIGN_OR_RETURN(p.module, onnx::importModelFile(path));
   } else if (ext == ".kiln") {
     KILN_ASSIGN_OR_RETURN(p.artifact, MappedFile::open(path));
     p.format = "kiln";

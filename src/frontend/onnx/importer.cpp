@@ -4,8 +4,14 @@
 #include "frontend/onnx/importer.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
 #include <filesystem>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <limits>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "frontend/onnx/tensor_proto.h"
 #include "interp/interpreter.h"
@@ -134,7 +140,9 @@ Status Importer::importInitializerList(const pb::GraphProto& g, Scope& scope) {
   }
   for (const pb::TensorProto& t : g.initializer()) {
     std::string what = "initializer '" + t.name() + "'";
-    auto tensor = tensorFromProto(t, baseDir_, what);
+    auto pre = converted_ ? converted_->find(&t) : decltype(converted_->end()){};
+    StatusOr<Tensor> tensor =
+        converted_ && pre != converted_->end() ? pre->second : tensorFromProto(t, baseDir_, what);
     if (!tensor) {
       KILN_RETURN_IF_ERROR(
           report(what, "", Status::error(tensor.status().message().substr(what.size() + 2))));
@@ -464,16 +472,52 @@ StatusOr<pb::ModelProto> parseModel(std::string_view bytes) {
   return model;
 }
 
-}  // namespace
+// A model parsed from a file, read through a small buffer: the file's bytes are never all in
+// memory next to the parsed model. Errors as readFileLimited's and parseModel's.
+StatusOr<pb::ModelProto> parseModelFile(const std::string& path) {
+  const std::string what = "model file '" + path + "'";
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return Status::error(what + " does not exist");
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st {};
+  if (fd < 0 || ::fstat(fd, &st) != 0) {
+    if (fd >= 0) ::close(fd);
+    return Status::error(what + ": cannot read it (" + std::strerror(errno) + ")");
+  }
+  if (static_cast<int64_t>(st.st_size) > kMaxProtoBytes) {
+    ::close(fd);
+    return Status::error(what + " is " + std::to_string(st.st_size) +
+                         " bytes; files over 2 GB are not supported (store large weights as "
+                         "external data)");
+  }
+  pb::ModelProto model;
+  bool parsed;
+  {
+    google::protobuf::io::FileInputStream in(fd, 1 << 20);
+    parsed = model.ParseFromZeroCopyStream(&in);
+  }
+  ::close(fd);
+  if (!parsed)
+    return Status::error(path + ": not a valid ONNX model (corrupt or truncated protobuf data)");
+  if (!model.has_graph()) return Status::error(path + ": not a valid ONNX model (it has no graph)");
+  return model;
+}
 
-StatusOr<std::unique_ptr<Module>>
-importModelBytes(std::string_view bytes, const std::string& baseDir, const ImportOptions& options) {
-  KILN_ASSIGN_OR_RETURN(pb::ModelProto model, parseModel(bytes));
+// Imports a parsed model. Its main graph's initializers are converted first, once, taking over
+// their raw data (the model is not used afterwards).
+StatusOr<std::unique_ptr<Module>> importParsed(pb::ModelProto& model, const std::string& baseDir,
+                                               const ImportOptions& options) {
+  std::map<const pb::TensorProto*, StatusOr<Tensor>> converted;
+  for (pb::TensorProto& t : *model.mutable_graph()->mutable_initializer()) {
+    std::string* raw = t.has_raw_data() ? t.mutable_raw_data() : nullptr;
+    converted.emplace(&t, tensorFromProto(t, baseDir, "initializer '" + t.name() + "'", raw));
+  }
   std::set<std::string> bound;
   // Graph inputs are bound to their given values only where a node needs them; each round binds
   // the inputs the previous round found it needed.
   while (true) {
     Importer imp(model, baseDir, Mode::Import, options, bound);
+    imp.useConvertedInitializers(&converted);
     auto r = imp.run();
     if (r) return r;
     bool added = false;
@@ -481,6 +525,14 @@ importModelBytes(std::string_view bytes, const std::string& baseDir, const Impor
       if (options.inputValues.count(name)) added |= bound.insert(name).second;
     if (!added) return r.status();
   }
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Module>>
+importModelBytes(std::string_view bytes, const std::string& baseDir, const ImportOptions& options) {
+  KILN_ASSIGN_OR_RETURN(pb::ModelProto model, parseModel(bytes));
+  return importParsed(model, baseDir, options);
 }
 
 StatusOr<std::vector<Unsupported>> checkModelBytes(std::string_view bytes,
@@ -494,28 +546,15 @@ StatusOr<std::vector<Unsupported>> checkModelBytes(std::string_view bytes,
   return list;
 }
 
-namespace {
-
-StatusOr<std::unique_ptr<Module>> importReadFile(const std::string& path, std::string_view bytes,
-                                                 const ImportOptions& options) {
-  auto r = importModelBytes(bytes, parentDir(path), options);
+StatusOr<std::unique_ptr<Module>> importModelFile(const std::string& path,
+                                                  const ImportOptions& options) {
+  KILN_ASSIGN_OR_RETURN(pb::ModelProto model, parseModelFile(path));
+  auto r = importParsed(model, parentDir(path), options);
   if (!r) {
     Status s = r.status();
     return s.prefix(path);
   }
   return r;
-}
-
-}  // namespace
-
-StatusOr<std::unique_ptr<Module>> importModelFile(const std::string& path,
-                                                  const ImportOptions& options) {
-  KILN_ASSIGN_OR_RETURN(std::string bytes, readFileLimited(path, "model file"));
-  return importReadFile(path, bytes, options);
-}
-
-StatusOr<std::unique_ptr<Module>> importModelFile(const std::string& path, std::string_view bytes) {
-  return importReadFile(path, bytes, ImportOptions{});
 }
 
 StatusOr<std::unique_ptr<Module>> importModelFile(const std::string& path) {

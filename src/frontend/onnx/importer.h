@@ -60,6 +60,11 @@ class Importer {
  public:
   Importer(const pb::ModelProto& model, std::string baseDir, Mode mode,
            const ImportOptions& options, std::set<std::string> boundInputs);
+  // The main graph's initializers converted beforehand (their raw data moved into the tensors),
+  // used instead of converting them again.
+  void useConvertedInitializers(const std::map<const pb::TensorProto*, StatusOr<Tensor>>* c) {
+    converted_ = c;
+  }
 
   // Import mode: the module or the first error. Check mode: always a module (to be discarded);
   // problems are listed by unsupported().
@@ -151,6 +156,8 @@ class Importer {
   Status evaluate(Node* n);
 
   const pb::ModelProto& model_;
+
+  const std::map<const pb::TensorProto*, StatusOr<Tensor>>* converted_ = nullptr;
   std::string baseDir_;
   Mode mode_;
   const ImportOptions& options_;

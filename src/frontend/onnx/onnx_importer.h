@@ -14,12 +14,10 @@ namespace kiln::onnx {
 
 // Imports a model file; external data files are resolved relative to the model's folder.
 // The function is named "main"; parameters are the graph inputs that are not initializers,
-// named as in the model; outputs are named after the graph outputs.
+// named as in the model; outputs are named after the graph outputs. The file is parsed through a
+// small buffer, and the constants take over the parsed weights' storage: the weights are in
+// memory once while the model imports, not three times (file, protobuf, constants).
 StatusOr<std::unique_ptr<Module>> importModelFile(const std::string& path);
-// Same, for the bytes of the file at `path` that the caller has already read (to hash them for
-// the compile cache, say): external data still resolves relative to `path`'s folder, and errors
-// name `path`.
-StatusOr<std::unique_ptr<Module>> importModelFile(const std::string& path, std::string_view bytes);
 
 // One thing in a model that Kiln cannot handle.
 struct Unsupported {

@@ -197,7 +197,8 @@ int onnxFromDType(DType t) {
   return TP::UNDEFINED;
 }
 
-StatusOr<Tensor> tensorFromProto(const TP& t, const std::string& baseDir, const std::string& what) {
+StatusOr<Tensor> tensorFromProto(const TP& t, const std::string& baseDir, const std::string& what,
+                                 std::string* takeRaw) {
   auto dtype = dtypeFromOnnx(t.data_type());
   if (!dtype)
     return Status::error(what + ": element type " + onnxDTypeName(t.data_type()) +
@@ -224,6 +225,8 @@ StatusOr<Tensor> tensorFromProto(const TP& t, const std::string& baseDir, const 
     if (static_cast<int64_t>(raw.size()) != bytes)
       return Status::error(what + ": raw_data has " + std::to_string(raw.size()) + " bytes, " +
                            type.str() + " needs " + std::to_string(bytes));
+    if (takeRaw && *dtype != DType::Bool)
+      return Tensor::fromBytes(*dtype, dims, std::move(*takeRaw));
     KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::create(*dtype, dims));
     if (!raw.empty()) std::memcpy(out.mutableBytes(), raw.data(), raw.size());
     if (out.dtype() == DType::Bool)  // normalise to 0/1

@@ -21,9 +21,11 @@ std::string onnxDTypeName(int elemType);
 int onnxFromDType(DType t);
 
 // The tensor held by `t`; `what` names it in errors ("initializer 'w'"). External data is read
-// relative to `baseDir`; paths that are absolute or contain ".." are refused.
+// relative to `baseDir`; paths that are absolute or contain ".." are refused. `takeRaw`: t's
+// raw_data, which the caller owns and no longer needs: the tensor then takes over its storage
+// instead of copying it (a model's weights are not held twice while it is imported).
 StatusOr<Tensor> tensorFromProto(const pb::TensorProto& t, const std::string& baseDir,
-                                 const std::string& what);
+                                 const std::string& what, std::string* takeRaw = nullptr);
 
 // Reads a whole file, refusing files over kMaxProtoBytes.
 StatusOr<std::string> readFileLimited(const std::string& path, const std::string& what);
