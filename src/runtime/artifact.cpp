@@ -40,41 +40,107 @@ std::string_view DecodedArtifact::operator[](const std::string& name) const {
 Status DecodedArtifact::verify(const std::string& name) const {
   auto it = sections.find(name);
   if (it == sections.end()) return Status::error(source + ": no section '" + name + "'");
-  uint64_t actual = hash64(it->second), expected = checksums.at(name);
+  uint64_t actual = chunkedHash64(it->second), expected = checksums.at(name);
   if (actual != expected)
     return Status::error(source + ": corrupted: checksum " + hex64(actual) + " of section '" +
                          name + "', the table says " + hex64(expected));
   return Status::ok();
 }
 
-std::string encodeArtifact(const Sections& sections) {
+namespace {
+
+size_t alignSection(size_t n) {
+  return (n + kSectionAlignment - 1) / kSectionAlignment * kSectionAlignment;
+}
+
+// Writes a file through `fill` into a temporary file in the same directory, then renames it.
+template <typename Fill>
+Status writeAtomically(const std::string& path, Fill fill) {
+  std::filesystem::path p(path);
+  std::string tmp =
+      (p.parent_path() / ("." + p.filename().string() + ".tmp" + std::to_string(::getpid())))
+          .string();
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    fill(out);
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      return Status::error("cannot write '" + tmp + "'");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    return Status::error("cannot write '" + path + "': " + ec.message());
+  }
+  return Status::ok();
+}
+
+// Writes the artifact through `emit` (called with consecutive pieces of the file).
+template <typename Emit>
+void emitArtifact(const SectionPieces& sections, Emit emit) {
   size_t tableBytes = 0;
-  for (const auto& [name, data] : sections) tableBytes += 4 + name.size() + 8 + 8 + 8;
-  auto align = [](size_t n) {
-    return (n + kSectionAlignment - 1) / kSectionAlignment * kSectionAlignment;
-  };
+  for (const auto& [name, pieces] : sections) tableBytes += 4 + name.size() + 8 + 8 + 8;
   std::string table;
-  size_t offset = align(kHeader + tableBytes);
-  for (const auto& [name, data] : sections) {
+  size_t offset = alignSection(kHeader + tableBytes);
+  for (const auto& [name, pieces] : sections) {
+    ChunkedHash hash;
+    uint64_t size = 0;
+    for (std::string_view p : pieces) {
+      hash.update(p);
+      size += p.size();
+    }
     put<uint32_t>(table, static_cast<uint32_t>(name.size()));
     table += name;
     put<uint64_t>(table, offset);
-    put<uint64_t>(table, data.size());
-    put<uint64_t>(table, hash64(data));
-    offset = align(offset + data.size());
+    put<uint64_t>(table, size);
+    put<uint64_t>(table, hash.finish());
+    offset = alignSection(offset + size);
   }
-  std::string out(kMagic, sizeof kMagic);
-  put<uint32_t>(out, kArtifactFormat);
-  put<uint32_t>(out, static_cast<uint32_t>(sections.size()));
-  put<uint64_t>(out, table.size());
-  put<uint64_t>(out, hash64(table));
-  out += table;
-  out.reserve(offset);
-  for (const auto& [name, data] : sections) {
-    out.resize(align(out.size()), '\0');
-    out += data;
+  std::string head(kMagic, sizeof kMagic);
+  put<uint32_t>(head, kArtifactFormat);
+  put<uint32_t>(head, static_cast<uint32_t>(sections.size()));
+  put<uint64_t>(head, table.size());
+  put<uint64_t>(head, hash64(table));
+  head += table;
+  static const char kZeros[kSectionAlignment] = {};
+  uint64_t at = 0;
+  auto write = [&](std::string_view piece) {
+    emit(piece);
+    at += piece.size();
+  };
+  write(head);
+  for (const auto& [name, pieces] : sections) {
+    write(std::string_view(kZeros, alignSection(at) - at));
+    for (std::string_view p : pieces) write(p);
   }
+}
+
+}  // namespace
+
+std::string encodeArtifact(const SectionPieces& sections) {
+  std::string out;
+  emitArtifact(sections, [&](std::string_view piece) { out += piece; });
   return out;
+}
+
+std::string encodeArtifact(const Sections& sections) {
+  SectionPieces pieces;
+  for (const auto& [name, data] : sections) pieces[name] = {data};
+  return encodeArtifact(pieces);
+}
+
+StatusOr<uint64_t> writeArtifact(const std::string& path, const SectionPieces& sections) {
+  uint64_t size = 0;
+  KILN_RETURN_IF_ERROR(writeAtomically(path, [&](std::ofstream& out) {
+    emitArtifact(sections, [&](std::string_view piece) {
+      out.write(piece.data(), static_cast<std::streamsize>(piece.size()));
+      size += piece.size();
+    });
+  }));
+  return size;
 }
 
 StatusOr<DecodedArtifact> decodeArtifact(std::string_view bytes, const std::string& source,
@@ -127,26 +193,9 @@ StatusOr<DecodedArtifact> decodeArtifact(std::string_view bytes, const std::stri
 }
 
 Status writeFileAtomically(const std::string& path, std::string_view bytes) {
-  std::filesystem::path p(path);
-  std::string tmp =
-      (p.parent_path() / ("." + p.filename().string() + ".tmp" + std::to_string(::getpid())))
-          .string();
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  return writeAtomically(path, [&](std::ofstream& out) {
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      return Status::error("cannot write '" + tmp + "'");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    return Status::error("cannot write '" + path + "': " + ec.message());
-  }
-  return Status::ok();
+  });
 }
 
 }  // namespace kiln::runtime

@@ -6,7 +6,8 @@
 //   then each section's data at its offset (from the start of the file), a multiple of 64,
 //   in table order, zero bytes between them
 //
-// Integers are little-endian; checksums are hash64 (support/hash.h). Every section has its own
+// Integers are little-endian; the table's checksum is hash64 and a section's is ChunkedHash
+// (support/hash.h) of its bytes. Every section has its own
 // checksum, so that a reader can check the small sections it interprets before using them and
 // check large data (weights) while it does other work. Sections are aligned so that data in a
 // mapped file can be used in place. What the sections hold is Executable's business
@@ -18,6 +19,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "support/status.h"
 
@@ -27,6 +29,9 @@ constexpr uint32_t kArtifactFormat = 2;
 constexpr size_t kSectionAlignment = 64;
 
 using Sections = std::map<std::string, std::string>;
+// Sections given as pieces (views that must stay valid until the artifact is written), so that
+// large data (weights) is written from where it lies instead of being copied.
+using SectionPieces = std::map<std::string, std::vector<std::string_view>>;
 
 // The sections of an artifact, as views into its bytes.
 struct DecodedArtifact {
@@ -41,6 +46,10 @@ struct DecodedArtifact {
 };
 
 std::string encodeArtifact(const Sections& sections);
+std::string encodeArtifact(const SectionPieces& sections);
+// Writes the artifact to `path` atomically (a temporary file, then rename), piece by piece;
+// returns its size in bytes.
+StatusOr<uint64_t> writeArtifact(const std::string& path, const SectionPieces& sections);
 
 // Checks the magic, the format version, the table's checksum, the sections' bounds and the
 // checksum of every section except those `defer` names (the caller checks them with verify()

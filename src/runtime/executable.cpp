@@ -6,6 +6,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -381,9 +382,9 @@ StatusOr<std::unique_ptr<Executable>> Executable::compile(std::unique_ptr<Module
   if (!cachePath.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(options.cacheDir, ec);
-    Status written = writeFileAtomically(cachePath, exe->serialize());
-    exe->impl_->cacheReport =
-        written ? cacheReport + cachePath : cacheReport + "not written: " + written.message();
+    StatusOr<uint64_t> written = exe->writeArtifact(cachePath);
+    exe->impl_->cacheReport = written ? cacheReport + cachePath
+                                      : cacheReport + "not written: " + written.status().message();
   }
   if (options.dropHeldConstants) dropHeldConstants(*exe->impl_, *exe->impl_->module->entry());
   return exe;
@@ -576,21 +577,34 @@ Status Executable::build(Impl& impl, std::unique_ptr<Module> module,
 // "object.w" (an ELF object), "symbols.w" (its kernel entry symbols) and "units.w" (the distinct
 // kernels they are).
 
-std::string Executable::serialize() const {
+// The sections of the artifact: small texts owned here, the weights (constants, packed weights)
+// and the object code as views of where they lie.
+struct Executable::ArtifactParts {
+  std::deque<std::string> text;  // stable addresses
+  Blob blob;
+  SectionPieces sections;
+
+  void add(const std::string& name, std::string content) {
+    text.push_back(std::move(content));
+    sections[name].push_back(text.back());
+  }
+};
+
+void Executable::artifactParts(ArtifactParts& parts) const {
   const Impl& m = *impl_;
   KILN_CHECK(m.droppedBytes < 0,
              "serialize(): this executable was compiled or loaded with dropHeldConstants, which "
              "freed constants the artifact needs");
-  Sections s;
-  s["meta"] = "kiln " + std::string(kKilnVersion) + "\ntarget " + codegen::cpu::hostTarget() +
-              "\noptions " + optionsText(m.options) + "\n";
+  parts.add("meta", "kiln " + std::string(kKilnVersion) + "\ntarget " + codegen::cpu::hostTarget() +
+                        "\noptions " + optionsText(m.options) + "\n");
   PrintOptions po;
-  std::string blob;
-  po.blob = &blob;
-  s["module"] = printModule(*m.module, po);
-  s["blob"] = std::move(blob);
-  s["kernels"] = m.kernelsHash;
-  for (const std::string& name : m.outputNames) s["outputs"] += name + "\n";
+  po.blob = &parts.blob;
+  parts.add("module", printModule(*m.module, po));
+  parts.sections["blob"] = parts.blob.pieces;
+  parts.add("kernels", m.kernelsHash);
+  std::string outputs, packed;
+  for (const std::string& name : m.outputNames) outputs += name + "\n";
+  parts.add("outputs", outputs);
   // The weights library kernels hold in layouts of their own, so that loading uses them in place.
   for (size_t i = 0; i < m.calls.size(); ++i)
     for (size_t j = 0; j < m.calls[i].size(); ++j) {
@@ -599,19 +613,31 @@ std::string Executable::serialize() const {
       if (c.fast) w = c.fast->packedWeights();
       if (!w) continue;
       std::string id = std::to_string(i) + "." + std::to_string(j);
-      s["packed." + id] = std::string(w->bytes);
-      s["packed"] += id + " " + w->layout + "\n";
+      parts.sections["packed." + id] = {w->bytes};
+      packed += id + " " + w->layout + "\n";
     }
+  if (!packed.empty()) parts.add("packed", packed);
   for (size_t w = 0; w < m.objects.size(); ++w) {
     const ObjectUnit& u = m.objects[w];
     std::string symbols, units;
     for (const std::string& name : u.symbols) symbols += name + "\n";
     for (size_t k : u.kernels) units += std::to_string(k) + "\n";
-    s["object." + std::to_string(w)] = u.object;
-    s["symbols." + std::to_string(w)] = symbols;
-    s["units." + std::to_string(w)] = units;
+    parts.sections["object." + std::to_string(w)] = {u.object};
+    parts.add("symbols." + std::to_string(w), symbols);
+    parts.add("units." + std::to_string(w), units);
   }
-  return encodeArtifact(s);
+}
+
+std::string Executable::serialize() const {
+  ArtifactParts parts;
+  artifactParts(parts);
+  return encodeArtifact(parts.sections);
+}
+
+StatusOr<uint64_t> Executable::writeArtifact(const std::string& path) const {
+  ArtifactParts parts;
+  artifactParts(parts);
+  return runtime::writeArtifact(path, parts.sections);
 }
 
 StatusOr<std::unique_ptr<Executable>> Executable::load(std::string_view bytes,

@@ -92,6 +92,8 @@ class Executable {
                                                     const CompileOptions& options = {});
   // The artifact: the same module and options give the same bytes on the same machine.
   std::string serialize() const;
+  // The artifact written to `path` (atomically, without a copy of it in memory); its size.
+  StatusOr<uint64_t> writeArtifact(const std::string& path) const;
   ~Executable();
 
   // One tensor per parameter, in order, of the types the executable was compiled for. Returns
@@ -134,6 +136,8 @@ class Executable {
  private:
   struct Impl;
   struct ObjectUnit;
+  struct ArtifactParts;
+  void artifactParts(ArtifactParts& parts) const;
   static std::string describeCalls(const Impl& impl);
   static std::string cacheEntryPath(const CompileOptions& options);
   static StatusOr<std::unique_ptr<Executable>> loadCacheEntry(const std::string& path,

@@ -36,33 +36,22 @@ StatusOr<std::string> hashFile(const std::string& path) {
   if (fd < 0)
     return Status::error(errno == ENOENT ? "no such file" : std::strerror(errno),
                          Location{path, 0, 0});
-  // Chunks of 4 MiB, read into one buffer that stays in cache, hashed one by one (seeded with
-  // their index); the fingerprint hashes the chunks' hashes.
-  constexpr size_t kChunk = 4 << 20;
-  std::vector<char> buffer(kChunk);
-  std::string hashes;
-  uint64_t total = 0;
-  for (uint64_t index = 0;; ++index) {
-    size_t got = 0;
-    while (got < kChunk) {
-      ssize_t n = ::read(fd, buffer.data() + got, kChunk - got);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        std::string why = std::strerror(errno);
-        ::close(fd);
-        return Status::error("cannot read file: " + why, Location{path, 0, 0});
-      }
-      if (n == 0) break;
-      got += static_cast<size_t>(n);
+  // Read through one buffer that stays in cache.
+  std::vector<char> buffer(ChunkedHash::kChunk);
+  ChunkedHash hash;
+  while (true) {
+    ssize_t n = ::read(fd, buffer.data(), buffer.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      std::string why = std::strerror(errno);
+      ::close(fd);
+      return Status::error("cannot read file: " + why, Location{path, 0, 0});
     }
-    if (got == 0 && index > 0) break;
-    uint64_t h = hash64(std::string_view(buffer.data(), got), index);
-    hashes.append(reinterpret_cast<const char*>(&h), sizeof h);
-    total += got;
-    if (got < kChunk) break;
+    if (n == 0) break;
+    hash.update(std::string_view(buffer.data(), static_cast<size_t>(n)));
   }
   ::close(fd);
-  return hex64(hash64(hashes, total));
+  return hex64(hash.finish());
 }
 
 StatusOr<std::string> sourceFileKey(const std::string& kind, const std::string& path,

@@ -22,7 +22,8 @@ namespace kiln::runtime {
 StatusOr<std::string> sourceFileKey(const std::string& kind, const std::string& path,
                                     const std::string& cacheDir, double minAgeSeconds = 2.0);
 
-// The fingerprint of the file's bytes, read in chunks (no mapping, no copy of the whole file).
+// The fingerprint of the file's bytes (ChunkedHash), read through a buffer (no mapping, no copy
+// of the whole file).
 StatusOr<std::string> hashFile(const std::string& path);
 
 }  // namespace kiln::runtime

@@ -1,5 +1,6 @@
 #include "support/hash.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace kiln {
@@ -47,6 +48,41 @@ uint64_t hash64(std::string_view data, uint64_t seed) {
   h *= kP3;
   h ^= h >> 32;
   return h;
+}
+
+void ChunkedHash::chunk(std::string_view data) {
+  uint64_t h = hash64(data, index_++);
+  hashes_.append(reinterpret_cast<const char*>(&h), sizeof h);
+}
+
+void ChunkedHash::update(std::string_view piece) {
+  total_ += piece.size();
+  while (!piece.empty()) {
+    if (buffer_.empty() && piece.size() >= kChunk) {  // a whole chunk in place
+      chunk(piece.substr(0, kChunk));
+      piece.remove_prefix(kChunk);
+      continue;
+    }
+    size_t take = std::min(kChunk - buffer_.size(), piece.size());
+    buffer_.append(piece.substr(0, take));
+    piece.remove_prefix(take);
+    if (buffer_.size() == kChunk) {
+      chunk(buffer_);
+      buffer_.clear();
+    }
+  }
+}
+
+uint64_t ChunkedHash::finish() {
+  if (!buffer_.empty() || index_ == 0) chunk(buffer_);  // the last, partial chunk (or the empty)
+  buffer_.clear();
+  return hash64(hashes_, total_);
+}
+
+uint64_t chunkedHash64(std::string_view data) {
+  ChunkedHash h;
+  h.update(data);
+  return h.finish();
 }
 
 std::string hex64(uint64_t v) {

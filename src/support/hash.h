@@ -10,6 +10,25 @@
 namespace kiln {
 
 uint64_t hash64(std::string_view data, uint64_t seed = 0);
+
+// A hash of a byte stream given in pieces, the same however it is split: the stream is cut into
+// chunks of 4 MiB, chunk i is hashed with seed i, and the chunks' hashes are hashed together with
+// the stream's length as seed. For large data written or read piece by piece (artifact sections,
+// source files) without a contiguous copy.
+class ChunkedHash {
+ public:
+  static constexpr size_t kChunk = size_t(4) << 20;
+  void update(std::string_view piece);
+  uint64_t finish();
+
+ private:
+  void chunk(std::string_view data);
+  std::string buffer_;  // the start of a chunk that came in several pieces
+  std::string hashes_;
+  uint64_t total_ = 0, index_ = 0;
+};
+// ChunkedHash of one piece.
+uint64_t chunkedHash64(std::string_view data);
 // 16 lowercase hex digits.
 std::string hex64(uint64_t v);
 

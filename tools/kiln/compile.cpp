@@ -37,13 +37,12 @@ Status compileProgram(const RunOptions& o, const std::string& out) {
   co.dropHeldConstants = false;  // the artifact holds every constant
   auto start = std::chrono::steady_clock::now();
   KILN_ASSIGN_OR_RETURN(auto exe, runtime::Executable::compile(std::move(program.module), co));
-  std::string bytes = exe->serialize();
-  KILN_RETURN_IF_ERROR(runtime::writeFileAtomically(out, bytes));
+  KILN_ASSIGN_OR_RETURN(uint64_t bytes, exe->writeArtifact(out));
   double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  std::printf("wrote %s: %zu bytes, %zu kernels (%d distinct), compiled in %.1f ms for %s\n",
-              out.c_str(), bytes.size(), exe->plan().kernels.size(), exe->uniqueKernels(), ms,
-              exe->hostCpu().c_str());
+  std::printf("wrote %s: %llu bytes, %zu kernels (%d distinct), compiled in %.1f ms for %s\n",
+              out.c_str(), static_cast<unsigned long long>(bytes), exe->plan().kernels.size(),
+              exe->uniqueKernels(), ms, exe->hostCpu().c_str());
   return Status::ok();
 }
 

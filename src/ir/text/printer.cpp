@@ -297,13 +297,31 @@ class FunctionPrinter {
   std::map<const Value*, std::string> names_;
 };
 
-void printDataEntry(const std::string& name, const Tensor& t, std::string& out, std::string* blob) {
+}  // namespace
+
+uint64_t Blob::add(const Tensor& t) {
+  static const char kZeros[64] = {};
+  uint64_t offset = (size + 63) / 64 * 64;
+  if (offset > size) pieces.emplace_back(kZeros, offset - size);
+  pieces.emplace_back(reinterpret_cast<const char*>(t.bytes()), t.byteSize());
+  size = offset + t.byteSize();
+  return offset;
+}
+
+std::string Blob::str() const {
+  std::string out;
+  out.reserve(size);
+  for (std::string_view p : pieces) out += p;
+  return out;
+}
+
+namespace {
+
+void printDataEntry(const std::string& name, const Tensor& t, std::string& out, Blob* blob) {
   static const char* kHex = "0123456789abcdef";
   if (blob) {
-    blob->resize((blob->size() + 63) / 64 * 64, '\0');
     out += "data " + nameText('@', name) + " = " + t.type().str() + " blob " +
-           std::to_string(blob->size()) + "\n";
-    blob->append(reinterpret_cast<const char*>(t.bytes()), t.byteSize());
+           std::to_string(blob->add(t)) + "\n";
     return;
   }
   out += "data " + nameText('@', name) + " = " + t.type().str() + " 0x";

@@ -14,10 +14,22 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ir/ir.h"
 
 namespace kiln {
+
+// The out-of-line data of a module printed for a binary container: each tensor's bytes at an
+// offset that is a multiple of 64, zero bytes between them. It refers to the tensors' bytes (no
+// copy): they must outlive it.
+struct Blob {
+  std::vector<std::string_view> pieces;  // the padding and the tensors' bytes, in order
+  uint64_t size = 0;
+  // Appends t's bytes; returns their offset.
+  uint64_t add(const Tensor& t);
+  std::string str() const;  // the bytes, contiguous
+};
 
 struct PrintOptions {
   // Constants with more elements than this print out of line (as @name, data at the end).
@@ -25,7 +37,7 @@ struct PrintOptions {
   // When set, out-of-line data goes into *blob (each entry at a 64-byte aligned offset) and its
   // entry reads `data @w0 = f32[64,3,7,7] blob 4096`: for binary containers (the .kiln
   // artifact), read back by parseModule with the same blob.
-  std::string* blob = nullptr;
+  Blob* blob = nullptr;
 };
 
 std::string printModule(const Module& m, const PrintOptions& opts = {});
