@@ -323,6 +323,40 @@ std::string Executable::cacheEntryPath(const CompileOptions& options) {
   return (std::filesystem::path(options.cacheDir) / (hex64(hash64(key)) + ".kiln")).string();
 }
 
+// Deletes the least recently used entries (by modification time, which a hit refreshes) of the
+// cache in `dir` until its entries total at most `limit` bytes; `keep` stays. Leftover temporary
+// files of writes that did not finish, an hour old, go too. Returns how many entries it deleted.
+int Executable::evictCacheEntries(const std::string& dir, uint64_t limit, const std::string& keep) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<std::pair<fs::file_time_type, fs::path>> entries;
+  uint64_t total = 0;
+  const auto now = fs::file_time_type::clock::now();
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const fs::path& p = e.path();
+    std::string name = p.filename().string();
+    fs::file_time_type t = e.last_write_time(ec);
+    if (ec || !e.is_regular_file(ec)) continue;
+    if (name.rfind(".", 0) == 0 && name.find(".kiln.tmp") != std::string::npos) {
+      if (now - t > std::chrono::hours(1)) fs::remove(p, ec);
+      continue;
+    }
+    if (p.extension() != ".kiln") continue;
+    total += e.file_size(ec);
+    if (p != fs::path(keep)) entries.push_back({t, p});
+  }
+  std::sort(entries.begin(), entries.end());
+  int deleted = 0;
+  for (const auto& [time, p] : entries) {
+    if (total <= limit) break;
+    uint64_t size = fs::file_size(p, ec);
+    if (ec || !fs::remove(p, ec)) continue;
+    total -= size;
+    ++deleted;
+  }
+  return deleted;
+}
+
 // The cache entry at `path` loaded; null when there is none, an error when it is unusable.
 StatusOr<std::unique_ptr<Executable>> Executable::loadCacheEntry(const std::string& path,
                                                                  const CompileOptions& options) {
@@ -331,6 +365,9 @@ StatusOr<std::unique_ptr<Executable>> Executable::loadCacheEntry(const std::stri
   KILN_ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(path));
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Executable> hit, load(std::move(file), path, options));
   hit->impl_->cacheReport = "hit: " + path;
+  // The entry is now the most recently used (evictCacheEntries deletes the least recent first).
+  std::error_code ec;
+  std::filesystem::last_write_time(path, std::filesystem::file_time_type::clock::now(), ec);
   hit->impl_->times.cacheLoad = msSince(start);
   return hit;
 }
@@ -385,6 +422,13 @@ StatusOr<std::unique_ptr<Executable>> Executable::compile(std::unique_ptr<Module
     StatusOr<uint64_t> written = exe->writeArtifact(cachePath);
     exe->impl_->cacheReport = written ? cacheReport + cachePath
                                       : cacheReport + "not written: " + written.status().message();
+    if (written) {
+      int evicted = evictCacheEntries(options.cacheDir, options.cacheLimitBytes, cachePath);
+      if (evicted > 0)
+        exe->impl_->cacheReport += " (" + std::to_string(evicted) +
+                                   " least recently used entries deleted to stay under the " +
+                                   std::to_string(options.cacheLimitBytes >> 20) + " MiB limit)";
+    }
   }
   if (options.dropHeldConstants) dropHeldConstants(*exe->impl_, *exe->impl_->module->entry());
   return exe;

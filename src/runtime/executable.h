@@ -52,6 +52,10 @@ struct CompileOptions {
   // (cacheReport()) and rebuilt. Writes are atomic (a temporary file, then rename).
   std::string cacheDir;
   std::string sourceKey;
+  // The cache's size limit: after an entry is written, the least recently used entries (a hit
+  // makes an entry the most recent) are deleted until the entries fit in it. The entry just
+  // written is kept even when it alone is larger.
+  uint64_t cacheLimitBytes = uint64_t(4) << 30;
 };
 
 // $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln (empty when neither is set).
@@ -140,6 +144,7 @@ class Executable {
   void artifactParts(ArtifactParts& parts) const;
   static std::string describeCalls(const Impl& impl);
   static std::string cacheEntryPath(const CompileOptions& options);
+  static int evictCacheEntries(const std::string& dir, uint64_t limit, const std::string& keep);
   static StatusOr<std::unique_ptr<Executable>> loadCacheEntry(const std::string& path,
                                                               const CompileOptions& options);
   static void storeBlockedValues(Impl& impl, const Function& f);

@@ -143,6 +143,38 @@ TEST(Artifact, CompileCacheMissesHitsAndRebuildsCorruptEntries) {
   std::filesystem::remove_all(dir);
 }
 
+// Writing an entry deletes the least recently used ones (a hit makes an entry recent) until the
+// cache fits its limit.
+TEST(Artifact, CompileCacheEvictsLeastRecentlyUsedEntries) {
+  std::string dir = freshTempDir("kiln-evict-test-");
+  CompileOptions a;
+  a.cacheDir = dir;
+  a.sourceKey = "kir " + hex64(hash64(kProgram));
+  CompileOptions b = a, c = a;
+  b.optLevel = 0;
+  c.postOps = false;
+  auto pause = [] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); };
+  std::string entryA = compileProgram(a)->cacheReport().substr(15);  // "miss, written: "
+  pause();
+  std::string entryB = compileProgram(b)->cacheReport().substr(15);
+  pause();
+  EXPECT_EQ(compileProgram(a)->cacheReport(), "hit: " + entryA);  // A is now the most recent
+  pause();
+  uint64_t size = std::filesystem::file_size(entryA) + std::filesystem::file_size(entryB);
+  c.cacheLimitBytes = size + 1000;  // room for two entries of this size, not three
+  auto third = compileProgram(c);
+  ASSERT_TRUE(third);
+  EXPECT_NE(third->cacheReport().find(
+                "(1 least recently used entries deleted to stay under the 0 MiB limit)"),
+            std::string::npos)
+      << third->cacheReport();
+  std::string entryC = third->cacheReport().substr(15, third->cacheReport().find(" (") - 15);
+  EXPECT_TRUE(std::filesystem::exists(entryA));
+  EXPECT_FALSE(std::filesystem::exists(entryB));
+  EXPECT_TRUE(std::filesystem::exists(entryC));
+  std::filesystem::remove_all(dir);
+}
+
 // A convolution with constant weights (which its oneDNN kernel holds reordered) and a constant
 // that a loop reads.
 std::string convProgram() {

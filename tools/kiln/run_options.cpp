@@ -73,6 +73,11 @@ Status applyValueFlag(const std::string& flag, const std::string& v, RunOptions&
   } else if (flag == "--cache-dir") {
     if (v.empty()) return usageError("--cache-dir expects a directory");
     o.cacheDir = v;
+  } else if (flag == "--cache-limit") {
+    auto mib = parseNumber<uint64_t>(v);
+    if (!mib || *mib > (uint64_t(1) << 40))
+      return usageError("--cache-limit expects a size in MiB, got '" + v + "'");
+    o.cacheLimitMiB = *mib;
   } else if (flag == "--threads") {
     auto n = parseNumber<int>(v);
     if (!n || *n < 1 || *n > 1024)
@@ -86,7 +91,8 @@ Status applyValueFlag(const std::string& flag, const std::string& v, RunOptions&
 
 bool takesValue(const std::string& flag) {
   return flag == "--input" || flag == "--seed" || flag == "--dim" || flag == "--output-dir" ||
-         flag == "--backend" || flag == "--threads" || flag == "--cache-dir";
+         flag == "--backend" || flag == "--threads" || flag == "--cache-dir" ||
+         flag == "--cache-limit";
 }
 
 }  // namespace
@@ -172,6 +178,8 @@ Options:
   --cache-dir DIR        the compile cache of the cpu backend (default $XDG_CACHE_HOME/kiln,
                          else ~/.cache/kiln): a model compiled before with the same options on
                          this CPU loads from it without compiling
+  --cache-limit MIB      the cache's size limit (default 4096): writing an entry deletes the
+                         least recently used ones until the rest fit
   --no-cache             compile without the cache (neither read nor written)
   --no-post-ops          leave the epilogues of library calls (bias, activation, residual of a
                          convolution or matrix product) to Kiln's loops instead of the library
@@ -196,6 +204,7 @@ runtime::CompileOptions compileOptions(const RunOptions& o, const SymbolBindings
   if (o.cache && !sourceKey.empty()) {
     co.cacheDir = o.cacheDir.empty() ? runtime::defaultCacheDir() : o.cacheDir;
     co.sourceKey = sourceKey;
+    co.cacheLimitBytes = o.cacheLimitMiB << 20;
   }
   return co;
 }

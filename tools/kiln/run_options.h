@@ -37,6 +37,7 @@ struct RunOptions {
   // --no-cache: none.
   std::string cacheDir;
   bool cache = true;
+  uint64_t cacheLimitMiB = 4096;       // --cache-limit
   PassManagerOptions instrumentation;  // --verify-each, --dump-dir, --time-passes, --print-after
   bool help = false;
 };
