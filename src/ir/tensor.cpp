@@ -64,10 +64,19 @@ uint16_t floatToBf16(float f) {
   return static_cast<uint16_t>((x + rounding) >> 16);
 }
 
-Tensor::Tensor(DType dtype, std::vector<int64_t> dims) : dtype_(dtype), dims_(std::move(dims)) {
-  auto n = checkedNumElements(dims_);
+namespace {
+
+// The element count of valid dims (a checked failure otherwise).
+int64_t elementCount(const std::vector<int64_t>& dims) {
+  auto n = checkedNumElements(dims);
   KILN_CHECK(n.isOk(), "Tensor with invalid dims: " + n.status().message());
-  numElements_ = *n;
+  return *n;
+}
+
+}  // namespace
+
+Tensor::Tensor(DType dtype, std::vector<int64_t> dims) : dtype_(dtype), dims_(std::move(dims)) {
+  numElements_ = elementCount(dims_);
   allocate(true);
 }
 
@@ -84,10 +93,8 @@ Tensor Tensor::borrowed(DType dtype, std::vector<int64_t> dims, std::shared_ptr<
   Tensor t;
   t.dtype_ = dtype;
   t.dims_ = std::move(dims);
-  auto n = checkedNumElements(t.dims_);
-  KILN_CHECK(n.isOk(), "Tensor with invalid dims: " + n.status().message());
+  t.numElements_ = elementCount(t.dims_);
   KILN_CHECK(owner && bytes, "Tensor::borrowed needs an owner and bytes");
-  t.numElements_ = *n;
   t.data_ = std::shared_ptr<std::byte>(std::const_pointer_cast<void>(std::move(owner)),
                                        const_cast<std::byte*>(bytes));
   t.borrowed_ = true;
@@ -98,9 +105,7 @@ Tensor Tensor::fromBytes(DType dtype, std::vector<int64_t> dims, std::string&& b
   Tensor t;
   t.dtype_ = dtype;
   t.dims_ = std::move(dims);
-  auto n = checkedNumElements(t.dims_);
-  KILN_CHECK(n.isOk(), "Tensor with invalid dims: " + n.status().message());
-  t.numElements_ = *n;
+  t.numElements_ = elementCount(t.dims_);
   KILN_CHECK(bytes.size() == t.byteSize(),
              "Tensor::fromBytes: " + std::to_string(bytes.size()) + " bytes for " + t.type().str());
   if (bytes.empty()) bytes.push_back('\0');  // a non-null data pointer
@@ -118,9 +123,7 @@ Tensor Tensor::uninitialized(DType dtype, std::vector<int64_t> dims) {
   Tensor t;
   t.dtype_ = dtype;
   t.dims_ = std::move(dims);
-  auto n = checkedNumElements(t.dims_);
-  KILN_CHECK(n.isOk(), "Tensor with invalid dims: " + n.status().message());
-  t.numElements_ = *n;
+  t.numElements_ = elementCount(t.dims_);
   t.allocate(false);
   return t;
 }

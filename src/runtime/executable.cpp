@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <deque>
@@ -86,6 +87,14 @@ std::string structuralKey(const kernel::Kernel& k) {
     at = end;
   }
   return key;
+}
+
+// A decimal index, or nullopt when `text` is not one.
+std::optional<size_t> parseIndex(std::string_view text) {
+  size_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return v;
 }
 
 struct AlignedDelete {
@@ -750,26 +759,34 @@ StatusOr<std::unique_ptr<Executable>> Executable::load(std::string_view bytes,
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Module> module,
                         parseModule(s["module"], source + " (module)", s["blob"], mapping));
   // Packed weights: "K.J LAYOUT" per line, the bytes in "packed.K.J" (call J of kernel K).
+  // Without a mapping to keep them, the kernels reorder the constants instead.
   PackedByCall prepacked;
-  for (const std::string& l : lines(s["packed"])) {
+  for (const std::string& l : mapping ? lines(s["packed"]) : std::vector<std::string>()) {
     size_t dot = l.find('.'), sp = l.find(' ');
-    if (!mapping) break;  // without a mapping to keep, the kernels reorder the constants
-    if (dot == std::string::npos || sp == std::string::npos || dot > sp ||
-        !s.has("packed." + l.substr(0, sp)))
+    std::optional<size_t> k, j;
+    if (dot < sp && sp != std::string::npos) {
+      k = parseIndex(std::string_view(l).substr(0, dot));
+      j = parseIndex(std::string_view(l).substr(dot + 1, sp - dot - 1));
+    }
+    if (!k || !j || !s.has("packed." + l.substr(0, sp)))
       return Status::error(source + ": malformed packed-weights entry '" + l + "'");
     codegen::cpu::PackedWeights w;
     w.layout = l.substr(sp + 1);
     w.bytes = s["packed." + l.substr(0, sp)];
     w.owner = mapping;
-    prepacked[{std::stoull(l.substr(0, dot)), std::stoull(l.substr(dot + 1, sp - dot - 1))}] = w;
+    prepacked[{*k, *j}] = w;
   }
   std::vector<ObjectUnit> units;
   for (size_t w = 0; s.has("object." + std::to_string(w)); ++w) {
     ObjectUnit u;
     u.object = std::string(s["object." + std::to_string(w)]);
     u.symbols = lines(s["symbols." + std::to_string(w)]);
-    for (const std::string& k : lines(s["units." + std::to_string(w)]))
-      u.kernels.push_back(static_cast<size_t>(std::stoull(k)));
+    for (const std::string& k : lines(s["units." + std::to_string(w)])) {
+      std::optional<size_t> index = parseIndex(k);
+      if (!index)
+        return Status::error(source + ": code unit " + std::to_string(w) + " is malformed");
+      u.kernels.push_back(*index);
+    }
     if (u.symbols.size() != u.kernels.size())
       return Status::error(source + ": code unit " + std::to_string(w) + " is inconsistent");
     units.push_back(std::move(u));

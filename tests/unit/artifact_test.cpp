@@ -299,6 +299,13 @@ TEST(Artifact, MappedArtifactsAreUsedInPlace) {
       << (*reordered)->libraryCallDetails();
   sameResults(**reordered);
 
+  auto malformed =
+      load("m.kiln", withSection(bytes, "packed", "x.1 " + other.substr(id.size() + 1)));
+  ASSERT_FALSE(malformed.isOk());
+  EXPECT_NE(malformed.status().message().find("m.kiln: malformed packed-weights entry 'x.1 dt 3"),
+            std::string::npos)
+      << malformed.status().message();
+
   for (const std::string& section : {std::string("blob"), "packed." + id}) {
     std::string flipped = bytes;
     size_t at = static_cast<size_t>(views->sections.at(section).data() - bytes.data());
