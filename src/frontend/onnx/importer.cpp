@@ -138,11 +138,17 @@ Status Importer::importInitializerList(const pb::GraphProto& g, Scope& scope) {
     KILN_RETURN_IF_ERROR(report("initializer '" + name + "'", "",
                                 Status::error("sparse initializers are not supported")));
   }
+  // The tensor of an initializer: converted beforehand (useConvertedInitializers), or now.
+  auto convert = [&](const pb::TensorProto& t, const std::string& what) -> StatusOr<Tensor> {
+    if (converted_) {
+      auto it = converted_->find(&t);
+      if (it != converted_->end()) return it->second;
+    }
+    return tensorFromProto(t, baseDir_, what);
+  };
   for (const pb::TensorProto& t : g.initializer()) {
     std::string what = "initializer '" + t.name() + "'";
-    auto pre = converted_ ? converted_->find(&t) : decltype(converted_->end()){};
-    StatusOr<Tensor> tensor =
-        converted_ && pre != converted_->end() ? pre->second : tensorFromProto(t, baseDir_, what);
+    StatusOr<Tensor> tensor = convert(t, what);
     if (!tensor) {
       KILN_RETURN_IF_ERROR(
           report(what, "", Status::error(tensor.status().message().substr(what.size() + 2))));

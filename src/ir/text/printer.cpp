@@ -308,13 +308,6 @@ uint64_t Blob::add(const Tensor& t) {
   return offset;
 }
 
-std::string Blob::str() const {
-  std::string out;
-  out.reserve(size);
-  for (std::string_view p : pieces) out += p;
-  return out;
-}
-
 namespace {
 
 void printDataEntry(const std::string& name, const Tensor& t, std::string& out, Blob* blob) {

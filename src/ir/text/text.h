@@ -28,7 +28,6 @@ struct Blob {
   uint64_t size = 0;
   // Appends t's bytes; returns their offset.
   uint64_t add(const Tensor& t);
-  std::string str() const;  // the bytes, contiguous
 };
 
 struct PrintOptions {
