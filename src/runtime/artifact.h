@@ -42,7 +42,10 @@ struct DecodedArtifact {
   std::string_view operator[](const std::string& name) const;
   bool has(const std::string& name) const { return sections.count(name) != 0; }
   // Checks the checksum of section `name` (one that decodeArtifact was told to defer).
-  Status verify(const std::string& name) const;
+  // `hashed`, when given, is called with each piece of the section (ChunkedHash::kChunk bytes)
+  // once it is hashed: a caller reading a mapped file releases those pages.
+  Status verify(const std::string& name,
+                const std::function<void(std::string_view)>& hashed = {}) const;
 };
 
 std::string encodeArtifact(const Sections& sections);

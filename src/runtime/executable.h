@@ -141,6 +141,7 @@ class Executable {
   struct Impl;
   struct ObjectUnit;
   struct ArtifactParts;
+  class HeldConstants;
   void artifactParts(ArtifactParts& parts) const;
   static std::string describeCalls(const Impl& impl);
   static std::string cacheEntryPath(const CompileOptions& options);

@@ -213,7 +213,7 @@ std::unique_ptr<Executable> compileText(const std::string& text, const CompileOp
 
 // The convolution's constant weights are freed with dropHeldConstants; the constant the loop
 // reads is kept. The results do not change, a compile with a cache writes its entry before
-// freeing, and fromCache finds that entry.
+// freeing, fromCache finds that entry, and a compile without a cache frees it too.
 TEST(Artifact, DropsConstantsOnlyLibraryKernelsHold) {
   const std::string text = convProgram();
   Tensor x = convInput();
@@ -237,11 +237,18 @@ TEST(Artifact, DropsConstantsOnlyLibraryKernelsHold) {
   ASSERT_TRUE(hit.isOk() && *hit) << (hit.isOk() ? "no entry" : hit.status().str());
   EXPECT_EQ((*hit)->cacheReport().rfind("hit: ", 0), 0u);
   EXPECT_EQ((*hit)->droppedConstantBytes(), 3 * 3 * 8 * 8 * 4);
+  // Without a cache entry to write, the constant is freed while the calls are prepared.
+  CompileOptions noCache;
+  noCache.dropHeldConstants = true;
+  auto early = compile(noCache);
+  ASSERT_TRUE(early);
+  EXPECT_EQ(early->droppedConstantBytes(), 3 * 3 * 8 * 8 * 4);
   std::vector<Tensor> in{x};
-  auto a = kept->run(in), b = dropped->run(in), c = (*hit)->run(in);
-  ASSERT_TRUE(a.isOk() && b.isOk() && c.isOk());
+  auto a = kept->run(in), b = dropped->run(in), c = (*hit)->run(in), d = early->run(in);
+  ASSERT_TRUE(a.isOk() && b.isOk() && c.isOk() && d.isOk());
   EXPECT_EQ(std::memcmp((*a)[0].bytes(), (*b)[0].bytes(), (*a)[0].byteSize()), 0);
   EXPECT_EQ(std::memcmp((*a)[0].bytes(), (*c)[0].bytes(), (*a)[0].byteSize()), 0);
+  EXPECT_EQ(std::memcmp((*a)[0].bytes(), (*d)[0].bytes(), (*a)[0].byteSize()), 0);
   std::filesystem::remove_all(dir);
 }
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <functional>
 #include <limits>
@@ -350,6 +351,9 @@ HeldWeights packWeights(const Tensor* constant, const memory::desc& weights,
   }
   memory user(weights, engine, const_cast<std::byte*>(constant->bytes()));
   memory packed(chosen, engine);
+  // The reorder writes the elements only; the gaps of a strided layout (padded rows) are zeroed
+  // so that an artifact holding these bytes is deterministic.
+  std::memset(packed.get_data_handle(), 0, chosen.get_size());
   dnnl::stream stream(engine);
   dnnl::reorder(user, packed).execute(stream, user, packed);
   stream.wait();
@@ -366,14 +370,15 @@ struct PrimitiveInputs {
 };
 
 PrimitiveInputs primitiveInputs(const Node& n, const memory::desc& weights, const PostOpsPlan& post,
-                                bool hasPostOps) {
+                                bool hasPostOps, const memory::desc* constantLayout = nullptr) {
   PrimitiveInputs in;
   in.constant = constantWeights(n, weights);
   in.attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (hasPostOps) in.attr.set_post_ops(post.ops);
-  in.weights = in.constant
-                   ? memory::desc(weights.dims(), memory::data_type::f32, memory::format_tag::any)
-                   : weights;
+  in.weights = !in.constant ? weights
+               : constantLayout
+                   ? *constantLayout
+                   : memory::desc(weights.dims(), memory::data_type::f32, memory::format_tag::any);
   return in;
 }
 
@@ -496,10 +501,11 @@ StatusOr<std::unique_ptr<LibraryKernel>>
 finish(const Node& n, int threads, const memory::desc& src, const memory::desc& weights,
        const memory::desc& dst, MakePd makePd, const std::string& what,
        const std::vector<kernel::PostOp>& postOps,
-       const std::vector<std::vector<int64_t>>& axisDims, const PackedWeights* prepacked) {
+       const std::vector<std::vector<int64_t>>& axisDims, const PackedWeights* prepacked,
+       const memory::desc* constantLayout = nullptr) {
   KILN_ASSIGN_OR_RETURN(PostOpsPlan post,
                         planPostOps(postOps, n.result(0)->type().staticDims(), axisDims));
-  PrimitiveInputs in = primitiveInputs(n, weights, post, !postOps.empty());
+  PrimitiveInputs in = primitiveInputs(n, weights, post, !postOps.empty(), constantLayout);
   auto pd = makePd(in.weights, in.attr);
   // A reference implementation would be far slower than the optimized one without post-ops
   // plus a pass over the result: the caller then applies them itself.
@@ -581,6 +587,19 @@ std::vector<int64_t> runDims(const Run& r, size_t offset) {
   return d;
 }
 
+// The layout constant 2-D weights (K x N) are stored in: rows of N, each row padded to a cache
+// line and then by one more line when its length is a multiple of 512 bytes. oneDNN 2.6's gemm
+// reads the weights down their columns; with rows a multiple of 512 bytes apart those reads map to
+// few cache sets and evict each other (measured: 128x256x1024 2.48 -> 1.26 ms, 197x384x1536
+// 4.26 -> 3.82 ms, 1 thread; no shape measured slower, docs/codegen.md).
+std::optional<memory::desc> paddedWeights(const std::vector<Axis>& wei, const Axis& k,
+                                          const Axis& n) {
+  if (wei.size() != 2 || k.ext <= 1 || n.ext <= 1) return std::nullopt;
+  int64_t row = (n.ext + 15) / 16 * 16;
+  if (row % 128 == 0) row += 16;
+  return memory::desc({k.ext, n.ext}, memory::data_type::f32, memory::dims{row, 1});
+}
+
 StatusOr<std::unique_ptr<LibraryKernel>> createMatmul(const Node& n,
                                                       const std::vector<kernel::PostOp>& postOps,
                                                       int threads, const PackedWeights* prepacked) {
@@ -652,11 +671,15 @@ StatusOr<std::unique_ptr<LibraryKernel>> createMatmul(const Node& n,
   if (lhsT) what += ", lhs transposed";
   if (rhsT) what += ", rhs transposed";
   memory::desc srcMd = stridedDesc(src), weiMd = stridedDesc(wei), dstMd = stridedDesc(dst);
+  std::optional<memory::desc> padded = paddedWeights(wei, wK, wN);
+  if (padded && constantWeights(n, weiMd))
+    what +=
+        ", weight rows padded to " + std::to_string(padded->data.format_desc.blocking.strides[0]);
   auto makePd = [&](const memory::desc& w, const dnnl::primitive_attr& attr) {
     return dnnl::matmul::primitive_desc(dnnl::matmul::desc(srcMd, w, dstMd), attr, cpuEngine());
   };
   return finish<dnnl::matmul>(n, threads, srcMd, weiMd, dstMd, makePd, what, postOps, dstDims,
-                              prepacked);
+                              prepacked, padded ? &*padded : nullptr);
 }
 
 // ---------------------------------------------------------------------------------------------
