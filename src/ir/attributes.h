@@ -17,6 +17,11 @@ namespace kiln {
 struct ConstantData {
   Tensor tensor;
   std::string poolName;
+  // The data is not in the graph: every reader of the constant is a library kernel that holds it
+  // in a layout of its own. `tensor` is then undefined and the node's type is its declared result
+  // type. Set where the runtime frees such constants (CompileOptions::dropHeldConstants) and in
+  // artifacts, which store such weights once, in the kernels' layout (.kir: `data @w = T held`).
+  bool held = false;
 };
 
 // The order matches AttrValue's alternatives.

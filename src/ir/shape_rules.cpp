@@ -144,6 +144,10 @@ bool resultIsBool(OpCode op) {
 
 Types inferConstant(const InferInput& in) {
   const auto& data = std::get<8>(in.attrs.at("value"));
+  if (data.held) {
+    if (in.declared.size() != 1) return err("a held constant needs its result type");
+    return std::vector<TensorType>{in.declared[0]};
+  }
   if (!data.tensor.defined()) return err("has no data");
   TensorType t = data.tensor.type();
   if (!in.declared.empty() && in.declared[0] != t)

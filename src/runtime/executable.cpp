@@ -146,8 +146,7 @@ struct Executable::Impl {
   std::string cacheReport;               // what the compile cache did
   std::string loadedFrom;                // the artifact it was loaded from
   std::vector<std::string> outputNames;  // as the source named them (outputNames())
-  int64_t droppedBytes = -1;        // constants freed (CompileOptions::dropHeldConstants); -1: none
-  bool dropWhilePreparing = false;  // free them as the library calls are prepared
+  int64_t droppedBytes = -1;  // constants freed (CompileOptions::dropHeldConstants); -1: none
   // Arenas of finished runs, reused by the next ones (one per run in flight at most): a fresh
   // arena would page-fault on every first touch of every run.
   mutable std::mutex arenaMu;
@@ -292,13 +291,16 @@ void Executable::storeBlockedValues(Impl& impl, const Function& f) {
 
 // The constants whose every reader is a library kernel holding its own copy of them
 // (LibraryKernel::holdsWeights) and reading them as its weights: their data can be freed
-// (CompileOptions::dropHeldConstants). Told of each library call once it is prepared (from any
-// thread), it frees a constant as soon as its last reader holds it, so that a compile does not
-// keep every constant and every held copy at once.
+// (CompileOptions::dropHeldConstants), and an artifact stores them only in the kernels' layouts.
+// Told of each library call once it is prepared (from any thread), it finds such a constant as
+// soon as its last reader holds it. With `drop` it frees the data right then (the constant
+// becomes ConstantData::held), so that a compile does not keep every constant and every held
+// copy at once.
 class Executable::HeldConstants {
  public:
-  HeldConstants(Impl& impl, const Function& f) : dropped_(impl.droppedBytes) {
-    dropped_ = 0;
+  HeldConstants(Impl& impl, const Function& f, bool drop)
+      : drop_(drop), dropped_(impl.droppedBytes) {
+    if (drop_) dropped_ = 0;
     forEachValueBuffer(
         impl.kernels, impl.calls,
         [&](LibraryCall* call, const kernel::Buffer& b, const std::vector<size_t>& positions) {
@@ -312,6 +314,9 @@ class Executable::HeldConstants {
     for (const Value* v : f.outputs())
       if (auto it = values_.find(v); it != values_.end()) it->second.held = false;
   }
+  ~HeldConstants() {
+    if (untrimmed_ > 0) trim();
+  }
 
   void prepared(const LibraryCall& call) {
     auto w = weightsOf_.find(&call);
@@ -321,11 +326,14 @@ class Executable::HeldConstants {
     e.held = e.held && call.fast && call.fast->holdsWeights();
     if (--e.readers > 0 || !e.held) return;
     Node* n = const_cast<Node*>(w->second->def());
+    found_.insert(n);
+    if (!drop_ || n->constantData().held) return;
     int64_t bytes = static_cast<int64_t>(n->constantData().tensor.byteSize());
     dropped_ += bytes;
-    ConstantData empty;
-    empty.poolName = n->constantData().poolName;
-    n->setAttr("value", std::move(empty));
+    ConstantData held;
+    held.poolName = n->constantData().poolName;
+    held.held = true;
+    n->setAttr("value", AttrValue(std::in_place_index<8>, std::move(held)));
     // The constants' storage mostly comes from the heap (the importer's parsed strings), where
     // freed memory stays this process's until the heap is trimmed: without that a compile would
     // still hold every constant next to the held copies (measured on the ViT: a peak of 213 MiB
@@ -333,6 +341,10 @@ class Executable::HeldConstants {
     if ((untrimmed_ += bytes) >= (int64_t{16} << 20)) trim();
   }
 
+  // The constant nodes found held so far.
+  const std::set<const Node*>& found() const { return found_; }
+
+ private:
   // Returns the heap's free memory to the system (glibc; elsewhere nothing).
   void trim() {
     untrimmed_ = 0;
@@ -340,27 +352,19 @@ class Executable::HeldConstants {
     malloc_trim(0);
 #endif
   }
-  ~HeldConstants() {
-    if (untrimmed_ > 0) trim();
-  }
 
- private:
   struct Entry {
     int readers = 0;   // reading kernels not yet prepared
     bool held = true;  // every reader so far holds it as its weights
   };
+  const bool drop_;
   std::mutex mu_;
   std::map<const Value*, Entry> values_;
   std::map<const LibraryCall*, const Value*> weightsOf_;  // the constant a call reads as weights
+  std::set<const Node*> found_;
   int64_t& dropped_;
   int64_t untrimmed_ = 0;  // bytes freed since the heap was last trimmed
 };
-
-void Executable::dropHeldConstants(Impl& impl, Function& f) {
-  HeldConstants held(impl, f);
-  for (const auto& calls : impl.calls)
-    for (const LibraryCall& c : calls) held.prepared(c);
-}
 
 std::string Executable::describeCalls(const Impl& impl) {
   std::string text;
@@ -456,9 +460,6 @@ StatusOr<std::unique_ptr<Executable>> Executable::compile(std::unique_ptr<Module
   }
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  // Without a cache entry to write, the constants library kernels hold are freed while they are
-  // prepared, before code generation.
-  impl->dropWhilePreparing = options.dropHeldConstants && cachePath.empty();
   // The outputs' names are the program's interface: taken before the passes, which may replace
   // an output by another value (max(h, h) by h).
   for (const Value* v : module->entry()->outputs()) impl->outputNames.push_back(v->name());
@@ -494,8 +495,6 @@ StatusOr<std::unique_ptr<Executable>> Executable::compile(std::unique_ptr<Module
                                    std::to_string(options.cacheLimitBytes >> 20) + " MiB limit)";
     }
   }
-  if (options.dropHeldConstants && !exe->impl_->dropWhilePreparing)
-    dropHeldConstants(*exe->impl_, *exe->impl_->module->entry());
   return exe;
 }
 
@@ -549,9 +548,10 @@ Status Executable::build(Impl& impl, std::unique_ptr<Module> module,
       pending.push_back({&impl.calls.back()[j], impl.plan.kernels[i].flops, packed});
     }
   }
-  // Constants freed as their readers are prepared (a compile that writes no artifact).
+  // Constants only library kernels hold are freed as their readers are prepared, before code
+  // generation (CompileOptions::dropHeldConstants; an artifact does not store their data).
   std::optional<HeldConstants> held;
-  if (impl.dropWhilePreparing) held.emplace(impl, *f);
+  if (options.dropHeldConstants) held.emplace(impl, *f, /*drop=*/true);
   auto prepare = [&](const Pending& p) {
     LibraryCall& c = *p.call;
     const kernel::Stmt* s = c.stmt;
@@ -580,6 +580,27 @@ Status Executable::build(Impl& impl, std::unique_ptr<Module> module,
     work();
     for (std::thread& t : threads) t.join();
   }
+  held.reset();
+  // A constant without data (an artifact stores it only in its readers' layouts) must be held by
+  // every reader: this oneDNN chose the layouts the artifact has.
+  Status missing = Status::ok();
+  forEachValueBuffer(
+      impl.kernels, impl.calls,
+      [&](LibraryCall* call, const kernel::Buffer& b, const std::vector<size_t>& positions) {
+        const Node* def = b.value->def();
+        if (!missing || def->op() != OpCode::Constant || !def->constantData().held) return;
+        if (call && call->fast && call->fast->holdsWeights() && positions == std::vector<size_t>{1})
+          return;
+        missing = Status::error(
+            "constant @" + def->constantData().poolName +
+            " is stored only in the layout a library kernel chose when the artifact was written, "
+            "and here " +
+            (call && call->fast ? call->stmt->node->describe() + " does not take it in that layout"
+             : call ? call->stmt->node->describe() + " has no library kernel (" + call->why + ")"
+                    : "a loop kernel reads it") +
+            ": compile the model again");
+      });
+  KILN_RETURN_IF_ERROR(missing);
   storeBlockedValues(impl, *f);
   impl.times.lowering = msSince(start);
   if (!options.instrumentation.dumpDir.empty()) {
@@ -705,13 +726,16 @@ struct Executable::ArtifactParts {
 
 void Executable::artifactParts(ArtifactParts& parts) const {
   const Impl& m = *impl_;
-  KILN_CHECK(m.droppedBytes < 0,
-             "serialize(): this executable was compiled or loaded with dropHeldConstants, which "
-             "freed constants the artifact needs");
   parts.add("meta", "kiln " + std::string(kKilnVersion) + "\ntarget " + codegen::cpu::hostTarget() +
                         "\noptions " + optionsText(m.options) + "\n");
+  // Constants only library kernels read, each holding them in its own layout, are stored once,
+  // in that layout (the packed.* sections): the module says `held` instead of their data.
+  HeldConstants held(const_cast<Impl&>(m), *m.module->entry(), /*drop=*/false);
+  for (const auto& calls : m.calls)
+    for (const LibraryCall& c : calls) held.prepared(c);
   PrintOptions po;
   po.blob = &parts.blob;
+  po.held = &held.found();
   parts.add("module", printModule(*m.module, po));
   parts.sections["blob"] = parts.blob.pieces;
   parts.add("kernels", m.kernelsHash);
@@ -867,7 +891,6 @@ StatusOr<std::unique_ptr<Executable>> Executable::load(std::string_view bytes,
                          "): compile the model again");
   if (weightsChecked.valid()) KILN_RETURN_IF_ERROR(weightsChecked.get());
   impl->loadedFrom = source;
-  if (impl->options.dropHeldConstants) dropHeldConstants(*impl, *impl->module->entry());
   // Checking and parsing touched every page of the mapping. Those still used (constants and
   // packed weights that kernels read) come back from the page cache on first use; the rest
   // (the text, the code, constants only library kernels read) stop counting as this process's

@@ -36,9 +36,10 @@ struct CompileOptions {
   bool postOps = true;          // false: no library post-ops (kernel::LowerOptions::postOps)
   bool reassociate = true;      // false: float sums in the interpreter's order (LowerOptions)
   // Free the data of constants that only library kernels read, each holding its own reordered
-  // copy (convolution weights in oneDNN's blocked layout): about half the weights' memory of a
-  // CNN. serialize() is then unavailable (the module no longer has those constants); a compile
-  // with a cache writes its entry first. Does not change the generated code.
+  // copy (convolution weights in oneDNN's blocked layout, matrix weights with padded rows):
+  // about half the weights' memory. Each is freed as soon as its last reader is prepared, before
+  // code generation. Does not change the generated code or the artifact, which stores such
+  // constants only in their readers' layouts either way.
   bool dropHeldConstants = false;
   SymbolBindings dims;  // sizes of symbolic dimensions (every symbol must be bound)
   // The pass manager's instrumentation (--verify-each, --dump-dir, --time-passes,
@@ -149,7 +150,6 @@ class Executable {
   static StatusOr<std::unique_ptr<Executable>> loadCacheEntry(const std::string& path,
                                                               const CompileOptions& options);
   static void storeBlockedValues(Impl& impl, const Function& f);
-  static void dropHeldConstants(Impl& impl, Function& f);
   static StatusOr<std::unique_ptr<Executable>> load(std::string_view bytes,
                                                     const std::string& source,
                                                     const CompileOptions& options,

@@ -281,6 +281,41 @@ TEST(TextTest, DataNamesAreSharedKeptAndFresh) {
   EXPECT_EQ(printModule(*p), s);
 }
 
+// Held constants (ConstantData::held: the data lives only in library kernels' layouts, as in an
+// artifact) print as `data @w = TYPE held`, named in PrintOptions::held or flagged; such entries
+// parse back only in an artifact's module (the blob overload of parseModule).
+TEST(TextTest, HeldConstantsPrintWithoutDataAndParseOnlyInArtifacts) {
+  Tensor w = randomFloats(DType::F32, 24, 4, false);
+  auto m = constantsModule({w});
+  const Node* node = m->functions()[0]->outputs()[0]->def();
+  std::set<const Node*> held{node};
+  PrintOptions po;
+  po.held = &held;
+  std::string s = printModule(*m, po);
+  EXPECT_NE(s.find("%0 = f32[24] constant() {value = @cst0}"), std::string::npos) << s;
+  EXPECT_NE(s.find("data @cst0 = f32[24] held\n"), std::string::npos) << s;
+  EXPECT_EQ(s.find(" 0x"), std::string::npos) << s;
+  EXPECT_NE(parseError(s).find("data @cst0 is held (its bytes are only in an artifact's packed "
+                               "weights): such data exists only in .kiln artifacts"),
+            std::string::npos)
+      << parseError(s);
+  auto parsed = parseModule(s, "a.kiln", std::string_view());
+  ASSERT_TRUE(parsed.isOk()) << parsed.status().str();
+  const ConstantData& c = (*parsed)->functions()[0]->outputs()[0]->def()->constantData();
+  EXPECT_TRUE(c.held);
+  EXPECT_FALSE(c.tensor.defined());
+  EXPECT_EQ((*parsed)->functions()[0]->outputs()[0]->type().str(), "f32[24]");
+  EXPECT_EQ(printModule(**parsed), s);  // flagged held: the same text
+  // A held entry whose type is not the constant's is an error.
+  std::string wrong = s;
+  wrong.replace(wrong.find("data @cst0 = f32[24]"), 20, "data @cst0 = f32[25]");
+  auto bad = parseModule(wrong, "a.kiln", std::string_view());
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_NE(bad.status().message().find("refers to held data @cst0 of type f32[25]"),
+            std::string::npos)
+      << bad.status().message();
+}
+
 TEST(TextTest, ValueNames) {
   auto m = std::make_unique<Module>();
   Function* f = m->addFunction("f");

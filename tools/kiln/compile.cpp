@@ -34,7 +34,7 @@ Status compileProgram(const RunOptions& o, const std::string& out) {
   KILN_ASSIGN_OR_RETURN(LoadedProgram program, loadProgram(o.program));
   if (program.format == "kiln") return Status::error(o.program + " is already an artifact");
   runtime::CompileOptions co = compileOptions(o, o.dims, "");
-  co.dropHeldConstants = false;  // the artifact holds every constant
+  co.dropHeldConstants = true;  // the artifact stores held constants in their kernels' layouts
   auto start = std::chrono::steady_clock::now();
   KILN_ASSIGN_OR_RETURN(auto exe, runtime::Executable::compile(std::move(program.module), co));
   KILN_ASSIGN_OR_RETURN(uint64_t bytes, exe->writeArtifact(out));

@@ -198,7 +198,7 @@ runtime::CompileOptions compileOptions(const RunOptions& o, const SymbolBindings
   co.optLevel = o.optLevel;
   co.postOps = o.postOps;
   co.reassociate = o.reassociate;
-  co.dropHeldConstants = true;  // run and bench never serialize (kiln compile turns it off)
+  co.dropHeldConstants = true;
   co.threads = o.threads;
   co.instrumentation = o.instrumentation;
   if (o.cache && !sourceKey.empty()) {

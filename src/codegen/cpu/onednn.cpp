@@ -321,6 +321,13 @@ class OneDnnKernel final : public LibraryKernel {
   std::string description_;
 };
 
+// Whether the weights operand (operand 1) is a constant whose data is not here
+// (ConstantData::held: an artifact stores it only in the layout its library kernel chose).
+bool heldWeights(const Node& n) {
+  const Node* wdef = n.operand(1)->def();
+  return wdef->op() == OpCode::Constant && wdef->constantData().held;
+}
+
 // The constant data of the weights operand (operand 1) when it is an f32 `constant` that
 // `weights` describes, else null.
 const Tensor* constantWeights(const Node& n, const memory::desc& weights) {
@@ -335,11 +342,12 @@ const Tensor* constantWeights(const Node& n, const memory::desc& weights) {
 
 // The constant weights in the layout the primitive chose: reordered once, here, or the caller's
 // prepacked weights when they are in that layout (none when the primitive reads the constant as
-// it is).
-HeldWeights packWeights(const Tensor* constant, const memory::desc& weights,
-                        const memory::desc& chosen, const PackedWeights* prepacked) {
+// it is). Weights whose data is held elsewhere (`held`) must come prepacked in that layout.
+StatusOr<HeldWeights> packWeights(const Tensor* constant, bool heldData,
+                                  const memory::desc& weights, const memory::desc& chosen,
+                                  const PackedWeights* prepacked) {
   HeldWeights held;
-  if (!constant || chosen == weights) return held;
+  if (!constant && !heldData) return held;
   const dnnl::engine& engine = cpuEngine();
   held.layout = layoutText(chosen);
   if (prepacked && !held.layout.empty() && prepacked->layout == held.layout &&
@@ -349,6 +357,11 @@ HeldWeights packWeights(const Tensor* constant, const memory::desc& weights,
     held.prepacked = true;
     return held;
   }
+  if (heldData)
+    return Status::error("the weights are stored only in the layout " +
+                         (prepacked ? prepacked->layout : std::string("(none)")) +
+                         ", and the primitive chooses " + held.layout);
+  if (chosen == weights) return HeldWeights{};
   memory user(weights, engine, const_cast<std::byte*>(constant->bytes()));
   memory packed(chosen, engine);
   // The reorder writes the elements only; the gaps of a strided layout (padded rows) are zeroed
@@ -365,6 +378,7 @@ HeldWeights packWeights(const Tensor* constant, const memory::desc& weights,
 // weights descriptor, format `any` for constant weights so that the primitive picks their layout.
 struct PrimitiveInputs {
   const Tensor* constant = nullptr;  // the weights' data when they are a constant
+  bool held = false;                 // constant weights whose data is held elsewhere
   dnnl::primitive_attr attr;
   memory::desc weights;
 };
@@ -373,9 +387,10 @@ PrimitiveInputs primitiveInputs(const Node& n, const memory::desc& weights, cons
                                 bool hasPostOps, const memory::desc* constantLayout = nullptr) {
   PrimitiveInputs in;
   in.constant = constantWeights(n, weights);
+  in.held = heldWeights(n);
   in.attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (hasPostOps) in.attr.set_post_ops(post.ops);
-  in.weights = !in.constant ? weights
+  in.weights = !in.constant && !in.held ? weights
                : constantLayout
                    ? *constantLayout
                    : memory::desc(weights.dims(), memory::data_type::f32, memory::format_tag::any);
@@ -387,7 +402,7 @@ std::string kernelDescription(const std::string& what, const std::string& impl,
                               const PrimitiveInputs& in, const HeldWeights& held,
                               const PostOpsPlan& post) {
   std::string desc = "oneDNN " + what + ", " + impl;
-  if (in.constant)
+  if (in.constant || in.held)
     desc += held.prepacked ? ", constant weights prepacked"
             : held.packed  ? ", constant weights reordered"
                            : ", constant weights";
@@ -519,7 +534,8 @@ finish(const Node& n, int threads, const memory::desc& src, const memory::desc& 
       impl.find("gemm") != std::string::npos)
     return Status::error("oneDNN's " + impl +
                          " convolution mis-addresses post-op operands that are not per-channel");
-  HeldWeights held = packWeights(in.constant, weights, pd.weights_desc(), prepacked);
+  KILN_ASSIGN_OR_RETURN(HeldWeights held,
+                        packWeights(in.constant, in.held, weights, pd.weights_desc(), prepacked));
   std::string desc = kernelDescription(what, impl, in, held, post) + ")";
   return std::unique_ptr<LibraryKernel>(
       new OneDnnKernel(Primitive(pd), src, weights, dst, pd.scratchpad_desc(), std::move(held),
@@ -672,7 +688,7 @@ StatusOr<std::unique_ptr<LibraryKernel>> createMatmul(const Node& n,
   if (rhsT) what += ", rhs transposed";
   memory::desc srcMd = stridedDesc(src), weiMd = stridedDesc(wei), dstMd = stridedDesc(dst);
   std::optional<memory::desc> padded = paddedWeights(wei, wK, wN);
-  if (padded && constantWeights(n, weiMd))
+  if (padded && (constantWeights(n, weiMd) || heldWeights(n)))
     what +=
         ", weight rows padded to " + std::to_string(padded->data.format_desc.blocking.strides[0]);
   auto makePd = [&](const memory::desc& w, const dnnl::primitive_attr& attr) {
@@ -750,7 +766,8 @@ StatusOr<std::unique_ptr<LibraryKernel>> createBlockedConvolution(
       o.out = dnnl::reorder(dnnl::reorder::primitive_desc(engine, dstB, engine, dst));
     else o.in = dnnl::reorder(dnnl::reorder::primitive_desc(engine, o.plain, engine, o.blocked));
   }
-  HeldWeights held = packWeights(in.constant, weights, pd.weights_desc(), prepacked);
+  KILN_ASSIGN_OR_RETURN(HeldWeights held,
+                        packWeights(in.constant, in.held, weights, pd.weights_desc(), prepacked));
   std::string desc = kernelDescription(what, impl, in, held, post);
   return std::unique_ptr<LibraryKernel>(new BlockedConvolution(
       dnnl::convolution_forward(pd), weights, pd.scratchpad_desc(), std::move(held),

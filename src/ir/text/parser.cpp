@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <unordered_map>
 
 #include "ir/text/lexer.h"
@@ -67,6 +68,7 @@ struct PendingData {
 struct DataEntry {
   Tensor tensor;
   Location loc;
+  std::optional<TensorType> held;  // `data @w = T held`: no data here (ConstantData::held)
 };
 
 struct DefinedValue {
@@ -77,9 +79,9 @@ struct DefinedValue {
 class Parser {
  public:
   Parser(std::string_view text, const std::string& file, std::string_view blob = {},
-         std::shared_ptr<const void> blobOwner = nullptr)
+         std::shared_ptr<const void> blobOwner = nullptr, bool container = false)
       : lexer_(text, file), file_(file), blob_(blob), blobOwner_(std::move(blobOwner)),
-        module_(std::make_unique<Module>()) {
+        container_(container), module_(std::make_unique<Module>()) {
     cur_ = lexer_.next();
   }
 
@@ -150,6 +152,7 @@ class Parser {
   std::string file_;
   std::string_view blob_;                  // the bytes `data ... blob OFFSET` entries refer to
   std::shared_ptr<const void> blobOwner_;  // keeps blob_ valid: constants may borrow from it
+  bool container_ = false;  // the module of an artifact: `held` data entries are allowed
   std::unique_ptr<Module> module_;
   std::map<std::string, Location> functionLocs_;
   std::unordered_map<std::string, DefinedValue> values_;  // of the function being parsed
@@ -560,6 +563,15 @@ Status Parser::parseDataEntry() {
   auto count = checkedNumElements(type.staticDims());
   if (!count) return errorAt(typeTok, type.str() + ": " + count.status().message());
   uint64_t need = static_cast<uint64_t>(*count) * dtypeSize(type.dtype());
+  if (atWord("held")) {  // data @w = f32[...] held: the data is in library kernels' layouts
+    Token heldTok = take();
+    if (!container_)
+      return errorAt(heldTok, "data @" + nameTok.str +
+                                  " is held (its bytes are only in an artifact's packed weights): "
+                                  "such data exists only in .kiln artifacts");
+    data_[nameTok.str] = DataEntry{Tensor(), locOf(nameTok), type};
+    return Status::ok();
+  }
   if (atWord("blob")) {  // data @w = f32[...] blob OFFSET: bytes in the container's blob
     take();
     if (!at(Tok::Integer)) return expected("a blob offset");
@@ -580,7 +592,7 @@ Status Parser::parseDataEntry() {
       t = Tensor::uninitialized(type.dtype(), type.staticDims());
       if (need) std::memcpy(t.mutableBytes(), bytes, need);
     }
-    data_[nameTok.str] = DataEntry{std::move(t), locOf(nameTok)};
+    data_[nameTok.str] = DataEntry{std::move(t), locOf(nameTok), std::nullopt};
     return Status::ok();
   }
   if (!at(Tok::Hex)) return expected("hex data (0x...)");
@@ -595,7 +607,7 @@ Status Parser::parseDataEntry() {
   auto nibble = [](char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; };
   for (size_t i = 0; i < need; ++i)
     out[i] = static_cast<unsigned char>(nibble(hex.text[2 * i]) * 16 + nibble(hex.text[2 * i + 1]));
-  data_[nameTok.str] = DataEntry{std::move(t), locOf(nameTok)};
+  data_[nameTok.str] = DataEntry{std::move(t), locOf(nameTok), std::nullopt};
   return Status::ok();
 }
 
@@ -605,6 +617,18 @@ Status Parser::resolveData() {
     if (it == data_.end()) return Status::error("unknown data @" + p.name, p.loc);
     const Tensor& data = it->second.tensor;
     const TensorType& want = p.node->result(0)->type();
+    if (it->second.held) {
+      if (*it->second.held != want)
+        return Status::error("constant of type " + want.str() + " refers to held data @" + p.name +
+                                 " of type " + it->second.held->str(),
+                             p.loc);
+      ConstantData held;
+      held.poolName = p.name;
+      held.held = true;
+      p.node->setAttr(p.attr, AttrValue(std::in_place_index<8>, std::move(held)));
+      KILN_RETURN_IF_ERROR(verifyNode(*p.node));
+      continue;
+    }
     if (data.dtype() != want.dtype() || data.numElements() != *want.numElements())
       return Status::error("constant of type " + want.str() + " refers to data @" + p.name +
                                " of type " + data.type().str(),
@@ -713,7 +737,7 @@ StatusOr<std::unique_ptr<Module>> parseModule(std::string_view text, const std::
 StatusOr<std::unique_ptr<Module>> parseModule(std::string_view text, const std::string& filename,
                                               std::string_view blob,
                                               std::shared_ptr<const void> blobOwner) {
-  return Parser(text, filename, blob, std::move(blobOwner)).run();
+  return Parser(text, filename, blob, std::move(blobOwner), /*container=*/true).run();
 }
 
 }  // namespace kiln

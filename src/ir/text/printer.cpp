@@ -85,49 +85,76 @@ ConstForm constantForm(const Tensor& t, const PrintOptions& opts) {
   return elementExact(t, 0) ? ConstForm::Splat : ConstForm::OutOfLine;
 }
 
-// Names of the out-of-line constants of a module (or of one function).
+// Names of the out-of-line constants of a module (or of one function): those with data, and
+// the held ones (ConstantData::held, or named in PrintOptions::held), whose entry has no data.
 class DataNames {
  public:
+  struct Entry {
+    std::string name;
+    const Tensor* tensor = nullptr;  // null: held (`type` says what it is)
+    TensorType type;
+  };
+
   DataNames(const std::vector<const Function*>& fns, const PrintOptions& opts) {
-    std::vector<const ConstantData*> outOfLine;
+    struct Found {
+      const ConstantData* data;
+      const Node* node;
+      bool held;
+    };
+    std::vector<Found> outOfLine;
     for (const Function* f : fns)
       for (const auto& n : f->nodes())
         for (const auto& [name, value] : n->attrs()) {
           if (attrKind(value) != AttrKind::Tensor) continue;
           const ConstantData& c = std::get<static_cast<size_t>(AttrKind::Tensor)>(value);
-          if (c.tensor.defined() && constantForm(c.tensor, opts) == ConstForm::OutOfLine)
-            outOfLine.push_back(&c);
+          bool held = c.held || (opts.held && opts.held->count(n.get()));
+          if (held || (c.tensor.defined() && constantForm(c.tensor, opts) == ConstForm::OutOfLine))
+            outOfLine.push_back({&c, n.get(), held});
         }
     std::set<std::string> reserved;
-    for (const ConstantData* c : outOfLine)
-      if (!c->poolName.empty()) reserved.insert(c->poolName);
+    for (const Found& c : outOfLine)
+      if (!c.data->poolName.empty()) reserved.insert(c.data->poolName);
     std::set<std::string> taken;
     int next = 0;
-    for (const ConstantData* c : outOfLine) {
-      Key k = key(c->tensor);
-      if (byKey_.count(k)) continue;
-      std::string name = c->poolName;
+    std::map<Key, std::string> byKey;
+    for (const Found& c : outOfLine) {
+      if (!c.held) {
+        auto it = byKey.find(key(c.data->tensor));
+        if (it != byKey.end()) {
+          byData_[c.data] = it->second;
+          continue;
+        }
+      }
+      std::string name = c.data->poolName;
       if (name.empty() || taken.count(name)) {
         do name = "cst" + std::to_string(next++);
         while (reserved.count(name) || taken.count(name));
       }
       taken.insert(name);
-      byKey_[k] = name;
-      entries_.push_back({name, &c->tensor});
+      byData_[c.data] = name;
+      if (c.held) {
+        entries_.push_back({name, nullptr, c.node->result(0)->type()});
+      } else {
+        byKey[key(c.data->tensor)] = name;
+        entries_.push_back({name, &c.data->tensor, c.data->tensor.type()});
+      }
     }
   }
 
-  // The data name of an out-of-line constant.
-  const std::string& nameOf(const Tensor& t) const { return byKey_.at(key(t)); }
-  const std::vector<std::pair<std::string, const Tensor*>>& entries() const { return entries_; }
+  // The data name of an out-of-line constant, "" for one printed inline.
+  std::string nameOf(const ConstantData& c) const {
+    auto it = byData_.find(&c);
+    return it == byData_.end() ? "" : it->second;
+  }
+  const std::vector<Entry>& entries() const { return entries_; }
 
  private:
   // Constants sharing their bytes share one entry.
   using Key = std::tuple<const std::byte*, DType, int64_t>;
   static Key key(const Tensor& t) { return {t.bytes(), t.dtype(), t.numElements()}; }
 
-  std::map<Key, std::string> byKey_;
-  std::vector<std::pair<std::string, const Tensor*>> entries_;
+  std::map<const ConstantData*, std::string> byData_;
+  std::vector<Entry> entries_;
 };
 
 }  // namespace
@@ -271,17 +298,23 @@ class FunctionPrinter {
       }
       case AttrKind::DType: out += dtypeName(std::get<6>(v)); return;
       case AttrKind::String: out += quoteString(std::get<7>(v)); return;
-      case AttrKind::Tensor: printTensor(std::get<8>(v).tensor, out); return;
+      case AttrKind::Tensor: printConstant(std::get<8>(v), out); return;
     }
   }
 
-  void printTensor(const Tensor& t, std::string& out) const {
+  void printConstant(const ConstantData& c, std::string& out) const {
+    std::string name = data_.nameOf(c);
+    if (!name.empty()) {
+      out += nameText('@', name);
+      return;
+    }
+    const Tensor& t = c.tensor;
     if (!t.defined()) {
       out += "[]";
       return;
     }
     switch (constantForm(t, opts_)) {
-      case ConstForm::OutOfLine: out += nameText('@', data_.nameOf(t)); return;
+      case ConstForm::OutOfLine: break;  // named above
       case ConstForm::Splat: out += "splat(" + elementText(t, 0) + ")"; return;
       case ConstForm::Inline:
         out += "[";
@@ -310,8 +343,14 @@ uint64_t Blob::add(const Tensor& t) {
 
 namespace {
 
-void printDataEntry(const std::string& name, const Tensor& t, std::string& out, Blob* blob) {
+void printDataEntry(const DataNames::Entry& e, std::string& out, Blob* blob) {
   static const char* kHex = "0123456789abcdef";
+  const std::string& name = e.name;
+  if (!e.tensor) {
+    out += "data " + nameText('@', name) + " = " + e.type.str() + " held\n";
+    return;
+  }
+  const Tensor& t = *e.tensor;
   if (blob) {
     out += "data " + nameText('@', name) + " = " + t.type().str() + " blob " +
            std::to_string(blob->add(t)) + "\n";
@@ -341,7 +380,7 @@ std::string printModule(const Module& m, const PrintOptions& opts) {
     FunctionPrinter(*fns[i], data, opts).print(out);
   }
   if (!data.entries().empty()) out += "\n";
-  for (const auto& [name, tensor] : data.entries()) printDataEntry(name, *tensor, out, opts.blob);
+  for (const DataNames::Entry& e : data.entries()) printDataEntry(e, out, opts.blob);
   return out;
 }
 

@@ -12,6 +12,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,6 +38,9 @@ struct PrintOptions {
   // entry reads `data @w0 = f32[64,3,7,7] blob 4096`: for binary containers (the .kiln
   // artifact), read back by parseModule with the same blob.
   Blob* blob = nullptr;
+  // Constants printed as held (`data @w = f32[64,3,7,7] held`, no data; ConstantData::held)
+  // although their data is here: an artifact stores them only in its kernels' layouts.
+  const std::set<const Node*>* held = nullptr;
 };
 
 std::string printModule(const Module& m, const PrintOptions& opts = {});
