@@ -17,5 +17,5 @@ cmake --build "$BUILD_DIR" -j "${KILN_JOBS:-2}" --target kiln_unit_tests
 export OMP_WAIT_POLICY=passive
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 "$BUILD_DIR/bin/kiln_unit_tests" \
-  --gtest_filter='ThreadPool*:CpuCodegen*Thread*:CpuCodegen*Parallel*:CpuBackend.OneExecutableRunsOnTwoThreadsAtOnce:CApi.*:OneDnn*Thread*:Artifact.MappedArtifactsAreUsedInPlace:Artifact.CompileCache*' \
+  --gtest_filter='ThreadPool*:CpuCodegen*Thread*:CpuCodegen*Parallel*:CpuBackend.OneExecutableRunsOnTwoThreadsAtOnce:CApi.*:OneDnn*Thread*:Artifact.MappedArtifactsAreUsedInPlace:Artifact.HeldConstantsAreFreedWhileCallsArePrepared:Artifact.CompileCache*' \
   --gtest_repeat=5

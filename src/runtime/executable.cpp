@@ -848,10 +848,11 @@ StatusOr<std::unique_ptr<Executable>> Executable::load(std::string_view bytes,
   KILN_RETURN_IF_ERROR(parseOptionsText(meta["options"], impl->options));
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Module> module,
                         parseModule(s["module"], source + " (module)", s["blob"], mapping));
-  // Packed weights: "K.J LAYOUT" per line, the bytes in "packed.K.J" (call J of kernel K).
-  // Without a mapping to keep them, the kernels reorder the constants instead.
+  // Packed weights: "K.J LAYOUT" per line, the bytes in "packed.K.J" (call J of kernel K). The
+  // kernels use them in place from a mapping; from bytes the caller keeps, a copy each (a held
+  // constant has no other copy).
   PackedByCall prepacked;
-  for (const std::string& l : mapping ? lines(s["packed"]) : std::vector<std::string>()) {
+  for (const std::string& l : lines(s["packed"])) {
     size_t dot = l.find('.'), sp = l.find(' ');
     std::optional<size_t> k, j;
     if (dot < sp && sp != std::string::npos) {
@@ -864,6 +865,11 @@ StatusOr<std::unique_ptr<Executable>> Executable::load(std::string_view bytes,
     w.layout = l.substr(sp + 1);
     w.bytes = s["packed." + l.substr(0, sp)];
     w.owner = mapping;
+    if (!mapping) {
+      auto copy = std::make_shared<const std::string>(w.bytes);
+      w.bytes = *copy;
+      w.owner = std::move(copy);
+    }
     prepacked[{*k, *j}] = w;
   }
   std::vector<ObjectUnit> units;

@@ -86,7 +86,8 @@ class Executable {
   // code and creates the library kernels: no passes and no LLVM compilation. `source` names it
   // in errors. A corrupted artifact, or one from another Kiln version or for another CPU, is
   // an error that says so. options.threads applies; the code-shaping options come from the
-  // artifact.
+  // artifact. The weights the artifact stores in library kernels' layouts are copied (the
+  // kernels use them without reordering).
   static StatusOr<std::unique_ptr<Executable>>
   load(std::string_view bytes, const std::string& source, const CompileOptions& options = {});
   // The same from a mapped artifact, whose bytes the executable uses in place: constants borrow

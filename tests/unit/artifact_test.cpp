@@ -252,6 +252,57 @@ TEST(Artifact, DropsConstantsOnlyLibraryKernelsHold) {
   std::filesystem::remove_all(dir);
 }
 
+// Three convolutions on two threads: %w1 is the weights of the first and the last, %w2 of the
+// middle one, and a loop reads %w2 too. %w1 is freed once both its readers are prepared, %w2 is
+// kept; the results equal a compile that frees nothing, and the artifact of the freeing compile
+// (which stores %w1 only packed) loads and gives them again. With two preparing threads the
+// freeing runs while other calls are being created (scripts/tsan.sh runs this test).
+TEST(Artifact, HeldConstantsAreFreedWhileCallsArePrepared) {
+  auto weights = [](int seed) {
+    std::string w;
+    for (int i = 0; i < 3 * 3 * 8 * 8; ++i)
+      w += (i ? ", " : "") + std::to_string(0.01 * ((i * seed) % 17) - 0.08);
+    return w;
+  };
+  const std::string text = R"(
+func @main(%x: f32[1,6,6,8], %y: f32[3,3,8,8]) -> (f32[1,6,6,8], f32[3,3,8,8]) {
+  %w1 = f32[3,3,8,8] constant() {value = [)" +
+                           weights(3) + R"(]}
+  %w2 = f32[3,3,8,8] constant() {value = [)" +
+                           weights(5) + R"(]}
+  %a = f32[1,6,6,8] convolution(%x, %w1) {padding_low = [1, 1], padding_high = [1, 1], dimension_numbers = "b01f_01io->b01f"}
+  %ta = f32[1,6,6,8] tanh(%a)
+  %b = f32[1,6,6,8] convolution(%ta, %w2) {padding_low = [1, 1], padding_high = [1, 1], dimension_numbers = "b01f_01io->b01f"}
+  %tb = f32[1,6,6,8] tanh(%b)
+  %c = f32[1,6,6,8] convolution(%tb, %w1) {padding_low = [1, 1], padding_high = [1, 1], dimension_numbers = "b01f_01io->b01f"}
+  %w2x = f32[3,3,8,8] add(%w2, %y)
+  return %c, %w2x
+})";
+  CompileOptions keep;
+  keep.threads = 2;
+  CompileOptions drop = keep;
+  drop.dropHeldConstants = true;
+  auto kept = compileText(text, keep), dropped = compileText(text, drop);
+  ASSERT_TRUE(kept && dropped);
+  EXPECT_EQ(kept->droppedConstantBytes(), -1);
+  EXPECT_EQ(dropped->droppedConstantBytes(), 3 * 3 * 8 * 8 * 4);  // %w1 only
+  Tensor y(DType::F32, {3, 3, 8, 8});
+  for (int64_t i = 0; i < y.numElements(); ++i) y.setDouble(i, 0.5 - 0.01 * (i % 7));
+  std::vector<Tensor> in{convInput(), y};
+  auto a = kept->run(in), b = dropped->run(in);
+  ASSERT_TRUE(a.isOk() && b.isOk());
+  for (size_t o = 0; o < 2; ++o)
+    EXPECT_EQ(std::memcmp((*a)[o].bytes(), (*b)[o].bytes(), (*a)[o].byteSize()), 0) << o;
+  const std::string bytes = dropped->serialize();
+  EXPECT_EQ(bytes, kept->serialize());  // the artifact does not depend on what was freed
+  auto loaded = Executable::load(bytes, "three.kiln", keep);
+  ASSERT_TRUE(loaded.isOk()) << loaded.status().str();
+  auto c = (*loaded)->run(in);
+  ASSERT_TRUE(c.isOk());
+  for (size_t o = 0; o < 2; ++o)
+    EXPECT_EQ(std::memcmp((*a)[o].bytes(), (*c)[o].bytes(), (*a)[o].byteSize()), 0) << o;
+}
+
 // An artifact stores the convolution's weights once, in the layout its kernel chose (the module
 // says `held`). Loaded from a mapped file it is used in place: its other constants borrow the
 // file's bytes and the convolution uses the stored weights (no reorder), with the same results.
