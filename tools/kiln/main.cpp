@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "conformance.h"
+#include "support/resident.h"
 
 #ifndef KILN_VERSION
 #error "KILN_VERSION must be defined by the build"
@@ -72,6 +73,9 @@ void choosePassiveOpenMpWaiting(char** argv) {
 int main(int argc, char** argv) {
   using namespace kiln::cli;
   choosePassiveOpenMpWaiting(argv);
+  // Loading libLLVM ran its static constructors over some 40 MiB of its code, which a compile
+  // does not run again: those pages leave this process's memory (support/resident.h).
+  kiln::releaseLibraryCode("libLLVM");
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty()) {
     printUsage(stderr);
