@@ -7,10 +7,16 @@ namespace {
 
 llvm::Value* c(llvm::IRBuilder<>& b, double v) { return llvm::ConstantFP::get(b.getFloatTy(), v); }
 
+// a * b + c as llvm.fmuladd: one fused multiply-add where the target has them (the polynomials
+// below are approximations whose error bounds hold with or without the single rounding).
+llvm::Value* mulAdd(llvm::IRBuilder<>& b, llvm::Value* x, llvm::Value* y, llvm::Value* z) {
+  return b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {x->getType()}, {x, y, z});
+}
+
 // Horner evaluation of sum coeffs[i] * t^i (coeffs from the highest degree down).
 llvm::Value* horner(llvm::IRBuilder<>& b, llvm::Value* t, std::initializer_list<double> coeffs) {
   llvm::Value* acc = nullptr;
-  for (double k : coeffs) acc = acc ? b.CreateFAdd(b.CreateFMul(acc, t), c(b, k)) : c(b, k);
+  for (double k : coeffs) acc = acc ? mulAdd(b, acc, t, c(b, k)) : c(b, k);
   return acc;
 }
 
