@@ -219,6 +219,25 @@ func @main(%x: f32[N,4], %y: f32[N,3]) -> (f32[N,4], f32[N,5]) {
                           {{1, 0}, {3, 0}, {17, 0}});
 }
 
+// Stored concatenations computed in their kernel store each operand in a nest of its own: a 1-D
+// im2col (slices of a pad, along the inner dim) and a concatenation of a computed value and an
+// input along a middle dim.
+TEST(CpuBackend, StoredConcatenatesStoreEachOperandInItsOwnNest) {
+  checkAgainstInterpreter("concat-parts", R"(
+func @main(%x: f32[N,5,3], %y: f32[N,2,3]) -> (f32[N,5,9], f32[N,7,3]) {
+  %z = f32[] constant() {value = [0.5]}
+  %xp = f32[N,7,3] pad(%x, %z) {low = [0, 1, 0], high = [0, 1, 0], interior = [0, 0, 0]}
+  %s0 = f32[N,5,3] slice(%xp) {start = [0, 0, 0], limit = [N, 5, 3]}
+  %s1 = f32[N,5,3] slice(%xp) {start = [0, 1, 0], limit = [N, 6, 3]}
+  %s2 = f32[N,5,3] slice(%xp) {start = [0, 2, 0], limit = [N, 7, 3]}
+  %cols = f32[N,5,9] concatenate(%s0, %s1, %s2) {dimension = 2}
+  %ex = f32[N,5,3] exp(%x)
+  %cat = f32[N,7,3] concatenate(%ex, %y) {dimension = 1}
+  return %cols, %cat
+})",
+                          {{1, 0}, {4, 0}, {33, 0}});
+}
+
 TEST(CpuBackend, Reductions) {
   checkAgainstInterpreter("reductions", R"(
 func @main(%x: f32[N,M], %y: f32[N,M]) -> (f32[N], f32[M], i64[N], i64[M], f32[], f32[N]) {
