@@ -5,6 +5,7 @@
 #include "ir/verifier.h"
 #include "passes/algebraic_simplify.h"
 #include "passes/constant_fold.h"
+#include "passes/convolution_to_matmul.h"
 #include "passes/cse.h"
 #include "passes/dce.h"
 #include "passes/decompose_composites.h"
@@ -45,6 +46,9 @@ const PassEntry kPasses[] = {
      recognizePatterns},
     {"fold-batch-norm", "fold batch norms into the weights of the contraction before them",
      foldBatchNorm},
+    {"convolution-to-matmul",
+     "convolutions with few output pixels (NHWC, window > 1x1) to an im2col and one matmul (CPU)",
+     convolutionToMatmul},
     {"layout-assignment", "convolutions to the target layout (CPU: NHWC), transposes to the edges",
      assignLayoutForCpu},
 };

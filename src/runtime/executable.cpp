@@ -446,6 +446,27 @@ StatusOr<std::unique_ptr<Executable>> Executable::fromCache(const CompileOptions
   return hit;
 }
 
+Status runCpuPasses(Module& module, PassManager& pm, int optLevel, const SymbolBindings& dims) {
+  if (optLevel > 0) {
+    PipelineOptions po;
+    po.specialize = dims;
+    KILN_RETURN_IF_ERROR(runDefaultPipeline(module, pm, po).status());
+  } else if (!dims.empty()) {
+    std::unique_ptr<Pass> p = makeSpecializeShapesPass(dims);
+    KILN_RETURN_IF_ERROR(pm.runPass(*p, module).status());
+  }
+  // The CPU backend has no fused attention kernel: attention runs as two oneDNN matrix products
+  // around a softmax kernel (at every optimisation level: this is lowering, not optimisation).
+  KILN_RETURN_IF_ERROR(pm.runPass("split-attention", module).status());
+  // Convolutions with few output pixels run faster as an im2col and one matrix product than on
+  // oneDNN's convolution kernels (passes/convolution_to_matmul.h); an optimisation, so not at -O0.
+  if (optLevel > 0) {
+    KILN_ASSIGN_OR_RETURN(bool rewrote, pm.runPass("convolution-to-matmul", module));
+    if (rewrote) KILN_RETURN_IF_ERROR(pm.runPass("dce", module).status());
+  }
+  return Status::ok();
+}
+
 StatusOr<std::unique_ptr<Executable>> Executable::compile(std::unique_ptr<Module> module,
                                                           const CompileOptions& options) {
   if (options.backend != "cpu")
@@ -466,17 +487,7 @@ StatusOr<std::unique_ptr<Executable>> Executable::compile(std::unique_ptr<Module
   // Graph passes (or only the specialisation at -O0).
   auto start = Clock::now();
   PassManager pm(options.instrumentation);
-  if (options.optLevel > 0) {
-    PipelineOptions po;
-    po.specialize = options.dims;
-    KILN_RETURN_IF_ERROR(runDefaultPipeline(*module, pm, po).status());
-  } else if (!options.dims.empty()) {
-    std::unique_ptr<Pass> p = makeSpecializeShapesPass(options.dims);
-    KILN_RETURN_IF_ERROR(pm.runPass(*p, *module).status());
-  }
-  // The CPU backend has no fused attention kernel: attention runs as two oneDNN matrix products
-  // around a softmax kernel (at every optimisation level: this is lowering, not optimisation).
-  KILN_RETURN_IF_ERROR(pm.runPass("split-attention", *module).status());
+  KILN_RETURN_IF_ERROR(runCpuPasses(*module, pm, options.optLevel, options.dims));
   impl->times.passes = msSince(start);
   impl->passTimings = pm.timingReport();
   KILN_RETURN_IF_ERROR(build(*impl, std::move(module), nullptr));

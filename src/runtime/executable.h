@@ -71,6 +71,11 @@ struct CompileTimes {
   }
 };
 
+// The graph passes a CPU compile runs before fusion: the default pipeline (at -O0 only the
+// specialisation of `dims`), split-attention, and at -O1 convolution-to-matmul. `kiln explain`
+// runs the same, so that it shows the kernels a compile builds.
+Status runCpuPasses(Module& module, PassManager& pm, int optLevel, const SymbolBindings& dims);
+
 class Executable {
  public:
   static StatusOr<std::unique_ptr<Executable>> compile(std::unique_ptr<Module> module,

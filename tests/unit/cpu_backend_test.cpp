@@ -238,6 +238,40 @@ func @main(%x: f32[N,5,3], %y: f32[N,2,3]) -> (f32[N,5,9], f32[N,7,3]) {
                           {{1, 0}, {4, 0}, {33, 0}});
 }
 
+// Convolutions with few output pixels become an im2col and a matmul (convolution-to-matmul):
+// stride 1 with a residual and relu as the matmul's post-ops, constant weights (held padded by
+// the matmul), and stride 2 with dilation 2 and asymmetric padding, batches of 1 and 2.
+TEST(CpuBackend, ConvolutionsWithFewPixelsAsMatmuls) {
+  std::string weights;
+  for (int i = 0; i < 3 * 3 * 64 * 16; ++i)
+    weights += (i ? ", " : "") + std::to_string(0.002 * ((i * 7) % 29) - 0.028);
+  const std::string text = R"(
+func @main(%x: f32[N,7,7,64], %r: f32[N,7,7,16], %u: f32[N,9,9,64], %k: f32[3,3,64,8]) -> (f32[N,7,7,16], f32[N,4,4,8]) {
+  %w = f32[3,3,64,16] constant() {value = [)" +
+                           weights + R"(]}
+  %c = f32[N,7,7,16] convolution(%x, %w) {padding_low = [1, 1], padding_high = [1, 1], dimension_numbers = "b01f_01io->b01f"}
+  %a = f32[N,7,7,16] add(%c, %r)
+  %z = f32[] constant() {value = [0.0]}
+  %zb = f32[N,7,7,16] broadcast_in_dim(%z) {dims = []}
+  %y = f32[N,7,7,16] max(%a, %zb)
+  %d = f32[N,4,4,8] convolution(%u, %k) {window_strides = [2, 2], rhs_dilation = [2, 2], padding_low = [2, 1], padding_high = [1, 2], dimension_numbers = "b01f_01io->b01f"}
+  return %y, %d
+})";
+  checkAgainstInterpreter("conv-as-matmul", text, {{1, 0}, {2, 0}}, false, 1e-4);
+  // The compile did rewrite both.
+  auto parsed = parseModule(instantiate(text, 2, 0), "conv-as-matmul.kir");
+  ASSERT_TRUE(parsed.isOk()) << parsed.status().str();
+  auto exe = Executable::compile(std::move(*parsed), CompileOptions{});
+  ASSERT_TRUE(exe.isOk()) << exe.status().str();
+  std::string calls = (*exe)->libraryCallDetails();
+  EXPECT_EQ(calls.find("convolution"), std::string::npos) << calls;
+  // Rows of 16 floats are a whole cache line: the constant is used as it is.
+  EXPECT_NE(calls.find("matmul (98x576x16, gemm:jit, constant weights, post-ops add+clamp)"),
+            std::string::npos)
+      << calls;
+  EXPECT_NE(calls.find("matmul (32x576x8"), std::string::npos) << calls;
+}
+
 TEST(CpuBackend, Reductions) {
   checkAgainstInterpreter("reductions", R"(
 func @main(%x: f32[N,M], %y: f32[N,M]) -> (f32[N], f32[M], i64[N], i64[M], f32[], f32[N]) {

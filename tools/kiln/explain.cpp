@@ -9,6 +9,7 @@
 #include "program.h"
 #include "run_options.h"
 #include "runtime/buffer_plan.h"
+#include "runtime/executable.h"
 
 namespace kiln::cli {
 namespace {
@@ -84,16 +85,8 @@ StatusOr<ExplainOptions> parse(const std::vector<std::string>& args, bool& help)
 Status explain(const ExplainOptions& o) {
   KILN_ASSIGN_OR_RETURN(LoadedProgram program, loadProgram(o.program));
   PassManager pm(o.instrumentation);
-  if (o.optLevel > 0) {
-    PipelineOptions po;
-    po.specialize = o.dims;
-    KILN_RETURN_IF_ERROR(runDefaultPipeline(*program.module, pm, po).status());
-  } else if (!o.dims.empty()) {
-    std::unique_ptr<Pass> specialize = makeSpecializeShapesPass(o.dims);
-    KILN_RETURN_IF_ERROR(pm.runPass(*specialize, *program.module).status());
-  }
   // As the CPU backend compiles it (runtime::Executable::compile).
-  KILN_RETURN_IF_ERROR(pm.runPass("split-attention", *program.module).status());
+  KILN_RETURN_IF_ERROR(runtime::runCpuPasses(*program.module, pm, o.optLevel, o.dims));
   if (o.instrumentation.timePasses) std::fputs(pm.timingReport().c_str(), stderr);
   const Function& f = *program.module->entry();
   fusion::FusionOptions fo;

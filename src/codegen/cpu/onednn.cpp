@@ -688,7 +688,8 @@ StatusOr<std::unique_ptr<LibraryKernel>> createMatmul(const Node& n,
   if (rhsT) what += ", rhs transposed";
   memory::desc srcMd = stridedDesc(src), weiMd = stridedDesc(wei), dstMd = stridedDesc(dst);
   std::optional<memory::desc> padded = paddedWeights(wei, wK, wN);
-  if (padded && (constantWeights(n, weiMd) || heldWeights(n)))
+  if (padded && padded->data.format_desc.blocking.strides[0] != wN.ext &&
+      (constantWeights(n, weiMd) || heldWeights(n)))
     what +=
         ", weight rows padded to " + std::to_string(padded->data.format_desc.blocking.strides[0]);
   auto makePd = [&](const memory::desc& w, const dnnl::primitive_attr& attr) {

@@ -1,0 +1,98 @@
+#include "passes/convolution_to_matmul.h"
+
+#include <vector>
+
+#include "ir/builder.h"
+#include "ir/op.h"
+#include "ir/verifier.h"
+
+namespace kiln {
+namespace {
+
+// The rewrite of `n`, or null when it does not apply (the builder's status says why if it
+// failed).
+Value* im2colProduct(Builder& b, const Node& n) {
+  if (n.numOperands() != 2 || n.numResults() != 1) return nullptr;
+  const TensorType& xt = n.operand(0)->type();
+  const TensorType& wt = n.operand(1)->type();
+  const TensorType& yt = n.result(0)->type();
+  if (xt.dtype() != DType::F32 || wt.dtype() != DType::F32 || yt.dtype() != DType::F32)
+    return nullptr;
+  if (!xt.isStatic() || !wt.isStatic() || !yt.isStatic() || xt.rank() != 4) return nullptr;
+  auto dn = convDimensionNumbers(n.attrs(), 4);
+  if (!dn) return nullptr;
+  // NHWC / HWIO / NHWC exactly.
+  const ConvDimensionNumbers& d = *dn;
+  if (d.inputBatch != 0 || d.inputFeature != 3 || d.inputSpatial != std::vector<int64_t>{1, 2} ||
+      d.kernelSpatial != std::vector<int64_t>{0, 1} || d.kernelInput != 2 || d.kernelOutput != 3 ||
+      d.outputBatch != 0 || d.outputFeature != 3 || d.outputSpatial != std::vector<int64_t>{1, 2})
+    return nullptr;
+  if (n.attrInt("feature_group_count") != 1 || n.attrInt("batch_group_count") != 1) return nullptr;
+  auto list = [&](const char* name, int64_t fill) {
+    return n.attrInts(name, std::vector<int64_t>(2, fill));
+  };
+  std::vector<int64_t> strides = list("window_strides", 1), lo = list("padding_low", 0),
+                       hi = list("padding_high", 0), lhsDil = list("lhs_dilation", 1),
+                       rhsDil = list("rhs_dilation", 1);
+  for (const auto* l : {&strides, &lo, &hi, &lhsDil, &rhsDil})
+    if (l->size() != 2) return nullptr;
+  for (size_t s = 0; s < 2; ++s)
+    if (lhsDil[s] != 1 || strides[s] < 1 || rhsDil[s] < 1 || lo[s] < 0 || hi[s] < 0) return nullptr;
+  std::vector<int64_t> x = xt.staticDims(), w = wt.staticDims(), y = yt.staticDims();
+  int64_t c = x[3], kh = w[0], kw = w[1], k = w[3];
+  if (kh * kw == 1 || c < 64 || w[2] != c) return nullptr;
+  if (y[0] * y[1] * y[2] > kConvolutionToMatmulMaxPixels) return nullptr;
+
+  Value* src = n.operand(0);
+  if (lo[0] || lo[1] || hi[0] || hi[1])
+    src = b.pad(src, b.scalar(DType::F32, 0.0), {0, lo[0], lo[1], 0}, {0, hi[0], hi[1], 0},
+                {0, 0, 0, 0});
+  std::vector<Value*> taps;
+  for (int64_t i = 0; i < kh; ++i)
+    for (int64_t j = 0; j < kw; ++j) {
+      int64_t r = i * rhsDil[0], q = j * rhsDil[1];
+      taps.push_back(
+          b.slice(src, {0, r, q, 0},
+                  {y[0], r + (y[1] - 1) * strides[0] + 1, q + (y[2] - 1) * strides[1] + 1, c},
+                  {1, strides[0], strides[1], 1}));
+    }
+  Value* cols = b.concatenate(taps, 3);
+  // Constant weights stay a constant (the same bytes): the matmul then holds them in its layout.
+  const Node* wdef = n.operand(1)->def();
+  Value* weights = wdef->op() == OpCode::Constant && wdef->constantData().tensor.defined()
+                       ? b.constant(wdef->constantData().tensor.reshaped({kh * kw * c, k}))
+                       : b.reshape(n.operand(1), {kh * kw * c, k});
+  DotDims dims;
+  dims.lhsContracting = {3};
+  dims.rhsContracting = {0};
+  return b.dotGeneral(cols, weights, dims);
+}
+
+}  // namespace
+
+StatusOr<bool> convolutionToMatmul(Module& m) {
+  bool changed = false;
+  for (const auto& f : m.functions()) {
+    std::vector<Node*> convs;
+    for (const auto& n : f->nodes())
+      if (n->op() == OpCode::Convolution) convs.push_back(n.get());
+    for (Node* n : convs) {
+      Builder b(f.get());
+      b.setInsertionPoint(n);
+      b.setLoc(n->loc());
+      b.setOrigin(n->origin());
+      Value* product = im2colProduct(b, *n);
+      if (!b.ok()) return Status(b.status()).prefix("convolution-to-matmul on " + n->describe());
+      if (!product) continue;
+      KILN_CHECK(product->type() == n->result(0)->type(),
+                 "convolution-to-matmul changed the type of " + n->describe());
+      product->setName(n->result(0)->name());
+      f->replaceAllUsesWith(n->result(0), product);
+      f->erase(n);
+      changed = true;
+    }
+  }
+  return changed;
+}
+
+}  // namespace kiln

@@ -1,0 +1,31 @@
+// convolution-to-matmul: rewrites a convolution with few output pixels into an im2col gather and
+// one matrix product, for the CPU backend.
+//
+// A 2-D f32 convolution in NHWC with HWIO weights (`b01f_01io->b01f`, what layout-assignment
+// gives the CPU), one group, no lhs dilation, a window larger than 1x1, at least 64 input
+// channels and at most kMaxPixels output pixels (batch x height x width) becomes
+//
+//   xp   = pad(x, 0)                                  (when it has padding)
+//   s_ij = slice(xp, window offset (i, j) x dilation, stride)   [N, OH, OW, C], one per tap
+//   cols = concatenate(s_00, s_01, ..., dimension = 3)          [N, OH, OW, KH*KW*C]
+//   y    = dot_general(cols, reshape(w) [KH*KW*C, K])           [N, OH, OW, K]
+//
+// Fusion makes the pad, slices and concatenation one loop kernel (the im2col) and the product a
+// library matmul that takes the convolution's epilogue (bias, residual, activation) as post-ops.
+// Why: oneDNN 2.6's avx2 convolution splits so few pixels badly. Measured on resnet's layers
+// (3x3, stride 1, bias and relu; `kiln bench`, median of 40 runs): 7x7x512 5.28 -> 3.36 ms at 1
+// thread and 2.84 -> 1.96 ms at 2; 14x14x256 4.20 -> 3.59 and 2.53 -> 2.17 ms. 1x1 windows gain
+// nothing (the matmul is the same product the convolution computes).
+#pragma once
+
+#include "ir/ir.h"
+#include "support/status.h"
+
+namespace kiln {
+
+inline constexpr int64_t kConvolutionToMatmulMaxPixels = 196;
+
+// Returns whether anything changed.
+StatusOr<bool> convolutionToMatmul(Module& m);
+
+}  // namespace kiln
