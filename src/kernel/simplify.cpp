@@ -19,6 +19,9 @@ struct Range {
 };
 
 bool isConst(const ExprRef& e) { return e->kind == Expr::Kind::Const && e->type == DType::I64; }
+bool isBoolConst(const ExprRef& e) {
+  return e->kind == Expr::Kind::Const && e->type == DType::Bool;
+}
 
 // a op b for the ends of two ranges, or nullopt when it overflows.
 std::optional<int64_t> checked(BinaryOp op, int64_t a, int64_t b) {
@@ -264,11 +267,49 @@ class Simplifier {
     }
     if (e->kind == Expr::Kind::Binary && e->type == DType::I64 && e->binary == BinaryOp::Add)
       if (ExprRef merged = mergeDivRem(binary(BinaryOp::Add, args[0], args[1]))) return merged;
+    // Index comparisons the ranges decide, and the ands and selects they make trivial (the
+    // bounds checks of a pad inside a loop that stays within them).
+    if (e->kind == Expr::Kind::Binary && args[0]->type == DType::I64)
+      if (std::optional<bool> c = compare(e->binary, args[0], args[1]))
+        return intConst(*c ? 1 : 0, DType::Bool);
+    if (e->kind == Expr::Kind::Binary && e->binary == BinaryOp::And && e->type == DType::Bool)
+      for (int i = 0; i < 2; ++i)
+        if (isBoolConst(args[static_cast<size_t>(i)]))
+          return args[static_cast<size_t>(i)]->i ? args[static_cast<size_t>(1 - i)]
+                                                 : args[static_cast<size_t>(i)];
+    if (e->kind == Expr::Kind::Select && isBoolConst(args[0]))
+      return args[0]->i ? args[1] : args[2];
     if (!changed) return e;
     auto out = std::make_shared<Expr>(*e);
     out->args = std::move(args);
     if (out->kind == Expr::Kind::Binary) return binary(out->binary, out->args[0], out->args[1]);
     return out;
+  }
+
+  // a op b for i64 a, b when their ranges decide it.
+  std::optional<bool> compare(BinaryOp op, const ExprRef& a, const ExprRef& b) const {
+    std::optional<Range> x = range(a), y = range(b);
+    if (!x || !y) return std::nullopt;
+    switch (op) {
+      case BinaryOp::Lt:
+        if (x->hi < y->lo) return true;
+        if (x->lo >= y->hi) return false;
+        break;
+      case BinaryOp::Le:
+        if (x->hi <= y->lo) return true;
+        if (x->lo > y->hi) return false;
+        break;
+      case BinaryOp::Gt:
+        if (x->lo > y->hi) return true;
+        if (x->hi <= y->lo) return false;
+        break;
+      case BinaryOp::Ge:
+        if (x->lo >= y->hi) return true;
+        if (x->hi < y->lo) return false;
+        break;
+      default: break;
+    }
+    return std::nullopt;
   }
 
   std::map<std::string, Range> vars_;

@@ -72,8 +72,8 @@ struct CompileTimes {
 };
 
 // The graph passes a CPU compile runs before fusion: the default pipeline (at -O0 only the
-// specialisation of `dims`), split-attention, and at -O1 convolution-to-matmul. `kiln explain`
-// runs the same, so that it shows the kernels a compile builds.
+// specialisation of `dims`) and split-attention. `kiln explain` runs the same, so that it shows
+// the kernels a compile builds.
 Status runCpuPasses(Module& module, PassManager& pm, int optLevel, const SymbolBindings& dims);
 
 class Executable {
