@@ -336,16 +336,8 @@ std::vector<int64_t> permuted(const std::vector<int64_t>& dims, const std::vecto
 }
 
 // The window attributes, one entry per spatial dim (absent lists give their defaults).
-struct ConvWindow {
-  std::vector<int64_t> strides, lo, hi, lhsDil, rhsDil;
-};
-
 StatusOr<ConvWindow> convWindow(const EvalContext& c, size_t ns) {
-  auto list = [&](const char* name, int64_t fill) {
-    return c.node.attrInts(name, std::vector<int64_t>(ns, fill));
-  };
-  ConvWindow w{list("window_strides", 1), list("padding_low", 0), list("padding_high", 0),
-               list("lhs_dilation", 1), list("rhs_dilation", 1)};
+  ConvWindow w = convWindow(c.node.attrs(), ns);
   for (const auto* l : {&w.strides, &w.lo, &w.hi, &w.lhsDil, &w.rhsDil})
     if (l->size() != ns) return fail(c, "window attributes need one entry per spatial dimension");
   for (size_t s = 0; s < ns; ++s)

@@ -107,5 +107,12 @@ StatusOr<ConvDimensionNumbers> parseConvDimensionNumbers(std::string_view s);
 std::string defaultConvDimensionNumbers(int64_t numSpatial);  // "bf01_oi01->bf01" for 2
 // The convolution's dimension numbers (attribute or the NCHW/OIHW default for its rank).
 StatusOr<ConvDimensionNumbers> convDimensionNumbers(const AttrMap& a, int64_t rank);
+// A convolution's window attributes, with their defaults where absent (strides and dilations 1,
+// padding 0). Not checked: the shape rule checks a verified node's (one entry per spatial dim,
+// strides and dilations positive).
+struct ConvWindow {
+  std::vector<int64_t> strides, lo, hi, lhsDil, rhsDil;
+};
+ConvWindow convWindow(const AttrMap& a, size_t numSpatial);
 
 }  // namespace kiln

@@ -362,6 +362,14 @@ StatusOr<ConvDimensionNumbers> parseConvDimensionNumbers(std::string_view s) {
   return d;
 }
 
+ConvWindow convWindow(const AttrMap& a, size_t numSpatial) {
+  auto list = [&](const char* name, int64_t fill) {
+    return getInts(a, name, std::vector<int64_t>(numSpatial, fill));
+  };
+  return ConvWindow{list("window_strides", 1), list("padding_low", 0), list("padding_high", 0),
+                    list("lhs_dilation", 1), list("rhs_dilation", 1)};
+}
+
 StatusOr<ConvDimensionNumbers> convDimensionNumbers(const AttrMap& a, int64_t rank) {
   auto it = a.find("dimension_numbers");
   std::string s = it != a.end() ? std::get<7>(it->second) : defaultConvDimensionNumbers(rank - 2);

@@ -4,7 +4,7 @@
 
 #include "ir/builder.h"
 #include "ir/op.h"
-#include "ir/verifier.h"
+#include "passes/rewrite_util.h"
 
 namespace kiln {
 namespace {
@@ -28,16 +28,10 @@ Value* im2colProduct(Builder& b, const Node& n) {
       d.outputBatch != 0 || d.outputFeature != 3 || d.outputSpatial != std::vector<int64_t>{1, 2})
     return nullptr;
   if (n.attrInt("feature_group_count") != 1 || n.attrInt("batch_group_count") != 1) return nullptr;
-  auto list = [&](const char* name, int64_t fill) {
-    return n.attrInts(name, std::vector<int64_t>(2, fill));
-  };
-  std::vector<int64_t> strides = list("window_strides", 1), lo = list("padding_low", 0),
-                       hi = list("padding_high", 0), lhsDil = list("lhs_dilation", 1),
-                       rhsDil = list("rhs_dilation", 1);
-  for (const auto* l : {&strides, &lo, &hi, &lhsDil, &rhsDil})
-    if (l->size() != 2) return nullptr;
+  // The node is verified: one window entry per spatial dim, strides and dilations positive.
+  const auto [strides, lo, hi, lhsDil, rhsDil] = convWindow(n.attrs(), 2);
   for (size_t s = 0; s < 2; ++s)
-    if (lhsDil[s] != 1 || strides[s] < 1 || rhsDil[s] < 1 || lo[s] < 0 || hi[s] < 0) return nullptr;
+    if (lhsDil[s] != 1 || lo[s] < 0 || hi[s] < 0) return nullptr;
   std::vector<int64_t> x = xt.staticDims(), w = wt.staticDims(), y = yt.staticDims();
   int64_t c = x[3], kh = w[0], kw = w[1], k = w[3];
   if (kh * kw == 1 || c < 64 || w[2] != c) return nullptr;
@@ -58,10 +52,9 @@ Value* im2colProduct(Builder& b, const Node& n) {
     }
   Value* cols = b.concatenate(taps, 3);
   // Constant weights stay a constant (the same bytes): the matmul then holds them in its layout.
-  const Node* wdef = n.operand(1)->def();
-  Value* weights = wdef->op() == OpCode::Constant && wdef->constantData().tensor.defined()
-                       ? b.constant(wdef->constantData().tensor.reshaped({kh * kw * c, k}))
-                       : b.reshape(n.operand(1), {kh * kw * c, k});
+  const Tensor* constant = rewrite::constantOf(n.operand(1));
+  Value* weights = constant ? b.constant(constant->reshaped({kh * kw * c, k}))
+                            : b.reshape(n.operand(1), {kh * kw * c, k});
   DotDims dims;
   dims.lhsContracting = {3};
   dims.rhsContracting = {0};
@@ -77,18 +70,12 @@ StatusOr<bool> convolutionToMatmul(Module& m) {
     for (const auto& n : f->nodes())
       if (n->op() == OpCode::Convolution) convs.push_back(n.get());
     for (Node* n : convs) {
-      Builder b(f.get());
-      b.setInsertionPoint(n);
-      b.setLoc(n->loc());
-      b.setOrigin(n->origin());
+      Builder b = rewrite::builderBefore(n);
       Value* product = im2colProduct(b, *n);
       if (!b.ok()) return Status(b.status()).prefix("convolution-to-matmul on " + n->describe());
       if (!product) continue;
-      KILN_CHECK(product->type() == n->result(0)->type(),
-                 "convolution-to-matmul changed the type of " + n->describe());
-      product->setName(n->result(0)->name());
-      f->replaceAllUsesWith(n->result(0), product);
-      f->erase(n);
+      rewrite::replaceValue(n->result(0), product);
+      rewrite::eraseIfDead(n);
       changed = true;
     }
   }

@@ -1,7 +1,6 @@
 #include "support/resident.h"
 
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>

@@ -788,12 +788,7 @@ createConvolution(const Node& n, const std::vector<kernel::PostOp>& postOps, int
   auto dnOr = convDimensionNumbers(n.attrs(), static_cast<int64_t>(rank));
   if (!dnOr) return dnOr.status();
   const ConvDimensionNumbers& dn = *dnOr;
-  auto list = [&](const char* name, int64_t fill) {
-    return n.attrInts(name, std::vector<int64_t>(ns, fill));
-  };
-  std::vector<int64_t> strides = list("window_strides", 1), lo = list("padding_low", 0),
-                       hi = list("padding_high", 0), lhsDil = list("lhs_dilation", 1),
-                       rhsDil = list("rhs_dilation", 1);
+  const auto [strides, lo, hi, lhsDil, rhsDil] = convWindow(n.attrs(), ns);
   for (const auto* l : {&strides, &lo, &hi, &lhsDil, &rhsDil})
     if (l->size() != ns) return Status::error("window attributes need one entry per spatial dim");
   for (size_t s = 0; s < ns; ++s) {
