@@ -25,28 +25,67 @@ struct Affine {
   std::vector<int64_t> steps;
 };
 
-template <typename E>
-void copyBoxTyped(const E* src, const Affine& s, E* dst, const Affine& d,
-                  const std::vector<int64_t>& box) {
-  int64_t total = 1;
-  for (int64_t b : box) total *= b;
-  if (total == 0) return;
-  std::vector<int64_t> idx(box.size(), 0);
+// Calls visit(sOffset, dOffset) for every index of the box dims `dims` (an odometer that keeps
+// both offsets up to date without recomputing them).
+template <typename Visit>
+void walkDims(const std::vector<size_t>& dims, const Affine& s, const Affine& d,
+              const std::vector<int64_t>& box, Visit visit) {
+  std::vector<int64_t> idx(dims.size(), 0);
   int64_t so = s.base, dof = d.base;
-  for (int64_t i = 0; i < total; ++i) {
-    dst[dof] = src[so];
-    // Odometer step that keeps both offsets up to date without recomputing them.
-    for (size_t k = box.size(); k-- > 0;) {
-      if (++idx[k] < box[k]) {
-        so += s.steps[k];
-        dof += d.steps[k];
+  while (true) {
+    visit(so, dof);
+    size_t k = dims.size();
+    for (; k-- > 0;) {
+      size_t dim = dims[k];
+      if (++idx[k] < box[dim]) {
+        so += s.steps[dim];
+        dof += d.steps[dim];
         break;
       }
       idx[k] = 0;
-      so -= s.steps[k] * (box[k] - 1);
-      dof -= d.steps[k] * (box[k] - 1);
+      so -= s.steps[dim] * (box[dim] - 1);
+      dof -= d.steps[dim] * (box[dim] - 1);
     }
+    if (k == static_cast<size_t>(-1)) return;
   }
+}
+
+template <typename E>
+void copyBoxTyped(const E* src, const Affine& s, E* dst, const Affine& d,
+                  const std::vector<int64_t>& box) {
+  for (int64_t b : box)
+    if (b == 0) return;
+  if (box.empty()) {
+    dst[d.base] = src[s.base];
+    return;
+  }
+  // The innermost box dim is a tight loop. When the source walks another dim faster (a
+  // transpose), those two dims are copied in 32x32 tiles, the tiles outermost, so that the lines
+  // read and written stay in cache while the other dims are walked: element by element in the
+  // result's order, transposing resnet18's weights (OIHW -> HWIO) took 160 ms. A dim of fewer
+  // than 8 elements makes a poor tile (the 3x3 window of a weight).
+  size_t inner = box.size() - 1, fast = inner;
+  for (size_t k = 0; k < box.size(); ++k)
+    if (box[k] >= 8 && std::abs(s.steps[k]) < std::abs(s.steps[fast])) fast = k;
+  std::vector<size_t> outer;
+  for (size_t k = 0; k < box.size(); ++k)
+    if (k != inner && k != fast) outer.push_back(k);
+  const int64_t n = box[inner], ss = s.steps[inner], ds = d.steps[inner];
+  if (fast == inner) {
+    walkDims(outer, s, d, box, [&](int64_t so, int64_t dof) {
+      for (int64_t j = 0; j < n; ++j) dst[dof + j * ds] = src[so + j * ss];
+    });
+    return;
+  }
+  constexpr int64_t kTile = 32;
+  const int64_t m = box[fast], fs = s.steps[fast], fd = d.steps[fast];
+  for (int64_t i0 = 0; i0 < m; i0 += kTile)
+    for (int64_t j0 = 0; j0 < n; j0 += kTile)
+      walkDims(outer, s, d, box, [&](int64_t so, int64_t dof) {
+        for (int64_t i = i0; i < std::min(m, i0 + kTile); ++i)
+          for (int64_t j = j0; j < std::min(n, j0 + kTile); ++j)
+            dst[dof + i * fd + j * ds] = src[so + i * fs + j * ss];
+      });
 }
 
 // Copies the box of elements from `src` (walk s) to `dst` (walk d); both tensors have one dtype.

@@ -112,8 +112,17 @@ Tensor scaleSlices(const Tensor& w, int64_t dim, const std::vector<double>& a) {
   Tensor out = w.clone();
   int64_t stride = w.strides()[static_cast<size_t>(dim)],
           extent = w.dims()[static_cast<size_t>(dim)];
-  for (int64_t i = 0; i < w.numElements(); ++i)
-    out.setDouble(i, w.getDouble(i) * a[static_cast<size_t>((i / stride) % extent)]);
+  // Element i lies in slice (i / stride) % extent: runs of `stride` elements share a factor.
+  for (int64_t start = 0, run = 0; start < w.numElements(); start += stride, ++run) {
+    double f = a[static_cast<size_t>(run % extent)];
+    if (w.dtype() == DType::F32) {
+      const float* x = w.data<float>() + start;
+      float* y = out.mutableData<float>() + start;
+      for (int64_t j = 0; j < stride; ++j) y[j] = static_cast<float>(x[j] * f);
+    } else {
+      for (int64_t j = start; j < start + stride; ++j) out.setDouble(j, w.getDouble(j) * f);
+    }
+  }
   return out;
 }
 

@@ -153,6 +153,30 @@ TEST(InterpDataMovement, TransposeMatchesNumpy) {
   expectValues(z, DType::F32, {3, 0}, {});
 }
 
+TEST(InterpDataMovement, LargeTransposesMatchTheDefinition) {
+  // Transposes whose source walks another dim fastest are copied in 32x32 tiles: extents that
+  // are not multiples of 32, a 3x3 window (too small to tile), and the OIHW -> HWIO weight
+  // transpose; every element is checked against y[i] = x[permuted i].
+  struct Case {
+    std::vector<int64_t> dims, perm;
+  };
+  for (const Case& c : {Case{{70, 45}, {1, 0}}, Case{{40, 33, 3, 3}, {2, 3, 1, 0}},
+                        Case{{3, 37, 2, 65}, {0, 3, 2, 1}}, Case{{9, 50, 4}, {2, 1, 0}}}) {
+    Tensor x = range(DType::I32, c.dims);
+    Tensor y = run1(OpCode::Transpose, {x}, ints({{"permutation", c.perm}}));
+    std::vector<int64_t> ydims, xs = x.strides();
+    for (int64_t p : c.perm) ydims.push_back(c.dims[static_cast<size_t>(p)]);
+    ASSERT_EQ(y.dims(), ydims);
+    std::vector<int64_t> idx(ydims.size(), 0);
+    for (int64_t i = 0; i < y.numElements(); ++i) {
+      int64_t at = 0;
+      for (size_t k = 0; k < idx.size(); ++k) at += idx[k] * xs[static_cast<size_t>(c.perm[k])];
+      ASSERT_EQ(y.getInt(i), x.getInt(at)) << "element " << i;
+      for (size_t k = idx.size(); k-- > 0 && ++idx[k] == ydims[k];) idx[k] = 0;
+    }
+  }
+}
+
 TEST(InterpDataMovement, SliceWithStrides) {
   // numpy: np.arange(24).reshape(2,3,4)[:, ::2, 1:4:2] -> shape (2,2,2)
   Tensor y = run1(OpCode::Slice, {range(DType::I32, {2, 3, 4})},

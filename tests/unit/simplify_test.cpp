@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "interp/interpreter.h"
+#include "ir/builder.h"
 #include "ir/text/text.h"
 #include "passes/algebraic_simplify.h"
 #include "passes/constant_fold.h"
@@ -165,6 +166,29 @@ TEST(Cse, EqualConstantsMergeWhateverTheirNames) {
   auto again = eliminateCommonSubexpressions(*m);
   ASSERT_TRUE(again.isOk());
   EXPECT_FALSE(*again);
+}
+
+TEST(Cse, LargeConstantsMergeOnlyWhenEveryByteIsEqual) {
+  // Constants over 64 KiB are hashed by samples of their bytes; the merge still compares them
+  // whole. Two equal weights merge; one that differs from them in a single element between the
+  // sampled words stays.
+  const int64_t n = 40000;  // 160 KB
+  Tensor w(DType::F32, {n});
+  for (int64_t i = 0; i < n; ++i) w.setDouble(i, static_cast<double>(i % 977) * 0.5);
+  Tensor other = w.clone();
+  other.setDouble(n / 2 + 3, -1.0);
+  Module m;
+  Function* f = m.addFunction("main");
+  Builder b(f);
+  Value* a = b.constant(w.clone());
+  Value* twin = b.constant(w.clone());
+  Value* differs = b.constant(other);
+  f->setOutputs({b.add(b.add(a, twin), differs)});
+  ASSERT_TRUE(b.ok()) << b.status().str();
+  auto r = eliminateCommonSubexpressions(m);
+  ASSERT_TRUE(r.isOk());
+  EXPECT_TRUE(*r);
+  EXPECT_EQ(countOp(*f, OpCode::Constant), 2u) << printModule(m);
 }
 
 }  // namespace
