@@ -640,15 +640,21 @@ Status Executable::build(Impl& impl, std::unique_ptr<Module> module,
   impl.uniqueKernels = static_cast<int>(unique.size());
   impl.kernelsHash = hex64(hash64(keys));
   std::vector<std::shared_ptr<codegen::cpu::CompiledKernel>> uniqueCompiled(unique.size());
+  // A kernel that is one library call needs no code: it calls the handler directly.
+  std::vector<size_t> generated;
+  for (size_t u = 0; u < unique.size(); ++u) {
+    uniqueCompiled[u] = codegen::cpu::callOnlyKernel(impl.kernels[unique[u]]);
+    if (!uniqueCompiled[u]) generated.push_back(u);
+  }
   if (objects) {
     for (const ObjectUnit& u : *objects) {
       KILN_ASSIGN_OR_RETURN(auto compiler, codegen::cpu::CpuCompiler::create());
       KILN_ASSIGN_OR_RETURN(auto linked, compiler->loadObject(u.object, u.symbols));
       for (size_t j = 0; j < linked.size(); ++j) {
-        if (u.kernels[j] >= unique.size())
-          return Status::error("the artifact's object code names kernel " +
-                               std::to_string(u.kernels[j]) + " of " +
-                               std::to_string(unique.size()));
+        if (u.kernels[j] >= unique.size() || uniqueCompiled[u.kernels[j]])
+          return Status::error(
+              "the artifact's object code names kernel " + std::to_string(u.kernels[j]) + " of " +
+              std::to_string(unique.size()) + ", which needs none or has code already");
         uniqueCompiled[u.kernels[j]] = std::move(linked[j]);
       }
       impl.compilers.push_back(std::move(compiler));
@@ -659,11 +665,11 @@ Status Executable::build(Impl& impl, std::unique_ptr<Module> module,
   } else {
     int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     int workers = std::min<int>(
-        {options.threads > 0 ? options.threads : hardware, static_cast<int>(unique.size()), 8});
+        {options.threads > 0 ? options.threads : hardware, static_cast<int>(generated.size()), 8});
     workers = std::max(workers, 1);
     std::vector<std::vector<const kernel::Kernel*>> batches(static_cast<size_t>(workers));
-    for (size_t u = 0; u < unique.size(); ++u)
-      batches[u % static_cast<size_t>(workers)].push_back(&impl.kernels[unique[u]]);
+    for (size_t g = 0; g < generated.size(); ++g)
+      batches[g % static_cast<size_t>(workers)].push_back(&impl.kernels[unique[generated[g]]]);
     std::vector<StatusOr<std::vector<std::unique_ptr<codegen::cpu::CompiledKernel>>>> results;
     for (int w = 0; w < workers; ++w) results.emplace_back(Status::error("not compiled"));
     for (int w = 0; w < workers; ++w) {
@@ -685,7 +691,7 @@ Status Executable::build(Impl& impl, std::unique_ptr<Module> module,
       ObjectUnit unit;
       unit.object = impl.compilers[size_t(w)]->lastObject();
       for (size_t j = 0; j < done.size(); ++j) {
-        size_t u = j * static_cast<size_t>(workers) + static_cast<size_t>(w);
+        size_t u = generated[j * static_cast<size_t>(workers) + static_cast<size_t>(w)];
         unit.symbols.push_back(done[j]->symbol());
         unit.kernels.push_back(u);
         uniqueCompiled[u] = std::move(done[j]);

@@ -6,10 +6,12 @@
 #include "codegen/cpu/llvm_emit.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "codegen/cpu/llvm_math.h"
 #include "ir/tensor.h"
+#include "kernel/copy_loop.h"
 #include "llvm/IR/Constants.h"
 #include "llvm/IR/DerivedTypes.h"
 #include "llvm/IR/Function.h"
@@ -737,8 +739,10 @@ class KernelEmitter {
     return md;
   }
 
-  // for var in [begin, end) { body } as header / body / latch blocks.
-  void emitLoop(const Stmt& s, LoopKind kind, llvm::Value* begin, llvm::Value* end) {
+  // for var in [begin, end) { body } as header / body / latch blocks; `inner`, when given,
+  // replaces s's body.
+  void emitLoop(const Stmt& s, LoopKind kind, llvm::Value* begin, llvm::Value* end,
+                const Stmt* inner = nullptr) {
     llvm::Function* fn = fs_.fn;
     llvm::BasicBlock* pre = b_.GetInsertBlock();
     auto* header = llvm::BasicBlock::Create(c_, s.var + ".header", fn);
@@ -751,7 +755,8 @@ class KernelEmitter {
     b_.CreateCondBr(b_.CreateICmpSLT(i, end), body, exit);
     b_.SetInsertPoint(body);
     fs_.vars.emplace_back(s.var, i);
-    if (!s.body.empty() && s.body[0]) emitStmt(*s.body[0]);
+    if (inner) emitStmt(*inner);
+    else if (!s.body.empty() && s.body[0]) emitStmt(*s.body[0]);
     fs_.vars.pop_back();
     llvm::Value* next = b_.CreateAdd(i, b_.getInt64(1), s.var + ".next", true, true);
     llvm::BranchInst* back = b_.CreateBr(header);
@@ -773,7 +778,49 @@ class KernelEmitter {
       return;
     }
     if (s.loop == LoopKind::Parallel && !fs_.inParallel) return emitParallel(s, extent);
+    if (std::optional<kernel::CopyLoop> copy = kernel::matchCopyLoop(s))
+      return emitCopy(s, *copy, extent);
     emitLoop(s, s.loop == LoopKind::Parallel ? LoopKind::Serial : s.loop, b_.getInt64(0), extent);
+  }
+
+  // A copy loop (kernel/copy_loop.h) as one memmove of the row, and where its condition says
+  // so, a memset (a zero fill) or the loop storing the fill constant. memmove, not memcpy: a
+  // value written in place reads the very elements it stores.
+  void emitCopy(const Stmt& s, const kernel::CopyLoop& c, llvm::Value* extent) {
+    const BufferBinding* buf = nullptr;
+    llvm::Value* dst = address(c.dst, c.type, c.dstStart, &buf);
+    llvm::Value* src = address(c.src, c.type, c.srcStart, &buf);
+    if (!dst || !src) return;
+    uint64_t size = dtypeSize(c.type);
+    llvm::Value* rowLength =
+        b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, extent, b_.getInt64(0));
+    llvm::Value* bytes = b_.CreateMul(rowLength, b_.getInt64(size), "bytes", true, true);
+    llvm::Align align(size);
+    auto copyRow = [&] { b_.CreateMemMove(dst, align, src, align, bytes); };
+    if (!c.cond) return copyRow();
+    const kernel::Expr& f = *c.fill;
+    bool zero = isFloat(f.type) ? f.f == 0.0 && !std::signbit(f.f) : f.i == 0;
+    auto fillRow = [&] {
+      if (zero) {
+        b_.CreateMemSet(dst, b_.getInt8(0), bytes, align);
+        return;
+      }
+      StmtRef fillStore = kernel::store(c.dst, c.store->index, c.fill);
+      emitLoop(s, s.loop, b_.getInt64(0), extent, fillStore.get());
+    };
+    llvm::Value* cond = emitExpr(c.cond);
+    llvm::Function* fn = fs_.fn;
+    auto* fillBB = llvm::BasicBlock::Create(c_, s.var + ".fill", fn);
+    auto* copyBB = llvm::BasicBlock::Create(c_, s.var + ".copy", fn);
+    auto* merge = llvm::BasicBlock::Create(c_, s.var + ".done", fn);
+    b_.CreateCondBr(cond, c.fillWhen ? fillBB : copyBB, c.fillWhen ? copyBB : fillBB);
+    b_.SetInsertPoint(copyBB);
+    copyRow();
+    b_.CreateBr(merge);
+    b_.SetInsertPoint(fillBB);
+    fillRow();
+    b_.CreateBr(merge);
+    b_.SetInsertPoint(merge);
   }
 
   // The state of an outlined body(ctx, begin, end): the buffers array, handler, context and
