@@ -458,6 +458,12 @@ Status runCpuPasses(Module& module, PassManager& pm, int optLevel, const SymbolB
   // The CPU backend has no fused attention kernel: attention runs as two oneDNN matrix products
   // around a softmax kernel (at every optimisation level: this is lowering, not optimisation).
   KILN_RETURN_IF_ERROR(pm.runPass("split-attention", module).status());
+  // Convolutions with few output pixels run faster as an im2col and one matrix product than on
+  // oneDNN's convolution kernels (passes/convolution_to_matmul.h); an optimisation, so not at -O0.
+  if (optLevel > 0) {
+    KILN_ASSIGN_OR_RETURN(bool rewrote, pm.runPass("convolution-to-matmul", module));
+    if (rewrote) KILN_RETURN_IF_ERROR(pm.runPass("dce", module).status());
+  }
   return Status::ok();
 }
 
