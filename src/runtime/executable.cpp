@@ -116,7 +116,8 @@ struct LibraryCall {
   // The call's post-ops are applied after the kernel (by codegen::cpu::applyPostOps) rather than
   // by the kernel itself.
   bool separatePostOps = false;
-  std::string why;  // why the reference kernel runs, or why the post-ops are separate
+  std::string why;         // why the reference kernel runs, or why the post-ops are separate
+  bool oneThread = false;  // a small product kept to one thread of a larger pool
 };
 
 // One compiler's object code: the entry symbols of the distinct kernels it holds.
@@ -374,6 +375,7 @@ std::string Executable::describeCalls(const Impl& impl) {
       text += c.fast ? c.fast->describe() : "reference kernel (" + c.why + ")";
       if (c.separatePostOps) text += "; post-ops applied after the call";
       if (c.fast && c.separatePostOps) text += " (" + c.why + ")";
+      if (c.fast && c.oneThread) text += "; one thread (a small product)";
       text += "\n";
     }
   return text;
@@ -539,6 +541,9 @@ Status Executable::build(Impl& impl, std::unique_ptr<Module> module,
   // A matrix product of fewer than kSmallCallFlops runs on one thread: waking a second OpenMP
   // thread costs more than it saves (measured on the transformer models: 13 small matmuls took
   // 3x longer on 2 threads than on 1; decoder_lm 0.56-0.83 -> 0.99-1.09 ms without this rule).
+  // Not so a product with at most two multiply-adds per weight (a classifier's matrix-vector
+  // product): reading the weights bounds it, and threads share that (1x2048x1000 at 2 threads:
+  // 0.92-1.21 -> 0.70-0.79 ms, 1x1280x1000 0.74-0.78 -> 0.56-0.64 ms).
   // Convolutions, small ones included, take every thread: oneDNN's jit convolutions split even
   // mobilenet_v2's 1-8 MFLOP layers well (2 threads: 11.1 -> 9.2-10.2 ms median).
   constexpr double kSmallCallFlops = 8e6;
@@ -568,8 +573,11 @@ Status Executable::build(Impl& impl, std::unique_ptr<Module> module,
   auto prepare = [&](const Pending& p) {
     LibraryCall& c = *p.call;
     const kernel::Stmt* s = c.stmt;
-    bool small = s->node->op() == OpCode::DotGeneral && p.flops < kSmallCallFlops;
+    bool small =
+        s->node->op() == OpCode::DotGeneral && p.flops < kSmallCallFlops &&
+        p.flops > 4.0 * static_cast<double>(s->node->operand(1)->type().numElements().value_or(0));
     int threads = small ? 1 : options.threads;
+    c.oneThread = small && codegen::cpu::ThreadPool(options.threads).numThreads() > 1;
     auto fast = codegen::cpu::createOneDnnKernel(*s->node, s->postOps, threads, p.prepacked);
     if (!fast && !s->postOps.empty()) {
       // oneDNN cannot take these post-ops (well): the kernel without them, then ours.
