@@ -519,8 +519,13 @@ class Lowerer {
     const Buffer& b = bufferFor(v, BufferRole::Output);
     std::string bname = b.name;
     std::vector<int64_t> bshape = b.shape;
+    // Outer loops of fewer than kMinSharedOuter iterations in all would leave the threads
+    // little to split: each operand's nest then takes all the dims and a parallel loop of its own.
+    constexpr int64_t kMinSharedOuter = 16;
     std::vector<int64_t> outer(shape.begin(), shape.begin() + static_cast<ptrdiff_t>(d));
-    std::vector<int64_t> inner(shape.begin() + static_cast<ptrdiff_t>(d), shape.end());
+    if (elementCount(outer) < kMinSharedOuter) outer.clear();
+    std::vector<int64_t> inner(shape.begin() + static_cast<ptrdiff_t>(outer.size()), shape.end());
+    const size_t di = d - outer.size();  // the concatenated dim within `inner`
     Status err = Status::ok();
     // The parts of the result at the outer index `at`, one nest per operand.
     auto parts = [&](const Index& at) -> StmtRef {
@@ -528,8 +533,8 @@ class Lowerer {
       int64_t offset = 0;
       for (size_t i = 0; i < n->numOperands() && err.isOk(); ++i) {
         std::vector<int64_t> part = inner;
-        part[0] = n->operand(i)->type().dims()[d].value();
-        if (part[0] == 0) continue;
+        part[di] = n->operand(i)->type().dims()[d].value();
+        if (part[di] == 0) continue;
         memo_.clear();
         nests.push_back(nest(
             part, true,
@@ -545,7 +550,7 @@ class Lowerer {
               return store(bname, flatIndex(idx, bshape), cast(*x, v->type().dtype()));
             },
             "i", /*parallelOuter=*/outer.empty()));
-        offset += part[0];
+        offset += part[di];
       }
       return block(std::move(nests));
     };

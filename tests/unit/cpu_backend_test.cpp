@@ -239,7 +239,7 @@ func @main(%x: f32[N,5,3], %y: f32[N,2,3]) -> (f32[N,5,9], f32[N,7,3]) {
                           {{1, 0}, {4, 0}, {33, 0}});
 }
 
-// convolution-to-matmul (not in the default compile; passes/convolution_to_matmul.h) on
+// convolution-to-matmul (passes/convolution_to_matmul.h; run by the compile too) on
 // convolutions with few output pixels: stride 1 with a residual and relu that become the
 // matmul's post-ops, constant weights, and stride 2 with dilation 2 and asymmetric padding, batches
 // of 1 and 2. The rewritten program, compiled, agrees with the interpreter on the original.
