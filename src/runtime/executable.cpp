@@ -665,11 +665,13 @@ Status Executable::build(Impl& impl, std::unique_ptr<Module> module,
       KILN_ASSIGN_OR_RETURN(auto compiler, codegen::cpu::CpuCompiler::create());
       KILN_ASSIGN_OR_RETURN(auto linked, compiler->loadObject(u.object, u.symbols));
       for (size_t j = 0; j < linked.size(); ++j) {
-        if (u.kernels[j] >= unique.size() || uniqueCompiled[u.kernels[j]])
-          return Status::error(
-              "the artifact's object code names kernel " + std::to_string(u.kernels[j]) + " of " +
-              std::to_string(unique.size()) + ", which needs none or has code already");
-        uniqueCompiled[u.kernels[j]] = std::move(linked[j]);
+        if (u.kernels[j] >= unique.size())
+          return Status::error("the artifact's object code names kernel " +
+                               std::to_string(u.kernels[j]) + " of " +
+                               std::to_string(unique.size()));
+        // A one-call kernel has its direct form already (artifacts written before such kernels
+        // got no code hold code for them too).
+        if (!uniqueCompiled[u.kernels[j]]) uniqueCompiled[u.kernels[j]] = std::move(linked[j]);
       }
       impl.compilers.push_back(std::move(compiler));
       impl.objects.push_back(u);
