@@ -848,9 +848,10 @@ createConvolution(const Node& n, const std::vector<kernel::PostOp>& postOps, int
                                       dDilation, dLo, dHi);
     return dnnl::convolution_forward::primitive_desc(c, attr, cpuEngine());
   };
-  // 2-D, plain or depthwise, channels in whole blocks of 8: nChw8c (see onednn.h).
-  bool depthwise = groups > 1 && groups == inC && kO == inC;
-  if (ns == 2 && (groups == 1 || depthwise) && inC % 8 == 0 && kO % 8 == 0) {
+  // 2-D, one group, a window larger than 1x1, channels in whole blocks of 8: nChw8c (see
+  // onednn.h). oneDNN's 1x1 and depthwise kernels run faster on nhwc.
+  bool oneByOne = std::all_of(window.begin(), window.end(), [](int64_t w) { return w == 1; });
+  if (ns == 2 && groups == 1 && !oneByOne && inC % 8 == 0 && kO % 8 == 0) {
     auto blocked = createBlockedConvolution(n, postOps, threads, srcMd, weiMd, dstMd, makeAnyPd,
                                             what, dstDims, prepacked);
     if (blocked) return blocked;

@@ -21,11 +21,11 @@
 // add/mul operands' data. Post-ops that oneDNN would run only in its reference implementation
 // are an error (the caller then applies them itself after the kernel without post-ops).
 //
-// A 2-D convolution whose channel counts are multiples of 8 (plain or depthwise) computes in
-// oneDNN's blocked nChw8c layout, where the avx2 kernels run 10-40% faster than on nhwc
-// (docs/codegen.md): its source, result and residual-shaped post-op operands are reordered into
-// and out of scratch on each run unless the runtime stores them blocked (storeBlocked). Other
-// convolutions and matmuls use the IR's buffers in place.
+// A 2-D convolution of one group with a window larger than 1x1 whose channel counts are multiples
+// of 8 computes in oneDNN's blocked nChw8c layout (docs/codegen.md): its source, result and
+// residual-shaped post-op operands are reordered into and out of scratch on each run unless the
+// runtime stores them blocked (storeBlocked). Other convolutions (1x1 and depthwise ones, whose
+// avx2 kernels run faster on nhwc) and matmuls use the IR's buffers in place.
 //
 // When the weights operand (operand 1) is a `constant`, the primitive may pick the weights
 // layout it prefers; the constant is then reordered into that layout once, here, unless the
