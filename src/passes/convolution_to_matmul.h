@@ -16,8 +16,9 @@
 // (3x3, stride 1, bias and relu; `kiln bench`, median of 40 runs): 7x7x512 5.28 -> 3.36 ms at 1
 // thread and 2.84 -> 1.96 ms at 2; 14x14x256 4.20 -> 3.59 and 2.53 -> 2.17 ms. 1x1 windows gain
 // nothing (the matmul is the same product the convolution computes).
-// Not in the CPU compile yet (kiln-opt only): LLVM spends 100-150 ms on each im2col kernel, which
-// took resnet18's cold compile over its 1 s budget (docs/passes.md).
+// Run by the CPU compile after the default pipeline (runCpuPasses) and by kiln-opt. Its im2col
+// kernels compile in about 25 ms each because the CPU backend moves their copy rows as blocks
+// (kernel/copy_loop.h); as vectorized loops they took LLVM 100-150 ms each (docs/passes.md).
 #pragma once
 
 #include "ir/ir.h"
