@@ -28,7 +28,10 @@ PACKAGES=(
   # torchvision with random weights.
   python3-torch python3-torchvision
   # CPU library kernels (src/codegen/cpu/onednn.cpp): oneDNN 2.6 for convolution and matmul.
-  libdnnl-dev
+  # Debian's oneDNN is built with its OpenCL GPU runtime, so its CMake config runs
+  # find_package(OpenCL REQUIRED): the OpenCL headers and loader library (only recommended by
+  # libdnnl-dev, so not installed by --no-install-recommends) are needed to configure.
+  libdnnl-dev ocl-icd-opencl-dev
 )
 
 # One dpkg-query for all packages; unknown packages print nothing and count as missing.
