@@ -538,15 +538,15 @@ Status Executable::build(Impl& impl, std::unique_ptr<Module> module,
   // Library calls: a oneDNN kernel where oneDNN takes the op (f32 matrix products and
   // convolutions), the reference kernel otherwise. Creating a primitive generates its code and
   // reorders constant weights, so the calls are prepared on several threads at once.
-  // A matrix product of fewer than kSmallCallFlops runs on one thread: waking a second OpenMP
-  // thread costs more than it saves (measured on the transformer models: 13 small matmuls took
-  // 3x longer on 2 threads than on 1; decoder_lm 0.56-0.83 -> 0.99-1.09 ms without this rule).
-  // Not so a product with at most two multiply-adds per weight (a classifier's matrix-vector
-  // product): reading the weights bounds it, and threads share that (1x2048x1000 at 2 threads:
-  // 0.92-1.21 -> 0.70-0.79 ms, 1x1280x1000 0.74-0.78 -> 0.56-0.64 ms).
+  // A matrix product of fewer than kSmallCallFlops runs on one thread: oneDNN's gemm splits so
+  // little work worse than one thread does it (at 2 threads: transformer_encoder 0.34 ms with
+  // this rule, 0.36-0.37 without and 0.39-0.40 with the limit at 8 MFLOP, which was chosen while
+  // the tool made OpenMP's threads sleep after every region). Not so a product with at most two
+  // multiply-adds per weight (a classifier's matrix-vector product): reading the weights bounds
+  // it, and threads share that (1x2048x1000 at 2 threads: 0.92-1.21 -> 0.70-0.79 ms).
   // Convolutions, small ones included, take every thread: oneDNN's jit convolutions split even
   // mobilenet_v2's 1-8 MFLOP layers well (2 threads: 11.1 -> 9.2-10.2 ms median).
-  constexpr double kSmallCallFlops = 8e6;
+  constexpr double kSmallCallFlops = 1e6;
   struct Pending {
     LibraryCall* call;
     double flops;

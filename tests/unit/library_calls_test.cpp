@@ -14,11 +14,11 @@ using runtime::CompileOptions;
 using runtime::Executable;
 
 TEST(LibraryCalls, SmallProductsRunOnOneThreadExceptMatrixVectorProducts) {
-  // Both products are under 8 MFLOP. The 32-row one does 32 multiply-adds per weight and keeps
+  // Both products are under 1 MFLOP. The 32-row one does 32 multiply-adds per weight and keeps
   // one thread; the one-row one (a classifier's matrix-vector product) is bound by reading its
   // weights and takes every thread.
   auto m = parseModule(R"(
-func @main(%x: f32[32,256], %v: f32[1,256], %w: f32[256,64]) -> (f32[32,64], f32[1,64]) {
+func @main(%x: f32[32,128], %v: f32[1,128], %w: f32[128,64]) -> (f32[32,64], f32[1,64]) {
   %y = f32[32,64] dot_general(%x, %w) {lhs_contracting = [1], rhs_contracting = [0]}
   %z = f32[1,64] dot_general(%v, %w) {lhs_contracting = [1], rhs_contracting = [0]}
   return %y, %z
@@ -36,13 +36,13 @@ func @main(%x: f32[32,256], %v: f32[1,256], %w: f32[256,64]) -> (f32[32,64], f32
   ASSERT_EQ(lines.size(), 2u) << calls;
   for (const std::string& line : lines) {
     bool oneThread = line.find("; one thread (a small product)") != std::string::npos;
-    if (line.find("matmul (32x256x64") != std::string::npos) EXPECT_TRUE(oneThread) << line;
-    else if (line.find("matmul (1x256x64") != std::string::npos) EXPECT_FALSE(oneThread) << line;
+    if (line.find("matmul (32x128x64") != std::string::npos) EXPECT_TRUE(oneThread) << line;
+    else if (line.find("matmul (1x128x64") != std::string::npos) EXPECT_FALSE(oneThread) << line;
     else ADD_FAILURE() << "unexpected call: " << line;
   }
   // On a pool of one thread there is nothing to keep a call from.
   auto single = parseModule(
-      "func @main(%x: f32[32,256], %w: f32[256,64]) -> (f32[32,64]) {\n"
+      "func @main(%x: f32[32,128], %w: f32[128,64]) -> (f32[32,64]) {\n"
       "  %y = f32[32,64] dot_general(%x, %w) {lhs_contracting = [1], rhs_contracting = [0]}\n"
       "  return %y\n}\n",
       "one.kir");

@@ -2,7 +2,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "commands.h"
@@ -56,23 +55,8 @@ int reportError(const Status& s, int exitCode) {
 
 }  // namespace kiln::cli
 
-// oneDNN runs on OpenMP (Debian's build), whose threads by default spin for a while after each
-// parallel region. Next to Kiln's own thread pool that oversubscribes the cores: on 2 cores a
-// transformer ran 40x slower with 2 threads than with passive waiting. libgomp reads
-// OMP_WAIT_POLICY once, when it is loaded (before main), so when the user has not chosen a
-// policy the tool sets "passive" and executes itself again. Programs embedding Kiln should set
-// OMP_WAIT_POLICY=passive in their environment (docs/api.md).
-void choosePassiveOpenMpWaiting(char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY") || std::getenv("KILN_NO_REEXEC")) return;
-  setenv("OMP_WAIT_POLICY", "passive", 1);
-  setenv("KILN_NO_REEXEC", "1", 1);
-  execv("/proc/self/exe", argv);
-  // execv failed (no /proc): go on with the default policy.
-}
-
 int main(int argc, char** argv) {
   using namespace kiln::cli;
-  choosePassiveOpenMpWaiting(argv);
   // Loading libLLVM ran its static constructors over some 40 MiB of its code, which a compile
   // does not run again: those pages leave this process's memory (support/resident.h).
   kiln::releaseLibraryCode("libLLVM");
