@@ -11,7 +11,7 @@ namespace {
 
 // The rewrite of `n`, or null when it does not apply (the builder's status says why if it
 // failed).
-Value* im2colProduct(Builder& b, const Node& n) {
+Value* im2colProduct(Builder& b, const Node& n, const ConvolutionToMatmulOptions& options) {
   if (n.numOperands() != 2 || n.numResults() != 1) return nullptr;
   const TensorType& xt = n.operand(0)->type();
   const TensorType& wt = n.operand(1)->type();
@@ -36,6 +36,9 @@ Value* im2colProduct(Builder& b, const Node& n) {
   int64_t c = x[3], kh = w[0], kw = w[1], k = w[3];
   if (kh * kw == 1 || c < 64 || w[2] != c) return nullptr;
   if (y[0] * y[1] * y[2] > kConvolutionToMatmulMaxPixels) return nullptr;
+  if (options.keepWinograd && kh == 3 && kw == 3 && strides[0] == 1 && strides[1] == 1 &&
+      rhsDil[0] == 1 && rhsDil[1] == 1 && c % 16 == 0 && k % 16 == 0)
+    return nullptr;
 
   Value* src = n.operand(0);
   if (lo[0] || lo[1] || hi[0] || hi[1])
@@ -63,7 +66,7 @@ Value* im2colProduct(Builder& b, const Node& n) {
 
 }  // namespace
 
-StatusOr<bool> convolutionToMatmul(Module& m) {
+StatusOr<bool> convolutionToMatmul(Module& m, const ConvolutionToMatmulOptions& options) {
   bool changed = false;
   for (const auto& f : m.functions()) {
     std::vector<Node*> convs;
@@ -71,7 +74,7 @@ StatusOr<bool> convolutionToMatmul(Module& m) {
       if (n->op() == OpCode::Convolution) convs.push_back(n.get());
     for (Node* n : convs) {
       Builder b = rewrite::builderBefore(n);
-      Value* product = im2colProduct(b, *n);
+      Value* product = im2colProduct(b, *n, options);
       if (!b.ok()) return Status(b.status()).prefix("convolution-to-matmul on " + n->describe());
       if (!product) continue;
       rewrite::replaceValue(n->result(0), product);
@@ -80,6 +83,27 @@ StatusOr<bool> convolutionToMatmul(Module& m) {
     }
   }
   return changed;
+}
+
+namespace {
+
+class ConvolutionToMatmulPass : public Pass {
+ public:
+  explicit ConvolutionToMatmulPass(ConvolutionToMatmulOptions o) : options_(o) {}
+  std::string name() const override { return "convolution-to-matmul"; }
+  std::string description() const override {
+    return "convolutions with few output pixels to an im2col and one matmul";
+  }
+  StatusOr<bool> run(Module& m) override { return convolutionToMatmul(m, options_); }
+
+ private:
+  ConvolutionToMatmulOptions options_;
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> makeConvolutionToMatmulPass(ConvolutionToMatmulOptions options) {
+  return std::make_unique<ConvolutionToMatmulPass>(options);
 }
 
 }  // namespace kiln

@@ -19,16 +19,31 @@
 // Run by the CPU compile after the default pipeline (runCpuPasses) and by kiln-opt. Its im2col
 // kernels compile in about 25 ms each because the CPU backend moves their copy rows as blocks
 // (kernel/copy_loop.h); as vectorized loops they took LLVM 100-150 ms each (docs/passes.md).
+//
+// With `keepWinograd` (pass spec `convolution-to-matmul=keep-winograd`; the CPU compile sets it
+// where oneDNN has Winograd kernels, codegen/cpu/onednn.h) it leaves 3x3 convolutions of stride 1
+// and dilation 1 whose channel counts are multiples of 16: a Winograd convolution does 4/9
+// (F(2x2,3x3)) or 1/4 (F(4x4,3x3)) of the multiplies and beats the product (resnet18 at 1
+// thread: 26.6 -> 21.0 ms).
 #pragma once
 
+#include <memory>
+
 #include "ir/ir.h"
+#include "passes/pass.h"
 #include "support/status.h"
 
 namespace kiln {
 
 inline constexpr int64_t kConvolutionToMatmulMaxPixels = 196;
 
+struct ConvolutionToMatmulOptions {
+  bool keepWinograd = false;
+};
+
 // Returns whether anything changed.
-StatusOr<bool> convolutionToMatmul(Module& m);
+StatusOr<bool> convolutionToMatmul(Module& m, const ConvolutionToMatmulOptions& options = {});
+
+std::unique_ptr<Pass> makeConvolutionToMatmulPass(ConvolutionToMatmulOptions options);
 
 }  // namespace kiln

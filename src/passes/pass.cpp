@@ -48,7 +48,7 @@ const PassEntry kPasses[] = {
      foldBatchNorm},
     {"convolution-to-matmul",
      "convolutions with few output pixels (NHWC, window > 1x1) to an im2col and one matmul (CPU)",
-     convolutionToMatmul},
+     [](Module& m) { return convolutionToMatmul(m); }},
     {"layout-assignment", "convolutions to the target layout (CPU: NHWC), transposes to the edges",
      assignLayoutForCpu},
 };

@@ -8,6 +8,7 @@
 
 #include "ir/text/text.h"
 #include "ir/verifier.h"
+#include "passes/convolution_to_matmul.h"
 #include "passes/layout_assignment.h"
 #include "passes/specialize_shapes.h"
 
@@ -37,6 +38,14 @@ StatusOr<std::unique_ptr<Pass>> createPassFromSpec(const std::string& spec) {
       return Status::error("pass 'specialize-shapes' needs bindings, e.g. specialize-shapes=N=1");
     KILN_ASSIGN_OR_RETURN(SymbolBindings b, parseSymbolBindings(options));
     return makeSpecializeShapesPass(std::move(b));
+  }
+  if (name == "convolution-to-matmul" && hasOptions) {
+    if (options != "keep-winograd")
+      return Status::error("unknown option '" + options +
+                           "' of convolution-to-matmul (expected keep-winograd)");
+    ConvolutionToMatmulOptions o;
+    o.keepWinograd = true;
+    return makeConvolutionToMatmulPass(o);
   }
   if (name == "layout-assignment" && hasOptions) {
     KILN_ASSIGN_OR_RETURN(LayoutTarget t, parseLayoutTarget(options));

@@ -28,6 +28,7 @@
 #include "interp/interpreter.h"
 #include "ir/text/text.h"
 #include "kernel/lower.h"
+#include "passes/convolution_to_matmul.h"
 #include "passes/pipeline.h"
 #include "runtime/artifact.h"
 #include "support/hash.h"
@@ -461,9 +462,12 @@ Status runCpuPasses(Module& module, PassManager& pm, int optLevel, const SymbolB
   // around a softmax kernel (at every optimisation level: this is lowering, not optimisation).
   KILN_RETURN_IF_ERROR(pm.runPass("split-attention", module).status());
   // Convolutions with few output pixels run faster as an im2col and one matrix product than on
-  // oneDNN's convolution kernels (passes/convolution_to_matmul.h); an optimisation, so not at -O0.
+  // oneDNN's convolution kernels (passes/convolution_to_matmul.h), except the ones oneDNN runs
+  // as Winograd convolutions here; an optimisation, so not at -O0.
   if (optLevel > 0) {
-    KILN_ASSIGN_OR_RETURN(bool rewrote, pm.runPass("convolution-to-matmul", module));
+    ConvolutionToMatmulOptions c2m;
+    c2m.keepWinograd = codegen::cpu::oneDnnWinograd();
+    KILN_ASSIGN_OR_RETURN(bool rewrote, pm.runPass(*makeConvolutionToMatmulPass(c2m), module));
     if (rewrote) KILN_RETURN_IF_ERROR(pm.runPass("dce", module).status());
   }
   return Status::ok();

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <functional>
@@ -236,16 +237,28 @@ Status runPrimitive(const std::string& description, int threads, Body body) {
   }
 }
 
-// Every field of a blocked memory descriptor as text ("" for other formats): two descriptors
-// with the same text describe the same bytes.
+// Every field of a blocked or Winograd memory descriptor as text ("" for other formats): two
+// descriptors with the same text describe the same bytes.
 std::string layoutText(const memory::desc& d) {
   const dnnl_memory_desc_t& m = d.data;
-  if (m.format_kind != dnnl_blocked) return "";
   auto list = [&](const dnnl_dims_t& v, int n) {
     std::string s;
     for (int i = 0; i < n; ++i) s += (i ? "," : "") + std::to_string(v[i]);
     return s;
   };
+  if (m.format_kind == dnnl_format_kind_wino) {
+    const dnnl_wino_desc_t& w = m.format_desc.wino_desc;
+    char scale[32];
+    std::snprintf(scale, sizeof scale, "%a", static_cast<double>(w.adj_scale));
+    return "dt " + std::to_string(static_cast<int>(m.data_type)) + " dims " +
+           list(m.dims, m.ndims) + " wino " + std::to_string(static_cast<int>(w.wino_format)) +
+           " r " + std::to_string(w.r) + " alpha " + std::to_string(w.alpha) + " ic,oc " +
+           std::to_string(w.ic) + "," + std::to_string(w.oc) + " blocks " +
+           std::to_string(w.ic_block) + "," + std::to_string(w.oc_block) + "," +
+           std::to_string(w.ic2_block) + "," + std::to_string(w.oc2_block) + " scale " + scale +
+           " size " + std::to_string(w.size) + " bytes " + std::to_string(d.get_size());
+  }
+  if (m.format_kind != dnnl_blocked) return "";
   const dnnl_blocking_desc_t& b = m.format_desc.blocking;
   return "dt " + std::to_string(static_cast<int>(m.data_type)) + " dims " + list(m.dims, m.ndims) +
          " padded " + list(m.padded_dims, m.ndims) + " offsets " + list(m.padded_offsets, m.ndims) +
@@ -409,43 +422,64 @@ std::string kernelDescription(const std::string& what, const std::string& impl,
   return desc + post.text;
 }
 
-// A convolution computing in nChw8c. Each blockable buffer (source 0, result 2, residual-shaped
-// post-op operands 3+i) is reordered between its IR layout and nChw8c in per-thread scratch,
-// unless the runtime stores it blocked (storeBlocked).
+// A convolution computing in nChw8c or nChw16c (channelBlock()). Each blockable buffer (source 0,
+// result 2, residual-shaped post-op operands 3+i) is reordered between its IR layout and the
+// blocked one in per-thread scratch, unless the runtime stores it blocked (storeBlocked).
 class BlockedConvolution final : public LibraryKernel {
  public:
   struct Operand {
     size_t position = 0;                   // in run()'s buffers
     int arg = DNNL_ARG_SRC;                // the primitive's argument
-    memory::desc plain, blocked;           // the IR layout and nChw8c
+    memory::desc plain, blocked;           // the IR layout and the blocked one
     std::optional<dnnl::reorder> in, out;  // plain -> blocked (inputs), blocked -> plain (result)
-    bool stored = false;                   // the buffer holds nChw8c already
+    bool stored = false;                   // the buffer holds the blocked layout already
+    // A residual that a Winograd convolution adds through its `sum` post-op: it is copied (or
+    // reordered) into the result before the primitive runs, instead of being an argument.
+    bool sum = false;
+  };
+  // A per-channel add a Winograd convolution takes as its bias: its buffer and descriptor.
+  struct Bias {
+    size_t position = 0;
+    memory::desc desc;
   };
 
   BlockedConvolution(dnnl::primitive prim, memory::desc weights, memory::desc scratch,
                      HeldWeights held, std::vector<Operand> operands,
-                     std::vector<std::pair<int, memory::desc>> binaries, int threads,
-                     std::string description)
+                     std::vector<std::pair<int, memory::desc>> binaries, std::optional<Bias> bias,
+                     int threads, std::string description, std::string layout)
       : engine_(cpuEngine()), prim_(std::move(prim)), weights_(std::move(weights)),
         scratch_(std::move(scratch)), held_(std::move(held)), operands_(std::move(operands)),
-        binaries_(std::move(binaries)), threads_(threads), description_(std::move(description)) {}
+        binaries_(std::move(binaries)), bias_(std::move(bias)), threads_(threads),
+        description_(std::move(description)), layout_(std::move(layout)) {}
 
   Status run(void* const* buffers) const override {
     return runPrimitive(description_, threads_, [&](dnnl::stream& stream) {
       // Scratch: the scratchpad, then each operand that is reordered.
       size_t bytes = alignUp64(scratch_.get_size());
       for (const Operand& o : operands_)
-        if (!o.stored) bytes += alignUp64(o.blocked.get_size());
+        if (!o.stored && !o.sum) bytes += alignUp64(o.blocked.get_size());
       std::byte* scratch = threadScratch(bytes);
       std::byte* next = scratch + alignUp64(scratch_.get_size());
       std::unordered_map<int, memory> args;
       for (const Operand& o : operands_) {
+        if (o.sum) continue;
         memory m(o.blocked, engine_, o.stored ? buffers[o.position] : next);
         if (!o.stored) next += alignUp64(o.blocked.get_size());
         if (!o.stored && o.in)
           o.in->execute(stream, {{DNNL_ARG_FROM, plain(o, buffers)}, {DNNL_ARG_TO, m}});
         args.emplace(o.arg, m);
       }
+      // The residual of a `sum` post-op starts out in the result.
+      for (const Operand& o : operands_) {
+        if (!o.sum) continue;
+        const memory& dst = args.at(DNNL_ARG_DST);
+        if (!o.stored)
+          o.in->execute(stream, {{DNNL_ARG_FROM, plain(o, buffers)}, {DNNL_ARG_TO, dst}});
+        else if (buffers[o.position] != dst.get_data_handle())
+          std::memcpy(dst.get_data_handle(), buffers[o.position], o.blocked.get_size());
+      }
+      if (bias_)
+        args.emplace(DNNL_ARG_BIAS, memory(bias_->desc, engine_, buffers[bias_->position]));
       args.emplace(DNNL_ARG_WEIGHTS, held_.weights(weights_, buffers[1]));
       for (size_t j = 0; j < binaries_.size(); ++j) {
         int arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(binaries_[j].first) | DNNL_ARG_SRC_1;
@@ -463,7 +497,7 @@ class BlockedConvolution final : public LibraryKernel {
   }
 
   std::string describe() const override {
-    std::string s = description_ + ", nChw8c";
+    std::string s = description_ + ", " + layout_;
     std::string reordered, stored;
     for (const Operand& o : operands_)
       ((o.stored ? stored : reordered) += (o.stored ? stored : reordered).empty() ? "" : ", ") +=
@@ -482,7 +516,7 @@ class BlockedConvolution final : public LibraryKernel {
     for (Operand& o : operands_)
       o.stored = std::find(positions.begin(), positions.end(), o.position) != positions.end();
   }
-  std::string blockedLayout() const override { return "nChw8c"; }
+  std::string blockedLayout() const override { return layout_; }
   bool holdsWeights() const override { return held_.packed.has_value(); }
   std::optional<PackedWeights> packedWeights() const override { return held_.exported(); }
 
@@ -504,8 +538,10 @@ class BlockedConvolution final : public LibraryKernel {
   HeldWeights held_;
   std::vector<Operand> operands_;
   std::vector<std::pair<int, memory::desc>> binaries_;  // add/mul post-op operands, in order
+  std::optional<Bias> bias_;
   int threads_;
   std::string description_;
+  std::string layout_;  // "nChw8c" or "nChw16c"
 };
 
 // Builds the primitive from `makePd(weightsDesc)`. With constant weights the primitive may
@@ -715,16 +751,76 @@ std::string layoutName(size_t rank, int64_t b, char bl, int64_t f, char fl,
   return s;
 }
 
-// The convolution as a BlockedConvolution over nChw8c, or why not (the caller then uses the
-// IR layout): src, weights and dst are the IR-layout descriptors in oneDNN's logical order.
+// The channel block of blocked convolutions: one vector register of floats, 16 where oneDNN
+// runs AVX-512 code (its avx512_core kernels compute in nChw16c; on nChw8c it falls back to its
+// avx2 ones), 8 otherwise.
+int64_t channelBlock() {
+  auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+  return (isa & avx512) == avx512 ? 16 : 8;
+}
+
+// The post-ops of a Winograd convolution, which takes no binary post-ops: a per-channel add is
+// its bias, an add of a result-shaped operand (a residual) its `sum` post-op (the residual is
+// put in the result first), and a relu (clamp to [0, inf)) its activation, last. Any other
+// post-op, or two of a kind, gives nullopt. `post` is planPostOps's plan of the same post-ops.
+struct WinogradPostOps {
+  dnnl::post_ops ops;
+  std::optional<BlockedConvolution::Bias> bias;
+  std::optional<size_t> sumPosition;  // the residual's position in run()'s buffers
+};
+std::optional<WinogradPostOps> winogradPostOps(const std::vector<kernel::PostOp>& postOps,
+                                               const PostOpsPlan& post, const Dims& dstDims) {
+  using kernel::PostOp;
+  WinogradPostOps w;
+  bool relu = false;
+  size_t binary = 0;
+  for (const PostOp& p : postOps) {
+    if (relu) return std::nullopt;
+    if (p.kind == PostOp::Kind::Add) {
+      const memory::desc& d = post.binaries[binary].second;
+      size_t position = 3 + binary++;
+      if (d.dims() == dstDims) {
+        if (w.sumPosition) return std::nullopt;
+        w.sumPosition = position;
+        w.ops.append_sum(1.0f);
+        continue;
+      }
+      Dims dims = d.dims();
+      if (w.bias || dims.size() != dstDims.size() || dims[1] != dstDims[1] ||
+          d.data.format_kind != dnnl_blocked)
+        return std::nullopt;
+      for (size_t i = 0; i < dims.size(); ++i)
+        if (i != 1 && dims[i] != 1) return std::nullopt;
+      memory::dim stride = d.data.format_desc.blocking.strides[1];
+      w.bias = BlockedConvolution::Bias{
+          position, memory::desc({dims[1]}, memory::data_type::f32, Dims{stride})};
+    } else if (p.kind == PostOp::Kind::Clamp && p.lo == 0 && std::isinf(p.hi) && p.hi > 0) {
+      w.ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+      relu = true;
+    } else {
+      return std::nullopt;
+    }
+  }
+  return w;
+}
+
+// The convolution as a BlockedConvolution over nChw8c or nChw16c (channelBlock()), or why not
+// (the caller then uses the IR layout): src, weights and dst are the IR-layout descriptors in
+// oneDNN's logical order. With `winograd` (a 3x3 window of stride 1) and constant weights it
+// first asks oneDNN for a Winograd kernel (docs/codegen.md, "Winograd convolutions").
 template <typename MakePd>
-StatusOr<std::unique_ptr<LibraryKernel>> createBlockedConvolution(
-    const Node& n, const std::vector<kernel::PostOp>& postOps, int threads, const memory::desc& src,
-    const memory::desc& weights, const memory::desc& dst, MakePd makePd, const std::string& what,
-    const std::vector<std::vector<int64_t>>& axisDims, const PackedWeights* prepacked) {
+StatusOr<std::unique_ptr<LibraryKernel>>
+createBlockedConvolution(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads,
+                         const memory::desc& src, const memory::desc& weights,
+                         const memory::desc& dst, MakePd makePd, bool winograd,
+                         const std::string& what, const std::vector<std::vector<int64_t>>& axisDims,
+                         const PackedWeights* prepacked) {
   using Tag = memory::format_tag;
-  memory::desc srcB(src.dims(), memory::data_type::f32, Tag::nChw8c);
-  memory::desc dstB(dst.dims(), memory::data_type::f32, Tag::nChw8c);
+  const bool b16 = channelBlock() == 16;
+  const std::string layout = b16 ? "nChw16c" : "nChw8c";
+  memory::desc srcB(src.dims(), memory::data_type::f32, b16 ? Tag::nChw16c : Tag::nChw8c);
+  memory::desc dstB(dst.dims(), memory::data_type::f32, b16 ? Tag::nChw16c : Tag::nChw8c);
   std::vector<BlockedConvolution::Operand> operands(2);
   operands[0].position = 0;
   operands[0].arg = DNNL_ARG_SRC;
@@ -757,10 +853,31 @@ StatusOr<std::unique_ptr<LibraryKernel>> createBlockedConvolution(
     if (o.position >= 3)
       o.arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(post.binaries[o.position - 3].first) | DNNL_ARG_SRC_1;
   PrimitiveInputs in = primitiveInputs(n, weights, post, !postOps.empty());
-  auto pd = makePd(srcB, in.weights, dstB, in.attr);
-  const std::string impl = pd.impl_info_str();
+  std::optional<dnnl::convolution_forward::primitive_desc> pd;
+  std::optional<BlockedConvolution::Bias> bias;
+  std::vector<std::pair<int, memory::desc>> binaries = std::move(post.binaries);
+  std::optional<WinogradPostOps> wino;
+  if (winograd && (in.constant || in.held))
+    wino = winogradPostOps(postOps, PostOpsPlan{post.ops, binaries, post.text, false}, dst.dims());
+  if (wino) {
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    attr.set_post_ops(wino->ops);
+    try {
+      pd = makePd(srcB, in.weights, dstB, attr, dnnl::algorithm::convolution_winograd,
+                  wino->bias ? &wino->bias->desc : nullptr);
+      bias = wino->bias;
+      binaries.clear();
+      for (BlockedConvolution::Operand& o : operands) o.sum = o.position == wino->sumPosition;
+    } catch (const dnnl::error&) {
+      // oneDNN has no Winograd kernel for this shape or machine: the direct one is used.
+    }
+  }
+  if (!pd)
+    pd = makePd(srcB, in.weights, dstB, in.attr, dnnl::algorithm::convolution_direct, nullptr);
+  const std::string impl = pd->impl_info_str();
   if (impl.rfind("ref", 0) == 0)
-    return Status::error("oneDNN has only its reference implementation in nChw8c");
+    return Status::error("oneDNN has only its reference implementation in " + layout);
   const dnnl::engine& engine = cpuEngine();
   for (BlockedConvolution::Operand& o : operands) {
     if (o.position == 2)
@@ -768,11 +885,11 @@ StatusOr<std::unique_ptr<LibraryKernel>> createBlockedConvolution(
     else o.in = dnnl::reorder(dnnl::reorder::primitive_desc(engine, o.plain, engine, o.blocked));
   }
   KILN_ASSIGN_OR_RETURN(HeldWeights held,
-                        packWeights(in.constant, in.held, weights, pd.weights_desc(), prepacked));
+                        packWeights(in.constant, in.held, weights, pd->weights_desc(), prepacked));
   std::string desc = kernelDescription(what, impl, in, held, post);
   return std::unique_ptr<LibraryKernel>(new BlockedConvolution(
-      dnnl::convolution_forward(pd), weights, pd.scratchpad_desc(), std::move(held),
-      std::move(operands), std::move(post.binaries), threads, std::move(desc)));
+      dnnl::convolution_forward(*pd), weights, pd->scratchpad_desc(), std::move(held),
+      std::move(operands), std::move(binaries), std::move(bias), threads, std::move(desc), layout));
 }
 
 StatusOr<std::unique_ptr<LibraryKernel>>
@@ -842,28 +959,38 @@ createConvolution(const Node& n, const std::vector<kernel::PostOp>& postOps, int
   if (groups > 1) what += ", groups " + std::to_string(groups);
   memory::desc srcMd = stridedDesc(src), weiMd = stridedDesc(wei), dstMd = stridedDesc(dst);
   auto makeAnyPd = [&](const memory::desc& s, const memory::desc& w, const memory::desc& d,
-                       const dnnl::primitive_attr& attr) {
-    dnnl::convolution_forward::desc c(dnnl::prop_kind::forward_inference,
-                                      dnnl::algorithm::convolution_direct, s, w, d, dStrides,
-                                      dDilation, dLo, dHi);
+                       const dnnl::primitive_attr& attr, dnnl::algorithm algorithm,
+                       const memory::desc* bias) {
+    const auto prop = dnnl::prop_kind::forward_inference;
+    auto c = bias ? dnnl::convolution_forward::desc(prop, algorithm, s, w, *bias, d, dStrides,
+                                                    dDilation, dLo, dHi)
+                  : dnnl::convolution_forward::desc(prop, algorithm, s, w, d, dStrides, dDilation,
+                                                    dLo, dHi);
     return dnnl::convolution_forward::primitive_desc(c, attr, cpuEngine());
   };
-  // 2-D, one group, a window larger than 1x1, channels in whole blocks of 8: nChw8c (see
+  // 2-D, one group, a window larger than 1x1, channels in whole blocks: nChw8c or nChw16c (see
   // onednn.h). oneDNN's 1x1 and depthwise kernels run faster on nhwc.
   bool oneByOne = std::all_of(window.begin(), window.end(), [](int64_t w) { return w == 1; });
-  if (ns == 2 && groups == 1 && !oneByOne && inC % 8 == 0 && kO % 8 == 0) {
+  const int64_t block = channelBlock();
+  if (ns == 2 && groups == 1 && !oneByOne && inC % block == 0 && kO % block == 0) {
+    // oneDNN's Winograd kernels (F(2x2,3x3) and F(4x4,3x3), AVX-512 only) take 3x3 windows of
+    // stride 1.
+    bool winograd =
+        window == std::vector<int64_t>{3, 3} && dStrides == Dims{1, 1} && dDilation == Dims{0, 0};
     auto blocked = createBlockedConvolution(n, postOps, threads, srcMd, weiMd, dstMd, makeAnyPd,
-                                            what, dstDims, prepacked);
+                                            winograd, what, dstDims, prepacked);
     if (blocked) return blocked;
   }
   auto makePd = [&](const memory::desc& w, const dnnl::primitive_attr& attr) {
-    return makeAnyPd(srcMd, w, dstMd, attr);
+    return makeAnyPd(srcMd, w, dstMd, attr, dnnl::algorithm::convolution_direct, nullptr);
   };
   return finish<dnnl::convolution_forward>(n, threads, srcMd, weiMd, dstMd, makePd, what, postOps,
                                            dstDims, prepacked);
 }
 
 }  // namespace
+
+bool oneDnnWinograd() { return channelBlock() == 16; }
 
 StatusOr<std::unique_ptr<LibraryKernel>>
 createOneDnnKernel(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads,

@@ -22,10 +22,13 @@
 // are an error (the caller then applies them itself after the kernel without post-ops).
 //
 // A 2-D convolution of one group with a window larger than 1x1 whose channel counts are multiples
-// of 8 computes in oneDNN's blocked nChw8c layout (docs/codegen.md): its source, result and
-// residual-shaped post-op operands are reordered into and out of scratch on each run unless the
-// runtime stores them blocked (storeBlocked). Other convolutions (1x1 and depthwise ones, whose
-// avx2 kernels run faster on nhwc) and matmuls use the IR's buffers in place.
+// of the channel block (16 where oneDNN runs AVX-512 code, else 8) computes in oneDNN's blocked
+// nChw16c or nChw8c layout (docs/codegen.md): its source, result and residual-shaped post-op
+// operands are reordered into and out of scratch on each run unless the runtime stores them
+// blocked (storeBlocked). Other convolutions (1x1 and depthwise ones, whose kernels run faster on
+// nhwc) and matmuls use the IR's buffers in place. A blocked 3x3 convolution of stride 1 with
+// constant weights is a Winograd convolution where oneDNN has one (oneDnnWinograd()) and its
+// post-ops fit (a per-channel add as the bias, one residual add, relu last).
 //
 // When the weights operand (operand 1) is a `constant`, the primitive may pick the weights
 // layout it prefers; the constant is then reordered into that layout once, here, unless the
@@ -88,6 +91,11 @@ class LibraryKernel {
   // The weights it holds in a layout of its own, if any (the bytes live as long as the kernel).
   virtual std::optional<PackedWeights> packedWeights() const { return std::nullopt; }
 };
+
+// Whether oneDNN has Winograd kernels on this machine (they need AVX-512): a blocked 3x3
+// convolution of stride 1 then runs as one (about 1.5-3x faster than the direct kernel on
+// resnet's layers, docs/codegen.md "Winograd convolutions").
+bool oneDnnWinograd();
 
 // The oneDNN kernel for `n` (a convolution or dot_general whose shapes and layout oneDNN can
 // take directly) followed by `postOps`, or an error saying why not (the caller then falls back to
