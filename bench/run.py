@@ -11,7 +11,10 @@ are compared first (max |kiln - ort| / max |ort| <= 1e-4). The table gives both 
 ratio ORT/Kiln (above 1: Kiln is faster), the peak resident memory of each process (Kiln's
 timed rounds compile from the ONNX file without the cache; the "cached" column is a process that
 loads the compiled model from the compile cache instead, as a deployment would), and the
-geometric mean of the ratios per thread count. Not part of the test suite: it measures.
+geometric mean of the ratios per thread count. Then, per model and thread count, a roofline line
+(`kiln bench --roofline`, unless --no-roofline): the copy bandwidth and the f32 matmul rate
+measured in that process, and how close a fused memory-bound kernel, the model's memory-bound
+kernels and its contraction kernels come to them. Not part of the test suite: it measures.
 """
 import argparse
 import json
@@ -39,11 +42,42 @@ def run(cmd, **kw):
     return p.stdout, rss_kib / 1024.0
 
 
+def cpu_summary():
+    """The CPU's model name, core count and widest vector extension (from /proc/cpuinfo)."""
+    name, flags = "unknown CPU", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and name == "unknown CPU":
+                    name = value.strip()
+                elif key.strip() == "flags" and not flags:
+                    flags = set(value.split())
+    except OSError:
+        pass
+    isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
+    return f"{name}, {os.cpu_count()} cores, {isa}"
+
+
 def graph_inputs(model):
     import onnx
     m = onnx.load(model, load_external_data=False)
     init = {i.name for i in m.graph.initializer}
     return [i.name for i in m.graph.input if i.name not in init]
+
+
+def percent(rate, ceiling):
+    return f"{100.0 * rate / ceiling:.0f}%" if ceiling > 0 and rate > 0 else "-"
+
+
+def roofline_text(roof):
+    """One line from `kiln bench --roofline --json`'s "roofline" object."""
+    c, m = roof["copy_gbs"], roof["matmul_gflops"]
+    mem, con = roof["memory_kernels"], roof["contraction_kernels"]
+    return (f"copy {c:.1f} GB/s, f32 matmul {m:.1f} GFLOP/s; fused gelu "
+            f"{percent(roof['fused_gelu_gbs'], c)} of copy; {mem['count']} memory-bound kernels "
+            f"{percent(mem['gbs'], c)} of copy; {con['count']} contraction kernels "
+            f"{percent(con['gflops'], m)} of matmul")
 
 
 def main():
@@ -55,7 +89,9 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--kiln", default=os.path.join(ROOT, "build", "bin", "kiln"))
     p.add_argument("--models-dir", default=os.path.join(ROOT, "build", "models"))
+    p.add_argument("--no-roofline", action="store_true", help="skip the roofline lines")
     args = p.parse_args()
+    print(f"machine: {cpu_summary()}", flush=True)
 
     subprocess.run(["bash", os.path.join(HERE, "setup.sh")], check=True, stdout=subprocess.DEVNULL)
     models = [m for m in args.models.split(",") if m]
@@ -64,7 +100,7 @@ def main():
         subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "tools", "export_models.py"),
                         args.models_dir, "--models", ",".join(missing)], check=True)
     threads = [int(t) for t in args.threads.split(",")]
-    rows = []
+    rows, roofs = [], []
     for name in models:
         folder = os.path.join(args.models_dir, name)
         model = os.path.join(folder, "model.onnx")
@@ -113,6 +149,12 @@ def main():
                   f"rss kiln {kiln_rss:7.1f} (cached {cached_rss:6.1f}) MiB ort {ort_rss:7.1f} MiB  "
                   f"compile {rows[-1][7]:7.1f} ms  "
                   f"cached {cached_ms:6.1f} ms  outputs {agree} ({worst:.2g})", flush=True)
+            if not args.no_roofline:
+                out, _ = run([args.kiln, "bench", model, "--json", "--roofline", "--threads", str(t),
+                              "--no-cache", "--repeat", "5", "--warmup", "1"] + kiln_in)
+                roof = json.loads(out)["roofline"]
+                roofs.append((name, t, roof))
+                print(f"{'':22} {t} thr  roofline: {roofline_text(roof)}", flush=True)
     print()
     print("| model | threads | Kiln median (ms) | ORT median (ms) | ORT/Kiln | Kiln peak RSS (MiB) | "
           "Kiln peak RSS, cached (MiB) | ORT peak RSS (MiB) | Kiln compile (ms) | cached compile (ms) "
@@ -121,6 +163,16 @@ def main():
     for r in rows:
         print(f"| {r[0]} | {r[1]} | {r[2]:.3f} | {r[3]:.3f} | {r[4]:.3f} | {r[5]:.1f} | {r[11]:.1f} | "
               f"{r[6]:.1f} | {r[7]:.1f} | {r[10]:.1f} | {r[8]} ({r[9]:.1g}) |")
+    if roofs:
+        print()
+        print("| model | threads | copy (GB/s) | f32 matmul (GFLOP/s) | fused gelu, % of copy | "
+              "memory-bound kernels, % of copy | contraction kernels, % of matmul |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for name, t, roof in roofs:
+            c, m = roof["copy_gbs"], roof["matmul_gflops"]
+            print(f"| {name} | {t} | {c:.1f} | {m:.1f} | {percent(roof['fused_gelu_gbs'], c)} | "
+                  f"{percent(roof['memory_kernels']['gbs'], c)} | "
+                  f"{percent(roof['contraction_kernels']['gflops'], m)} |")
     for t in threads:
         ratios = [r[4] for r in rows if r[1] == t]
         if ratios:
