@@ -639,7 +639,20 @@ std::vector<int64_t> runDims(const Run& r, size_t offset) {
   return d;
 }
 
-// The layout constant 2-D weights (K x N) are stored in: rows of N, each row padded to a cache
+// Whether oneDNN runs its AVX-512 kernels here (get_effective_cpu_isa includes avx512_core).
+bool avx512() {
+  static const bool yes = [] {
+    auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    auto core = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+    return (isa & core) == core;
+  }();
+  return yes;
+}
+
+// The layout constant 2-D weights (K x N) are stored in without AVX-512 (with it, oneDNN's brgemm
+// matmul packs them into a blocked layout of its own, format `any`, which measured as fast or
+// faster on every shape of the benchmark's models: 1-3% on the large products at 1 thread, 3-16%
+// at 2 threads and on the small ones). Rows of N, each row padded to a cache
 // line and then by one more line when its length is a multiple of 512 bytes. oneDNN 2.6's gemm
 // reads the weights down their columns; with rows a multiple of 512 bytes apart those reads map to
 // few cache sets and evict each other (measured: 128x256x1024 2.48 -> 1.26 ms, 197x384x1536
@@ -723,7 +736,7 @@ StatusOr<std::unique_ptr<LibraryKernel>> createMatmul(const Node& n,
   if (lhsT) what += ", lhs transposed";
   if (rhsT) what += ", rhs transposed";
   memory::desc srcMd = stridedDesc(src), weiMd = stridedDesc(wei), dstMd = stridedDesc(dst);
-  std::optional<memory::desc> padded = paddedWeights(wei, wK, wN);
+  std::optional<memory::desc> padded = avx512() ? std::nullopt : paddedWeights(wei, wK, wN);
   if (padded && padded->data.format_desc.blocking.strides[0] != wN.ext &&
       (constantWeights(n, weiMd) || heldWeights(n)))
     what +=
@@ -754,11 +767,7 @@ std::string layoutName(size_t rank, int64_t b, char bl, int64_t f, char fl,
 // The channel block of blocked convolutions: one vector register of floats, 16 where oneDNN
 // runs AVX-512 code (its avx512_core kernels compute in nChw16c; on nChw8c it falls back to its
 // avx2 ones), 8 otherwise.
-int64_t channelBlock() {
-  auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-  auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
-  return (isa & avx512) == avx512 ? 16 : 8;
-}
+int64_t channelBlock() { return avx512() ? 16 : 8; }
 
 // The post-ops of a Winograd convolution, which takes no binary post-ops: a per-channel add is
 // its bias, an add of a result-shaped operand (a residual) its `sum` post-op (the residual is
@@ -990,7 +999,8 @@ createConvolution(const Node& n, const std::vector<kernel::PostOp>& postOps, int
 
 }  // namespace
 
-bool oneDnnWinograd() { return channelBlock() == 16; }
+bool oneDnnAvx512() { return avx512(); }
+bool oneDnnWinograd() { return avx512(); }
 
 StatusOr<std::unique_ptr<LibraryKernel>>
 createOneDnnKernel(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads,

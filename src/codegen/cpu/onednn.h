@@ -92,6 +92,11 @@ class LibraryKernel {
   virtual std::optional<PackedWeights> packedWeights() const { return std::nullopt; }
 };
 
+// Whether oneDNN runs its AVX-512 kernels on this machine: blocked convolutions then use nChw16c
+// and a matrix product's constant weights oneDNN's own packed layout (without AVX-512: rows
+// padded against cache-set conflicts, docs/codegen.md "Weights").
+bool oneDnnAvx512();
+
 // Whether oneDNN has Winograd kernels on this machine (they need AVX-512): a blocked 3x3
 // convolution of stride 1 then runs as one (about 1.5-3x faster than the direct kernel on
 // resnet's layers, docs/codegen.md "Winograd convolutions").
