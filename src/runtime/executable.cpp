@@ -31,6 +31,7 @@
 #include "passes/convolution_to_matmul.h"
 #include "passes/pipeline.h"
 #include "runtime/artifact.h"
+#include "runtime/source_key.h"
 #include "support/hash.h"
 #include "support/mapped_file.h"
 #include "support/version.h"
@@ -383,11 +384,21 @@ std::string Executable::describeCalls(const Impl& impl) {
 }
 
 // The compile cache: an entry is the artifact of an earlier compile of the same source with the
-// same options, for this target and this Kiln. Its path ("" without a cache).
+// same options, for this target and this build of Kiln (buildKey: a fingerprint of its code,
+// computed once per process and cache directory). Its path ("" without a cache).
 std::string Executable::cacheEntryPath(const CompileOptions& options) {
   if (options.cacheDir.empty() || options.sourceKey.empty()) return "";
+  static std::mutex mu;
+  static std::map<std::string, std::string> builds;  // cache directory -> buildKey
+  std::string build;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = builds.find(options.cacheDir);
+    if (it == builds.end()) it = builds.emplace(options.cacheDir, buildKey(options.cacheDir)).first;
+    build = it->second;
+  }
   std::string key = options.sourceKey + "\n" + optionsText(options) + "\n" +
-                    codegen::cpu::hostTarget() + "\nkiln " + kKilnVersion;
+                    codegen::cpu::hostTarget() + "\n" + build;
   return (std::filesystem::path(options.cacheDir) / (hex64(hash64(key)) + ".kiln")).string();
 }
 

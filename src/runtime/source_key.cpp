@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,7 @@
 
 #include "runtime/artifact.h"
 #include "support/hash.h"
+#include "support/version.h"
 
 namespace kiln::runtime {
 namespace {
@@ -90,6 +92,24 @@ StatusOr<std::string> sourceFileKey(const std::string& kind, const std::string& 
     (void)writeFileAtomically(record, absolute.string() + "\n" + identity + "\n" + key + "\n");
   }
   return key;
+}
+
+std::string buildKey(const std::string& cacheDir, std::string* why) {
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<void*>(&buildKey), &info) == 0 || !info.dli_fname ||
+      !*info.dli_fname) {
+    if (why) *why = "dladdr found no file for Kiln's code";
+    return std::string("kiln ") + kKilnVersion;
+  }
+  // The main executable may be named as invoked (no directory): /proc/self/exe is its file.
+  std::string path = info.dli_fname;
+  if (path.find('/') == std::string::npos) path = "/proc/self/exe";
+  StatusOr<std::string> key = sourceFileKey("kiln", path, cacheDir);
+  if (!key) {
+    if (why) *why = key.status().str();
+    return std::string("kiln ") + kKilnVersion;
+  }
+  return *key;
 }
 
 }  // namespace kiln::runtime

@@ -26,4 +26,11 @@ StatusOr<std::string> sourceFileKey(const std::string& kind, const std::string& 
 // of the whole file).
 StatusOr<std::string> hashFile(const std::string& path);
 
+// What identifies this build of Kiln ("kiln HASH"): the key of the file that holds Kiln's code
+// (the executable or shared library dladdr names for this function), recorded in `cacheDir` like
+// a source's. Compile-cache keys include it, so that a rebuild never loads an entry an earlier
+// build wrote: the version number stays the same across builds of changed code. When the file
+// cannot be found or read it is "kiln VERSION", and the reason is in `why`.
+std::string buildKey(const std::string& cacheDir, std::string* why = nullptr);
+
 }  // namespace kiln::runtime

@@ -385,6 +385,21 @@ TEST(Artifact, MappedArtifactsAreUsedInPlace) {
   std::filesystem::remove_all(dir);
 }
 
+// The build key is the fingerprint of the file holding Kiln's code: here the test executable,
+// which links Kiln statically. A rebuild changes that file, hence every compile-cache key.
+TEST(SourceKey, BuildKeyIsTheFingerprintOfKilnsCode) {
+  std::string dir = freshTempDir("kiln-build-key-test-");
+  std::string why;
+  std::string key = buildKey(dir, &why);
+  EXPECT_TRUE(why.empty()) << why;
+  auto exe = hashFile(std::filesystem::read_symlink("/proc/self/exe").string());
+  ASSERT_TRUE(exe.isOk()) << exe.status().str();
+  EXPECT_EQ(key, "kiln " + *exe);
+  EXPECT_EQ(buildKey(dir), key);
+  EXPECT_EQ(buildKey(""), key);
+  std::filesystem::remove_all(dir);
+}
+
 // A source file's fingerprint is recorded in the cache directory and reused while the file's
 // identity and timestamps are unchanged; a write or a replacement makes it read the file again.
 // A file changed less than minAgeSeconds ago is not recorded.
