@@ -596,7 +596,7 @@ class Lowerer {
     if (kind == "prod") return constOf(1, t);
     if (kind == "and") return intConst(1, t);
     if (kind == "or") return intConst(0, t);
-    bool isMax = kind == "max";
+    bool isMax = kind == "max" || kind == "row_max";
     if (isFloat(t)) return floatConst(isMax ? -inf : inf, t);
     int64_t lo = 0, hi = 0;
     switch (t) {
@@ -616,6 +616,11 @@ class Lowerer {
     if (kind == "sum") return binary(BinaryOp::Add, acc, x);
     if (kind == "prod") return binary(BinaryOp::Mul, acc, x);
     if (kind == "max") return binary(BinaryOp::Max, acc, x);
+    // A softmax row's max: select(acc > x, acc, x), one vector max instruction, where `max` also
+    // orders -0 below +0 and propagates every NaN (seven). The row's result is the same: a NaN
+    // anywhere makes the sum of exponentials, hence every output, NaN whichever max is found, and
+    // x - max for max = +0 or -0 gives exponentials that agree.
+    if (kind == "row_max") return select(binary(BinaryOp::Gt, acc, x), acc, x);
     if (kind == "min") return binary(BinaryOp::Min, acc, x);
     if (kind == "and") return binary(BinaryOp::And, acc, x);
     return binary(BinaryOp::Or, acc, x);
@@ -1069,7 +1074,7 @@ class Lowerer {
       } else {
         body.push_back(
             store(a0, intConst(0), floatConst(-std::numeric_limits<double>::infinity(), ct)));
-        body.push_back(reduceLine(a0, "max", xAt));
+        body.push_back(reduceLine(a0, logarithm ? "max" : "row_max", xAt));
         body.push_back(store(a1, intConst(0), floatConst(0, ct)));
         body.push_back(reduceLine(
             a1, "sum",
@@ -1078,6 +1083,9 @@ class Lowerer {
               return unary(UnaryOp::Exp, binary(BinaryOp::Sub, v, acc0));
             },
             keepRow ? rowBuffer : ""));
+        // softmax multiplies by 1 / sum (within an ulp of dividing by it, one division a row).
+        if (!logarithm)
+          body.push_back(store(a1, intConst(0), binary(BinaryOp::Div, floatConst(1, ct), acc1)));
       }
       // The last pass: the anchor's value at each element, and every stored value of x's shape.
       DType resultType = a->result()->type().dtype();
@@ -1096,9 +1104,9 @@ class Lowerer {
             } else if (logarithm) {
               y = binary(BinaryOp::Sub, binary(BinaryOp::Sub, v, acc0), unary(UnaryOp::Log, acc1));
             } else if (keepRow) {
-              y = binary(BinaryOp::Div, load(rowBuffer, ct, line[longDim]), acc1);
+              y = binary(BinaryOp::Mul, load(rowBuffer, ct, line[longDim]), acc1);
             } else {
-              y = binary(BinaryOp::Div, unary(UnaryOp::Exp, binary(BinaryOp::Sub, v, acc0)), acc1);
+              y = binary(BinaryOp::Mul, unary(UnaryOp::Exp, binary(BinaryOp::Sub, v, acc0)), acc1);
             }
             ExprRef rounded = cast(cast(y, resultType), computeType(resultType));
             overrides_[a->result()] = [rounded](const Index&) { return rounded; };

@@ -823,6 +823,62 @@ func @main(%x: f32[N,M], %w: f32[M,M]) -> (f32[N,M], f32[N,M], f32[N,M]) {
                           {{1, 1}, {3, 5}, {32, 32}});
 }
 
+// Softmax rows with special values, long enough to split into lanes (40) and short (3): the
+// row's max is select(a > b, a, b), not the NaN-propagating, signed-zero-ordering max, which must
+// not change any result. A NaN anywhere makes its row NaN; +inf makes it NaN (inf - inf) as in the
+// interpreter; a row of -inf is NaN; signed zeros and -inf entries among finite ones are exact.
+TEST(CpuBackend, SoftmaxRowsWithSpecialValues) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  const char* text = R"(
+func @main(%x: f32[7,M]) -> (f32[7,M], f32[7,M]) {
+  %s = f32[7,M] softmax(%x) {axis = 1}
+  %l = f32[7,M] log_softmax(%x) {axis = 1}
+  return %s, %l
+})";
+  for (int64_t m : {3, 40}) {
+    auto parsed = parseModule(instantiate(text, 7, m), "softmax-special.kir");
+    ASSERT_TRUE(parsed.isOk()) << parsed.status().str();
+    Tensor x(DType::F32, {7, m});
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<double> u(-3, 3);
+    for (int64_t i = 0; i < x.numElements(); ++i) x.setDouble(i, u(rng));
+    auto at = [&](int64_t row, int64_t col, double v) { x.setDouble(row * m + col, v); };
+    at(0, 0, nan);      // NaN first
+    at(1, m - 1, nan);  // NaN last (in the tail for m = 40)
+    at(2, 1, inf);      // +inf
+    for (int64_t j = 0; j < m; ++j) {
+      at(3, j, -inf);                // all -inf
+      at(4, j, j % 2 ? -0.0 : 0.0);  // signed zeros only
+    }
+    at(5, 0, -inf);      // -inf among finite values
+    at(6, m / 2, 80.0);  // one dominant value
+    const Function& f = *(*parsed)->entry();
+    std::vector<Tensor> inputs{x};
+    auto want = interpret(f, inputs);
+    ASSERT_TRUE(want.isOk()) << want.status().str();
+    for (int threads : {1, 2}) {
+      CompileOptions o;
+      o.threads = threads;
+      auto module = parseModule(instantiate(text, 7, m), "softmax-special.kir");
+      ASSERT_TRUE(module.isOk()) << module.status().str();
+      auto exe = Executable::compile(std::move(*module), o);
+      ASSERT_TRUE(exe.isOk()) << exe.status().str();
+      auto got = (*exe)->run(inputs);
+      ASSERT_TRUE(got.isOk()) << got.status().str();
+      for (size_t k = 0; k < 2; ++k)
+        for (int64_t i = 0; i < x.numElements(); ++i) {
+          double g = (*got)[k].getDouble(i), w = (*want)[k].getDouble(i);
+          std::string where = "output " + std::to_string(k) + " row " + std::to_string(i / m) +
+                              " col " + std::to_string(i % m) + " M=" + std::to_string(m);
+          if (std::isnan(w)) EXPECT_TRUE(std::isnan(g)) << where << ": " << g;
+          else if (std::isinf(w)) EXPECT_EQ(g, w) << where;
+          else EXPECT_NEAR(g, w, 1e-6 * std::max(1.0, std::abs(w))) << where;
+        }
+    }
+  }
+}
+
 TEST(CpuBackend, OneExecutableRunsOnTwoThreadsAtOnce) {
   auto parsed = parseModule(R"(
 func @main(%x: f32[64,129], %g: f32[129], %b: f32[129]) -> (f32[64,129]) {
