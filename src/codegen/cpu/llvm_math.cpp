@@ -32,12 +32,12 @@ llvm::Value* emitExpF32(llvm::IRBuilder<>& b, llvm::Value* x) {
   xc = b.CreateBinaryIntrinsic(llvm::Intrinsic::minnum, xc, c(b, 88.8));
   llvm::Value* n = b.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven,
                                           b.CreateFMul(xc, c(b, 1.44269504088896341)));
-  llvm::Value* r = b.CreateFSub(xc, b.CreateFMul(n, c(b, 0.693359375)));
-  r = b.CreateFSub(r, b.CreateFMul(n, c(b, -2.12194440e-4)));
+  llvm::Value* r = mulAdd(b, n, c(b, -0.693359375), xc);
+  r = mulAdd(b, n, c(b, 2.12194440e-4), r);
   llvm::Value* p = horner(b, r,
                           {1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
                            1.6666665459e-1, 5.0000001201e-1});
-  llvm::Value* er = b.CreateFAdd(b.CreateFAdd(b.CreateFMul(b.CreateFMul(p, r), r), r), c(b, 1.0));
+  llvm::Value* er = b.CreateFAdd(mulAdd(b, b.CreateFMul(p, r), r, r), c(b, 1.0));
   llvm::Value* ni = b.CreateFPToSI(n, b.getInt32Ty());
   llvm::Value* n1 = b.CreateAShr(ni, 1);
   llvm::Value* n2 = b.CreateSub(ni, n1);
@@ -45,10 +45,9 @@ llvm::Value* emitExpF32(llvm::IRBuilder<>& b, llvm::Value* x) {
     return b.CreateBitCast(b.CreateShl(b.CreateAdd(k, b.getInt32(127)), 23), b.getFloatTy());
   };
   llvm::Value* y = b.CreateFMul(b.CreateFMul(er, pow2(n1)), pow2(n2));
-  // Beyond the clamped range: inf above, 0 far below; NaN stays NaN.
-  y = b.CreateSelect(b.CreateFCmpOGT(x, c(b, 88.72283935546875)),
-                     llvm::ConstantFP::getInfinity(b.getFloatTy()), y);
-  y = b.CreateSelect(b.CreateFCmpOLT(x, c(b, -103.972084045410)), c(b, 0.0), y);
+  // Beyond the clamped range the scaling gives the results itself: 2^128 times exp(r) is inf
+  // for x above ln(FLT_MAX), and 2^-150 times exp(r) < 1 rounds to 0 below -103.97. The clamp
+  // would turn NaN into a number: NaN stays NaN.
   return b.CreateSelect(b.CreateFCmpUNO(x, x), x, y);
 }
 
