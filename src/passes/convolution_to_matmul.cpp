@@ -85,25 +85,10 @@ StatusOr<bool> convolutionToMatmul(Module& m, const ConvolutionToMatmulOptions& 
   return changed;
 }
 
-namespace {
-
-class ConvolutionToMatmulPass : public Pass {
- public:
-  explicit ConvolutionToMatmulPass(ConvolutionToMatmulOptions o) : options_(o) {}
-  std::string name() const override { return "convolution-to-matmul"; }
-  std::string description() const override {
-    return "convolutions with few output pixels to an im2col and one matmul";
-  }
-  StatusOr<bool> run(Module& m) override { return convolutionToMatmul(m, options_); }
-
- private:
-  ConvolutionToMatmulOptions options_;
-};
-
-}  // namespace
-
 std::unique_ptr<Pass> makeConvolutionToMatmulPass(ConvolutionToMatmulOptions options) {
-  return std::make_unique<ConvolutionToMatmulPass>(options);
+  return makePass("convolution-to-matmul",
+                  "convolutions with few output pixels to an im2col and one matmul",
+                  [options](Module& m) { return convolutionToMatmul(m, options); });
 }
 
 }  // namespace kiln

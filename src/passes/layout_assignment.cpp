@@ -255,19 +255,6 @@ bool assignInFunction(Function& f, const LayoutTarget& target) {
   return changed;
 }
 
-class LayoutAssignmentPass : public Pass {
- public:
-  explicit LayoutAssignmentPass(LayoutTarget t) : target_(t) {}
-  std::string name() const override { return "layout-assignment"; }
-  std::string description() const override {
-    return "put convolutions in the target's layout and sink the transposes to the graph's edges";
-  }
-  StatusOr<bool> run(Module& m) override { return assignLayout(m, target_); }
-
- private:
-  LayoutTarget target_;
-};
-
 }  // namespace
 
 StatusOr<LayoutTarget> parseLayoutTarget(std::string_view text) {
@@ -287,7 +274,10 @@ StatusOr<bool> assignLayout(Module& m, const LayoutTarget& target) {
 StatusOr<bool> assignLayoutForCpu(Module& m) { return assignLayout(m, LayoutTarget::cpu()); }
 
 std::unique_ptr<Pass> makeLayoutAssignmentPass(LayoutTarget target) {
-  return std::make_unique<LayoutAssignmentPass>(target);
+  return makePass(
+      "layout-assignment",
+      "put convolutions in the target's layout and sink the transposes to the graph's edges",
+      [target](Module& m) { return assignLayout(m, target); });
 }
 
 }  // namespace kiln

@@ -1,5 +1,5 @@
 // The pass registry and runner. Each pass is one function (its header says what it does); the
-// table below gives it a flag name and a one-line description, and TablePass adapts it to Pass.
+// table below gives it a flag name and a one-line description, and makePass adapts it to Pass.
 #include "passes/pass.h"
 
 #include "ir/verifier.h"
@@ -53,15 +53,18 @@ const PassEntry kPasses[] = {
      assignLayoutForCpu},
 };
 
-class TablePass : public Pass {
+class FunctionPass : public Pass {
  public:
-  explicit TablePass(const PassEntry& e) : e_(e) {}
-  std::string name() const override { return e_.name; }
-  std::string description() const override { return e_.description; }
-  StatusOr<bool> run(Module& m) override { return e_.run(m); }
+  FunctionPass(std::string name, std::string description,
+               std::function<StatusOr<bool>(Module&)> run)
+      : name_(std::move(name)), description_(std::move(description)), run_(std::move(run)) {}
+  std::string name() const override { return name_; }
+  std::string description() const override { return description_; }
+  StatusOr<bool> run(Module& m) override { return run_(m); }
 
  private:
-  const PassEntry& e_;
+  std::string name_, description_;
+  std::function<StatusOr<bool>(Module&)> run_;
 };
 
 std::string knownPassList() {
@@ -72,6 +75,11 @@ std::string knownPassList() {
 
 }  // namespace
 
+std::unique_ptr<Pass> makePass(std::string name, std::string description,
+                               std::function<StatusOr<bool>(Module&)> run) {
+  return std::make_unique<FunctionPass>(std::move(name), std::move(description), std::move(run));
+}
+
 std::vector<std::string> passNames() {
   std::vector<std::string> names;
   for (const PassEntry& e : kPasses) names.emplace_back(e.name);
@@ -80,7 +88,7 @@ std::vector<std::string> passNames() {
 
 std::unique_ptr<Pass> createPass(const std::string& name) {
   for (const PassEntry& e : kPasses)
-    if (name == e.name) return std::make_unique<TablePass>(e);
+    if (name == e.name) return makePass(e.name, e.description, e.run);
   return nullptr;
 }
 

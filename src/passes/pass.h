@@ -1,6 +1,7 @@
 // Graph passes. A pass transforms a module and says whether it changed anything.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +20,11 @@ class Pass {
   // Returns whether the module changed; an error for input the pass cannot handle.
   virtual StatusOr<bool> run(Module& m) = 0;
 };
+
+// A pass from its flag name, description and function; a pass with options (a pass spec's
+// "name=options") binds them in `run`.
+std::unique_ptr<Pass> makePass(std::string name, std::string description,
+                               std::function<StatusOr<bool>(Module&)> run);
 
 // Every registered pass, by flag name.
 std::vector<std::string> passNames();

@@ -29,19 +29,6 @@ bool isSymbolName(std::string_view s) {
   return true;
 }
 
-class SpecializeShapesPass : public Pass {
- public:
-  explicit SpecializeShapesPass(SymbolBindings b) : bindings_(std::move(b)) {}
-  std::string name() const override { return "specialize-shapes"; }
-  std::string description() const override {
-    return "substitute concrete extents for symbols (specialize-shapes=N=1,S=128)";
-  }
-  StatusOr<bool> run(Module& m) override { return specializeShapes(m, bindings_); }
-
- private:
-  SymbolBindings bindings_;
-};
-
 }  // namespace
 
 StatusOr<SymbolBindings> parseSymbolBindings(std::string_view text) {
@@ -117,7 +104,9 @@ StatusOr<bool> specializeShapes(Module& m, const SymbolBindings& bindings) {
 }
 
 std::unique_ptr<Pass> makeSpecializeShapesPass(SymbolBindings bindings) {
-  return std::make_unique<SpecializeShapesPass>(std::move(bindings));
+  return makePass(
+      "specialize-shapes", "substitute concrete extents for symbols (specialize-shapes=N=1,S=128)",
+      [bindings = std::move(bindings)](Module& m) { return specializeShapes(m, bindings); });
 }
 
 StatusOr<bool> specializeShapesWithoutBindings(Module&) {

@@ -585,6 +585,8 @@ Status Executable::build(Impl& impl, std::unique_ptr<Module> module,
   // generation (CompileOptions::dropHeldConstants; an artifact does not store their data).
   std::optional<HeldConstants> held;
   if (options.dropHeldConstants) held.emplace(impl, *f, /*drop=*/true);
+  // Whether the run has more than one thread, so that keeping a call to one thread means something.
+  const bool pooled = codegen::cpu::ThreadPool(options.threads).numThreads() > 1;
   auto prepare = [&](const Pending& p) {
     LibraryCall& c = *p.call;
     const kernel::Stmt* s = c.stmt;
@@ -592,7 +594,7 @@ Status Executable::build(Impl& impl, std::unique_ptr<Module> module,
         s->node->op() == OpCode::DotGeneral && p.flops < kSmallCallFlops &&
         p.flops > 4.0 * static_cast<double>(s->node->operand(1)->type().numElements().value_or(0));
     int threads = small ? 1 : options.threads;
-    c.oneThread = small && codegen::cpu::ThreadPool(options.threads).numThreads() > 1;
+    c.oneThread = small && pooled;
     auto fast = codegen::cpu::createOneDnnKernel(*s->node, s->postOps, threads, p.prepacked);
     if (!fast && !s->postOps.empty()) {
       // oneDNN cannot take these post-ops (well): the kernel without them, then ours.

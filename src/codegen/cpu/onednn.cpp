@@ -220,15 +220,20 @@ StatusOr<PostOpsPlan> planPostOps(const std::vector<kernel::PostOp>& postOps,
   return plan;
 }
 
-// Runs `body` (which executes primitives) under the kernel's OpenMP thread limit, with a stream,
-// turning exceptions into errors that name the kernel.
+// The calling thread's stream, made on its first call: creating one per call cost about a
+// microsecond of a small call's three (50 chained 8x8x32 depthwise convolutions).
+dnnl::stream& threadStream() {
+  thread_local dnnl::stream stream(cpuEngine());
+  return stream;
+}
+
+// Runs `body` (which executes primitives) under the kernel's OpenMP thread limit, with the
+// thread's stream, turning exceptions into errors that name the kernel.
 template <typename Body>
 Status runPrimitive(const std::string& description, int threads, Body body) {
   try {
     OmpThreadsScope scope(threads);
-    // One stream per thread, made on its first call: creating one per call cost about a
-    // microsecond of a small call's three (50 chained 8x8x32 depthwise convolutions).
-    thread_local dnnl::stream stream(cpuEngine());
+    dnnl::stream& stream = threadStream();
     body(stream);
     stream.wait();
     return Status::ok();
@@ -279,10 +284,6 @@ struct HeldWeights {
   std::shared_ptr<const void> owner;  // of prepacked bytes
   bool prepacked = false;
 
-  // The weights argument of a run: the held weights, else the weights buffer.
-  memory weights(const memory::desc& plain, void* buffer) const {
-    return packed ? *packed : memory(plain, cpuEngine(), buffer);
-  }
   std::optional<PackedWeights> exported() const {
     if (!packed || layout.empty()) return std::nullopt;
     PackedWeights w;
@@ -330,7 +331,6 @@ class ArgPool {
     Lease(const Lease&) = delete;
     Lease& operator=(const Lease&) = delete;
     Set* operator->() const { return set_.get(); }
-    Set& operator*() const { return *set_; }
 
    private:
     ArgPool& owner_;
@@ -567,7 +567,7 @@ class BlockedConvolution final : public LibraryKernel {
       for (size_t k = 0; k < operands_.size(); ++k) {
         const Operand& o = operands_[k];
         if (!o.sum) continue;
-        const memory& dst = set->blocked[resultOperand_];
+        const memory& dst = set->blocked[kResultOperand];
         if (!o.stored) reorderWith(*o.in, stream, set->plain[k], dst);
         else if (buffers[o.position] != dst.get_data_handle())
           std::memcpy(dst.get_data_handle(), buffers[o.position], o.blocked.get_size());
@@ -662,7 +662,7 @@ class BlockedConvolution final : public LibraryKernel {
   std::vector<Operand> operands_;
   std::vector<std::pair<int, memory::desc>> binaries_;  // add/mul post-op operands, in order
   std::optional<Bias> bias_;
-  size_t resultOperand_ = 1;  // operands_[1] is the result (position 2)
+  static constexpr size_t kResultOperand = 1;  // operands_[1] is the result (position 2)
   mutable ArgPool<Args> args_;
   int threads_;
   std::string description_;
@@ -897,14 +897,15 @@ int64_t channelBlock() { return avx512() ? 16 : 8; }
 // The post-ops of a Winograd convolution, which takes no binary post-ops: a per-channel add is
 // its bias, an add of a result-shaped operand (a residual) its `sum` post-op (the residual is
 // put in the result first), and a relu (clamp to [0, inf)) its activation, last. Any other
-// post-op, or two of a kind, gives nullopt. `post` is planPostOps's plan of the same post-ops.
+// post-op, or two of a kind, gives nullopt. `binaries` are planPostOps's add/mul operands.
 struct WinogradPostOps {
   dnnl::post_ops ops;
   std::optional<BlockedConvolution::Bias> bias;
   std::optional<size_t> sumPosition;  // the residual's position in run()'s buffers
 };
-std::optional<WinogradPostOps> winogradPostOps(const std::vector<kernel::PostOp>& postOps,
-                                               const PostOpsPlan& post, const Dims& dstDims) {
+std::optional<WinogradPostOps>
+winogradPostOps(const std::vector<kernel::PostOp>& postOps,
+                const std::vector<std::pair<int, memory::desc>>& binaries, const Dims& dstDims) {
   using kernel::PostOp;
   WinogradPostOps w;
   bool relu = false;
@@ -912,7 +913,7 @@ std::optional<WinogradPostOps> winogradPostOps(const std::vector<kernel::PostOp>
   for (const PostOp& p : postOps) {
     if (relu) return std::nullopt;
     if (p.kind == PostOp::Kind::Add) {
-      const memory::desc& d = post.binaries[binary].second;
+      const memory::desc& d = binaries[binary].second;
       size_t position = 3 + binary++;
       if (d.dims() == dstDims) {
         if (w.sumPosition) return std::nullopt;
@@ -991,8 +992,7 @@ createBlockedConvolution(const Node& n, const std::vector<kernel::PostOp>& postO
   std::optional<BlockedConvolution::Bias> bias;
   std::vector<std::pair<int, memory::desc>> binaries = std::move(post.binaries);
   std::optional<WinogradPostOps> wino;
-  if (winograd && (in.constant || in.held))
-    wino = winogradPostOps(postOps, PostOpsPlan{post.ops, binaries, post.text, false}, dst.dims());
+  if (winograd && (in.constant || in.held)) wino = winogradPostOps(postOps, binaries, dst.dims());
   if (wino) {
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
