@@ -41,14 +41,7 @@ Status DecodedArtifact::verify(const std::string& name,
                                const std::function<void(std::string_view)>& hashed) const {
   auto it = sections.find(name);
   if (it == sections.end()) return Status::error(source + ": no section '" + name + "'");
-  ChunkedHash hash;
-  for (std::string_view rest = it->second; !rest.empty();) {
-    std::string_view piece = rest.substr(0, ChunkedHash::kChunk);
-    rest.remove_prefix(piece.size());
-    hash.update(piece);
-    if (hashed) hashed(piece);
-  }
-  uint64_t actual = hash.finish(), expected = checksums.at(name);
+  uint64_t actual = chunkedHash64(it->second, hashed), expected = checksums.at(name);
   if (actual != expected)
     return Status::error(source + ": corrupted: checksum " + hex64(actual) + " of section '" +
                          name + "', the table says " + hex64(expected));

@@ -79,10 +79,18 @@ uint64_t ChunkedHash::finish() {
   return hash64(hashes_, total_);
 }
 
-uint64_t chunkedHash64(std::string_view data) {
-  ChunkedHash h;
-  h.update(data);
-  return h.finish();
+uint64_t chunkedHash64(std::string_view data, const std::function<void(std::string_view)>& hashed) {
+  // ChunkedHash's result, computed in place: each chunk hashed where it lies (update() would
+  // copy a last chunk shorter than kChunk, which for most artifact sections is all of them).
+  std::string hashes;
+  uint64_t index = 0;
+  do {
+    std::string_view piece = data.substr(index * ChunkedHash::kChunk, ChunkedHash::kChunk);
+    uint64_t h = hash64(piece, index++);
+    hashes.append(reinterpret_cast<const char*>(&h), sizeof h);
+    if (hashed) hashed(piece);
+  } while (index * ChunkedHash::kChunk < data.size());
+  return hash64(hashes, data.size());
 }
 
 std::string hex64(uint64_t v) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -27,8 +28,10 @@ class ChunkedHash {
   std::string hashes_;
   uint64_t total_ = 0, index_ = 0;
 };
-// ChunkedHash of one piece.
-uint64_t chunkedHash64(std::string_view data);
+// ChunkedHash of one piece, hashed in place (no copy); `hashed`, when given, is called with each
+// chunk once it has been hashed.
+uint64_t chunkedHash64(std::string_view data,
+                       const std::function<void(std::string_view)>& hashed = nullptr);
 // 16 lowercase hex digits.
 std::string hex64(uint64_t v);
 

@@ -458,5 +458,32 @@ TEST(SourceKey, RecordsFingerprintsOfUnchangedFiles) {
   std::filesystem::remove_all(dir);
 }
 
+// chunkedHash64 hashes each 4 MiB chunk where it lies; it must give what ChunkedHash gives
+// for the same bytes however they arrive (the checksums of artifacts written before), and it
+// must see every byte: changing any chunk changes the hash.
+TEST(ChunkedHash, InPlaceEqualsStreaming) {
+  const size_t chunk = ChunkedHash::kChunk;
+  std::string data(2 * chunk + 12345, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>((i * 2654435761u) >> 13);
+  for (size_t size : {size_t(0), size_t(7), size_t(100000), chunk - 1, chunk, chunk + 1, 2 * chunk,
+                      data.size()}) {
+    std::string_view bytes(data.data(), size);
+    ChunkedHash streamed;
+    for (size_t at = 0; at < size; at += 1000003) streamed.update(bytes.substr(at, 1000003));
+    std::vector<size_t> pieces;
+    uint64_t inPlace =
+        chunkedHash64(bytes, [&](std::string_view p) { pieces.push_back(p.size()); });
+    EXPECT_EQ(inPlace, streamed.finish()) << "size " << size;
+    EXPECT_EQ(pieces.size(), size == 0 ? 1 : (size + chunk - 1) / chunk) << "size " << size;
+  }
+  std::string changed = data;
+  const uint64_t whole = chunkedHash64(data);
+  for (size_t at : {size_t(0), chunk - 1, chunk, 2 * chunk + 5, data.size() - 1}) {
+    changed[at] ^= 1;
+    EXPECT_NE(chunkedHash64(changed), whole) << "byte " << at;
+    changed[at] ^= 1;
+  }
+}
+
 }  // namespace
 }  // namespace kiln::runtime
