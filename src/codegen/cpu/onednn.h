@@ -25,8 +25,9 @@
 // of the channel block (16 where oneDNN runs AVX-512 code, else 8) computes in oneDNN's blocked
 // nChw16c or nChw8c layout (docs/codegen.md): its source, result and residual-shaped post-op
 // operands are reordered into and out of scratch on each run unless the runtime stores them
-// blocked (storeBlocked). Other convolutions (1x1 and depthwise ones, whose kernels run faster on
-// nhwc) and matmuls use the IR's buffers in place. A blocked 3x3 convolution of stride 1 with
+// blocked (storeBlocked). So does a 1x1 convolution whose source comes from such a layer through
+// elementwise ops (and other such 1x1 layers). Other convolutions (depthwise ones and the 1x1
+// layers among them, whose kernels run faster on nhwc) and matmuls use the IR's buffers in place. A blocked 3x3 convolution of stride 1 with
 // constant weights is a Winograd convolution where oneDNN has one (oneDnnWinograd()) and its
 // post-ops fit (a per-channel add as the bias, one residual add, relu last).
 //
