@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
+
+#include "support/large_buffer.h"
 
 namespace kiln {
 
@@ -83,8 +86,8 @@ Tensor::Tensor(DType dtype, std::vector<int64_t> dims) : dtype_(dtype), dims_(st
 void Tensor::allocate(bool zero) {
   // One byte at least, so that the data pointer of an empty tensor is not null.
   size_t size = std::max<size_t>(byteSize(), 1);
-  auto bytes = zero ? std::make_shared<Bytes>(size, std::byte{0}) : std::make_shared<Bytes>(size);
-  data_ = std::shared_ptr<std::byte>(bytes, bytes->data());
+  data_ = allocateLarge(size);
+  if (zero) std::memset(data_.get(), 0, size);
   borrowed_ = false;
 }
 

@@ -30,26 +30,6 @@ uint16_t floatToHalf(float f);  // round to nearest even
 float bf16ToFloat(uint16_t bits);
 uint16_t floatToBf16(float f);  // round to nearest even
 
-// Allocates like std::allocator but default-initialises elements (no zero fill), so a tensor
-// that is about to be overwritten whole costs no extra pass over its memory.
-template <typename T>
-struct DefaultInitAllocator : std::allocator<T> {
-  template <typename U>
-  struct rebind {
-    using other = DefaultInitAllocator<U>;
-  };
-  using std::allocator<T>::allocator;
-  template <typename U>
-  void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
-    ::new (static_cast<void*>(p)) U;
-  }
-  template <typename U, typename... Args>
-  void construct(U* p, Args&&... args) {
-    std::allocator_traits<std::allocator<T>>::construct(static_cast<std::allocator<T>&>(*this), p,
-                                                        std::forward<Args>(args)...);
-  }
-};
-
 class Tensor {
  public:
   Tensor() = default;
@@ -122,9 +102,8 @@ class Tensor {
   DType dtype_ = DType::F32;
   std::vector<int64_t> dims_;
   int64_t numElements_ = 0;
-  using Bytes = std::vector<std::byte, DefaultInitAllocator<std::byte>>;
   void allocate(bool zero);
-  // Points at the bytes; its control block owns them (a Bytes vector, or a borrowed tensor's
+  // Points at the bytes; its control block owns them (allocateLarge memory, or a borrowed tensor's
   // owner). Never null for a defined tensor, even of zero elements.
   std::shared_ptr<std::byte> data_;
   bool borrowed_ = false;

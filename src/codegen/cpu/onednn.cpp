@@ -25,6 +25,7 @@
 #include "ir/op.h"
 #include "ir/tensor.h"
 #include "ir/types.h"
+#include "support/large_buffer.h"
 
 #if DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP
 // From libgomp, which libdnnl is linked against (declared here so that no OpenMP compile flags
@@ -471,12 +472,24 @@ StatusOr<HeldWeights> packWeights(const Tensor* constant, bool heldData,
                          ", and the primitive chooses " + held.layout);
   if (chosen == weights) return HeldWeights{};
   memory user(weights, engine, const_cast<std::byte*>(constant->bytes()));
-  memory packed(chosen, engine);
+  // Kiln's own memory (huge pages for large weights, support/large_buffer.h), held by `owner`.
+  std::shared_ptr<std::byte> bytes = allocateLarge(chosen.get_size());
+  memory packed(chosen, engine, bytes.get());
+  held.owner = bytes;
   // The reorder writes the elements only; the gaps of a strided layout (padded rows) are zeroed
   // so that an artifact holding these bytes is deterministic.
   std::memset(packed.get_data_handle(), 0, chosen.get_size());
   dnnl::stream stream(engine);
-  dnnl::reorder(user, packed).execute(stream, user, packed);
+  // The reorder's scratchpad (Winograd weight transforms need one of several MiB) in Kiln's
+  // memory too: oneDNN's own would be fresh 4 KiB pages on every reorder.
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  dnnl::reorder::primitive_desc pd(engine, weights, engine, chosen, attr);
+  size_t scratchBytes = pd.scratchpad_desc().get_size();
+  std::shared_ptr<std::byte> scratch = scratchBytes ? allocateLarge(scratchBytes) : nullptr;
+  memory scratchpad(pd.scratchpad_desc(), engine, scratch.get());
+  dnnl::reorder(pd).execute(
+      stream, {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, packed}, {DNNL_ARG_SCRATCHPAD, scratchpad}});
   stream.wait();
   held.packed = packed;
   return held;

@@ -27,9 +27,10 @@
 // operands are reordered into and out of scratch on each run unless the runtime stores them
 // blocked (storeBlocked). So does a 1x1 convolution whose source comes from such a layer through
 // elementwise ops (and other such 1x1 layers). Other convolutions (depthwise ones and the 1x1
-// layers among them, whose kernels run faster on nhwc) and matmuls use the IR's buffers in place. A blocked 3x3 convolution of stride 1 with
-// constant weights is a Winograd convolution where oneDNN has one (oneDnnWinograd()) and its
-// post-ops fit (a per-channel add as the bias, one residual add, relu last).
+// layers among them, whose kernels run faster on nhwc) and matmuls use the IR's buffers in place. A
+// blocked 3x3 convolution of stride 1 with constant weights is a Winograd convolution where oneDNN
+// has one (oneDnnWinograd()) and its post-ops fit (a per-channel add as the bias, one residual add,
+// relu last).
 //
 // When the weights operand (operand 1) is a `constant`, the primitive may pick the weights
 // layout it prefers; the constant is then reordered into that layout once, here, unless the
