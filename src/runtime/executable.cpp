@@ -33,6 +33,7 @@
 #include "runtime/artifact.h"
 #include "runtime/source_key.h"
 #include "support/hash.h"
+#include "support/large_buffer.h"
 #include "support/mapped_file.h"
 #include "support/version.h"
 
@@ -103,12 +104,6 @@ std::optional<size_t> parseIndex(std::string_view text) {
   return v;
 }
 
-struct AlignedDelete {
-  void operator()(std::byte* p) const {
-    ::operator delete[](p, std::align_val_t(kBufferAlignment));
-  }
-};
-
 }  // namespace
 
 // One library call: the oneDNN kernel prepared for its node, or null (the reference kernel runs).
@@ -153,7 +148,8 @@ struct Executable::Impl {
   // Arenas of finished runs, reused by the next ones (one per run in flight at most): a fresh
   // arena would page-fault on every first touch of every run.
   mutable std::mutex arenaMu;
-  mutable std::vector<std::unique_ptr<std::byte[], AlignedDelete>> freeArenas;
+  // 64-byte aligned (kBufferAlignment), on huge pages when large (support/large_buffer.h).
+  mutable std::vector<std::shared_ptr<std::byte>> freeArenas;
 };
 
 struct CallContext {
@@ -982,7 +978,7 @@ Status Executable::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& 
     for (const Value* v : f.outputs())
       outputs.push_back(Tensor::uninitialized(v->type().dtype(), v->type().staticDims()));
   }
-  std::unique_ptr<std::byte[], AlignedDelete> arena;
+  std::shared_ptr<std::byte> arena;
   {
     std::lock_guard<std::mutex> lock(m.arenaMu);
     if (!m.freeArenas.empty()) {
@@ -990,12 +986,13 @@ Status Executable::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& 
       m.freeArenas.pop_back();
     }
   }
+  static_assert(kBufferAlignment <= 64, "allocateLarge aligns to 64 bytes");
   if (!arena && m.buffers.arenaBytes)
-    arena.reset(new (std::align_val_t(kBufferAlignment)) std::byte[m.buffers.arenaBytes]);
+    arena = allocateLarge(static_cast<size_t>(m.buffers.arenaBytes));
   // Back to the free list when this run ends, however it ends.
   struct ArenaReturn {
     const Impl& m;
-    std::unique_ptr<std::byte[], AlignedDelete>& arena;
+    std::shared_ptr<std::byte>& arena;
     ~ArenaReturn() {
       if (!arena) return;
       std::lock_guard<std::mutex> lock(m.arenaMu);

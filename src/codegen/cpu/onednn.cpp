@@ -78,11 +78,16 @@ const dnnl::engine& cpuEngine() {
 // Per-thread scratch memory for library calls (oneDNN scratchpads, reordered operands), reused
 // from call to call: a fresh allocation per call would page-fault on every first touch. A call
 // runs on one thread and does not nest, so one region per thread suffices.
+// The region grows to the largest request and keeps no contents: growing allocates anew (no copy,
+// no zero fill), 64-byte aligned and on huge pages when large (support/large_buffer.h).
 std::byte* threadScratch(size_t bytes) {
-  thread_local std::vector<std::byte> region;
-  if (bytes + 64 > region.size()) region.resize(bytes + 64);
-  auto at = reinterpret_cast<uintptr_t>(region.data());
-  return region.data() + ((64 - at % 64) % 64);
+  thread_local std::shared_ptr<std::byte> region;
+  thread_local size_t capacity = 0;
+  if (bytes > capacity || !region) {
+    capacity = std::max(bytes, capacity * 2);
+    region = allocateLarge(capacity);
+  }
+  return region.get();
 }
 
 size_t alignUp64(size_t n) { return (n + 63) / 64 * 64; }
