@@ -487,13 +487,22 @@ StatusOr<HeldWeights> packWeights(const Tensor* constant, bool heldData,
   dnnl::stream stream(engine);
   // The reorder's scratchpad (Winograd weight transforms need one of several MiB) in Kiln's
   // memory too: oneDNN's own would be fresh 4 KiB pages on every reorder.
+  // Creating the reorder and asking for its scratchpad run under one lock: oneDNN shares what
+  // it creates between threads through its primitive cache, synchronised inside the library
+  // where ThreadSanitizer cannot see it (scripts/tsan.sh). Creation is cheap; the reorders
+  // themselves run in parallel.
+  static std::mutex creation;
+  std::unique_lock<std::mutex> lock(creation);
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   dnnl::reorder::primitive_desc pd(engine, weights, engine, chosen, attr);
-  size_t scratchBytes = pd.scratchpad_desc().get_size();
+  memory::desc scratchDesc = pd.scratchpad_desc();
+  dnnl::reorder reorder(pd);
+  lock.unlock();
+  size_t scratchBytes = scratchDesc.get_size();
   std::shared_ptr<std::byte> scratch = scratchBytes ? allocateLarge(scratchBytes) : nullptr;
-  memory scratchpad(pd.scratchpad_desc(), engine, scratch.get());
-  dnnl::reorder(pd).execute(
+  memory scratchpad(scratchDesc, engine, scratch.get());
+  reorder.execute(
       stream, {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, packed}, {DNNL_ARG_SCRATCHPAD, scratchpad}});
   stream.wait();
   held.packed = packed;
