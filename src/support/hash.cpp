@@ -73,24 +73,33 @@ void ChunkedHash::update(std::string_view piece) {
   }
 }
 
-uint64_t ChunkedHash::finish() {
-  if (!buffer_.empty() || index_ == 0) chunk(buffer_);  // the last, partial chunk (or the empty)
-  buffer_.clear();
+uint64_t ChunkedHash::finish(std::string_view last) {
+  if (buffer_.empty() && last.size() < kChunk) {
+    // The last, partial chunk (or the empty stream's one) hashed where it lies.
+    total_ += last.size();
+    if (!last.empty() || index_ == 0) chunk(last);
+  } else {
+    update(last);
+    if (!buffer_.empty() || index_ == 0) chunk(buffer_);  // the last, partial chunk
+    buffer_.clear();
+  }
   return hash64(hashes_, total_);
 }
 
 uint64_t chunkedHash64(std::string_view data, const std::function<void(std::string_view)>& hashed) {
-  // ChunkedHash's result, computed in place: each chunk hashed where it lies (update() would
-  // copy a last chunk shorter than kChunk, which for most artifact sections is all of them).
-  std::string hashes;
-  uint64_t index = 0;
-  do {
-    std::string_view piece = data.substr(index * ChunkedHash::kChunk, ChunkedHash::kChunk);
-    uint64_t h = hash64(piece, index++);
-    hashes.append(reinterpret_cast<const char*>(&h), sizeof h);
+  // Whole chunks go through update() in place; the last, partial one through finish(), which
+  // hashes it in place too (update() would copy it into its buffer).
+  ChunkedHash h;
+  const size_t whole = data.size() / ChunkedHash::kChunk * ChunkedHash::kChunk;
+  for (size_t at = 0; at < whole; at += ChunkedHash::kChunk) {
+    std::string_view piece = data.substr(at, ChunkedHash::kChunk);
+    h.update(piece);
     if (hashed) hashed(piece);
-  } while (index * ChunkedHash::kChunk < data.size());
-  return hash64(hashes, data.size());
+  }
+  std::string_view tail = data.substr(whole);
+  uint64_t result = h.finish(tail);
+  if (hashed && (!tail.empty() || whole == 0)) hashed(tail);
+  return result;
 }
 
 std::string hex64(uint64_t v) {

@@ -20,7 +20,9 @@ class ChunkedHash {
  public:
   static constexpr size_t kChunk = size_t(4) << 20;
   void update(std::string_view piece);
-  uint64_t finish();
+  // The hash of the stream, `last` its last piece (hashed where it lies when nothing is
+  // buffered: a stream given as whole chunks and a tail is never copied).
+  uint64_t finish(std::string_view last = {});
 
  private:
   void chunk(std::string_view data);

@@ -8,7 +8,6 @@
 namespace kiln {
 namespace {
 
-constexpr size_t kLarge = size_t(4) << 20;
 constexpr uintptr_t kHuge = uintptr_t(2) << 20;
 
 }  // namespace
@@ -20,7 +19,7 @@ void adviseHugePages(void* p, size_t bytes) {
 }
 
 std::shared_ptr<std::byte> allocateLarge(size_t bytes) {
-  if (bytes < kLarge) {
+  if (bytes < kLargeBufferBytes) {
     void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64 + (bytes == 0 ? 64 : 0));
     if (!p) throw std::bad_alloc();
     return std::shared_ptr<std::byte>(static_cast<std::byte*>(p),

@@ -11,6 +11,10 @@
 
 namespace kiln {
 
+// From this size on, memory is worth advising for huge pages (two of them at least, so that a
+// block that does not start on a 2 MiB boundary still holds a whole one).
+inline constexpr size_t kLargeBufferBytes = size_t(4) << 20;
+
 // `bytes` bytes (at least one), uninitialised; the memory is released when the last owner goes.
 // Throws std::bad_alloc when there is no memory.
 std::shared_ptr<std::byte> allocateLarge(size_t bytes);

@@ -481,22 +481,42 @@ func @main(%x: f32[N,M], %w: f32[M,6], %w2: f32[M,6], %w3: f32[M,6], %b: f32[6],
       << calls;
 }
 
+// A constant f32[3,3,16,16] %name, f(i) at element i (sin or cos: terms that cancel), as a line
+// of .kir: constant weights, what blocked convolutions need.
+std::string constant3x3(const char* name, double (*f)(double)) {
+  std::string s = "  %" + std::string(name) + " = f32[3,3,16,16] constant() {value = [";
+  for (int i = 0; i < 2304; ++i) s += (i ? ", " : "") + std::to_string(f(double(i)));
+  return s + "]}\n";
+}
+
+// libraryCallDetails() of `text` at N=6, M=5 compiled for one thread ("" after a failure).
+std::string libraryCallsAt6x5(const std::string& text, const std::string& file) {
+  auto parsed = parseModule(instantiate(text, 6, 5), file);
+  if (!parsed.isOk()) {
+    ADD_FAILURE() << parsed.status().str();
+    return "";
+  }
+  CompileOptions o;
+  o.threads = 1;
+  auto exe = Executable::compile(std::move(*parsed), o);
+  if (!exe.isOk()) {
+    ADD_FAILURE() << exe.status().str();
+    return "";
+  }
+  return (*exe)->libraryCallDetails();
+}
+
 // A chain of 3x3 convolutions with channels in blocks of 8 (nChw8c): the values between them,
 // read and written only by them, stay blocked (no reorders); the block's input is reordered in, a
-// residual read in the blocked layout, the result reordered out. Depthwise and 1x1 convolutions
-// compute on the IR layout (oneDNN's nhwc kernels are faster there), so the values they read or
-// write are not blocked; nor is a value a loop also reads (%a, read by the tanh).
+// residual read in the blocked layout, the result reordered out. Depthwise convolutions, and 1x1
+// ones whose source is not blocked, compute on the IR layout (oneDNN's nhwc kernels are faster
+// there), so the values they read or write are not blocked; nor is a value a loop also reads (%a,
+// read by the tanh).
 TEST(CpuBackend, BlockedConvolutionChain) {
-  // Constant weights (what the blocked kernels need) of sin(i) and cos(i) at element i.
-  auto weights = [](const char* name, int64_t n, double (*f)(double)) {
-    std::string s = "  %" + std::string(name) + " = f32[3,3,16,16] constant() {value = [";
-    for (int64_t i = 0; i < n; ++i) s += (i ? ", " : "") + std::to_string(f(double(i)));
-    return s + "]}\n";
-  };
   const std::string text = R"(
 func @main(%img: f32[1,N,M,16], %b: f32[16]) -> (f32[1,N,M,16], f32[1,N,M,16]) {
-)" + weights("k", 2304, std::sin) +
-                           weights("k2", 2304, std::cos) +
+)" + constant3x3("k", std::sin) +
+                           constant3x3("k2", std::cos) +
                            R"(  %bb = f32[1,N,M,16] broadcast_in_dim(%b) {dims = [3]}
   %zero = f32[] constant() {value = [0.0]}
   %zb = f32[1,N,M,16] broadcast_in_dim(%zero) {dims = []}
@@ -525,13 +545,7 @@ func @main(%img: f32[1,N,M,16], %b: f32[16]) -> (f32[1,N,M,16], f32[1,N,M,16]) {
   // feeds the next, so the differences compound: measured 1.1e-4 of max |reference| at 14x13
   // (2.1e-5 with five). A wrong layout or a missed reorder is off by the order of the values.
   checkAgainstInterpreter("blocked-chain", text, {{1, 1}, {5, 3}, {14, 13}}, false, 3e-4);
-  auto parsed = parseModule(instantiate(text, 6, 5), "blocked-chain.kir");
-  ASSERT_TRUE(parsed.isOk()) << parsed.status().str();
-  CompileOptions o;
-  o.threads = 1;
-  auto exe = Executable::compile(std::move(*parsed), o);
-  ASSERT_TRUE(exe.isOk()) << exe.status().str();
-  std::string calls = (*exe)->libraryCallDetails();
+  std::string calls = libraryCallsAt6x5(text, "blocked-chain.kir");
   for (const char* want : {"BLOCKED; reordered: source; stored blocked: result)",
                            "BLOCKED; stored blocked: source, result, post-op operand 0)",
                            "BLOCKED; reordered: result; stored blocked: source, post-op operand 0)",
@@ -545,12 +559,10 @@ func @main(%img: f32[1,N,M,16], %b: f32[16]) -> (f32[1,N,M,16], f32[1,N,M,16]) {
 // elementwise ops (a bottleneck: 3x3, then 1x1 layers with a residual): the data stays blocked
 // from one to the next. A 1x1 convolution of a parameter stays on nhwc.
 TEST(CpuBackend, BlockedOneByOneConvolutions) {
-  std::string k = "  %k = f32[3,3,16,16] constant() {value = [";
-  for (int i = 0; i < 2304; ++i) k += (i ? ", " : "") + std::to_string(std::sin(double(i)));
   const std::string text = R"(
 func @main(%img: f32[1,N,M,16], %b: f32[16]) -> (f32[1,N,M,16], f32[1,N,M,32]) {
-)" + k + R"(]}
-  %w0 = f32[1,1,16,32] iota() {dimension = 2}
+)" + constant3x3("k", std::sin) +
+                           R"(  %w0 = f32[1,1,16,32] iota() {dimension = 2}
   %w = f32[1,1,16,32] cos(%w0)
   %v0 = f32[1,1,32,16] iota() {dimension = 3}
   %v = f32[1,1,32,16] sin(%v0)
@@ -570,13 +582,7 @@ func @main(%img: f32[1,N,M,16], %b: f32[16]) -> (f32[1,N,M,16], f32[1,N,M,32]) {
   // Sums of at most 144 f32 terms through three chained layers: measured 2e-6 of max
   // |reference|; a wrong layout or a missed reorder is off by the order of the values.
   checkAgainstInterpreter("blocked-1x1", text, {{1, 1}, {5, 3}, {9, 7}}, false, 1e-4);
-  auto parsed = parseModule(instantiate(text, 6, 5), "blocked-1x1.kir");
-  ASSERT_TRUE(parsed.isOk()) << parsed.status().str();
-  CompileOptions o;
-  o.threads = 1;
-  auto exe = Executable::compile(std::move(*parsed), o);
-  ASSERT_TRUE(exe.isOk()) << exe.status().str();
-  std::string calls = (*exe)->libraryCallDetails();
+  std::string calls = libraryCallsAt6x5(text, "blocked-1x1.kir");
   for (const char* want : {"3x3, IMPL, constant weights reordered, post-ops add+clamp, BLOCKED; "
                            "reordered: source; stored blocked: result)",
                            "1x1, IMPL, constant weights reordered, BLOCKED; stored blocked: "

@@ -19,7 +19,7 @@ namespace {
 void* allocate(size_t n) {
   void* p = std::malloc(n ? n : 1);
   if (!p) throw std::bad_alloc();
-  if (n >= (size_t(4) << 20)) kiln::adviseHugePages(p, n);
+  if (n >= kiln::kLargeBufferBytes) kiln::adviseHugePages(p, n);
   return p;
 }
 

@@ -484,25 +484,27 @@ StatusOr<HeldWeights> packWeights(const Tensor* constant, bool heldData,
   // The reorder writes the elements only; the gaps of a strided layout (padded rows) are zeroed
   // so that an artifact holding these bytes is deterministic.
   std::memset(packed.get_data_handle(), 0, chosen.get_size());
-  dnnl::stream stream(engine);
   // The reorder's scratchpad (Winograd weight transforms need one of several MiB) in Kiln's
-  // memory too: oneDNN's own would be fresh 4 KiB pages on every reorder.
-  // Creating the reorder and asking for its scratchpad run under one lock: oneDNN shares what
-  // it creates between threads through its primitive cache, synchronised inside the library
-  // where ThreadSanitizer cannot see it (scripts/tsan.sh). Creation is cheap; the reorders
-  // themselves run in parallel.
+  // memory too: oneDNN's own would be fresh 4 KiB pages on every reorder. Creating the reorder
+  // and asking for its scratchpad run under one lock: oneDNN shares what it creates between
+  // threads through its primitive cache, synchronised inside the library where ThreadSanitizer
+  // cannot see it (scripts/tsan.sh). Creation is cheap; the reorders run in parallel.
   static std::mutex creation;
-  std::unique_lock<std::mutex> lock(creation);
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  dnnl::reorder::primitive_desc pd(engine, weights, engine, chosen, attr);
-  memory::desc scratchDesc = pd.scratchpad_desc();
-  dnnl::reorder reorder(pd);
-  lock.unlock();
-  size_t scratchBytes = scratchDesc.get_size();
-  std::shared_ptr<std::byte> scratch = scratchBytes ? allocateLarge(scratchBytes) : nullptr;
+  std::optional<dnnl::reorder> reorder;
+  memory::desc scratchDesc;
+  {
+    std::lock_guard<std::mutex> lock(creation);
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::reorder::primitive_desc pd(engine, weights, engine, chosen, attr);
+    scratchDesc = pd.scratchpad_desc();
+    reorder.emplace(pd);
+  }
+  std::shared_ptr<std::byte> scratch =
+      scratchDesc.get_size() ? allocateLarge(scratchDesc.get_size()) : nullptr;
   memory scratchpad(scratchDesc, engine, scratch.get());
-  reorder.execute(
+  dnnl::stream& stream = threadStream();
+  reorder->execute(
       stream, {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, packed}, {DNNL_ARG_SCRATCHPAD, scratchpad}});
   stream.wait();
   held.packed = packed;
