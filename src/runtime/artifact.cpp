@@ -37,11 +37,17 @@ std::string_view DecodedArtifact::operator[](const std::string& name) const {
   return it == sections.end() ? std::string_view() : it->second;
 }
 
-Status DecodedArtifact::verify(const std::string& name,
-                               const std::function<void(std::string_view)>& hashed) const {
+Status DecodedArtifact::verify(const std::string& name, const MappedFile* file) const {
   auto it = sections.find(name);
   if (it == sections.end()) return Status::error(source + ": no section '" + name + "'");
-  uint64_t actual = chunkedHash64(it->second, hashed), expected = checksums.at(name);
+  uint64_t actual, expected = checksums.at(name);
+  if (file) {
+    ChunkedHash hash;
+    KILN_RETURN_IF_ERROR(file->read(it->second, [&](std::string_view p) { hash.update(p); }));
+    actual = hash.finish();
+  } else {
+    actual = chunkedHash64(it->second);
+  }
   if (actual != expected)
     return Status::error(source + ": corrupted: checksum " + hex64(actual) + " of section '" +
                          name + "', the table says " + hex64(expected));

@@ -851,11 +851,10 @@ StatusOr<std::unique_ptr<Executable>> Executable::load(std::string_view bytes,
   std::future<Status> weightsChecked;
   if (mapping)
     weightsChecked = std::async(std::launch::async, [&s, weights, &mapping] {
-      // Each piece's pages are released once hashed: checking must not make the whole file
-      // resident at once (the pages kernels read come back from the page cache).
-      auto release = [&mapping](std::string_view piece) { mapping->release(piece); };
+      // Read from the file, not through the mapping: checking makes no page resident (kernels
+      // map the pages they read when they first run).
       for (const auto& [name, data] : s.sections)
-        if (weights(name)) KILN_RETURN_IF_ERROR(s.verify(name, release));
+        if (weights(name)) KILN_RETURN_IF_ERROR(s.verify(name, mapping.get()));
       return Status::ok();
     });
   auto lines = [](std::string_view text) {
@@ -940,10 +939,9 @@ StatusOr<std::unique_ptr<Executable>> Executable::load(std::string_view bytes,
                          "): compile the model again");
   if (weightsChecked.valid()) KILN_RETURN_IF_ERROR(weightsChecked.get());
   impl->loadedFrom = source;
-  // Checking and parsing touched every page of the mapping. Those still used (constants and
-  // packed weights that kernels read) come back from the page cache on first use; the rest
-  // (the text, the code, constants only library kernels read) stop counting as this process's
-  // memory.
+  // Parsing touched the pages of the text, the code and the constants it read. Those still used
+  // (constants that kernels read) come back from the page cache on first use; the rest stop
+  // counting as this process's memory.
   if (mapping) mapping->release(bytes);
   return std::unique_ptr<Executable>(new Executable(std::move(impl)));
 }

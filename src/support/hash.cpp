@@ -20,26 +20,48 @@ uint64_t word(const char* p) {
 
 }  // namespace
 
-uint64_t hash64(std::string_view data, uint64_t seed) {
-  const char* p = data.data();
-  size_t n = data.size();
+Hash64::Hash64(uint64_t seed)
+    : seed_(seed), lanes_{seed + kP1 + kP2, seed + kP2, seed, seed - kP1} {}
+
+void Hash64::update(std::string_view piece) {
+  const char* p = piece.data();
+  size_t n = piece.size();
+  total_ += n;
+  if (carried_ > 0) {  // complete the stripe started by earlier pieces
+    size_t take = std::min(n, sizeof carry_ - carried_);
+    std::memcpy(carry_ + carried_, p, take);
+    carried_ += take;
+    p += take;
+    n -= take;
+    if (carried_ < sizeof carry_) return;
+    for (int l = 0; l < 4; ++l) lanes_[l] = round(lanes_[l], word(carry_ + 8 * l));
+    carried_ = 0;
+  }
+  uint64_t v1 = lanes_[0], v2 = lanes_[1], v3 = lanes_[2], v4 = lanes_[3];
+  for (; n >= 32; p += 32, n -= 32) {
+    v1 = round(v1, word(p));
+    v2 = round(v2, word(p + 8));
+    v3 = round(v3, word(p + 16));
+    v4 = round(v4, word(p + 24));
+  }
+  lanes_[0] = v1, lanes_[1] = v2, lanes_[2] = v3, lanes_[3] = v4;
+  std::memcpy(carry_, p, n);
+  carried_ = n;
+}
+
+uint64_t Hash64::finish() const {
   uint64_t h;
-  if (n >= 32) {
-    uint64_t v1 = seed + kP1 + kP2, v2 = seed + kP2, v3 = seed, v4 = seed - kP1;
-    while (n >= 32) {
-      v1 = round(v1, word(p));
-      v2 = round(v2, word(p + 8));
-      v3 = round(v3, word(p + 16));
-      v4 = round(v4, word(p + 24));
-      p += 32;
-      n -= 32;
-    }
+  if (total_ >= 32) {
+    const uint64_t v1 = lanes_[0], v2 = lanes_[1], v3 = lanes_[2], v4 = lanes_[3];
     h = rotl(v1, 1) + rotl(v2, 7) + rotl(v3, 12) + rotl(v4, 18);
     for (uint64_t v : {v1, v2, v3, v4}) h = (h ^ round(0, v)) * kP1 + kP4;
   } else {
-    h = seed + kP5;
+    h = seed_ + kP5;
   }
-  h += data.size();
+  h += total_;
+  // The tail: the bytes after the last whole stripe.
+  const char* p = carry_;
+  size_t n = carried_;
   for (; n >= 8; p += 8, n -= 8) h = rotl(h ^ round(0, word(p)), 27) * kP1 + kP4;
   for (; n > 0; ++p, --n) h = rotl(h ^ (static_cast<unsigned char>(*p) * kP5), 11) * kP1;
   h ^= h >> 33;
@@ -50,56 +72,40 @@ uint64_t hash64(std::string_view data, uint64_t seed) {
   return h;
 }
 
-void ChunkedHash::chunk(std::string_view data) {
-  uint64_t h = hash64(data, index_++);
-  hashes_.append(reinterpret_cast<const char*>(&h), sizeof h);
+uint64_t hash64(std::string_view data, uint64_t seed) {
+  Hash64 h(seed);
+  h.update(data);
+  return h.finish();
 }
 
 void ChunkedHash::update(std::string_view piece) {
   total_ += piece.size();
   while (!piece.empty()) {
-    if (buffer_.empty() && piece.size() >= kChunk) {  // a whole chunk in place
-      chunk(piece.substr(0, kChunk));
-      piece.remove_prefix(kChunk);
-      continue;
-    }
-    size_t take = std::min(kChunk - buffer_.size(), piece.size());
-    buffer_.append(piece.substr(0, take));
+    size_t take = std::min(kChunk - inChunk_, piece.size());
+    current_.update(piece.substr(0, take));
     piece.remove_prefix(take);
-    if (buffer_.size() == kChunk) {
-      chunk(buffer_);
-      buffer_.clear();
+    inChunk_ += take;
+    if (inChunk_ == kChunk) {
+      uint64_t h = current_.finish();
+      hashes_.append(reinterpret_cast<const char*>(&h), sizeof h);
+      current_ = Hash64(++index_);
+      inChunk_ = 0;
     }
   }
 }
 
-uint64_t ChunkedHash::finish(std::string_view last) {
-  if (buffer_.empty() && last.size() < kChunk) {
-    // The last, partial chunk (or the empty stream's one) hashed where it lies.
-    total_ += last.size();
-    if (!last.empty() || index_ == 0) chunk(last);
-  } else {
-    update(last);
-    if (!buffer_.empty() || index_ == 0) chunk(buffer_);  // the last, partial chunk
-    buffer_.clear();
+uint64_t ChunkedHash::finish() {
+  if (inChunk_ > 0 || index_ == 0) {  // the last, partial chunk (or the empty stream's one)
+    uint64_t h = current_.finish();
+    hashes_.append(reinterpret_cast<const char*>(&h), sizeof h);
   }
   return hash64(hashes_, total_);
 }
 
-uint64_t chunkedHash64(std::string_view data, const std::function<void(std::string_view)>& hashed) {
-  // Whole chunks go through update() in place; the last, partial one through finish(), which
-  // hashes it in place too (update() would copy it into its buffer).
+uint64_t chunkedHash64(std::string_view data) {
   ChunkedHash h;
-  const size_t whole = data.size() / ChunkedHash::kChunk * ChunkedHash::kChunk;
-  for (size_t at = 0; at < whole; at += ChunkedHash::kChunk) {
-    std::string_view piece = data.substr(at, ChunkedHash::kChunk);
-    h.update(piece);
-    if (hashed) hashed(piece);
-  }
-  std::string_view tail = data.substr(whole);
-  uint64_t result = h.finish(tail);
-  if (hashed && (!tail.empty() || whole == 0)) hashed(tail);
-  return result;
+  h.update(data);
+  return h.finish();
 }
 
 std::string hex64(uint64_t v) {

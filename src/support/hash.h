@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <string_view>
 
@@ -12,28 +11,39 @@ namespace kiln {
 
 uint64_t hash64(std::string_view data, uint64_t seed = 0);
 
+// hash64 of a byte stream given in pieces of any sizes: the same value as hash64 of the pieces
+// put together, without putting them together.
+class Hash64 {
+ public:
+  explicit Hash64(uint64_t seed = 0);
+  void update(std::string_view piece);
+  uint64_t finish() const;
+
+ private:
+  uint64_t seed_, lanes_[4];
+  uint64_t total_ = 0;
+  char carry_[32];  // the start of a 32-byte stripe that came in several pieces
+  size_t carried_ = 0;
+};
+
 // A hash of a byte stream given in pieces, the same however it is split: the stream is cut into
-// chunks of 4 MiB, chunk i is hashed with seed i, and the chunks' hashes are hashed together with
-// the stream's length as seed. For large data written or read piece by piece (artifact sections,
-// source files) without a contiguous copy.
+// chunks of 4 MiB, chunk i is hashed (hash64) with seed i, and the chunks' hashes are hashed
+// together with the stream's length as seed. Cutting lets a reader check a large section while
+// it reads it piece by piece (artifact sections, source files); no piece is copied.
 class ChunkedHash {
  public:
   static constexpr size_t kChunk = size_t(4) << 20;
   void update(std::string_view piece);
-  // The hash of the stream, `last` its last piece (hashed where it lies when nothing is
-  // buffered: a stream given as whole chunks and a tail is never copied).
-  uint64_t finish(std::string_view last = {});
+  uint64_t finish();
 
  private:
-  void chunk(std::string_view data);
-  std::string buffer_;  // the start of a chunk that came in several pieces
+  Hash64 current_{0};
+  size_t inChunk_ = 0;  // bytes of the current chunk seen
   std::string hashes_;
   uint64_t total_ = 0, index_ = 0;
 };
-// ChunkedHash of one piece, hashed in place (no copy); `hashed`, when given, is called with each
-// chunk once it has been hashed.
-uint64_t chunkedHash64(std::string_view data,
-                       const std::function<void(std::string_view)>& hashed = nullptr);
+// ChunkedHash of one piece.
+uint64_t chunkedHash64(std::string_view data);
 // 16 lowercase hex digits.
 std::string hex64(uint64_t v);
 

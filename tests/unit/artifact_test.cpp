@@ -458,31 +458,72 @@ TEST(SourceKey, RecordsFingerprintsOfUnchangedFiles) {
   std::filesystem::remove_all(dir);
 }
 
-// chunkedHash64 hashes each 4 MiB chunk where it lies; it must give what ChunkedHash gives
-// for the same bytes however they arrive (the checksums of artifacts written before), and it
-// must see every byte: changing any chunk changes the hash.
-TEST(ChunkedHash, InPlaceEqualsStreaming) {
+// Hash64 and ChunkedHash must give the same value however a stream is split (the checksums of
+// artifacts written whole are checked piece by piece): pieces of odd sizes, pieces that end
+// inside a 32-byte stripe or a 4 MiB chunk, and empty pieces. And the checksum must see every
+// byte: changing any chunk changes it.
+TEST(ChunkedHash, SameHoweverSplit) {
   const size_t chunk = ChunkedHash::kChunk;
   std::string data(2 * chunk + 12345, '\0');
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>((i * 2654435761u) >> 13);
-  for (size_t size : {size_t(0), size_t(7), size_t(100000), chunk - 1, chunk, chunk + 1, 2 * chunk,
-                      data.size()}) {
+  for (size_t size : {size_t(0), size_t(7), size_t(31), size_t(32), size_t(100000), chunk - 1,
+                      chunk, chunk + 1, 2 * chunk, data.size()}) {
     std::string_view bytes(data.data(), size);
-    ChunkedHash streamed;
-    for (size_t at = 0; at < size; at += 1000003) streamed.update(bytes.substr(at, 1000003));
-    std::vector<size_t> pieces;
-    uint64_t inPlace =
-        chunkedHash64(bytes, [&](std::string_view p) { pieces.push_back(p.size()); });
-    EXPECT_EQ(inPlace, streamed.finish()) << "size " << size;
-    EXPECT_EQ(pieces.size(), size == 0 ? 1 : (size + chunk - 1) / chunk) << "size " << size;
+    const uint64_t whole = chunkedHash64(bytes);
+    for (size_t step : {size_t(1) << 18, size_t(1000003), size_t(13)}) {
+      if (step == 13 && size > 100000) continue;  // byte-sized pieces: small streams only
+      ChunkedHash streamed;
+      Hash64 plain(5);
+      for (size_t at = 0; at < size; at += step) {
+        streamed.update(bytes.substr(at, step));
+        streamed.update({});
+        plain.update(bytes.substr(at, step));
+      }
+      EXPECT_EQ(streamed.finish(), whole) << "size " << size << ", pieces of " << step;
+      EXPECT_EQ(plain.finish(), hash64(bytes, 5)) << "size " << size << ", pieces of " << step;
+    }
   }
-  std::string changed = data;
+  // The values themselves do not change between versions: artifacts on disk carry them.
+  EXPECT_EQ(hex64(hash64("")), "ef46db3751d8e999");
+  EXPECT_EQ(hex64(hash64("kiln artifact checksum, 41 bytes long....")), "ff2d75cba1dc4727");
   const uint64_t whole = chunkedHash64(data);
+  EXPECT_EQ(hex64(whole), "de335efc80e9722b");
+  std::string changed = data;
   for (size_t at : {size_t(0), chunk - 1, chunk, 2 * chunk + 5, data.size() - 1}) {
     changed[at] ^= 1;
     EXPECT_NE(chunkedHash64(changed), whole) << "byte " << at;
     changed[at] ^= 1;
   }
+}
+
+// MappedFile::read gives the bytes of a part of the file, in order, in pieces, the same bytes
+// the mapping shows; a range outside the mapping is a broken invariant, not an error.
+TEST(MappedFile, ReadsRangesThroughTheFile) {
+  std::string dir = ::testing::TempDir() + "kiln_mapped_read";
+  std::filesystem::create_directories(dir);
+  std::string data(1 << 20, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>((i * 2654435761u) >> 11);
+  { std::ofstream(dir + "/f", std::ios::binary) << data; }
+  auto file = MappedFile::open(dir + "/f");
+  ASSERT_TRUE(file.isOk()) << file.status().str();
+  std::string_view bytes = file->bytes();
+  ASSERT_EQ(bytes, data);
+  for (auto [from, size] :
+       {std::pair<size_t, size_t>{0, data.size()}, {12345, 700001}, {7, 0}, {data.size() - 3, 3}}) {
+    std::string got;
+    size_t pieces = 0;
+    ASSERT_TRUE(file->read(bytes.substr(from, size),
+                           [&](std::string_view p) {
+                             got += p;
+                             ++pieces;
+                           })
+                    .isOk());
+    EXPECT_EQ(got, data.substr(from, size)) << "from " << from;
+    EXPECT_EQ(pieces, (size + (256 << 10) - 1) / (256 << 10)) << "from " << from;
+  }
+  std::string elsewhere = "not in the file";
+  EXPECT_DEATH((void)file->read(elsewhere, [](std::string_view) {}), "not part of the file");
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
