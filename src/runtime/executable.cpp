@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "codegen/cpu/cpu_codegen.h"
+#include "codegen/cpu/object_loader.h"
 #include "codegen/cpu/onednn.h"
 #include "codegen/cpu/post_ops.h"
 #include "interp/interpreter.h"
@@ -648,7 +649,7 @@ Status Executable::build(Impl& impl, std::unique_ptr<Module> module,
         describeCalls(impl)));
   }
   // Code generation: kernels that differ only in their names compile once, and the distinct
-  // ones are split over up to `threads` compilers (one LLVM context and JIT each) that run at
+  // ones are split over up to `threads` compilers (one LLVM context and object each) that run at
   // once. An artifact brings the object code of each compiler instead.
   start = Clock::now();
   std::map<std::string, size_t> firstOf;
@@ -675,8 +676,7 @@ Status Executable::build(Impl& impl, std::unique_ptr<Module> module,
   }
   if (objects) {
     for (const ObjectUnit& u : *objects) {
-      KILN_ASSIGN_OR_RETURN(auto compiler, codegen::cpu::CpuCompiler::create());
-      KILN_ASSIGN_OR_RETURN(auto linked, compiler->loadObject(u.object, u.symbols));
+      KILN_ASSIGN_OR_RETURN(auto linked, codegen::cpu::linkObject(u.object, u.symbols));
       for (size_t j = 0; j < linked.size(); ++j) {
         if (u.kernels[j] >= unique.size())
           return Status::error("the artifact's object code names kernel " +
@@ -686,7 +686,6 @@ Status Executable::build(Impl& impl, std::unique_ptr<Module> module,
         // got no code hold code for them too).
         if (!uniqueCompiled[u.kernels[j]]) uniqueCompiled[u.kernels[j]] = std::move(linked[j]);
       }
-      impl.compilers.push_back(std::move(compiler));
       impl.objects.push_back(u);
     }
     for (const auto& c : uniqueCompiled)
@@ -1077,7 +1076,7 @@ std::string Executable::libraryCalls() const {
     out += std::string(out.empty() ? "" : "; ") + "reference: " + list(reference);
   return out.empty() ? "none" : out;
 }
-std::string Executable::hostCpu() const { return impl_->compilers[0]->hostCpu(); }
+std::string Executable::hostCpu() const { return codegen::cpu::hostCpu(); }
 int Executable::uniqueKernels() const { return impl_->uniqueKernels; }
 const std::string& Executable::cacheReport() const { return impl_->cacheReport; }
 const std::string& Executable::loadedFrom() const { return impl_->loadedFrom; }

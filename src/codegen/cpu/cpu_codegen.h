@@ -1,9 +1,10 @@
-// The CPU code generator: kernel IR -> LLVM IR -> LLVM 19 ORC LLJIT for the host CPU.
+// The CPU code generator: kernel IR -> LLVM IR -> an ELF object for the host CPU, which Kiln's
+// own loader links into the process (object_loader.h).
 //
 // CpuCompiler turns kernel::Kernels into CompiledKernels: native functions optimized by LLVM's
-// -O3 pipeline for the host (AVX2 / AVX-512 where present). It holds one JIT session; each
-// compile or compileAll adds one LLVM module to it. Compiled code stays alive as long as any
-// CompiledKernel from it does, even after the CpuCompiler is gone.
+// -O3 pipeline for the host (AVX2 / AVX-512 where present). Each compile or compileAll makes one
+// LLVM module and one object. Compiled code stays alive as long as any CompiledKernel from it
+// does, even after the CpuCompiler is gone.
 //
 // What each kernel IR construct becomes, the threading model and the numerics are described in
 // docs/codegen.md. In short:
@@ -17,7 +18,7 @@
 //    so a Call inside a loop has one number for all its iterations);
 //  - GPU loops, Shared allocations and Barriers are rejected: they are not CPU kernels.
 //
-// No LLVM type appears in this header; the LLVM code lives in llvm_emit.cpp and cpu_jit.cpp.
+// No LLVM type appears in this header; the LLVM code lives in llvm_emit.cpp and cpu_compiler.cpp.
 #pragma once
 
 #include <cstdint>
@@ -53,7 +54,7 @@ class CompiledKernel {
   // says (row-major; bool as one byte 0/1; f16/bf16 as their 16-bit patterns).
   virtual void run(void* const* buffers, ThreadPool& pool, CallHandler handler,
                    void* context) const = 0;
-  // The JIT symbol of the kernel's entry function (in lastLlvmIr()).
+  // The symbol of the kernel's entry function (in lastLlvmIr() and the object).
   virtual const std::string& symbol() const = 0;
   virtual ~CompiledKernel() = default;
 };
@@ -65,9 +66,11 @@ class CompiledKernel {
 std::unique_ptr<CompiledKernel> callOnlyKernel(const kernel::Kernel& k);
 
 // The exact target this machine's code is generated for: LLVM's host CPU name and its full
-// feature string, without creating a JIT. Object code (CpuCompiler::lastObject) only loads
+// feature string, without creating a compiler. Object code (CpuCompiler::lastObject) only loads
 // where this is the same.
 std::string hostTarget();
+// The host CPU the code is tuned for and its notable features: "haswell (+avx2 +fma +f16c)".
+std::string hostCpu();
 
 class CpuCompiler {
  public:
@@ -78,24 +81,19 @@ class CpuCompiler {
 
   // Compiles one kernel. Not thread-safe: one compile at a time per CpuCompiler.
   StatusOr<std::unique_ptr<CompiledKernel>> compile(const kernel::Kernel& k);
-  // Compiles kernels as one LLVM module (one optimization pipeline and one JIT link), in order.
+  // Compiles kernels as one LLVM module (one optimization pipeline and one object), in order.
   StatusOr<std::vector<std::unique_ptr<CompiledKernel>>>
   compileAll(const std::vector<const kernel::Kernel*>& kernels);
 
   // The optimized LLVM IR text of the last successful compile or compileAll.
   std::string lastLlvmIr() const;
   // The object file (ELF, for this compiler's target) of the last successful compile or
-  // compileAll: what loadObject takes back, in this process or another on the same target.
+  // compileAll: what linkObject (object_loader.h) takes back, in this process or another on the
+  // same target.
   std::string lastObject() const;
-  // Links an object file from lastObject() and returns the kernels whose entry symbols are
-  // `symbols` (CompiledKernel::symbol() of the kernels compiled with it), in that order.
-  StatusOr<std::vector<std::unique_ptr<CompiledKernel>>>
-  loadObject(std::string_view object, const std::vector<std::string>& symbols);
   // LLVM's warnings on the last successful compile, one per line: "warning: loop not
   // vectorized: ..." when a Vectorized loop stayed scalar (a libm call in its body, say).
   std::string lastDiagnostics() const;
-  // The host CPU the code is tuned for and its notable features: "haswell (+avx2 +fma +f16c)".
-  std::string hostCpu() const;
 
  private:
   struct Impl;

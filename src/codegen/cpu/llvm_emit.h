@@ -1,4 +1,4 @@
-// Internal to src/codegen/cpu: the kernel IR -> LLVM IR emitter, used by cpu_jit.cpp.
+// Internal to src/codegen/cpu: the kernel IR -> LLVM IR emitter, used by cpu_compiler.cpp.
 // Only forward declarations of LLVM types appear here.
 #pragma once
 
@@ -15,9 +15,9 @@ class Module;
 
 namespace kiln::codegen::cpu {
 
-// The runtime function compiled code calls for a Parallel loop; the JIT defines the symbol
-// kKilnParallelFor to it. pool is the ThreadPool* given to the kernel entry; fn(ctx, begin, end)
-// runs iterations [begin, end) of the loop.
+// The runtime function compiled code calls for a Parallel loop; the object loader resolves the
+// symbol kKilnParallelFor to it. pool is the ThreadPool* given to the kernel entry; fn(ctx, begin,
+// end) runs iterations [begin, end) of the loop.
 inline constexpr const char* kKilnParallelFor = "kiln_cpu_parallel_for";
 extern "C" void kiln_cpu_parallel_for(void* pool, int64_t n,
                                       void (*fn)(void* ctx, int64_t begin, int64_t end), void* ctx);

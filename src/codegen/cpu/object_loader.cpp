@@ -1,0 +1,298 @@
+#include "codegen/cpu/object_loader.h"
+
+#include <cstdint>
+#include <cstring>
+#include <dlfcn.h>
+#include <elf.h>
+#include <limits>
+#include <map>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "codegen/cpu/llvm_emit.h"
+
+namespace kiln::codegen::cpu {
+
+extern "C" void kiln_cpu_parallel_for(void* pool, int64_t n,
+                                      void (*fn)(void* ctx, int64_t begin, int64_t end),
+                                      void* ctx) {
+  static_cast<ThreadPool*>(pool)->parallelFor(
+      n, [&](int64_t begin, int64_t end) { fn(ctx, begin, end); });
+}
+
+namespace {
+
+// The mapping an object's sections were loaded into.
+struct LoadedCode {
+  void* base = nullptr;
+  size_t bytes = 0;
+  LoadedCode() = default;
+  LoadedCode(const LoadedCode&) = delete;
+  LoadedCode& operator=(const LoadedCode&) = delete;
+  ~LoadedCode() {
+    if (base) ::munmap(base, bytes);
+  }
+};
+
+class LoadedKernel final : public CompiledKernel {
+ public:
+  LoadedKernel(std::shared_ptr<const LoadedCode> code, KernelEntry entry, std::string symbol)
+      : code_(std::move(code)), entry_(entry), symbol_(std::move(symbol)) {}
+  void run(void* const* buffers, ThreadPool& pool, CallHandler handler,
+           void* context) const override {
+    entry_(buffers, &pool, reinterpret_cast<void*>(handler), context);
+  }
+  const std::string& symbol() const override { return symbol_; }
+
+ private:
+  std::shared_ptr<const LoadedCode> code_;  // keeps the code mapped
+  KernelEntry entry_;
+  std::string symbol_;
+};
+
+// Reads ELF structures out of the object's bytes, each checked to lie inside them.
+class ElfReader {
+ public:
+  explicit ElfReader(std::string_view bytes) : bytes_(bytes) {}
+
+  template <typename T>
+  StatusOr<T> read(uint64_t offset, const std::string& what) const {
+    if (offset > bytes_.size() || bytes_.size() - offset < sizeof(T))
+      return error(what + " lies outside the object (" + std::to_string(bytes_.size()) + " bytes)");
+    T v;
+    std::memcpy(&v, bytes_.data() + offset, sizeof(T));
+    return v;
+  }
+  StatusOr<std::string_view> range(uint64_t offset, uint64_t size, const std::string& what) const {
+    if (offset > bytes_.size() || bytes_.size() - offset < size)
+      return error(what + " lies outside the object (" + std::to_string(bytes_.size()) + " bytes)");
+    return bytes_.substr(offset, size);
+  }
+  static Status error(const std::string& why) { return Status::error("object code: " + why); }
+
+ private:
+  std::string_view bytes_;
+};
+
+// A NUL-terminated name at `offset` of a string table.
+StatusOr<std::string> nameAt(std::string_view table, uint64_t offset, const char* what) {
+  if (offset >= table.size()) return ElfReader::error(std::string(what) + " name out of range");
+  size_t end = table.find('\0', offset);
+  if (end == std::string_view::npos)
+    return ElfReader::error(std::string(what) + " name is not terminated");
+  return std::string(table.substr(offset, end - offset));
+}
+
+// A symbol the object uses but does not define.
+StatusOr<uint64_t> resolveExternal(const std::string& name) {
+  if (name == kKilnParallelFor) return reinterpret_cast<uint64_t>(&kiln_cpu_parallel_for);
+  void* p = ::dlsym(RTLD_DEFAULT, name.c_str());
+  if (!p) return ElfReader::error("it calls '" + name + "', which this process does not have");
+  return reinterpret_cast<uint64_t>(p);
+}
+
+std::string relocationName(uint32_t type) {
+  switch (type) {
+    case R_X86_64_64: return "R_X86_64_64";
+    case R_X86_64_PC32: return "R_X86_64_PC32";
+    case R_X86_64_PLT32: return "R_X86_64_PLT32";
+    case R_X86_64_PC64: return "R_X86_64_PC64";
+    case R_X86_64_GOTPCREL: return "R_X86_64_GOTPCREL";
+    case R_X86_64_32: return "R_X86_64_32";
+    case R_X86_64_32S: return "R_X86_64_32S";
+    default: return "type " + std::to_string(type);
+  }
+}
+
+}  // namespace
+
+StatusOr<std::vector<std::unique_ptr<CompiledKernel>>>
+linkObject(std::string_view object, const std::vector<std::string>& symbols) {
+  ElfReader elf(object);
+  KILN_ASSIGN_OR_RETURN(Elf64_Ehdr eh, elf.read<Elf64_Ehdr>(0, "the ELF header"));
+  if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0)
+    return ElfReader::error("not an ELF object (no ELF magic)");
+  if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB ||
+      eh.e_machine != EM_X86_64 || eh.e_type != ET_REL)
+    return ElfReader::error("not a 64-bit little-endian x86-64 relocatable object");
+  if (eh.e_shentsize != sizeof(Elf64_Shdr))
+    return ElfReader::error("unexpected section header size " + std::to_string(eh.e_shentsize));
+  std::vector<Elf64_Shdr> sections(eh.e_shnum);
+  for (size_t i = 0; i < sections.size(); ++i) {
+    KILN_ASSIGN_OR_RETURN(sections[i], elf.read<Elf64_Shdr>(eh.e_shoff + i * sizeof(Elf64_Shdr),
+                                                            "section header " + std::to_string(i)));
+  }
+  if (eh.e_shstrndx >= sections.size()) return ElfReader::error("no section name table");
+  KILN_ASSIGN_OR_RETURN(std::string_view sectionNames,
+                        elf.range(sections[eh.e_shstrndx].sh_offset,
+                                  sections[eh.e_shstrndx].sh_size, "the section name table"));
+  auto sectionName = [&](size_t i) {
+    auto n = nameAt(sectionNames, sections[i].sh_name, "section");
+    return n ? *n : "#" + std::to_string(i);
+  };
+
+  // Layout: allocated sections in three groups (code, constants, writable data), each starting
+  // on a page so that it gets its own protection.
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<uint64_t> placed(sections.size(), std::numeric_limits<uint64_t>::max());
+  uint64_t size = 0, groupStart[3] = {0, 0, 0}, groupEnd[3] = {0, 0, 0};
+  for (int group = 0; group < 3; ++group) {
+    size = (size + page - 1) / page * page;
+    groupStart[group] = size;
+    for (size_t i = 0; i < sections.size(); ++i) {
+      const Elf64_Shdr& s = sections[i];
+      if (!(s.sh_flags & SHF_ALLOC) || s.sh_size == 0) continue;
+      int g = (s.sh_flags & SHF_EXECINSTR) ? 0 : (s.sh_flags & SHF_WRITE) ? 2 : 1;
+      if (g != group) continue;
+      if (s.sh_type != SHT_PROGBITS && s.sh_type != SHT_NOBITS)
+        return ElfReader::error("section '" + sectionName(i) + "' of type " +
+                                std::to_string(s.sh_type) + " is not supported");
+      uint64_t align = std::max<uint64_t>(s.sh_addralign, 1);
+      if (align > page || (align & (align - 1)) != 0)
+        return ElfReader::error("section '" + sectionName(i) + "' has alignment " +
+                                std::to_string(align));
+      if (s.sh_size > (uint64_t(1) << 32))
+        return ElfReader::error("section '" + sectionName(i) + "' is too large");
+      size = (size + align - 1) / align * align;
+      placed[i] = size;
+      size += s.sh_size;
+    }
+    groupEnd[group] = size;
+  }
+  auto code = std::make_shared<LoadedCode>();
+  code->bytes = std::max<uint64_t>((size + page - 1) / page * page, page);
+  void* base =
+      ::mmap(nullptr, code->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED) return ElfReader::error("cannot map memory for the code");
+  code->base = base;
+  auto* at = static_cast<char*>(base);
+  for (size_t i = 0; i < sections.size(); ++i) {
+    if (placed[i] == std::numeric_limits<uint64_t>::max() || sections[i].sh_type == SHT_NOBITS)
+      continue;
+    KILN_ASSIGN_OR_RETURN(
+        std::string_view data,
+        elf.range(sections[i].sh_offset, sections[i].sh_size, "section '" + sectionName(i) + "'"));
+    std::memcpy(at + placed[i], data.data(), data.size());
+  }
+
+  // Symbols: their addresses in the mapping, or resolved in the process.
+  std::vector<uint64_t> address;
+  std::vector<bool> usable;  // defined, resolved or absolute (not of a section left unloaded)
+  std::map<std::string, uint64_t> defined;
+  size_t symtab = sections.size();
+  for (size_t i = 0; i < sections.size(); ++i)
+    if (sections[i].sh_type == SHT_SYMTAB) symtab = i;
+  if (symtab == sections.size()) return ElfReader::error("no symbol table");
+  const Elf64_Shdr& st = sections[symtab];
+  if (st.sh_entsize != sizeof(Elf64_Sym) || st.sh_link >= sections.size())
+    return ElfReader::error("malformed symbol table");
+  KILN_ASSIGN_OR_RETURN(std::string_view names,
+                        elf.range(sections[st.sh_link].sh_offset, sections[st.sh_link].sh_size,
+                                  "the symbol name table"));
+  for (uint64_t k = 0; k < st.sh_size / sizeof(Elf64_Sym); ++k) {
+    KILN_ASSIGN_OR_RETURN(Elf64_Sym sym, elf.read<Elf64_Sym>(st.sh_offset + k * sizeof(Elf64_Sym),
+                                                             "symbol " + std::to_string(k)));
+    uint64_t a = 0;
+    bool ok = true;
+    if (k == 0) {
+      // the null symbol
+    } else if (sym.st_shndx == SHN_UNDEF) {
+      KILN_ASSIGN_OR_RETURN(std::string name, nameAt(names, sym.st_name, "symbol"));
+      KILN_ASSIGN_OR_RETURN(a, resolveExternal(name));
+    } else if (sym.st_shndx == SHN_ABS) {
+      a = sym.st_value;
+    } else if (sym.st_shndx < sections.size() &&
+               placed[sym.st_shndx] != std::numeric_limits<uint64_t>::max()) {
+      a = reinterpret_cast<uint64_t>(at + placed[sym.st_shndx]) + sym.st_value;
+      if (ELF64_ST_BIND(sym.st_info) == STB_GLOBAL && ELF64_ST_TYPE(sym.st_info) == STT_FUNC) {
+        KILN_ASSIGN_OR_RETURN(std::string name, nameAt(names, sym.st_name, "symbol"));
+        defined[name] = a;
+      }
+    } else {
+      // A symbol of a section that is not loaded (debug information, say, or the file name) is
+      // fine as long as no relocation of a loaded section uses it, which is checked below.
+      ok = false;
+    }
+    address.push_back(a);
+    usable.push_back(ok);
+  }
+
+  // Relocations of loaded sections.
+  for (size_t r = 0; r < sections.size(); ++r) {
+    const Elf64_Shdr& rs = sections[r];
+    if (rs.sh_type == SHT_REL && rs.sh_info < sections.size() &&
+        placed[rs.sh_info] != std::numeric_limits<uint64_t>::max())
+      return ElfReader::error("relocations without addends ('" + sectionName(r) +
+                              "') are not supported");
+    if (rs.sh_type != SHT_RELA || rs.sh_info >= sections.size() ||
+        placed[rs.sh_info] == std::numeric_limits<uint64_t>::max())
+      continue;
+    if (rs.sh_entsize != sizeof(Elf64_Rela) || rs.sh_link != symtab)
+      return ElfReader::error("malformed relocation section '" + sectionName(r) + "'");
+    const Elf64_Shdr& target = sections[rs.sh_info];
+    char* targetBase = at + placed[rs.sh_info];
+    for (uint64_t k = 0; k < rs.sh_size / sizeof(Elf64_Rela); ++k) {
+      KILN_ASSIGN_OR_RETURN(
+          Elf64_Rela rel,
+          elf.read<Elf64_Rela>(rs.sh_offset + k * sizeof(Elf64_Rela),
+                               "relocation " + std::to_string(k) + " of '" + sectionName(r) + "'"));
+      const uint32_t type = ELF64_R_TYPE(rel.r_info);
+      const uint64_t symbol = ELF64_R_SYM(rel.r_info);
+      if (symbol >= address.size())
+        return ElfReader::error("relocation of '" + sectionName(r) + "' names symbol " +
+                                std::to_string(symbol) + " of " + std::to_string(address.size()));
+      const size_t width = type == R_X86_64_PC32 || type == R_X86_64_PLT32 ? 4 : 8;
+      if (rel.r_offset > target.sh_size || target.sh_size - rel.r_offset < width)
+        return ElfReader::error("a relocation of '" + sectionName(r) +
+                                "' lies outside its section");
+      const uint64_t s = address[symbol];
+      if (!usable[symbol])
+        return ElfReader::error("a relocation of '" + sectionName(r) +
+                                "' refers to a symbol of a section that is not loaded");
+      const uint64_t p = reinterpret_cast<uint64_t>(targetBase + rel.r_offset);
+      const uint64_t sa = s + static_cast<uint64_t>(rel.r_addend);
+      switch (type) {
+        case R_X86_64_64: std::memcpy(targetBase + rel.r_offset, &sa, 8); break;
+        case R_X86_64_PC64: {
+          uint64_t v = sa - p;
+          std::memcpy(targetBase + rel.r_offset, &v, 8);
+          break;
+        }
+        case R_X86_64_PC32:
+        case R_X86_64_PLT32: {
+          int64_t v = static_cast<int64_t>(sa - p);
+          if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
+            return ElfReader::error(relocationName(type) + " in '" + sectionName(r) +
+                                    "' does not reach its target (the code must use the large "
+                                    "code model)");
+          int32_t v32 = static_cast<int32_t>(v);
+          std::memcpy(targetBase + rel.r_offset, &v32, 4);
+          break;
+        }
+        default:
+          return ElfReader::error("relocation " + relocationName(type) + " in '" + sectionName(r) +
+                                  "' is not supported");
+      }
+    }
+  }
+
+  // Protections: code read+execute, constants read-only, writable data as it is.
+  for (int group = 0; group < 2; ++group) {
+    if (groupEnd[group] == groupStart[group]) continue;
+    uint64_t end = (groupEnd[group] + page - 1) / page * page;
+    int prot = group == 0 ? PROT_READ | PROT_EXEC : PROT_READ;
+    if (::mprotect(at + groupStart[group], end - groupStart[group], prot) != 0)
+      return ElfReader::error("cannot protect the loaded code");
+  }
+
+  std::vector<std::unique_ptr<CompiledKernel>> out;
+  for (const std::string& name : symbols) {
+    auto it = defined.find(name);
+    if (it == defined.end()) return ElfReader::error("no function named '" + name + "'");
+    out.push_back(
+        std::make_unique<LoadedKernel>(code, reinterpret_cast<KernelEntry>(it->second), name));
+  }
+  return out;
+}
+
+}  // namespace kiln::codegen::cpu
