@@ -252,7 +252,7 @@ void forEachValueBuffer(const std::vector<kernel::Kernel>& kernels,
 // written by a kernel that is one library call, read only by such kernels, each listing the
 // value's buffer among its blockable ones, with the same layout, and not a function output.
 // Between two blocked convolutions such a value then needs no reorders. Tells each library
-// kernel which of its buffers are stored so.
+// kernel with blockable buffers which of them are stored so (possibly none).
 void Executable::storeBlockedValues(Impl& impl, const Function& f) {
   struct Use {
     LibraryCall* call;
@@ -260,9 +260,14 @@ void Executable::storeBlockedValues(Impl& impl, const Function& f) {
   };
   std::map<const Value*, std::vector<Use>> uses;  // every read and write of a value
   std::set<const Value*> excluded;                // read or written some other way
+  // Per call that could compute blocked, the positions it finds stored blocked (none, it may
+  // be: every such call is told, so that it prepares the reorders it needs now, not in a run).
+  std::map<LibraryCall*, std::vector<size_t>> stored;
   forEachValueBuffer(
       impl.kernels, impl.calls,
       [&](LibraryCall* call, const kernel::Buffer& b, const std::vector<size_t>& positions) {
+        if (call && call->fast && !call->fast->blockableBuffers().empty())
+          stored.emplace(call, std::vector<size_t>{});
         std::vector<size_t> blockable;
         if (call && call->fast && !call->separatePostOps)
           blockable = call->fast->blockableBuffers();
@@ -274,7 +279,6 @@ void Executable::storeBlockedValues(Impl& impl, const Function& f) {
           for (size_t p : positions) uses[b.value].push_back({call, p});
       });
   for (const Value* v : f.outputs()) excluded.insert(v);
-  std::map<LibraryCall*, std::vector<size_t>> stored;
   for (const auto& [v, list] : uses) {
     if (excluded.count(v)) continue;
     bool written = false, sameLayout = true;

@@ -293,7 +293,8 @@ TEST(OneDnn, PostOps) {
   EXPECT_NE(d.find("jit"), std::string::npos) << d;
   EXPECT_EQ(d.find("gemm"), std::string::npos) << d;
   // 64 channels: it computes in nChw8c (nChw16c where oneDNN runs AVX-512 code, and there as a
-  // Winograd convolution), reordering its source, result and residual.
+  // Winograd convolution), reordering its source, result and residual. It is never told what is
+  // stored blocked (storeBlocked), so its run below creates those three reorders first.
   const std::string blocked = oneDnnWinograd() ? "nChw16c" : "nChw8c";
   EXPECT_NE(d.find("post-ops add+add+clamp, " + blocked +
                    "; reordered: source, result, post-op operand 1)"),

@@ -83,7 +83,10 @@ class LibraryKernel {
   // writes or reads it lists it here, and then says so with storeBlocked().
   virtual std::vector<size_t> blockableBuffers() const { return {}; }
   // The buffers (positions in run()'s array, among blockableBuffers()) that hold their data in
-  // the blocked layout: run() reads and writes them directly. Called before the first run.
+  // the blocked layout: run() reads and writes them directly; the others are reordered, and the
+  // kernel prepares their reorders here. Called before the first run (the runtime calls it on
+  // every kernel with blockable buffers, with no positions when none is stored); a kernel never
+  // told reorders every such buffer and prepares the reorders on its first run.
   virtual void storeBlocked(const std::vector<size_t>& positions) { (void)positions; }
   // The blocked layout's name ("nChw8c"), for the runtime's reports.
   virtual std::string blockedLayout() const { return ""; }
