@@ -266,11 +266,10 @@ void Executable::storeBlockedValues(Impl& impl, const Function& f) {
   forEachValueBuffer(
       impl.kernels, impl.calls,
       [&](LibraryCall* call, const kernel::Buffer& b, const std::vector<size_t>& positions) {
-        if (call && call->fast && !call->fast->blockableBuffers().empty())
-          stored.emplace(call, std::vector<size_t>{});
         std::vector<size_t> blockable;
-        if (call && call->fast && !call->separatePostOps)
-          blockable = call->fast->blockableBuffers();
+        if (call && call->fast) blockable = call->fast->blockableBuffers();
+        if (!blockable.empty()) stored.emplace(call, std::vector<size_t>{});
+        if (call && call->separatePostOps) blockable.clear();
         bool ok = !positions.empty();
         for (size_t p : positions)
           ok = ok && std::find(blockable.begin(), blockable.end(), p) != blockable.end();

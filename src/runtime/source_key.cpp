@@ -14,6 +14,7 @@
 
 #include "runtime/artifact.h"
 #include "support/hash.h"
+#include "support/mapped_file.h"
 #include "support/version.h"
 
 namespace kiln::runtime {
@@ -38,8 +39,8 @@ StatusOr<std::string> hashFile(const std::string& path) {
   if (fd < 0)
     return Status::error(errno == ENOENT ? "no such file" : std::strerror(errno),
                          Location{path, 0, 0});
-  // Read through one buffer that stays in the CPU's cache (256 KiB, as MappedFile::read).
-  std::vector<char> buffer(size_t(256) << 10);
+  // Read through one buffer that stays in the CPU's cache.
+  std::vector<char> buffer(kReadPieceBytes);
   ChunkedHash hash;
   while (true) {
     ssize_t n = ::read(fd, buffer.data(), buffer.size());

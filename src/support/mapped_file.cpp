@@ -53,11 +53,7 @@ Status MappedFile::read(std::string_view range,
   const char* base = static_cast<const char*>(data_);
   KILN_CHECK(range.empty() || (range.data() >= base && range.data() + range.size() <= base + size_),
              "MappedFile::read: the range is not part of the file");
-  // 256 KiB: copying out of the page cache into a buffer this size (which stays in L2) ran at
-  // 12-16 GB/s, against 4-5 GB/s through first touches of the mapping and 7-9 GB/s into a 4 MiB
-  // buffer (resnet50's 132 MB cache entry on the Zen 5 machine, docs/benchmarks.md).
-  constexpr size_t kPiece = size_t(256) << 10;
-  std::vector<char> buffer(std::min(kPiece, range.size()));
+  std::vector<char> buffer(std::min(kReadPieceBytes, range.size()));
   off_t at = range.empty() ? 0 : static_cast<off_t>(range.data() - base);
   for (size_t done = 0; done < range.size();) {
     size_t want = std::min(buffer.size(), range.size() - done);

@@ -186,13 +186,11 @@ std::string CpuCompiler::lastLlvmIr() const { return impl_->lastIr; }
 std::string CpuCompiler::lastDiagnostics() const { return impl_->lastDiagnostics; }
 
 std::string hostCpu() {
-  auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
-  if (!jtmb) {
-    llvm::consumeError(jtmb.takeError());
-    return "unknown";
-  }
-  std::string features = "," + jtmb->getFeatures().getString() + ",";
-  std::string out = jtmb->getCPU() + " (";
+  const std::string target = hostTarget();  // "CPU FEATURES"
+  if (target.empty()) return "unknown";
+  const size_t space = target.find(' ');
+  std::string features = "," + target.substr(space + 1) + ",";
+  std::string out = target.substr(0, space) + " (";
   bool first = true;
   for (const char* f : kNotableFeatures) {
     if (features.find(std::string(",+") + f + ",") == std::string::npos) continue;

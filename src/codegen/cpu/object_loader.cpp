@@ -6,6 +6,7 @@
 #include <elf.h>
 #include <limits>
 #include <map>
+#include <optional>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -134,7 +135,7 @@ linkObject(std::string_view object, const std::vector<std::string>& symbols) {
   // Layout: allocated sections in three groups (code, constants, writable data), each starting
   // on a page so that it gets its own protection.
   const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-  std::vector<uint64_t> placed(sections.size(), std::numeric_limits<uint64_t>::max());
+  std::vector<std::optional<uint64_t>> placed(sections.size());  // offset in the mapping
   uint64_t size = 0, groupStart[3] = {0, 0, 0}, groupEnd[3] = {0, 0, 0};
   for (int group = 0; group < 3; ++group) {
     size = (size + page - 1) / page * page;
@@ -167,17 +168,17 @@ linkObject(std::string_view object, const std::vector<std::string>& symbols) {
   code->base = base;
   auto* at = static_cast<char*>(base);
   for (size_t i = 0; i < sections.size(); ++i) {
-    if (placed[i] == std::numeric_limits<uint64_t>::max() || sections[i].sh_type == SHT_NOBITS)
-      continue;
+    if (!placed[i] || sections[i].sh_type == SHT_NOBITS) continue;
     KILN_ASSIGN_OR_RETURN(
         std::string_view data,
         elf.range(sections[i].sh_offset, sections[i].sh_size, "section '" + sectionName(i) + "'"));
-    std::memcpy(at + placed[i], data.data(), data.size());
+    std::memcpy(at + *placed[i], data.data(), data.size());
   }
 
   // Symbols: their addresses in the mapping, or resolved in the process.
-  std::vector<uint64_t> address;
-  std::vector<bool> usable;  // defined, resolved or absolute (not of a section left unloaded)
+  // Per symbol its address; none for one of a section left unloaded (debug information, say, or
+  // the file name), which is fine as long as no relocation of a loaded section uses it.
+  std::vector<std::optional<uint64_t>> address;
   std::map<std::string, uint64_t> defined;
   size_t symtab = sections.size();
   for (size_t i = 0; i < sections.size(); ++i)
@@ -192,45 +193,38 @@ linkObject(std::string_view object, const std::vector<std::string>& symbols) {
   for (uint64_t k = 0; k < st.sh_size / sizeof(Elf64_Sym); ++k) {
     KILN_ASSIGN_OR_RETURN(Elf64_Sym sym, elf.read<Elf64_Sym>(st.sh_offset + k * sizeof(Elf64_Sym),
                                                              "symbol " + std::to_string(k)));
-    uint64_t a = 0;
-    bool ok = true;
+    std::optional<uint64_t> a = 0;
     if (k == 0) {
       // the null symbol
     } else if (sym.st_shndx == SHN_UNDEF) {
       KILN_ASSIGN_OR_RETURN(std::string name, nameAt(names, sym.st_name, "symbol"));
-      KILN_ASSIGN_OR_RETURN(a, resolveExternal(name));
+      KILN_ASSIGN_OR_RETURN(uint64_t external, resolveExternal(name));
+      a = external;
     } else if (sym.st_shndx == SHN_ABS) {
       a = sym.st_value;
-    } else if (sym.st_shndx < sections.size() &&
-               placed[sym.st_shndx] != std::numeric_limits<uint64_t>::max()) {
-      a = reinterpret_cast<uint64_t>(at + placed[sym.st_shndx]) + sym.st_value;
+    } else if (sym.st_shndx < sections.size() && placed[sym.st_shndx]) {
+      a = reinterpret_cast<uint64_t>(at + *placed[sym.st_shndx]) + sym.st_value;
       if (ELF64_ST_BIND(sym.st_info) == STB_GLOBAL && ELF64_ST_TYPE(sym.st_info) == STT_FUNC) {
         KILN_ASSIGN_OR_RETURN(std::string name, nameAt(names, sym.st_name, "symbol"));
-        defined[name] = a;
+        defined[name] = *a;
       }
     } else {
-      // A symbol of a section that is not loaded (debug information, say, or the file name) is
-      // fine as long as no relocation of a loaded section uses it, which is checked below.
-      ok = false;
+      a = std::nullopt;
     }
     address.push_back(a);
-    usable.push_back(ok);
   }
 
   // Relocations of loaded sections.
   for (size_t r = 0; r < sections.size(); ++r) {
     const Elf64_Shdr& rs = sections[r];
-    if (rs.sh_type == SHT_REL && rs.sh_info < sections.size() &&
-        placed[rs.sh_info] != std::numeric_limits<uint64_t>::max())
+    if (rs.sh_type == SHT_REL && rs.sh_info < sections.size() && placed[rs.sh_info])
       return ElfReader::error("relocations without addends ('" + sectionName(r) +
                               "') are not supported");
-    if (rs.sh_type != SHT_RELA || rs.sh_info >= sections.size() ||
-        placed[rs.sh_info] == std::numeric_limits<uint64_t>::max())
-      continue;
+    if (rs.sh_type != SHT_RELA || rs.sh_info >= sections.size() || !placed[rs.sh_info]) continue;
     if (rs.sh_entsize != sizeof(Elf64_Rela) || rs.sh_link != symtab)
       return ElfReader::error("malformed relocation section '" + sectionName(r) + "'");
     const Elf64_Shdr& target = sections[rs.sh_info];
-    char* targetBase = at + placed[rs.sh_info];
+    char* targetBase = at + *placed[rs.sh_info];
     for (uint64_t k = 0; k < rs.sh_size / sizeof(Elf64_Rela); ++k) {
       KILN_ASSIGN_OR_RETURN(
           Elf64_Rela rel,
@@ -245,10 +239,10 @@ linkObject(std::string_view object, const std::vector<std::string>& symbols) {
       if (rel.r_offset > target.sh_size || target.sh_size - rel.r_offset < width)
         return ElfReader::error("a relocation of '" + sectionName(r) +
                                 "' lies outside its section");
-      const uint64_t s = address[symbol];
-      if (!usable[symbol])
+      if (!address[symbol])
         return ElfReader::error("a relocation of '" + sectionName(r) +
                                 "' refers to a symbol of a section that is not loaded");
+      const uint64_t s = *address[symbol];
       const uint64_t p = reinterpret_cast<uint64_t>(targetBase + rel.r_offset);
       const uint64_t sa = s + static_cast<uint64_t>(rel.r_addend);
       switch (type) {
