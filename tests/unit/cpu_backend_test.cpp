@@ -583,7 +583,7 @@ func @main(%img: f32[1,N,M,16], %b: f32[16]) -> (f32[1,N,M,16], f32[1,N,M,32]) {
   // |reference|; a wrong layout or a missed reorder is off by the order of the values.
   checkAgainstInterpreter("blocked-1x1", text, {{1, 1}, {5, 3}, {9, 7}}, false, 1e-4);
   std::string calls = libraryCallsAt6x5(text, "blocked-1x1.kir");
-  for (const char* want : {"3x3, IMPL, constant weights reordered, post-ops add+clamp, BLOCKED; "
+  for (const char* want : {"3x3, IMPL, constant weights reordered, bias, post-ops clamp, BLOCKED; "
                            "reordered: source; stored blocked: result)",
                            "1x1, IMPL, constant weights reordered, BLOCKED; stored blocked: "
                            "source, result)",

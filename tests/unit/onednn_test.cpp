@@ -296,7 +296,8 @@ TEST(OneDnn, PostOps) {
   PostOp relu;
   relu.kind = PostOp::Kind::Clamp;
   relu.hi = std::numeric_limits<double>::infinity();
-  // A 3x3 convolution with constant weights (a jit implementation), bias, residual and relu.
+  // A 3x3 convolution with constant weights (a jit implementation), bias (the primitive's bias
+  // argument), residual and relu.
   OneOp conv =
       parseOp("%x: f32[1,9,7,64]", "f32[1,9,7,64]",
               "convolution(%x, %w) {padding_low = [1, 1], padding_high = [1, 1], "
@@ -314,7 +315,7 @@ TEST(OneDnn, PostOps) {
   // Winograd convolution), reordering its source, result and residual. It is never told what is
   // stored blocked (storeBlocked), so its run below creates those three reorders first.
   const std::string blocked = oneDnnWinograd() ? "nChw16c" : "nChw8c";
-  EXPECT_NE(d.find("post-ops add+add+clamp, " + blocked +
+  EXPECT_NE(d.find("bias, post-ops add+clamp, " + blocked +
                    "; reordered: source, result, post-op operand 1)"),
             std::string::npos)
       << d;
@@ -358,6 +359,25 @@ TEST(OneDnn, PostOps) {
   buffers = {const_cast<std::byte*>(in[0].bytes()), const_cast<std::byte*>(in[1].bytes()),
              got.mutableBytes(), const_cast<std::byte*>(bias.bytes()),
              const_cast<std::byte*>(scale.bytes())};
+  ASSERT_TRUE((*k)->run(buffers.data()).isOk());
+  EXPECT_LE(relativeError(got, want), 1e-4) << (*k)->describe();
+  // The add along N comes first: it is the primitive's bias, not a binary post-op.
+  EXPECT_NE((*k)->describe().find(", bias, post-ops mul+gelu)"), std::string::npos)
+      << (*k)->describe();
+  // After a mul it stays a binary post-op (the bias is added before every post-op).
+  k = createOneDnnKernel(
+      *mm.node, {binary(PostOp::Kind::Mul, {7, 5}, {0, 1}), binary(PostOp::Kind::Add, {5}, {1})},
+      1);
+  ASSERT_TRUE(k.isOk()) << k.status().str();
+  EXPECT_NE((*k)->describe().find(", post-ops mul+add)"), std::string::npos) << (*k)->describe();
+  ref = evaluateNode(*mm.node, in);  // a fresh tensor: `want` above shares the old one's data
+  ASSERT_TRUE(ref.isOk());
+  want = (*ref)[0];
+  for (int64_t i = 0; i < want.numElements(); ++i)
+    want.setDouble(i, want.getDouble(i) * scale.getDouble(i) + bias.getDouble(i % 5));
+  buffers = {const_cast<std::byte*>(in[0].bytes()), const_cast<std::byte*>(in[1].bytes()),
+             got.mutableBytes(), const_cast<std::byte*>(scale.bytes()),
+             const_cast<std::byte*>(bias.bytes())};
   ASSERT_TRUE((*k)->run(buffers.data()).isOk());
   EXPECT_LE(relativeError(got, want), 1e-4) << (*k)->describe();
   k = createOneDnnKernel(*mm.node, {binary(PostOp::Kind::Mul, {7, 1}, {0, 1})}, 1);

@@ -17,9 +17,11 @@
 //
 // Post-ops (kernel_ir.h, PostOp) become oneDNN post-ops: add and mul are binary post-ops whose
 // operand is described over the dst's axes (broadcast axes have extent 1), clamp is relu or
-// clip, sigmoid, tanh and gelu are eltwise post-ops. buffers of run() then continue with the
-// add/mul operands' data. Post-ops that oneDNN would run only in its reference implementation
-// are an error (the caller then applies them itself after the kernel without post-ops).
+// clip, sigmoid, tanh and gelu are eltwise post-ops. An add of a per-channel operand (per column
+// of a matmul) with only adds before it is the primitive's bias argument instead. buffers of run()
+// then continue with the add/mul operands' data. Post-ops that oneDNN would run only in its
+// reference implementation are an error (the caller then applies them itself after the kernel
+// without post-ops).
 //
 // A 2-D convolution of one group with a window larger than 1x1 whose channel counts are multiples
 // of the channel block (16 where oneDNN runs AVX-512 code, else 8) computes in oneDNN's blocked
