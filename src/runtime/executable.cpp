@@ -2,6 +2,7 @@
 #include "runtime/executable.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cctype>
 #include <charconv>
@@ -23,6 +24,7 @@
 #include <thread>
 
 #include "codegen/cpu/cpu_codegen.h"
+#include "codegen/cpu/inverted_residual.h"
 #include "codegen/cpu/object_loader.h"
 #include "codegen/cpu/onednn.h"
 #include "codegen/cpu/post_ops.h"
@@ -116,6 +118,15 @@ struct LibraryCall {
   bool separatePostOps = false;
   std::string why;         // why the reference kernel runs, or why the post-ops are separate
   bool oneThread = false;  // a small product kept to one thread of a larger pool
+  std::string block;       // the inverted-residual block it runs in, if any (Impl::blocks)
+};
+
+// Three kernels, each one library call (a 1x1, a depthwise and a 1x1 convolution), run as one
+// inverted-residual block (codegen/cpu/inverted_residual.h) by the first: the other two are
+// skipped. `args[j]`: the kernel buffer of each argument of layer j's call.
+struct Block {
+  std::unique_ptr<codegen::cpu::InvertedResidualKernel> kernel;
+  std::array<std::vector<size_t>, 3> args;
 };
 
 // One compiler's object code: the entry symbols of the distinct kernels it holds.
@@ -132,6 +143,8 @@ struct Executable::Impl {
   fusion::FusionPlan plan;
   std::vector<kernel::Kernel> kernels;
   std::vector<std::vector<LibraryCall>> calls;  // per kernel, by call index
+  std::map<size_t, Block> blocks;               // by the index of a block's first kernel
+  std::set<size_t> inBlocks;                    // the other kernels of the blocks
   std::vector<std::unique_ptr<codegen::cpu::CpuCompiler>> compilers;
   std::vector<std::shared_ptr<codegen::cpu::CompiledKernel>> compiled;  // per kernel (shared
                                                                         // by identical kernels)
@@ -374,7 +387,9 @@ std::string Executable::describeCalls(const Impl& impl) {
   for (size_t i = 0; i < impl.kernels.size(); ++i)
     for (const LibraryCall& c : impl.calls[i]) {
       text += impl.kernels[i].name + ": " + c.stmt->callee + ": ";
-      text += c.fast ? c.fast->describe() : "reference kernel (" + c.why + ")";
+      text += !c.block.empty() ? c.block
+              : c.fast         ? c.fast->describe()
+                               : "reference kernel (" + c.why + ")";
       if (c.separatePostOps) text += "; post-ops applied after the call";
       if (c.fast && c.separatePostOps) text += " (" + c.why + ")";
       if (c.fast && c.oneThread) text += "; one thread (a small product)";
@@ -580,6 +595,61 @@ Status Executable::build(Impl& impl, std::unique_ptr<Module> module,
       }
       pending.push_back({&impl.calls.back()[j], impl.plan.kernels[i].flops, packed});
     }
+  }
+  // Inverted-residual blocks: a 1x1 convolution, a depthwise one and a 1x1 one, each a kernel
+  // that is one library call with its bias and clamp as post-ops, where the first two results have
+  // no other reader, run as one Kiln kernel that keeps the values between them in cache
+  // (codegen/cpu/inverted_residual.h; docs/codegen.md, "Inverted-residual blocks"). Their calls
+  // get no oneDNN kernel; the block reads the weights from the constants.
+  {
+    std::map<const Value*, int> readers;
+    for (const kernel::Kernel& k : impl.kernels)
+      for (const kernel::Buffer& b : k.buffers)
+        if (b.role == kernel::BufferRole::Input && b.value) ++readers[b.value];
+    const std::set<const Value*> outputs(f->outputs().begin(), f->outputs().end());
+    for (size_t i = 0; i + 2 < impl.kernels.size(); ++i) {
+      std::array<const kernel::Stmt*, 3> c{};
+      bool ok = true;
+      for (size_t j = 0; j < 3; ++j) {
+        c[j] = onlyCall(impl.kernels[i + j]);
+        ok = ok && c[j] && impl.calls[i + j].size() == 1 && c[j]->node->numResults() == 1;
+      }
+      if (!ok) continue;
+      // Each call's arguments as kernel buffers; the values the calls write (after their
+      // post-ops) and read as their sources.
+      Block block;
+      std::array<const Value*, 3> source{}, result{};
+      for (size_t j = 0; j < 3; ++j) {
+        const auto& buffers = impl.kernels[i + j].buffers;
+        for (const std::string& name : c[j]->args) {
+          auto it = std::find_if(buffers.begin(), buffers.end(),
+                                 [&](const kernel::Buffer& b) { return b.name == name; });
+          ok = ok && it != buffers.end();
+          if (ok) block.args[j].push_back(static_cast<size_t>(it - buffers.begin()));
+        }
+        const size_t operands = c[j]->node->numOperands();
+        ok = ok && block.args[j].size() > operands;
+        if (!ok) break;
+        source[j] = buffers[block.args[j][0]].value;
+        result[j] = buffers[block.args[j][operands]].value;
+      }
+      if (!ok || source[1] != result[0] || source[2] != result[1] || readers[result[0]] != 1 ||
+          readers[result[1]] != 1 || outputs.count(result[0]) || outputs.count(result[1]))
+        continue;
+      auto k = codegen::cpu::InvertedResidualKernel::create(
+          {c[0]->node, &c[0]->postOps}, {c[1]->node, &c[1]->postOps}, {c[2]->node, &c[2]->postOps});
+      if (!k) continue;
+      block.kernel = std::move(*k);
+      impl.calls[i][0].block = block.kernel->describe() + " with " + impl.kernels[i + 1].name +
+                               " and " + impl.kernels[i + 2].name;
+      for (size_t j = 1; j < 3; ++j) {
+        impl.calls[i + j][0].block = "in " + impl.kernels[i].name + "'s inverted-residual block";
+        impl.inBlocks.insert(i + j);
+      }
+      impl.blocks.emplace(i, std::move(block));
+      i += 2;
+    }
+    std::erase_if(pending, [](const Pending& p) { return !p.call->block.empty(); });
   }
   // Constants only library kernels hold are freed as their readers are prepared, before code
   // generation (CompileOptions::dropHeldConstants; an artifact does not store their data).
@@ -1013,23 +1083,39 @@ Status Executable::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& 
   };
   Status error = Status::ok();
   std::mutex mu;
-  std::vector<void*> ptrs;
-  for (size_t i = 0; i < m.kernels.size(); ++i) {
-    const kernel::Kernel& k = m.kernels[i];
+  // The addresses of kernel i's buffers.
+  auto kernelPtrs = [&](size_t i, std::vector<void*>& ptrs) {
     ptrs.clear();
     size_t temp = 0;
-    for (const kernel::Buffer& b : k.buffers) {
+    for (const kernel::Buffer& b : m.kernels[i].buffers) {
       if (b.role == kernel::BufferRole::Temp)
         ptrs.push_back(arena.get() + m.buffers.temps[i][temp++]);
       else ptrs.push_back(address(b.value));
     }
-    CallContext ctx{&m.calls, i, &error, &mu};
+  };
+  std::vector<void*> ptrs;
+  std::array<std::vector<void*>, 3> blockPtrs, blockArgs;
+  if (kernelMs) kernelMs->assign(m.kernels.size(), 0.0);
+  for (size_t i = 0; i < m.kernels.size(); ++i) {
+    const kernel::Kernel& k = m.kernels[i];
+    if (m.inBlocks.count(i)) continue;  // run by its block's first kernel
     auto kernelStart = kernelMs ? Clock::now() : Clock::time_point{};
-    m.compiled[i]->run(ptrs.data(), *m.pool, runLibraryCall, &ctx);
-    if (kernelMs) {
-      kernelMs->resize(m.kernels.size());
-      (*kernelMs)[i] = msSince(kernelStart);
+    if (auto block = m.blocks.find(i); block != m.blocks.end()) {
+      void* const* args[3];
+      for (size_t j = 0; j < 3; ++j) {
+        kernelPtrs(i + j, blockPtrs[j]);
+        blockArgs[j].clear();
+        for (size_t b : block->second.args[j]) blockArgs[j].push_back(blockPtrs[j][b]);
+        args[j] = blockArgs[j].data();
+      }
+      block->second.kernel->run(args, *m.pool);
+      if (kernelMs) (*kernelMs)[i] = msSince(kernelStart);
+      continue;
     }
+    kernelPtrs(i, ptrs);
+    CallContext ctx{&m.calls, i, &error, &mu};
+    m.compiled[i]->run(ptrs.data(), *m.pool, runLibraryCall, &ctx);
+    if (kernelMs) (*kernelMs)[i] = msSince(kernelStart);
     if (!error) return Status(error).prefix("kernel " + k.name);
   }
   // Outputs that no kernel writes: parameters, constants, or a value listed twice.

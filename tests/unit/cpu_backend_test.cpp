@@ -12,6 +12,7 @@
 #include <regex>
 #include <thread>
 
+#include "codegen/cpu/inverted_residual.h"
 #include "codegen/cpu/onednn.h"
 #include "interp/interpreter.h"
 #include "ir/text/text.h"
@@ -591,6 +592,73 @@ func @main(%img: f32[1,N,M,16], %b: f32[16]) -> (f32[1,N,M,16], f32[1,N,M,32]) {
                            "reordered: result; stored blocked: source, post-op operand 0)",
                            "1x1, IMPL, constant weights reordered)"})
     EXPECT_TRUE(hasCall(calls, want)) << want << "\n" << calls;
+}
+
+// Inverted-residual blocks (mobilenet_v2's): a 1x1 convolution expanding 8 channels to 40 (not
+// a whole number of 16-float vectors) with a bias and relu6, a 3x3 depthwise one with a bias and
+// relu6, and a 1x1 one projecting to 8 channels with a bias and the block's input as residual
+// (stride 1), or to 12 channels without one (stride 2). Each runs as one Kiln kernel, row by row
+// (codegen/cpu/inverted_residual.h), where AVX-512 is there; a chain whose depthwise result is
+// also a function output stays three library calls. Values against the interpreter at 1 and 2
+// threads (the rows split between the threads), batches of 1 and 3: sums of at most 40 f32
+// products per layer through three layers, measured within 2e-6 of max |reference|.
+TEST(CpuBackend, InvertedResidualBlocks) {
+  auto layer = [](const std::string& name, const std::string& shape, int64_t dimension,
+                  double scale) {
+    return "  %" + name + "0 = f32" + shape + " iota() {dimension = " + std::to_string(dimension) +
+           "}\n  %" + name + "1 = f32" + shape + " sin(%" + name + "0)\n  %" + name +
+           "s = f32[] constant() {value = [" + std::to_string(scale) + "]}\n  %" + name +
+           "b = f32" + shape + " broadcast_in_dim(%" + name + "s) {dims = []}\n  %" + name +
+           " = f32" + shape + " mul(%" + name + "1, %" + name + "b)\n";
+  };
+  // relu6 of %v (of `shape`), named %<out>.
+  auto relu6 = [](const std::string& out, const std::string& v, const std::string& shape) {
+    return "  %" + out + "z = f32" + shape + " broadcast_in_dim(%zero) {dims = []}\n  %" + out +
+           "m = f32" + shape + " max(%" + v + ", %" + out + "z)\n  %" + out + "s = f32" + shape +
+           " broadcast_in_dim(%six) {dims = []}\n  %" + out + " = f32" + shape + " min(%" + out +
+           "m, %" + out + "s)\n";
+  };
+  auto conv = [](const std::string& out, const std::string& shape, const std::string& x,
+                 const std::string& w, const std::string& bias, const std::string& extra) {
+    return "  %" + out + "c = f32" + shape + " convolution(%" + x + ", %" + w + ") {" + extra +
+           "dimension_numbers = \"b01f_01io->b01f\"}\n  %" + out + "bb = f32" + shape +
+           " broadcast_in_dim(%" + bias + ") {dims = [3]}\n  %" + out + " = f32" + shape +
+           " add(%" + out + "c, %" + out + "bb)\n";
+  };
+  const std::string dw = "padding_low = [1, 1], padding_high = [1, 1], feature_group_count = 40, ";
+  // Three chains one after another (the runtime groups three consecutive kernels).
+  std::string text =
+      "func @main(%x: f32[N,9,7,8], %b40: f32[40], %c40: f32[40], %b8: f32[8], %b12: f32[12]) "
+      "-> (f32[N,9,7,8], f32[N,5,4,12], f32[N,5,4,12], f32[N,5,4,40]) {\n"
+      "  %zero = f32[] constant() {value = [0.0]}\n  %six = f32[] constant() {value = [6.0]}\n" +
+      layer("we", "[1,1,8,40]", 3, 0.5) + layer("wd", "[3,3,1,40]", 3, 0.4) +
+      layer("wp", "[1,1,40,8]", 2, 0.2) + layer("wq", "[1,1,40,12]", 3, 0.2) +
+      layer("wf", "[1,1,12,40]", 3, 0.3) +
+      // Stride 1 with the residual %x.
+      conv("ea", "[N,9,7,40]", "x", "we", "b40", "") + relu6("ra", "ea", "[N,9,7,40]") +
+      conv("da", "[N,9,7,40]", "ra", "wd", "c40", dw) + relu6("sa", "da", "[N,9,7,40]") +
+      conv("pa", "[N,9,7,8]", "sa", "wp", "b8", "") + "  %outa = f32[N,9,7,8] add(%pa, %x)\n" +
+      // Stride 2, no residual.
+      conv("eb", "[N,9,7,40]", "outa", "we", "b40", "") + relu6("rb", "eb", "[N,9,7,40]") +
+      conv("db", "[N,5,4,40]", "rb", "wd", "c40", "window_strides = [2, 2], " + dw) +
+      relu6("sb", "db", "[N,5,4,40]") + conv("outb", "[N,5,4,12]", "sb", "wq", "b12", "") +
+      // The depthwise result is also an output: not a block.
+      conv("ec", "[N,5,4,40]", "outb", "wf", "b40", "") + relu6("rc", "ec", "[N,5,4,40]") +
+      conv("dc", "[N,5,4,40]", "rc", "wd", "c40", dw) + relu6("sc", "dc", "[N,5,4,40]") +
+      conv("outc", "[N,5,4,12]", "sc", "wq", "b12", "") + "  return %outa, %outb, %outc, %sc\n}";
+  checkAgainstInterpreter("inverted-residual", text, {{1, 1}, {3, 1}}, false, 1e-4);
+  std::string calls = libraryCallsAt6x5(text, "inverted-residual.kir");
+  if (!codegen::cpu::invertedResidualAvailable()) GTEST_SKIP() << "no AVX-512 here: " << calls;
+  EXPECT_TRUE(hasCall(calls, "Kiln inverted-residual block (8 -> 40 -> 8 channels, 9x7, "
+                             "depthwise stride 1, residual, rows fused)"))
+      << calls;
+  EXPECT_TRUE(hasCall(calls, "Kiln inverted-residual block (8 -> 40 -> 12 channels, 9x7, "
+                             "depthwise stride 2, rows fused)"))
+      << calls;
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), '\n'), 9) << calls;
+  // The third chain's calls: oneDNN's.
+  EXPECT_TRUE(hasCall(calls, "oneDNN convolution (nhwc, hwio -> nhwc, 3x3, groups 40, ")) << calls;
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), 'K'), 2) << calls;  // "Kiln ..." twice
 }
 
 // Convolutions with constant weights (oneDNN's jit implementations, weights reordered) and a
