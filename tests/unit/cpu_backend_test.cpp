@@ -600,8 +600,9 @@ func @main(%img: f32[1,N,M,16], %b: f32[16]) -> (f32[1,N,M,16], f32[1,N,M,32]) {
 // (stride 1), or to 12 channels without one (stride 2). Each runs as one Kiln kernel, row by row
 // (codegen/cpu/inverted_residual.h), where AVX-512 is there; a chain whose depthwise result is
 // also a function output stays three library calls. Values against the interpreter at 1 and 2
-// threads (the rows split between the threads), batches of 1 and 3: sums of at most 40 f32
-// products per layer through three layers, measured within 2e-6 of max |reference|.
+// threads (the rows split between the threads), batches of 1 and 3, rows of 13 pixels (the
+// depthwise rows' groups of four inner pixels at both strides, and their edges): sums of at most 40
+// f32 products per layer through three layers, measured within 2e-6 of max |reference|.
 TEST(CpuBackend, InvertedResidualBlocks) {
   auto layer = [](const std::string& name, const std::string& shape, int64_t dimension,
                   double scale) {
@@ -626,33 +627,45 @@ TEST(CpuBackend, InvertedResidualBlocks) {
            " add(%" + out + "c, %" + out + "bb)\n";
   };
   const std::string dw = "padding_low = [1, 1], padding_high = [1, 1], feature_group_count = 40, ";
+  // sin(0.7 * (((3 dy + dx) * 40 + c)) * 0.4: the taps differ, so a mirrored or shifted window
+  // gives other values.
+  const std::string depthwiseWeights =
+      "  %wdy = f32[3,3,1,40] iota() {dimension = 0}\n  %wdx = f32[3,3,1,40] iota() {dimension = "
+      "1}\n  %wdc = f32[3,3,1,40] iota() {dimension = 3}\n  %three = f32[] constant() {value = "
+      "[3.0]}\n  %forty = f32[] constant() {value = [40.0]}\n  %step = f32[] constant() {value = "
+      "[0.7]}\n  %scale = f32[] constant() {value = [0.4]}\n  %t3 = f32[3,3,1,40] "
+      "broadcast_in_dim(%three) {dims = []}\n  %t40 = f32[3,3,1,40] broadcast_in_dim(%forty) {dims "
+      "= []}\n  %tst = f32[3,3,1,40] broadcast_in_dim(%step) {dims = []}\n  %tsc = f32[3,3,1,40] "
+      "broadcast_in_dim(%scale) {dims = []}\n  %i0 = f32[3,3,1,40] mul(%wdy, %t3)\n  %i1 = "
+      "f32[3,3,1,40] add(%i0, %wdx)\n  %i2 = f32[3,3,1,40] mul(%i1, %t40)\n  %i3 = f32[3,3,1,40] "
+      "add(%i2, %wdc)\n  %i4 = f32[3,3,1,40] mul(%i3, %tst)\n  %i5 = f32[3,3,1,40] sin(%i4)\n  "
+      "%wd = f32[3,3,1,40] mul(%i5, %tsc)\n";
   // Three chains one after another (the runtime groups three consecutive kernels).
   std::string text =
-      "func @main(%x: f32[N,9,7,8], %b40: f32[40], %c40: f32[40], %b8: f32[8], %b12: f32[12]) "
-      "-> (f32[N,9,7,8], f32[N,5,4,12], f32[N,5,4,12], f32[N,5,4,40]) {\n"
+      "func @main(%x: f32[N,9,13,8], %b40: f32[40], %c40: f32[40], %b8: f32[8], %b12: f32[12]) "
+      "-> (f32[N,9,13,8], f32[N,5,7,12], f32[N,5,7,12], f32[N,5,7,40]) {\n"
       "  %zero = f32[] constant() {value = [0.0]}\n  %six = f32[] constant() {value = [6.0]}\n" +
-      layer("we", "[1,1,8,40]", 3, 0.5) + layer("wd", "[3,3,1,40]", 3, 0.4) +
-      layer("wp", "[1,1,40,8]", 2, 0.2) + layer("wq", "[1,1,40,12]", 3, 0.2) +
-      layer("wf", "[1,1,12,40]", 3, 0.3) +
+      layer("we", "[1,1,8,40]", 3, 0.5) + depthwiseWeights + layer("wp", "[1,1,40,8]", 2, 0.2) +
+      layer("wq", "[1,1,40,12]", 3, 0.2) + layer("wf", "[1,1,12,40]", 3, 0.3) +
       // Stride 1 with the residual %x.
-      conv("ea", "[N,9,7,40]", "x", "we", "b40", "") + relu6("ra", "ea", "[N,9,7,40]") +
-      conv("da", "[N,9,7,40]", "ra", "wd", "c40", dw) + relu6("sa", "da", "[N,9,7,40]") +
-      conv("pa", "[N,9,7,8]", "sa", "wp", "b8", "") + "  %outa = f32[N,9,7,8] add(%pa, %x)\n" +
+      conv("ea", "[N,9,13,40]", "x", "we", "b40", "") + relu6("ra", "ea", "[N,9,13,40]") +
+      conv("da", "[N,9,13,40]", "ra", "wd", "c40", dw) + relu6("sa", "da", "[N,9,13,40]") +
+      conv("pa", "[N,9,13,8]", "sa", "wp", "b8", "") + "  %outa = f32[N,9,13,8] add(%pa, %x)\n" +
       // Stride 2, no residual.
-      conv("eb", "[N,9,7,40]", "outa", "we", "b40", "") + relu6("rb", "eb", "[N,9,7,40]") +
-      conv("db", "[N,5,4,40]", "rb", "wd", "c40", "window_strides = [2, 2], " + dw) +
-      relu6("sb", "db", "[N,5,4,40]") + conv("outb", "[N,5,4,12]", "sb", "wq", "b12", "") +
+      conv("eb", "[N,9,13,40]", "outa", "we", "b40", "") + relu6("rb", "eb", "[N,9,13,40]") +
+      conv("db", "[N,5,7,40]", "rb", "wd", "c40", "window_strides = [2, 2], " + dw) +
+      relu6("sb", "db", "[N,5,7,40]") + conv("outb", "[N,5,7,12]", "sb", "wq", "b12", "") +
       // The depthwise result is also an output: not a block.
-      conv("ec", "[N,5,4,40]", "outb", "wf", "b40", "") + relu6("rc", "ec", "[N,5,4,40]") +
-      conv("dc", "[N,5,4,40]", "rc", "wd", "c40", dw) + relu6("sc", "dc", "[N,5,4,40]") +
-      conv("outc", "[N,5,4,12]", "sc", "wq", "b12", "") + "  return %outa, %outb, %outc, %sc\n}";
+      conv("ec", "[N,5,7,40]", "outb", "wf", "b40", "") + relu6("rc", "ec", "[N,5,7,40]") +
+      conv("dc", "[N,5,7,40]", "rc", "wd", "c40", dw) + relu6("sc", "dc", "[N,5,7,40]") +
+      conv("outc", "[N,5,7,12]", "sc", "wq", "b12", "") + "  return %outa, %outb, %outc, %sc\n}";
   checkAgainstInterpreter("inverted-residual", text, {{1, 1}, {3, 1}}, false, 1e-4);
   std::string calls = libraryCallsAt6x5(text, "inverted-residual.kir");
   if (!codegen::cpu::invertedResidualAvailable()) GTEST_SKIP() << "no AVX-512 here: " << calls;
-  EXPECT_TRUE(hasCall(calls, "Kiln inverted-residual block (8 -> 40 -> 8 channels, 9x7, "
+  EXPECT_TRUE(hasCall(calls, "Kiln inverted-residual block (8 -> 40 -> 8 channels, 9x13, "
                              "depthwise stride 1, residual, rows fused)"))
       << calls;
-  EXPECT_TRUE(hasCall(calls, "Kiln inverted-residual block (8 -> 40 -> 12 channels, 9x7, "
+  EXPECT_TRUE(hasCall(calls, "Kiln inverted-residual block (8 -> 40 -> 12 channels, 9x13, "
                              "depthwise stride 2, rows fused)"))
       << calls;
   EXPECT_EQ(std::count(calls.begin(), calls.end(), '\n'), 9) << calls;

@@ -14,8 +14,11 @@
 namespace kiln::codegen::cpu {
 namespace {
 
-constexpr int64_t kLanes = 16;     // floats in a 512-bit register
-constexpr size_t kTilePixels = 6;  // 6 x 4 accumulators, 4 weight vectors and a broadcast
+constexpr int64_t kLanes = 16;  // floats in a 512-bit register
+// Tiles of NV (up to kTileVectors) vectors of output channels by up to kTileAccumulators / NV
+// pixels (at most kTilePixels): 24 accumulators, NV weight vectors and a broadcast in the 32
+// registers.
+constexpr int64_t kTileVectors = 6, kTilePixels = 12, kTileAccumulators = 24;
 // The most bytes of 1x1 weights (expand and project together) a block may have: the row pipeline
 // reads them again for every output row, so they must stay in the core's caches. In mobilenet_v2
 // (one thread, the model compiled with and without blocks in one process, runs alternating) the
@@ -44,26 +47,26 @@ pointwiseTile(const float* x, int64_t in, const float* w, int64_t out, const __m
               const __m512* bias, __m512 lo, __m512 hi, const float* residual, float* y) {
   __m512 acc[NP][NV];
   __mmask16 m[NV];
-#pragma GCC unroll 4
-  for (int j = 0; j < NV; ++j) m[j] = mask[j];
 #pragma GCC unroll 6
+  for (int j = 0; j < NV; ++j) m[j] = mask[j];
+#pragma GCC unroll 12
   for (int i = 0; i < NP; ++i)
-#pragma GCC unroll 4
+#pragma GCC unroll 6
     for (int j = 0; j < NV; ++j) acc[i][j] = bias[j];
   for (int64_t k = 0; k < in; ++k) {
     __m512 wv[NV];
-#pragma GCC unroll 4
-    for (int j = 0; j < NV; ++j) wv[j] = _mm512_maskz_loadu_ps(m[j], w + k * out + j * kLanes);
 #pragma GCC unroll 6
+    for (int j = 0; j < NV; ++j) wv[j] = _mm512_maskz_loadu_ps(m[j], w + k * out + j * kLanes);
+#pragma GCC unroll 12
     for (int i = 0; i < NP; ++i) {
       const __m512 xv = _mm512_set1_ps(x[i * in + k]);
-#pragma GCC unroll 4
+#pragma GCC unroll 6
       for (int j = 0; j < NV; ++j) acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
     }
   }
-#pragma GCC unroll 6
+#pragma GCC unroll 12
   for (int i = 0; i < NP; ++i)
-#pragma GCC unroll 4
+#pragma GCC unroll 6
     for (int j = 0; j < NV; ++j) {
       __m512 r = clampPs(acc[i][j], lo, hi);
       if (residual)
@@ -75,36 +78,89 @@ pointwiseTile(const float* x, int64_t in, const float* w, int64_t out, const __m
 using TileFn = void (*)(const float*, int64_t, const float*, int64_t, const __mmask16*,
                         const __m512*, __m512, __m512, const float*, float*);
 // kTiles[np - 1][nv - 1]
-#define KILN_TILES(NP) \
-  { pointwiseTile<NP, 1>, pointwiseTile<NP, 2>, pointwiseTile<NP, 3>, pointwiseTile<NP, 4> }
-constexpr TileFn kTiles[kTilePixels][4] = {KILN_TILES(1), KILN_TILES(2), KILN_TILES(3),
-                                           KILN_TILES(4), KILN_TILES(5), KILN_TILES(6)};
+#define KILN_TILES(NP)                                                                      \
+  {                                                                                         \
+    pointwiseTile<NP, 1>, pointwiseTile<NP, 2>, pointwiseTile<NP, 3>, pointwiseTile<NP, 4>, \
+        pointwiseTile<NP, 5>, pointwiseTile<NP, 6>                                          \
+  }
+constexpr TileFn kTiles[kTilePixels][kTileVectors] = {
+    KILN_TILES(1), KILN_TILES(2), KILN_TILES(3), KILN_TILES(4),  KILN_TILES(5),  KILN_TILES(6),
+    KILN_TILES(7), KILN_TILES(8), KILN_TILES(9), KILN_TILES(10), KILN_TILES(11), KILN_TILES(12)};
 #undef KILN_TILES
 
 // y[p][n] = clamp(bias[n] + sum_k x[p][k] * w[k][n], lo, hi) (+ residual[p][n]) for `pixels`
 // pixels: a 1x1 convolution of a row, x of `in` channels, w in hwio order (in x out), y of `out`
-// channels. Tiles of up to 6 pixels by 4 vectors (64 channels).
+// channels. Groups of up to 6 vectors of channels (96), each over tiles of as many pixels as
+// leave 24 accumulators (4 pixels for 6 vectors, 12 for 2).
 __attribute__((target("avx512f"))) void pointwiseRow(const float* x, int64_t pixels, int64_t in,
                                                      const float* w, const float* bias, int64_t out,
                                                      float lo, float hi, const float* residual,
                                                      float* y) {
   const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
   const int64_t vectors = (out + kLanes - 1) / kLanes;
-  for (int64_t v0 = 0; v0 < vectors; v0 += 4) {
-    const int64_t nv = std::min<int64_t>(4, vectors - v0);
-    __mmask16 mask[4] = {0, 0, 0, 0};
-    __m512 b[4];
+  for (int64_t v0 = 0; v0 < vectors; v0 += kTileVectors) {
+    const int64_t nv = std::min(kTileVectors, vectors - v0);
+    const int64_t tilePixels = std::min(kTilePixels, kTileAccumulators / nv);
+    __mmask16 mask[kTileVectors] = {};
+    __m512 b[kTileVectors];
     for (int64_t j = 0; j < nv; ++j) {
       mask[j] = laneMask(out, v0 + j);
       b[j] = _mm512_maskz_loadu_ps(mask[j], bias + (v0 + j) * kLanes);
     }
-    for (int64_t p0 = 0; p0 < pixels; p0 += kTilePixels) {
-      const int64_t np = std::min<int64_t>(kTilePixels, pixels - p0);
+    for (int64_t p0 = 0; p0 < pixels; p0 += tilePixels) {
+      const int64_t np = std::min(tilePixels, pixels - p0);
       const int64_t at = p0 * out + v0 * kLanes;
       kTiles[np - 1][nv - 1](x + p0 * in, in, w + v0 * kLanes, out, mask, b, vlo, vhi,
                              residual ? residual + at : nullptr, y + at);
     }
   }
+}
+
+// Four output pixels ox..ox+3 of a depthwise row whose taps are all inside the row: each input
+// column is loaded once for the outputs that use it (6 loads per row of taps at stride 1, 9 at
+// stride 2, for 12 multiply-adds).
+template <int S>
+__attribute__((target("avx512f"))) inline void
+depthwiseFour(const float* const r[3], int64_t channels, __mmask16 mask, const __m512* wv, __m512 b,
+              __m512 lo, __m512 hi, int64_t ox, float* y) {
+  constexpr int kColumns = 3 * S + 3;
+  const int64_t ix = ox * S - 1;
+  __m512 acc[4] = {b, b, b, b};
+#pragma GCC unroll 3
+  for (int dy = 0; dy < 3; ++dy) {
+    __m512 col[kColumns];
+#pragma GCC unroll 9
+    for (int i = 0; i < kColumns; ++i)
+      col[i] = _mm512_maskz_loadu_ps(mask, r[dy] + (ix + i) * channels);
+#pragma GCC unroll 4
+    for (int o = 0; o < 4; ++o)
+#pragma GCC unroll 3
+      for (int dx = 0; dx < 3; ++dx)
+        acc[o] = _mm512_fmadd_ps(col[o * S + dx], wv[dy * 3 + dx], acc[o]);
+  }
+#pragma GCC unroll 4
+  for (int o = 0; o < 4; ++o)
+    _mm512_mask_storeu_ps(y + (ox + o) * channels, mask, clampPs(acc[o], lo, hi));
+}
+
+// Output pixel ox of a depthwise row, any of whose taps may be padding.
+__attribute__((target("avx512f"))) inline void depthwiseOne(const float* const r[3], int64_t width,
+                                                            int64_t channels, int64_t stride,
+                                                            __mmask16 mask, const __m512* wv,
+                                                            __m512 b, __m512 lo, __m512 hi,
+                                                            int64_t ox, float* y) {
+  const int64_t ix = ox * stride - 1;
+  __m512 acc = b;
+  for (int64_t dy = 0; dy < 3; ++dy) {
+    if (ix >= 0)
+      acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, r[dy] + ix * channels), wv[dy * 3], acc);
+    acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, r[dy] + (ix + 1) * channels), wv[dy * 3 + 1],
+                          acc);
+    if (ix + 2 < width)
+      acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, r[dy] + (ix + 2) * channels),
+                            wv[dy * 3 + 2], acc);
+  }
+  _mm512_mask_storeu_ps(y + ox * channels, mask, clampPs(acc, lo, hi));
 }
 
 // One output row of a 3x3 depthwise convolution with padding 1: rows[dy] is input row
@@ -116,6 +172,8 @@ __attribute__((target("avx512f"))) void depthwiseRow(const float* const rows[3],
                                                      float hi, int64_t outWidth, float* y) {
   const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
   const int64_t vectors = (channels + kLanes - 1) / kLanes;
+  // Output pixels [1, interiorEnd) read no padding column.
+  const int64_t interiorEnd = std::min(outWidth, (width - 2) / stride + 1);
   for (int64_t v = 0; v < vectors; ++v) {
     const __mmask16 mask = laneMask(channels, v);
     const int64_t c = v * kLanes;
@@ -126,21 +184,14 @@ __attribute__((target("avx512f"))) void depthwiseRow(const float* const rows[3],
     // A padded row's weights are zero; read another row in its place.
     const float* r[3];
     for (int64_t dy = 0; dy < 3; ++dy) r[dy] = (rows[dy] ? rows[dy] : rows[1]) + c;
-    for (int64_t ox = 0; ox < outWidth; ++ox) {
-      const int64_t ix = ox * stride - 1;
-      __m512 acc = b;
-      for (int64_t dy = 0; dy < 3; ++dy) {
-        if (ix >= 0)
-          acc =
-              _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, r[dy] + ix * channels), wv[dy * 3], acc);
-        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, r[dy] + (ix + 1) * channels),
-                              wv[dy * 3 + 1], acc);
-        if (ix + 2 < width)
-          acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, r[dy] + (ix + 2) * channels),
-                                wv[dy * 3 + 2], acc);
-      }
-      _mm512_mask_storeu_ps(y + ox * channels + c, mask, clampPs(acc, vlo, vhi));
+    int64_t ox = 0;
+    if (outWidth > 0) depthwiseOne(r, width, channels, stride, mask, wv, b, vlo, vhi, ox++, y + c);
+    for (; ox + 4 <= interiorEnd; ox += 4) {
+      if (stride == 1) depthwiseFour<1>(r, channels, mask, wv, b, vlo, vhi, ox, y + c);
+      else depthwiseFour<2>(r, channels, mask, wv, b, vlo, vhi, ox, y + c);
     }
+    for (; ox < outWidth; ++ox)
+      depthwiseOne(r, width, channels, stride, mask, wv, b, vlo, vhi, ox, y + c);
   }
 }
 
