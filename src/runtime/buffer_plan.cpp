@@ -79,7 +79,8 @@ struct Item {
 
 }  // namespace
 
-StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Kernel>& kernels) {
+StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Kernel>& kernels,
+                                 const std::vector<std::pair<int, int>>& together) {
   BufferPlan p;
   std::map<const Value*, int> outputIndex;
   for (size_t i = 0; i < f.outputs().size(); ++i) outputIndex.emplace(f.outputs()[i], int(i));
@@ -100,18 +101,28 @@ StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Ke
     }
     return p.values.emplace(v, s).first->second;
   };
-  // Liveness: the kernel that defines each value and the last that reads it.
+  // Liveness: the kernel that defines each value and the last that reads it (for kernels that
+  // run together, the first and the last of their range).
+  std::vector<std::pair<int, int>> range(kernels.size());
+  for (size_t i = 0; i < kernels.size(); ++i) range[i] = {static_cast<int>(i), static_cast<int>(i)};
+  for (auto [first, last] : together)
+    for (int k = first; k <= last && k < static_cast<int>(kernels.size()); ++k)
+      range[static_cast<size_t>(k)] = {first, last};
   p.temps.resize(kernels.size());
   for (size_t i = 0; i < kernels.size(); ++i) {
-    int k = static_cast<int>(i);
+    const auto [first, last] = range[i];
     for (const kernel::Buffer& b : kernels[i].buffers) {
       if (b.role == kernel::BufferRole::Temp) continue;
       if (!b.value)
         return Status::error("kernel " + kernels[i].name + ": buffer %" + b.name +
                              " holds no graph value");
       Slot& s = slotFor(b.value);
-      if (b.role == kernel::BufferRole::Output) s.first = s.last = k;
-      else s.last = std::max(s.last, k);
+      if (b.role == kernel::BufferRole::Output) {
+        s.first = first;
+        s.last = std::max(s.last, last);
+      } else {
+        s.last = std::max(s.last, last);
+      }
     }
   }
   // In place: an arena value written by an elementwise kernel over an arena input that dies there.

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernel/kernel_ir.h"
@@ -40,7 +41,11 @@ struct BufferPlan {
   int inPlace = 0;  // values written over a dying input
 };
 
-StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Kernel>& kernels);
+// `together`: ranges [first, last] of kernels that run as one, at the first's place (an
+// inverted-residual block, runtime/executable.cpp): every value one of them reads or writes is
+// live over the whole range, so none of them takes another's memory.
+StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Kernel>& kernels,
+                                 const std::vector<std::pair<int, int>>& together = {});
 
 // "arena 1.2 MiB (liveness lower bound 1.1 MiB, 3 values in place)".
 std::string describeBufferPlan(const BufferPlan& p);

@@ -810,7 +810,11 @@ Status Executable::build(Impl& impl, std::unique_ptr<Module> module,
         (std::filesystem::path(options.instrumentation.dumpDir) / "kernels.ll").string(), ir));
   }
   start = Clock::now();
-  KILN_ASSIGN_OR_RETURN(impl.buffers, planBuffers(*f, impl.kernels));
+  // A block's kernels run as one, at its first kernel's place: their values may not share memory.
+  std::vector<std::pair<int, int>> together;
+  for (const auto& [first, block] : impl.blocks)
+    together.emplace_back(static_cast<int>(first), static_cast<int>(first) + 2);
+  KILN_ASSIGN_OR_RETURN(impl.buffers, planBuffers(*f, impl.kernels, together));
   impl.times.buffers = msSince(start);
   impl.pool = std::make_unique<codegen::cpu::ThreadPool>(options.threads);
   impl.f = f;

@@ -651,8 +651,10 @@ TEST(CpuBackend, InvertedResidualBlocks) {
       conv("ea", "[N,9,13,40]", "x", "we", "b40", "") + relu6("ra", "ea", "[N,9,13,40]") +
       conv("da", "[N,9,13,40]", "ra", "wd", "c40", dw) + relu6("sa", "da", "[N,9,13,40]") +
       conv("pa", "[N,9,13,8]", "sa", "wp", "b8", "") + "  %outa = f32[N,9,13,8] add(%pa, %x)\n" +
-      // Stride 2, no residual.
-      conv("eb", "[N,9,13,40]", "outa", "we", "b40", "") + relu6("rb", "eb", "[N,9,13,40]") +
+      // Stride 2, no residual, on a value that dies at the block's first layer: the block's
+      // result must not take its memory (the block writes it while it still reads the input).
+      "  %twice = f32[N,9,13,8] add(%outa, %outa)\n" +
+      conv("eb", "[N,9,13,40]", "twice", "we", "b40", "") + relu6("rb", "eb", "[N,9,13,40]") +
       conv("db", "[N,5,7,40]", "rb", "wd", "c40", "window_strides = [2, 2], " + dw) +
       relu6("sb", "db", "[N,5,7,40]") + conv("outb", "[N,5,7,12]", "sb", "wq", "b12", "") +
       // The depthwise result is also an output: not a block.
