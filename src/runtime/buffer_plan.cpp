@@ -80,7 +80,7 @@ struct Item {
 }  // namespace
 
 StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Kernel>& kernels,
-                                 const std::vector<std::pair<int, int>>& together) {
+                                 const std::vector<RunTogether>& together) {
   BufferPlan p;
   std::map<const Value*, int> outputIndex;
   for (size_t i = 0; i < f.outputs().size(); ++i) outputIndex.emplace(f.outputs()[i], int(i));
@@ -105,9 +105,9 @@ StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Ke
   // run together, the first and the last of their range).
   std::vector<std::pair<int, int>> range(kernels.size());
   for (size_t i = 0; i < kernels.size(); ++i) range[i] = {static_cast<int>(i), static_cast<int>(i)};
-  for (auto [first, last] : together)
-    for (int k = first; k <= last && k < static_cast<int>(kernels.size()); ++k)
-      range[static_cast<size_t>(k)] = {first, last};
+  for (const RunTogether& t : together)
+    for (int k = t.first; k <= t.last && k < static_cast<int>(kernels.size()); ++k)
+      range[static_cast<size_t>(k)] = {t.first, t.last};
   p.temps.resize(kernels.size());
   for (size_t i = 0; i < kernels.size(); ++i) {
     const auto [first, last] = range[i];
@@ -125,6 +125,10 @@ StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Ke
       }
     }
   }
+  for (const RunTogether& t : together)
+    for (const Value* v : t.unstored)
+      if (auto it = p.values.find(v); it != p.values.end() && it->second.storage == Storage::Arena)
+        it->second.storage = Storage::Unstored;
   // In place: an arena value written by an elementwise kernel over an arena input that dies there.
   for (size_t i = 0; i < kernels.size(); ++i) {
     const kernel::Kernel& k = kernels[i];

@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <map>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "kernel/kernel_ir.h"
@@ -20,7 +19,9 @@ namespace kiln::runtime {
 
 constexpr int64_t kBufferAlignment = 64;
 
-enum class Storage : uint8_t { Parameter, Constant, Output, Arena };
+// Unstored: a value that kernels running as one compute and consume among themselves without
+// memory (RunTogether::unstored); it has no address.
+enum class Storage : uint8_t { Parameter, Constant, Output, Arena, Unstored };
 
 struct Slot {
   Storage storage = Storage::Arena;
@@ -41,11 +42,16 @@ struct BufferPlan {
   int inPlace = 0;  // values written over a dying input
 };
 
-// `together`: ranges [first, last] of kernels that run as one, at the first's place (an
-// inverted-residual block, runtime/executable.cpp): every value one of them reads or writes is
-// live over the whole range, so none of them takes another's memory.
+// Kernels [first, last] that run as one, at the first's place (an inverted-residual block,
+// runtime/executable.cpp): every value one of them reads or writes is live over the whole range,
+// so none of them takes another's memory; `unstored` are the values they pass among themselves
+// without memory (they get none).
+struct RunTogether {
+  int first = 0, last = 0;
+  std::vector<const Value*> unstored;
+};
 StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Kernel>& kernels,
-                                 const std::vector<std::pair<int, int>>& together = {});
+                                 const std::vector<RunTogether>& together = {});
 
 // "arena 1.2 MiB (liveness lower bound 1.1 MiB, 3 values in place)".
 std::string describeBufferPlan(const BufferPlan& p);

@@ -127,6 +127,7 @@ struct LibraryCall {
 struct Block {
   std::unique_ptr<codegen::cpu::InvertedResidualKernel> kernel;
   std::array<std::vector<size_t>, 3> args;
+  std::vector<const Value*> unstored;  // the first two layers' results, which it never stores
 };
 
 // One compiler's object code: the entry symbols of the distinct kernels it holds.
@@ -640,6 +641,7 @@ Status Executable::build(Impl& impl, std::unique_ptr<Module> module,
           {c[0]->node, &c[0]->postOps}, {c[1]->node, &c[1]->postOps}, {c[2]->node, &c[2]->postOps});
       if (!k) continue;
       block.kernel = std::move(*k);
+      block.unstored = {result[0], result[1]};
       impl.calls[i][0].block = block.kernel->describe() + " with " + impl.kernels[i + 1].name +
                                " and " + impl.kernels[i + 2].name;
       for (size_t j = 1; j < 3; ++j) {
@@ -811,9 +813,10 @@ Status Executable::build(Impl& impl, std::unique_ptr<Module> module,
   }
   start = Clock::now();
   // A block's kernels run as one, at its first kernel's place: their values may not share memory.
-  std::vector<std::pair<int, int>> together;
+  // The two values between its layers need no memory.
+  std::vector<RunTogether> together;
   for (const auto& [first, block] : impl.blocks)
-    together.emplace_back(static_cast<int>(first), static_cast<int>(first) + 2);
+    together.push_back({static_cast<int>(first), static_cast<int>(first) + 2, block.unstored});
   KILN_ASSIGN_OR_RETURN(impl.buffers, planBuffers(*f, impl.kernels, together));
   impl.times.buffers = msSince(start);
   impl.pool = std::make_unique<codegen::cpu::ThreadPool>(options.threads);
@@ -1082,6 +1085,7 @@ Status Executable::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& 
         return const_cast<std::byte*>(v->def()->constantData().tensor.bytes());
       case Storage::Output: return outputs[static_cast<size_t>(s.offset)].mutableBytes();
       case Storage::Arena: return arena.get() + s.offset;
+      case Storage::Unstored: return nullptr;
     }
     return nullptr;
   };

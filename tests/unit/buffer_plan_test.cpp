@@ -51,13 +51,20 @@ func @main(%p: f32[8,8], %w: f32[8,8]) -> (f32[8,8]) {
   EXPECT_TRUE(overlap(alone->values.at(values[0]), alone->values.at(values[2])));
   EXPECT_LT(alone->arenaBytes, 3 * 256);
 
-  auto together = runtime::planBuffers(f, *kernels, {{1, 3}});
+  auto together = runtime::planBuffers(f, *kernels, {{1, 3, {}}});
   ASSERT_TRUE(together.isOk()) << together.status().str();
   for (size_t i = 0; i < values.size(); ++i)
     for (size_t j = i + 1; j < values.size(); ++j)
       EXPECT_FALSE(overlap(together->values.at(values[i]), together->values.at(values[j])))
           << i << " " << j;
   EXPECT_GE(together->arenaBytes, 3 * 256);
+
+  // A value they pass among themselves without memory (a block's intermediate) gets none.
+  auto unstored = runtime::planBuffers(f, *kernels, {{1, 3, {values[1]}}});
+  ASSERT_TRUE(unstored.isOk()) << unstored.status().str();
+  EXPECT_EQ(unstored->values.at(values[1]).storage, runtime::Storage::Unstored);
+  EXPECT_FALSE(overlap(unstored->values.at(values[0]), unstored->values.at(values[2])));
+  EXPECT_EQ(unstored->arenaBytes, together->arenaBytes - 256);
 }
 
 }  // namespace
