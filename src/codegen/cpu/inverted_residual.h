@@ -10,9 +10,10 @@
 // are bound by that traffic (docs/codegen.md, "Inverted-residual blocks"). The output rows are
 // split over the pool's threads; each part expands the row above its first once more.
 //
-// The runtime groups three call-only kernels into one such block where the first two results
-// have no other reader (runtime/executable.cpp). The kernel reads the weights and biases from
-// the calls' own buffers, so it holds nothing; it needs AVX-512 (invertedResidualAvailable()).
+// The runtime groups three consecutive call-only kernels into one such block where the first two
+// results have no other reader (runtime/executable.cpp); the buffer plan gives those two no
+// memory. The kernel reads the weights and biases from the calls' own buffers, so it holds
+// nothing; it needs AVX-512 (invertedResidualAvailable()).
 #pragma once
 
 #include <limits>
