@@ -117,12 +117,8 @@ StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Ke
         return Status::error("kernel " + kernels[i].name + ": buffer %" + b.name +
                              " holds no graph value");
       Slot& s = slotFor(b.value);
-      if (b.role == kernel::BufferRole::Output) {
-        s.first = first;
-        s.last = std::max(s.last, last);
-      } else {
-        s.last = std::max(s.last, last);
-      }
+      if (b.role == kernel::BufferRole::Output) s.first = first;
+      s.last = std::max(s.last, last);
     }
   }
   for (const RunTogether& t : together)

@@ -145,7 +145,6 @@ struct Executable::Impl {
   std::vector<kernel::Kernel> kernels;
   std::vector<std::vector<LibraryCall>> calls;  // per kernel, by call index
   std::map<size_t, Block> blocks;               // by the index of a block's first kernel
-  std::set<size_t> inBlocks;                    // the other kernels of the blocks
   std::vector<std::unique_ptr<codegen::cpu::CpuCompiler>> compilers;
   std::vector<std::shared_ptr<codegen::cpu::CompiledKernel>> compiled;  // per kernel (shared
                                                                         // by identical kernels)
@@ -644,10 +643,8 @@ Status Executable::build(Impl& impl, std::unique_ptr<Module> module,
       block.unstored = {result[0], result[1]};
       impl.calls[i][0].block = block.kernel->describe() + " with " + impl.kernels[i + 1].name +
                                " and " + impl.kernels[i + 2].name;
-      for (size_t j = 1; j < 3; ++j) {
+      for (size_t j = 1; j < 3; ++j)
         impl.calls[i + j][0].block = "in " + impl.kernels[i].name + "'s inverted-residual block";
-        impl.inBlocks.insert(i + j);
-      }
       impl.blocks.emplace(i, std::move(block));
       i += 2;
     }
@@ -1106,7 +1103,6 @@ Status Executable::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& 
   if (kernelMs) kernelMs->assign(m.kernels.size(), 0.0);
   for (size_t i = 0; i < m.kernels.size(); ++i) {
     const kernel::Kernel& k = m.kernels[i];
-    if (m.inBlocks.count(i)) continue;  // run by its block's first kernel
     auto kernelStart = kernelMs ? Clock::now() : Clock::time_point{};
     if (auto block = m.blocks.find(i); block != m.blocks.end()) {
       void* const* args[3];
@@ -1118,6 +1114,7 @@ Status Executable::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& 
       }
       block->second.kernel->run(args, *m.pool);
       if (kernelMs) (*kernelMs)[i] = msSince(kernelStart);
+      i += 2;  // the block's other kernels (their times stay 0)
       continue;
     }
     kernelPtrs(i, ptrs);

@@ -154,7 +154,8 @@ struct PostOpsPlan {
   // An add of a per-channel operand (a bias) that only adds come before, taken as the primitive's
   // bias argument instead of a binary post-op (planPostOps's `biasAxis`; adds commute, and
   // oneDNN adds the bias first). Its descriptor covers the dst's axes like a binary operand's
-  // (extent 1 but on the bias axis); `index` is unused.
+  // (extent 1 but on the bias axis) until a kernel takes the form its primitive wants (a
+  // convolution's is 1-D); `index` is unused.
   std::optional<Binary> bias;
   std::string text;  // ", post-ops add+relu"
   // Some add/mul operand varies along a dst axis other than axis 1 (a convolution's channels).
@@ -597,16 +598,11 @@ class BlockedConvolution final : public LibraryKernel {
     // reordered) into the result before the primitive runs, instead of being an argument.
     bool sum = false;
   };
-  // The per-channel add the convolution takes as its bias (PostOpsPlan::bias): buffer, descriptor.
-  struct Bias {
-    size_t position = 0;
-    memory::desc desc;
-  };
-
   BlockedConvolution(dnnl::primitive prim, memory::desc weights, memory::desc scratch,
                      HeldWeights held, std::vector<Operand> operands,
-                     std::vector<PostOpsPlan::Binary> binaries, std::optional<Bias> bias,
-                     int threads, std::string description, std::string layout)
+                     std::vector<PostOpsPlan::Binary> binaries,
+                     std::optional<PostOpsPlan::Binary> bias, int threads, std::string description,
+                     std::string layout)
       : engine_(cpuEngine()), prim_(std::move(prim)), weights_(std::move(weights)),
         scratch_(std::move(scratch)), held_(std::move(held)), operands_(std::move(operands)),
         binaries_(std::move(binaries)), bias_(std::move(bias)), threads_(threads),
@@ -746,7 +742,7 @@ class BlockedConvolution final : public LibraryKernel {
   HeldWeights held_;
   std::vector<Operand> operands_;
   std::vector<PostOpsPlan::Binary> binaries_;  // add/mul post-op operands, in order
-  std::optional<Bias> bias_;
+  std::optional<PostOpsPlan::Binary> bias_;    // the per-channel add taken as the bias (1-D)
   static constexpr size_t kResultOperand = 1;  // operands_[1] is the result (position 2)
   mutable ArgPool<Args> args_;
   int threads_;
@@ -778,6 +774,8 @@ finish(const Node& n, int threads, const memory::desc& src, const memory::desc& 
                                                       axisDims, nullptr, biasAxis));
   PrimitiveInputs in = primitiveInputs(n, weights, post, !postOps.empty(), constantLayout);
   auto pd = makePd(in.weights, in.attr, post.bias ? &post.bias->desc : nullptr);
+  // The bias memory as the primitive takes it (a convolution's is 1-D, makePd's conversion).
+  if (post.bias) post.bias->desc = pd.bias_desc();
   // A reference implementation would be far slower than the optimized one without post-ops
   // plus a pass over the result: the caller then applies them itself.
   const std::string impl = pd.impl_info_str();
@@ -1078,9 +1076,8 @@ createBlockedConvolution(const Node& n, const std::vector<kernel::PostOp>& postO
         o.arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(b.index) | DNNL_ARG_SRC_1;
   PrimitiveInputs in = primitiveInputs(n, weights, post, post.ops.len() > 0);
   std::optional<dnnl::convolution_forward::primitive_desc> pd;
-  std::optional<BlockedConvolution::Bias> bias;
-  if (post.bias)
-    bias = BlockedConvolution::Bias{post.bias->position, channelVector(post.bias->desc)};
+  std::optional<PostOpsPlan::Binary> bias = post.bias;
+  if (bias) bias->desc = channelVector(bias->desc);
   const memory::desc* biasDesc = bias ? &bias->desc : nullptr;
   std::vector<PostOpsPlan::Binary> binaries = post.binaries;
   std::optional<WinogradPostOps> wino;
