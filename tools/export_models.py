@@ -67,6 +67,14 @@ def make_mobilenet_v2():
     return model, torch.randn(1, 3, 224, 224)
 
 
+def make_shufflenet_v2():
+    # 16 channel shuffles (reshape, transpose, reshape) chained through splits and
+    # concatenations: the network whose index expressions once grew without bound.
+    model = torchvision.models.shufflenet_v2_x0_5(weights=None)
+    calibrate_batch_norm(model, (2, 3, 224, 224))
+    return model, torch.randn(1, 3, 224, 224)
+
+
 def make_transformer_encoder():
     layer = nn.TransformerEncoderLayer(d_model=128, nhead=4, dim_feedforward=512, dropout=0.0,
                                        activation="gelu", batch_first=True)
@@ -183,8 +191,8 @@ def make_bert():
 
 
 # The models of the test suite (tests/models exports these).
-TEST_MODELS = ["resnet18", "resnet18_dynbatch", "mobilenet_v2", "transformer_encoder",
-               "decoder_lm"]
+TEST_MODELS = ["resnet18", "resnet18_dynbatch", "mobilenet_v2", "shufflenet_v2",
+               "transformer_encoder", "decoder_lm"]
 
 MODELS = {
     "resnet50": make_resnet50,
@@ -193,6 +201,7 @@ MODELS = {
     "resnet18": make_resnet18,
     "resnet18_dynbatch": make_resnet18_dynbatch,
     "mobilenet_v2": make_mobilenet_v2,
+    "shufflenet_v2": make_shufflenet_v2,
     "transformer_encoder": make_transformer_encoder,
     "decoder_lm": make_decoder_lm,
 }

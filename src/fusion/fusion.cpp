@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <set>
+#include <tuple>
 
 #include "ir/text/text.h"
 
@@ -77,11 +78,18 @@ bool isLibraryEpilogueOp(OpCode op) {
   }
 }
 
+// The most values one kernel computes again per element: a member computed at n indices
+// (Planner::indicesIn) counts n - 1. Past it the producer is stored once and read instead: each
+// index is a copy of its expression, and chains that double the indices at every step (channel
+// shuffles) would grow the kernel exponentially. A 7x7 im2col recomputes its pad 48 times.
+constexpr size_t kMaxRecomputed = 128;
+
 struct Group {
   KernelKind kind = KernelKind::Loop;
   const Node* anchor = nullptr;
   std::set<const Node*> members;
   bool alive = true;
+  size_t recomputed = 0;  // the sum over members of (indices - 1)
 };
 
 struct EdgeNote {
@@ -137,12 +145,57 @@ class Planner {
     groups_.push_back(std::move(g));
     int id = static_cast<int>(groups_.size()) - 1;
     groupsOf_[n].push_back(id);
+    indices_[{id, n}] = {0};
     return id;
   }
 
   void join(const Node* n, int g) {
+    std::set<int> ids = indicesIn(g, n);
+    groups_[g].recomputed += ids.size() - 1;
+    indices_[{g, n}] = std::move(ids);
     groups_[g].members.insert(n);
     groupsOf_[n].push_back(g);
+  }
+
+  // The distinct indices at which kernel `g` would compute `p` per element of its iteration
+  // space (index 0: the kernel's own). An elementwise user computes its operands at its own
+  // indices; an injective user (reshape, transpose, slice, concatenate, ...) maps each of them to
+  // another. The lowering writes p's expression once per index, so data movement that branches
+  // and joins (channel shuffles through splits and concatenations) doubles it at every step.
+  std::set<int> indicesIn(int g, const Node* p) {
+    std::set<int> ids;
+    for (const Node* u : usersOf(p)) {
+      if (!groups_[g].members.count(u)) {
+        ids.insert(0);  // stored for another kernel, at the kernel's own index
+        continue;
+      }
+      const std::set<int>& at = indices_[{g, u}];
+      if (patternOf(*u) != OpPattern::Injective) {
+        ids.insert(at.begin(), at.end());
+        continue;
+      }
+      for (size_t i = 0; i < u->numOperands(); ++i) {
+        if (u->operand(i)->def() != p) continue;
+        for (int id : at) {
+          auto [it, added] = mappedIndex_.try_emplace({u, i, id}, nextIndex_);
+          if (added) ++nextIndex_;
+          ids.insert(it->second);
+        }
+      }
+    }
+    if (isOutput(p)) ids.insert(0);
+    return ids;
+  }
+
+  // Why kernel `g` should store `p` rather than compute it at more indices; "" when it may.
+  std::string indexBound(int g, const Node* p) {
+    size_t n = indicesIn(g, p).size();
+    size_t total = groups_[g].recomputed + n - 1;
+    if (total <= kMaxRecomputed) return "";
+    return name(p) + " would be computed at " + std::to_string(n) +
+           " different indices per element of this kernel, which would then compute " +
+           std::to_string(total) + " values again per element (at most " +
+           std::to_string(kMaxRecomputed) + "): stored";
   }
 
   // Whether `members` stays convex (no path leaves it and comes back) when `extra` is added: a
@@ -342,6 +395,7 @@ class Planner {
     };
     for (const auto& [g, us] : byGroup) {
       std::string r = acceptsProducer(g, p, us);
+      if (r.empty()) r = indexBound(g, p);
       if (r.empty() && keptElsewhere(g))
         r = name(p) + " is kept for the epilogue of " + name(reservedFor->second) + " (" +
             opText(reservedFor->second) + "), which applies it while storing its result";
@@ -557,6 +611,11 @@ class Planner {
   std::map<std::pair<const Node*, const Node*>, EdgeNote> notes_;
   std::vector<Decision> siblings_;
   std::map<const Node*, const Node*> reserved_;  // epilogue op -> its contraction
+  // indicesIn's record: the indices of each member of each kernel, and the index an injective
+  // user's operand gets for each of the user's.
+  std::map<std::pair<int, const Node*>, std::set<int>> indices_;
+  std::map<std::tuple<const Node*, size_t, int>, int> mappedIndex_;
+  int nextIndex_ = 1;
 };
 
 }  // namespace

@@ -13,6 +13,10 @@
 //     also stores it for the others;
 //   - sibling fusion: two loop kernels that read the same large input over the same iteration
 //     space become one kernel with two outputs (one pass over the input).
+// One bound: a kernel computes at most 128 values again per element (a member computed at n
+// distinct indices, each a copy of its expression, counts n - 1); past it the producer is
+// stored. Data movement that branches and joins (ShuffleNet's channel shuffles) would otherwise
+// grow a kernel exponentially.
 //
 // Needs: a verified function, best after the default pipeline and shape specialisation (costs
 // take symbolic dimensions as 1).

@@ -1,8 +1,13 @@
 // Kernel IR builders (with the folding of index arithmetic) and the printer.
 #include "kernel/kernel_ir.h"
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
+#include <functional>
+#include <mutex>
+#include <unordered_map>
 
 namespace kiln::kernel {
 
@@ -35,21 +40,77 @@ const char* loopKindName(LoopKind k) {
   return "?";
 }
 
+namespace {
+
+// The table of live expressions, keyed by structure: building an expression equal to a live one
+// returns that one, so structural equality is pointer equality. Entries are weak: the table
+// keeps no expression alive, and dead entries are swept when the table has doubled since the last
+// sweep. Kernels are lowered on several threads, hence the lock.
+class ExprTable {
+ public:
+  ExprRef intern(Expr&& e) {
+    size_t h = hashOf(e);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto range = table_.equal_range(h);
+    for (auto it = range.first; it != range.second; ++it)
+      if (ExprRef live = it->second.lock(); live && sameFields(*live, e)) return live;
+    auto made = std::make_shared<const Expr>(std::move(e));
+    table_.emplace(h, made);
+    if (table_.size() >= sweepAt_) {
+      std::erase_if(table_, [](const auto& entry) { return entry.second.expired(); });
+      sweepAt_ = std::max<size_t>(2 * table_.size(), 1024);
+    }
+    return made;
+  }
+
+ private:
+  static size_t mix(size_t h, uint64_t v) {
+    return h ^ (std::hash<uint64_t>()(v) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
+  }
+  static size_t hashOf(const Expr& e) {
+    size_t h = mix(static_cast<size_t>(e.kind), static_cast<uint64_t>(e.type));
+    h = mix(h, static_cast<uint64_t>(e.i));
+    h = mix(h, std::bit_cast<uint64_t>(e.f));
+    h = mix(h, std::hash<std::string>()(e.name));
+    h = mix(h, (static_cast<uint64_t>(e.unary) << 8) | static_cast<uint64_t>(e.binary));
+    for (const ExprRef& a : e.args) h = mix(h, reinterpret_cast<uintptr_t>(a.get()));
+    return h;
+  }
+  // Equal fields with the same (interned) operands; floats compare by their bits, so NaN
+  // constants are equal and -0.0 differs from 0.0.
+  static bool sameFields(const Expr& a, const Expr& b) {
+    return a.kind == b.kind && a.type == b.type && a.i == b.i &&
+           std::bit_cast<uint64_t>(a.f) == std::bit_cast<uint64_t>(b.f) && a.name == b.name &&
+           a.unary == b.unary && a.binary == b.binary && a.args == b.args;
+  }
+
+  std::mutex mu_;
+  std::unordered_multimap<size_t, std::weak_ptr<const Expr>> table_;
+  size_t sweepAt_ = 1024;
+};
+
+ExprRef intern(Expr&& e) {
+  static ExprTable* table = new ExprTable;  // never destroyed: expressions may outlive main
+  return table->intern(std::move(e));
+}
+
+}  // namespace
+
 ExprRef intConst(int64_t v, DType type) {
-  auto e = std::make_shared<Expr>();
-  e->kind = Expr::Kind::Const;
-  e->type = type;
-  e->i = v;
-  e->f = static_cast<double>(v);
-  return e;
+  Expr e;
+  e.kind = Expr::Kind::Const;
+  e.type = type;
+  e.i = v;
+  e.f = static_cast<double>(v);
+  return intern(std::move(e));
 }
 
 ExprRef floatConst(double v, DType type) {
-  auto e = std::make_shared<Expr>();
-  e->kind = Expr::Kind::Const;
-  e->type = type;
-  e->f = v;
-  return e;
+  Expr e;
+  e.kind = Expr::Kind::Const;
+  e.type = type;
+  e.f = v;
+  return intern(std::move(e));
 }
 
 ExprRef constOf(double v, DType type) {
@@ -59,30 +120,30 @@ ExprRef constOf(double v, DType type) {
 }
 
 ExprRef var(const std::string& name) {
-  auto e = std::make_shared<Expr>();
-  e->kind = Expr::Kind::Var;
-  e->type = DType::I64;
-  e->name = name;
-  return e;
+  Expr e;
+  e.kind = Expr::Kind::Var;
+  e.type = DType::I64;
+  e.name = name;
+  return intern(std::move(e));
 }
 
 ExprRef load(const std::string& buffer, DType type, ExprRef index) {
-  auto e = std::make_shared<Expr>();
-  e->kind = Expr::Kind::Load;
-  e->type = type;
-  e->name = buffer;
-  e->args = {std::move(index)};
-  return e;
+  Expr e;
+  e.kind = Expr::Kind::Load;
+  e.type = type;
+  e.name = buffer;
+  e.args = {std::move(index)};
+  return intern(std::move(e));
 }
 
 ExprRef unary(UnaryOp op, ExprRef a) {
-  auto e = std::make_shared<Expr>();
-  e->kind = Expr::Kind::Unary;
+  Expr e;
+  e.kind = Expr::Kind::Unary;
   bool predicate = op == UnaryOp::IsFinite || op == UnaryOp::IsInf || op == UnaryOp::IsNan;
-  e->type = predicate ? DType::Bool : a->type;
-  e->unary = op;
-  e->args = {std::move(a)};
-  return e;
+  e.type = predicate ? DType::Bool : a->type;
+  e.unary = op;
+  e.args = {std::move(a)};
+  return intern(std::move(e));
 }
 
 namespace {
@@ -125,29 +186,44 @@ ExprRef binary(BinaryOp op, ExprRef a, ExprRef b) {
     if (op == BinaryOp::Div && isIntConst(b, 1)) return a;
     if (op == BinaryOp::Rem && isIntConst(b, 1)) return intConst(0);
   }
-  auto e = std::make_shared<Expr>();
-  e->kind = Expr::Kind::Binary;
-  e->type = isComparison(op) ? DType::Bool : a->type;
-  e->binary = op;
-  e->args = {std::move(a), std::move(b)};
-  return e;
+  Expr e;
+  e.kind = Expr::Kind::Binary;
+  e.type = isComparison(op) ? DType::Bool : a->type;
+  e.binary = op;
+  e.args = {std::move(a), std::move(b)};
+  return intern(std::move(e));
 }
 
 ExprRef select(ExprRef cond, ExprRef a, ExprRef b) {
   if (cond->kind == Expr::Kind::Const) return cond->i ? a : b;
-  auto e = std::make_shared<Expr>();
-  e->kind = Expr::Kind::Select;
-  e->type = a->type;
-  e->args = {std::move(cond), std::move(a), std::move(b)};
-  return e;
+  Expr e;
+  e.kind = Expr::Kind::Select;
+  e.type = a->type;
+  e.args = {std::move(cond), std::move(a), std::move(b)};
+  return intern(std::move(e));
 }
 
 ExprRef cast(ExprRef a, DType type) {
   if (a->type == type) return a;
-  auto e = std::make_shared<Expr>();
-  e->kind = Expr::Kind::Cast;
-  e->type = type;
-  e->args = {std::move(a)};
+  Expr e;
+  e.kind = Expr::Kind::Cast;
+  e.type = type;
+  e.args = {std::move(a)};
+  return intern(std::move(e));
+}
+
+ExprRef withArgs(const ExprRef& e, std::vector<ExprRef> args) {
+  if (args == e->args) return e;
+  switch (e->kind) {
+    case Expr::Kind::Const:
+    case Expr::Kind::Var: return e;
+    case Expr::Kind::Load: return load(e->name, e->type, std::move(args[0]));
+    case Expr::Kind::Unary: return unary(e->unary, std::move(args[0]));
+    case Expr::Kind::Binary: return binary(e->binary, std::move(args[0]), std::move(args[1]));
+    case Expr::Kind::Select:
+      return select(std::move(args[0]), std::move(args[1]), std::move(args[2]));
+    case Expr::Kind::Cast: return cast(std::move(args[0]), e->type);
+  }
   return e;
 }
 

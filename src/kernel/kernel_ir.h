@@ -4,7 +4,11 @@
 //
 // Values are scalars. Buffers are flat arrays in row-major order; a load or store takes a flat
 // element index (an i64 expression), so layouts and views are index arithmetic the lowering
-// writes out. Expressions are immutable trees shared by pointer; statements form a tree too.
+// writes out. Expressions are immutable and hash-consed: every builder returns the one live
+// expression of its structure, so structural equality is pointer equality and a shared
+// subexpression is one node (an index reused by many loads is one DAG node, not a copy per use).
+// Passes over expressions memoise by pointer, which keeps them linear in the size of the DAG.
+// Statements form a tree.
 //
 //   kernel k0_loop(in %x: f32[4,8], out %y: f32[4,8]) {
 //     parallel for i0 in [0, 4) {
@@ -88,6 +92,7 @@ const char* binaryOpName(BinaryOp op);  // "add"
 struct Expr;
 using ExprRef = std::shared_ptr<const Expr>;
 
+// Built only through the builders below (which intern it); never changed after.
 struct Expr {
   enum class Kind : uint8_t {
     Const,   // a number of `type` (ints and bool in `i`, floats in `f`)
@@ -119,6 +124,8 @@ ExprRef unary(UnaryOp op, ExprRef a);
 ExprRef binary(BinaryOp op, ExprRef a, ExprRef b);
 ExprRef select(ExprRef cond, ExprRef a, ExprRef b);
 ExprRef cast(ExprRef a, DType type);
+// `e` with new operands, through the builders above (so the result is folded and interned).
+ExprRef withArgs(const ExprRef& e, std::vector<ExprRef> args);
 // Row-major flat index of the multi-index `idx` in `shape`, and the element count of `shape`.
 ExprRef flatIndex(const std::vector<ExprRef>& idx, const std::vector<int64_t>& shape);
 int64_t elementCount(const std::vector<int64_t>& shape);

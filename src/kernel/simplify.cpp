@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -56,9 +57,11 @@ class Simplifier {
       if (it != vars_.end()) saved = it->second;
       if (isConst(out->extent) && out->extent->i > 0) vars_[s->var] = Range{0, out->extent->i - 1};
       else vars_.erase(s->var);
+      forget();
       for (StmtRef& b : out->body) b = stmt(b);
       if (saved) vars_[s->var] = *saved;
       else vars_.erase(s->var);
+      forget();
       return out;
     }
     if (out->index) out->index = expr(out->index);
@@ -68,8 +71,22 @@ class Simplifier {
     return out;
   }
 
+  // The memos hold results for the variable ranges in force; a loop scope changes them.
+  void forget() {
+    simplified_.clear();
+    ranges_.clear();
+  }
+
   std::optional<Range> range(const ExprRef& e) const {
     if (e->type != DType::I64) return std::nullopt;
+    auto it = ranges_.find(e);
+    if (it != ranges_.end()) return it->second;
+    std::optional<Range> r = computeRange(e);
+    ranges_.emplace(e, r);
+    return r;
+  }
+
+  std::optional<Range> computeRange(const ExprRef& e) const {
     switch (e->kind) {
       case Expr::Kind::Const: return Range{e->i, e->i};
       case Expr::Kind::Var: {
@@ -223,11 +240,10 @@ class Simplifier {
         continue;
       int64_t d = q->args[1]->i;
       if (d <= 0 || !nonNegative(q->args[0])) continue;
-      std::string x = printExpr(q->args[0]);
       for (size_t j = 0; j < ts.size(); ++j) {
         const ExprRef& r = ts[j].e;
         if (j == i || !r || r->kind != Expr::Kind::Binary || r->binary != BinaryOp::Rem ||
-            !isConst(r->args[1]) || r->args[1]->i != d || printExpr(r->args[0]) != x)
+            !isConst(r->args[1]) || r->args[1]->i != d || r->args[0] != q->args[0])
           continue;
         std::optional<int64_t> cd = checked(BinaryOp::Mul, ts[j].c, d);
         if (!cd || *cd != ts[i].c) continue;
@@ -240,7 +256,17 @@ class Simplifier {
     return merged ? sum(ts) : nullptr;
   }
 
+  // Memoised by pointer: a subexpression shared in the DAG is simplified once.
   ExprRef expr(const ExprRef& e) {
+    if (!e || e->args.empty()) return simplifyNode(e);
+    auto it = simplified_.find(e);
+    if (it != simplified_.end()) return it->second;
+    ExprRef out = simplifyNode(e);
+    simplified_.emplace(e, out);
+    return out;
+  }
+
+  ExprRef simplifyNode(const ExprRef& e) {
     // A loop variable whose loop runs once is its only value.
     if (e && e->kind == Expr::Kind::Var) {
       std::optional<Range> r = range(e);
@@ -280,10 +306,7 @@ class Simplifier {
     if (e->kind == Expr::Kind::Select && isBoolConst(args[0]))
       return args[0]->i ? args[1] : args[2];
     if (!changed) return e;
-    auto out = std::make_shared<Expr>(*e);
-    out->args = std::move(args);
-    if (out->kind == Expr::Kind::Binary) return binary(out->binary, out->args[0], out->args[1]);
-    return out;
+    return withArgs(e, std::move(args));
   }
 
   // a op b for i64 a, b when their ranges decide it.
@@ -313,6 +336,8 @@ class Simplifier {
   }
 
   std::map<std::string, Range> vars_;
+  std::unordered_map<ExprRef, ExprRef> simplified_;
+  mutable std::unordered_map<ExprRef, std::optional<Range>> ranges_;
 };
 
 }  // namespace

@@ -18,7 +18,8 @@
 // Ranges come from the enclosing loops ([0, extent) for a constant extent) and propagate
 // through +, -, *, /, %, min and max; an expression whose range is unknown is left as it is.
 // Every rewrite is exact for the values the ranges allow (truncating division of non-negative
-// numbers), so the simplified kernel computes the same results.
+// numbers), so the simplified kernel computes the same results. Results and ranges are memoised
+// per node within a loop scope, so the work is linear in the size of the expression DAG.
 #pragma once
 
 #include "kernel/kernel_ir.h"

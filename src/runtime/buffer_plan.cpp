@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <unordered_set>
 
 namespace kiln::runtime {
 namespace {
@@ -12,21 +13,16 @@ int64_t alignUp(int64_t n) {
   return (n + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
 }
 
-bool sameExpr(const kernel::ExprRef& a, const kernel::ExprRef& b) {
-  if (a == b) return true;
-  if (a->kind != b->kind || a->type != b->type || a->i != b->i || a->f != b->f ||
-      a->name != b->name || a->unary != b->unary || a->binary != b->binary ||
-      a->args.size() != b->args.size())
-    return false;
-  for (size_t i = 0; i < a->args.size(); ++i)
-    if (!sameExpr(a->args[i], b->args[i])) return false;
-  return true;
-}
-
+// The indices of the loads of `buffer` in `e`, each node of the expression DAG visited once.
 void collectLoads(const kernel::ExprRef& e, const std::string& buffer,
                   std::vector<kernel::ExprRef>& out) {
-  if (e->kind == kernel::Expr::Kind::Load && e->name == buffer) out.push_back(e->args[0]);
-  for (const auto& a : e->args) collectLoads(a, buffer, out);
+  std::unordered_set<const kernel::Expr*> seen;
+  std::function<void(const kernel::ExprRef&)> walk = [&](const kernel::ExprRef& x) {
+    if (!seen.insert(x.get()).second) return;
+    if (x->kind == kernel::Expr::Kind::Load && x->name == buffer) out.push_back(x->args[0]);
+    for (const auto& a : x->args) walk(a);
+  };
+  walk(e);
 }
 
 // Whether kernel `k` may write `out` over `in`: `in` is read only inside the values stored to
@@ -44,7 +40,7 @@ bool elementwiseAccess(const kernel::Kernel& k, const std::string& in, const std
         if (s->buffer == out) {
           stored = true;
           for (const auto& idx : loads)
-            if (!sameExpr(idx, s->index)) ok = false;
+            if (idx != s->index) ok = false;  // interned: equal means the same node
         } else if (!loads.empty()) {
           ok = false;
         }

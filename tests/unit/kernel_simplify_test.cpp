@@ -3,6 +3,7 @@
 // every value of the loop variables (the rewrites must be exact within the loops' ranges).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <random>
 #include <string>
@@ -47,6 +48,18 @@ TEST(SimplifyIndices, FlattenedRowsAndReshapes) {
   ExprRef clamp = binary(BinaryOp::Min,
                          binary(BinaryOp::Max, binary(BinaryOp::Sub, v("i0"), c(1)), c(0)), c(195));
   EXPECT_EQ(printExpr(simplified(clamp, 197, 4)), "max(i0 - 1, 0)");
+}
+
+TEST(KernelIr, EqualExpressionsAreOneNode) {
+  // Hash-consing: building the same structure twice gives the same node.
+  EXPECT_EQ(add(mul(v("i0"), c(8)), v("i1")), add(mul(v("i0"), c(8)), v("i1")));
+  EXPECT_NE(add(mul(v("i0"), c(8)), v("i1")), add(mul(v("i0"), c(8)), v("i2")));
+  EXPECT_EQ(load("x", DType::F32, v("i0")), load("x", DType::F32, v("i0")));
+  EXPECT_NE(load("x", DType::F32, v("i0")), load("x", DType::F16, v("i0")));
+  // Float constants by their bits: -0.0 is not 0.0, and NaN is one constant.
+  EXPECT_NE(floatConst(-0.0, DType::F32), floatConst(0.0, DType::F32));
+  EXPECT_EQ(floatConst(std::nan(""), DType::F32), floatConst(std::nan(""), DType::F32));
+  EXPECT_NE(intConst(1, DType::I64), intConst(1, DType::I32));
 }
 
 TEST(SimplifyIndices, LeavesWhatRangesDoNotAllow) {
@@ -127,6 +140,26 @@ TEST(SimplifyIndices, RandomExpressionsKeepTheirValues) {
   // The generator makes simplifiable expressions often; a simplifier that did nothing would
   // pass the check above trivially.
   EXPECT_GT(changed, 300);
+}
+
+TEST(SimplifyIndices, SharedSubexpressionsAreSimplifiedOnce) {
+  // e_{k+1} = e_k / 4 * 4 + e_k % 4 is e_k, so every level folds back to i0. As a tree the
+  // 60th level has 2^60 leaves; as a DAG 60 * 6 nodes, which a memoised simplifier visits once.
+  ExprRef e = v("i0");
+  for (int k = 0; k < 60; ++k) e = add(mul(div(e, c(4)), c(4)), rem(e, c(4)));
+  EXPECT_EQ(simplified(e, 1000, 3), v("i0"));
+  // A chain that does not fold (e / 3 + e % 5 at each level) is simplified in linear time
+  // too; at 16 levels (small enough for the tree-walking eval) its value stays right.
+  ExprRef g = v("i0");
+  for (int k = 0; k < 60; ++k) {
+    g = add(div(g, c(3)), rem(g, c(5)));
+    if (k != 15) continue;
+    ExprRef s = simplified(g, 1000, 3);
+    for (int64_t i : {0, 1, 7, 500, 999})
+      EXPECT_EQ(eval(s, {{"i0", i}, {"i1", 0}}), eval(g, {{"i0", i}, {"i1", 0}})) << i;
+  }
+  // At 60 levels finishing is the check (the unmemoised simplifier walked the 2^60-leaf tree).
+  EXPECT_EQ(simplified(g, 1000, 3)->type, DType::I64);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <unordered_map>
 #include <utility>
 
 #include "codegen/cpu/llvm_math.h"
@@ -185,7 +186,17 @@ class KernelEmitter {
 
   // ---- expressions ----
 
+  // Memoised per statement (emitStmt clears the memo): a node shared in the expression DAG is
+  // emitted once, and everything one statement emits is in one basic block, so it dominates.
   llvm::Value* emitExpr(const ExprRef& e) {
+    auto it = emitted_.find(e.get());
+    if (it != emitted_.end()) return it->second;
+    llvm::Value* v = emitExprNode(e);
+    emitted_.emplace(e.get(), v);
+    return v;
+  }
+
+  llvm::Value* emitExprNode(const ExprRef& e) {
     switch (e->kind) {
       case Expr::Kind::Const: return emitConst(*e);
       case Expr::Kind::Var: return lookupVar(e->name);
@@ -624,6 +635,7 @@ class KernelEmitter {
 
   void emitStmt(const Stmt& s) {
     if (!error_.isOk()) return;
+    emitted_.clear();
     switch (s.kind) {
       case Stmt::Kind::Block:
         for (const StmtRef& child : s.body)
@@ -897,6 +909,7 @@ class KernelEmitter {
   std::vector<std::pair<std::string, std::string>> hiddenAllocs_;  // name, why not visible
   int32_t nextCallIndex_ = 0;
   int nextParallel_ = 0;
+  std::unordered_map<const kernel::Expr*, llvm::Value*> emitted_;  // emitExpr's memo
   Status error_;
 };
 
