@@ -2,6 +2,7 @@
 // the result. The tool of compiler work and lit tests:
 //
 //   kiln-opt model.kir --decompose-composites --dce -o out.kir
+//   kiln-opt model.kir --plan-fusion --lower      (the fusion plan and kernel IR, not the module)
 //
 // Any error is one line on stderr, "kiln-opt: file:line:col: error: message", and exit status 1.
 #include <cstdio>
@@ -13,7 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "fusion/fusion.h"
 #include "ir/text/text.h"
+#include "kernel/lower.h"
 #include "passes/pass.h"
 #include "passes/pass_manager.h"
 #include "passes/pipeline.h"
@@ -25,6 +28,8 @@ struct Options {
   std::string output;               // empty: stdout
   std::vector<std::string> passes;  // pass specs: "dce", "specialize-shapes=N=1", "pipeline"
   bool help = false;
+  bool planFusion = false;  // print the fusion plan of the entry function after the passes
+  bool lower = false;       // print the kernel IR of each of its kernels
   kiln::PassManagerOptions instrumentation;
 };
 
@@ -43,6 +48,10 @@ void printHelp() {
          "options:\n"
          "  -o OUT                 write the module to OUT\n"
          "  --pipeline             run the default optimisation pipeline (at that point)\n"
+         "  --plan-fusion          after the passes, print the entry function's fusion plan\n"
+         "                         (kernels and every decision with its reason), not the module\n"
+         "  --lower                after the passes, print each kernel's loop-level IR (the\n"
+         "                         lowering before any target's code generation), not the module\n"
       << kiln::instrumentationFlagsHelp()
       << "  --help                 show this text\n\n"
          "passes (options: --specialize-shapes=N=1,S=128, --layout-assignment=nhwc|nchw|keep):\n";
@@ -75,6 +84,10 @@ kiln::StatusOr<Options> parseArgs(int argc, char** argv) {
       o.output = args[++i];
     } else if (a == "--pipeline") {
       o.passes.push_back("pipeline");
+    } else if (a == "--plan-fusion") {
+      o.planFusion = true;
+    } else if (a == "--lower") {
+      o.lower = true;
     } else if (a.size() > 2 && a.compare(0, 2, "--") == 0) {
       std::string spec = a.substr(2);
       if (!isPass(spec.substr(0, spec.find('='))))
@@ -118,6 +131,20 @@ kiln::Status writeOutput(const std::string& path, const std::string& text) {
   return kiln::Status::ok();
 }
 
+// The fusion plan and/or kernel IR of the module's entry function, as --plan-fusion and --lower
+// ask.
+kiln::StatusOr<std::string> planAndLower(const kiln::Module& module, const Options& o) {
+  const kiln::Function* f = module.entry();
+  if (!f) return kiln::Status::error("the module has no entry function to plan");
+  kiln::fusion::FusionPlan plan = kiln::fusion::planFusion(*f);
+  std::string out = o.planFusion ? kiln::fusion::explainPlan(*f, plan) : "";
+  if (!o.lower) return out;
+  KILN_ASSIGN_OR_RETURN(std::vector<kiln::kernel::Kernel> kernels,
+                        kiln::kernel::lowerPlan(*f, plan));
+  for (const kiln::kernel::Kernel& k : kernels) out += kiln::kernel::printKernel(k);
+  return out;
+}
+
 kiln::Status run(const Options& o) {
   KILN_ASSIGN_OR_RETURN(std::string text, readInput(o.input));
   std::string filename = o.input == "-" ? "<stdin>" : o.input;
@@ -138,7 +165,9 @@ kiln::Status run(const Options& o) {
     if (!r) return r.status();
   }
   if (o.instrumentation.timePasses) std::cerr << pm.timingReport();
-  return writeOutput(o.output, kiln::printModule(*module));
+  if (!o.planFusion && !o.lower) return writeOutput(o.output, kiln::printModule(*module));
+  KILN_ASSIGN_OR_RETURN(std::string printed, planAndLower(*module, o));
+  return writeOutput(o.output, printed);
 }
 
 }  // namespace
