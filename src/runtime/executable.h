@@ -1,8 +1,10 @@
-// An Executable: a function compiled for concrete shapes, ready to run many times.
+// An Executable: a function compiled for concrete shapes by a target (runtime/target.h), ready to
+// run many times.
 //
-// compile() runs the whole stack: the default pipeline (unless optLevel 0), fusion planning,
-// lowering to kernel IR, code generation for the backend, and buffer assignment. run() is
-// thread-safe: each call has its own arena and outputs, and kernels share only read-only state.
+// compile() finds the target options.backend names, runs its graph passes (the default pipeline
+// unless optLevel 0) and has it build the program: fusion planning, lowering to kernel IR, code
+// generation and buffer assignment. Around that it keeps the compile cache and the artifact's
+// container. run() is thread-safe: each call has its own arena and outputs.
 #pragma once
 
 #include <map>
@@ -12,69 +14,12 @@
 #include <string_view>
 #include <vector>
 
-#include "fusion/fusion.h"
-#include "ir/ir.h"
-#include "ir/tensor.h"
-#include "kernel/kernel_ir.h"
-#include "passes/pass_manager.h"
-#include "passes/specialize_shapes.h"
-#include "runtime/buffer_plan.h"
-#include "support/mapped_file.h"
-#include "support/status.h"
-
-namespace kiln::codegen::cpu {
-struct PackedWeights;
-}
+#include "runtime/target.h"
 
 namespace kiln::runtime {
 
-struct CompileOptions {
-  std::string backend = "cpu";  // "cpu": LLVM-generated kernels on Kiln's thread pool
-  int threads = 0;              // <= 0: the hardware's thread count
-  int optLevel = 1;             // 1: the default graph pipeline first; 0: none
-  bool fuse = true;             // false: one kernel per op
-  bool postOps = true;          // false: no library post-ops (kernel::LowerOptions::postOps)
-  bool reassociate = true;      // false: float sums in the interpreter's order (LowerOptions)
-  // Free the data of constants that only library kernels read, each holding its own reordered
-  // copy (convolution weights in oneDNN's blocked layout, matrix weights with padded rows):
-  // about half the weights' memory. Each is freed as soon as its last reader is prepared, before
-  // code generation. Does not change the generated code or the artifact, which stores such
-  // constants only in their readers' layouts either way.
-  bool dropHeldConstants = false;
-  SymbolBindings dims;  // sizes of symbolic dimensions (every symbol must be bound)
-  // The pass manager's instrumentation (--verify-each, --dump-dir, --time-passes,
-  // --print-after). With a dump directory, the kernel IR (kernels.txt) and the optimised LLVM IR
-  // (kernels.ll) are written there too.
-  PassManagerOptions instrumentation;
-  // The persistent compile cache (empty: none). An entry is keyed by a fingerprint of
-  // sourceKey (what identifies the model: compileOnnxFile uses a hash of the file's bytes; no
-  // key, no cache), the options above that shape the code, the target CPU and Kiln's version;
-  // it holds the artifact (serialize()). A corrupted or mismatched entry is reported
-  // (cacheReport()) and rebuilt. Writes are atomic (a temporary file, then rename).
-  std::string cacheDir;
-  std::string sourceKey;
-  // The cache's size limit: after an entry is written, the least recently used entries (a hit
-  // makes an entry the most recent) are deleted until the entries fit in it. The entry just
-  // written is kept even when it alone is larger.
-  uint64_t cacheLimitBytes = uint64_t(4) << 30;
-};
-
 // $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln (empty when neither is set).
 std::string defaultCacheDir();
-
-// Wall time of each compile phase, in milliseconds.
-struct CompileTimes {
-  double passes = 0, fusion = 0, lowering = 0, codegen = 0, buffers = 0;
-  double cacheLoad = 0;  // a compile-cache hit: the whole load (the phases above are in it)
-  double total() const {
-    return cacheLoad > 0 ? cacheLoad : passes + fusion + lowering + codegen + buffers;
-  }
-};
-
-// The graph passes a CPU compile runs before fusion: the default pipeline (at -O0 only the
-// specialisation of `dims`) and split-attention. `kiln explain` runs the same, so that it shows
-// the kernels a compile builds.
-Status runCpuPasses(Module& module, PassManager& pm, int optLevel, const SymbolBindings& dims);
 
 class Executable {
  public:
@@ -135,7 +80,9 @@ class Executable {
   std::string libraryCallDetails() const;
   // The per-pass timing table when instrumentation.timePasses was set, else "".
   const std::string& passTimings() const;
+  // The machine the code is for, for people ("znver5 (+avx512f ...)").
   std::string hostCpu() const;
+  const Target& target() const;
   // How many distinct kernels were compiled (kernels identical up to names share code).
   int uniqueKernels() const;
   // What the compile cache did: "hit: PATH", "miss, written: PATH", "entry rejected (why),
@@ -146,25 +93,15 @@ class Executable {
 
  private:
   struct Impl;
-  struct ObjectUnit;
-  struct ArtifactParts;
-  class HeldConstants;
-  void artifactParts(ArtifactParts& parts) const;
-  static std::string describeCalls(const Impl& impl);
-  static std::string cacheEntryPath(const CompileOptions& options);
+  static std::string cacheEntryPath(const CompileOptions& options, const Target& target);
   static int evictCacheEntries(const std::string& dir, uint64_t limit, const std::string& keep);
   static StatusOr<std::unique_ptr<Executable>> loadCacheEntry(const std::string& path,
                                                               const CompileOptions& options);
-  static void storeBlockedValues(Impl& impl, const Function& f);
   static StatusOr<std::unique_ptr<Executable>> load(std::string_view bytes,
                                                     const std::string& source,
                                                     const CompileOptions& options,
                                                     std::shared_ptr<const MappedFile> mapping);
-  // Packed weights of an artifact by (kernel, call index in the kernel).
-  using PackedByCall = std::map<std::pair<size_t, size_t>, codegen::cpu::PackedWeights>;
-  static Status build(Impl& impl, std::unique_ptr<Module> module,
-                      const std::vector<ObjectUnit>* objects,
-                      const PackedByCall* prepacked = nullptr);
+  void artifactParts(ArtifactParts& parts) const;
   explicit Executable(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

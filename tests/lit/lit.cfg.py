@@ -9,6 +9,11 @@ config.excludes = ["Inputs", "lit.cfg.py", "lit.site.cfg.py.in"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = config.kiln_obj_root
 
+# The build's targets as features: a test that compiles for the CPU target says
+# "REQUIRES: cpu-target".
+for feature in config.kiln_features.split():
+    config.available_features.add(feature)
+
 bin_dir = config.kiln_bin_dir
 config.substitutions.append(("%kiln-opt", os.path.join(bin_dir, "kiln-opt")))
 config.substitutions.append(("%kiln", os.path.join(bin_dir, "kiln")))

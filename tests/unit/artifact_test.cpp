@@ -86,7 +86,7 @@ TEST(Artifact, RoundTripsAndRefusesMismatches) {
   other.replace(meta.find(target), target.size(), "pentium +mmx");
   auto refused = Executable::load(withSection(bytes, "meta", other), "b.kiln");
   ASSERT_FALSE(refused.isOk());
-  EXPECT_NE(refused.status().message().find("b.kiln: compiled for CPU 'pentium +mmx', this "
+  EXPECT_NE(refused.status().message().find("b.kiln: compiled for cpu 'pentium +mmx', this "
                                             "machine is '" +
                                             target + "'"),
             std::string::npos)

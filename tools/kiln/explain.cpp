@@ -23,6 +23,7 @@ how they were fused, and every producer -> consumer edge left unfused with the r
 Options:
   --dim SYMBOL=SIZE      size of a symbolic dimension (e.g. --dim N=8); symbols left unbound are
                          counted as 1 in the costs
+  --backend NAME         the target whose graph passes run first (default: cpu)
   -O0                    explain the program as loaded, without the optimisation pipeline
   --no-fusion            one kernel per op (the baseline the plan is measured against)
   --kernel-ir            also print each kernel's loop-level IR (what the backends compile)
@@ -33,6 +34,7 @@ Options:
 
 struct ExplainOptions {
   std::string program;
+  std::string backend = "cpu";  // whose graph passes run before fusion
   SymbolBindings dims;
   int optLevel = 1;
   bool fuse = true;
@@ -54,6 +56,9 @@ StatusOr<ExplainOptions> parse(const std::vector<std::string>& args, bool& help)
       help = true;
     } else if (a == "-O0" || a == "-O1") {
       o.optLevel = a[2] - '0';
+    } else if (a == "--backend") {
+      if (i + 1 >= args.size()) return Status::error("--backend needs a target name");
+      o.backend = args[++i];
     } else if (a == "--no-fusion") {
       o.fuse = false;
     } else if (a == "--kernel-ir") {
@@ -85,8 +90,9 @@ StatusOr<ExplainOptions> parse(const std::vector<std::string>& args, bool& help)
 Status explain(const ExplainOptions& o) {
   KILN_ASSIGN_OR_RETURN(LoadedProgram program, loadProgram(o.program));
   PassManager pm(o.instrumentation);
-  // As the CPU backend compiles it (runtime::Executable::compile).
-  KILN_RETURN_IF_ERROR(runtime::runCpuPasses(*program.module, pm, o.optLevel, o.dims));
+  // As the target compiles it (runtime::Executable::compile).
+  KILN_ASSIGN_OR_RETURN(const runtime::Target* target, runtime::findTarget(o.backend));
+  KILN_RETURN_IF_ERROR(target->graphPasses(*program.module, pm, o.optLevel, o.dims));
   if (o.instrumentation.timePasses) std::fputs(pm.timingReport().c_str(), stderr);
   const Function& f = *program.module->entry();
   fusion::FusionOptions fo;

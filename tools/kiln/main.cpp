@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "conformance.h"
+#include "runtime/target.h"
 #include "support/resident.h"
 
 #ifndef KILN_VERSION
@@ -60,6 +61,7 @@ int main(int argc, char** argv) {
   // Loading libLLVM ran its static constructors over some 40 MiB of its code, which a compile
   // does not run again: those pages leave this process's memory (support/resident.h).
   kiln::releaseLibraryCode("libLLVM");
+  kiln::runtime::registerBuiltinTargets();
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty()) {
     printUsage(stderr);

@@ -1,0 +1,752 @@
+// The CPU program: building it (fusion, lowering, library kernels, code generation, buffer
+// planning) and running it. See cpu_program.h.
+#include "codegen/cpu/cpu_program.h"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cctype>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <mutex>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "codegen/cpu/object_loader.h"
+#include "codegen/cpu/post_ops.h"
+#include "interp/interpreter.h"
+#include "ir/text/text.h"
+#include "kernel/lower.h"
+#include "support/hash.h"
+#include "support/large_buffer.h"
+
+namespace kiln::codegen::cpu {
+
+using runtime::kBufferAlignment;
+using runtime::RunTogether;
+using runtime::Slot;
+using runtime::Storage;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double msSince(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+// The kernel IR text with the kernel and its buffers named by position: kernels with the same key
+// compile to the same code.
+std::string structuralKey(const kernel::Kernel& k) {
+  std::map<std::string_view, size_t> position;
+  for (size_t i = 0; i < k.buffers.size(); ++i) position.emplace(k.buffers[i].name, i);
+  std::string text = kernel::printKernel(k), key;
+  key.reserve(text.size());
+  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  // Buffer names are words ([A-Za-z0-9_]); a reference is '%' and the whole word.
+  for (size_t at = text.find('('); at < text.size();) {
+    if (text[at] != '%') {
+      key += text[at++];
+      continue;
+    }
+    size_t end = at + 1;
+    while (end < text.size() && word(text[end])) ++end;
+    auto it = position.find(std::string_view(text).substr(at + 1, end - at - 1));
+    key += it == position.end() ? text.substr(at, end - at) : "%b" + std::to_string(it->second);
+    at = end;
+  }
+  return key;
+}
+
+struct CallContext {
+  const std::vector<std::vector<LibraryCall>>* calls;  // per kernel, by call index
+  size_t kernel;
+  Status* error;  // the first failure of a library call (calls must not throw)
+  std::mutex* mu;
+};
+
+// Runs library call `index` of the current kernel: through its oneDNN kernel when it has one,
+// else through the reference kernel of its node (operands copied out of the buffers, results
+// copied back).
+void runLibraryCall(void* context, int32_t index, void** buffers) {
+  auto* ctx = static_cast<CallContext*>(context);
+  const LibraryCall& call = (*ctx->calls)[ctx->kernel][static_cast<size_t>(index)];
+  const Node& n = *call.stmt->node;
+  auto postOps = [&] {
+    if (!call.separatePostOps) return;
+    const size_t first = n.numOperands() + n.numResults();  // the post-ops' operands follow
+    codegen::cpu::applyPostOps(call.stmt->postOps, n.result(0)->type().staticDims(),
+                               static_cast<float*>(buffers[n.numOperands()]), buffers + first);
+  };
+  if (call.fast) {
+    Status s = call.fast->run(buffers);
+    if (!s) {
+      std::lock_guard<std::mutex> lock(*ctx->mu);
+      if (*ctx->error) *ctx->error = s;
+      return;
+    }
+    postOps();
+    return;
+  }
+  std::vector<Tensor> operands;
+  for (size_t i = 0; i < n.numOperands(); ++i) {
+    const TensorType& t = n.operand(i)->type();
+    Tensor x(t.dtype(), t.staticDims());
+    if (x.byteSize()) std::memcpy(x.mutableBytes(), buffers[i], x.byteSize());
+    operands.push_back(std::move(x));
+  }
+  auto results = evaluateNode(n, operands);
+  if (!results) {
+    std::lock_guard<std::mutex> lock(*ctx->mu);
+    if (*ctx->error) *ctx->error = results.status();
+    return;
+  }
+  for (size_t r = 0; r < results->size(); ++r) {
+    const Tensor& t = (*results)[r];
+    if (t.byteSize()) std::memcpy(buffers[n.numOperands() + r], t.bytes(), t.byteSize());
+  }
+  postOps();
+}
+
+Status writeFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  if (!out) return Status::error("cannot write '" + path + "'");
+  return Status::ok();
+}
+
+// What runs each library call, and why not oneDNN (or not its post-ops) where it is not.
+
+// The call of a kernel that is nothing but one library call, else null.
+const kernel::Stmt* onlyCall(const kernel::Kernel& k) {
+  const kernel::Stmt* s = k.body.get();
+  while (s && s->kind == kernel::Stmt::Kind::Block && s->body.size() == 1) s = s->body[0].get();
+  return s && s->kind == kernel::Stmt::Kind::Call ? s : nullptr;
+}
+
+// Calls use(call, buffer, positions) for each buffer of each kernel that holds a graph value:
+// `call` is the kernel's library call when the kernel is nothing but one (else null), and
+// `positions` the buffer's positions among that call's arguments.
+template <typename Use>
+void forEachValueBuffer(const std::vector<kernel::Kernel>& kernels,
+                        std::vector<std::vector<LibraryCall>>& calls, Use use) {
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const kernel::Stmt* s = onlyCall(kernels[i]);
+    LibraryCall* call = s && calls[i].size() == 1 ? &calls[i][0] : nullptr;
+    for (const kernel::Buffer& b : kernels[i].buffers) {
+      if (!b.value) continue;
+      std::vector<size_t> positions;
+      for (size_t j = 0; call && j < s->args.size(); ++j)
+        if (s->args[j] == b.name) positions.push_back(j);
+      use(call, b, positions);
+    }
+  }
+}
+
+// A line per library call: what runs it, and why not oneDNN (or not its post-ops) where not.
+std::string describeCalls(const CpuProgram::Impl& impl) {
+  std::string text;
+  for (size_t i = 0; i < impl.kernels.size(); ++i)
+    for (const LibraryCall& c : impl.calls[i]) {
+      text += impl.kernels[i].name + ": " + c.stmt->callee + ": ";
+      text += !c.block.empty() ? c.block
+              : c.fast         ? c.fast->describe()
+                               : "reference kernel (" + c.why + ")";
+      if (c.separatePostOps) text += "; post-ops applied after the call";
+      if (c.fast && c.separatePostOps) text += " (" + c.why + ")";
+      if (c.fast && c.oneThread) text += "; one thread (a small product)";
+      text += "\n";
+    }
+  return text;
+}
+
+// The compile cache: an entry is the artifact of an earlier compile of the same source with the
+
+}  // namespace
+
+// Values stored in a library kernel's blocked layout (LibraryKernel::blockableBuffers): a value
+// written by a kernel that is one library call, read only by such kernels, each listing the
+// value's buffer among its blockable ones, with the same layout, and not a function output.
+// Between two blocked convolutions such a value then needs no reorders. Tells each library
+// kernel with blockable buffers which of them are stored so (possibly none).
+void CpuProgram::storeBlockedValues(Impl& impl, const Function& f) {
+  struct Use {
+    LibraryCall* call;
+    size_t position;
+  };
+  std::map<const Value*, std::vector<Use>> uses;  // every read and write of a value
+  std::set<const Value*> excluded;                // read or written some other way
+  // Per call that could compute blocked, the positions it finds stored blocked (none, it may
+  // be: every such call is told, so that it prepares the reorders it needs now, not in a run).
+  std::map<LibraryCall*, std::vector<size_t>> stored;
+  forEachValueBuffer(
+      impl.kernels, impl.calls,
+      [&](LibraryCall* call, const kernel::Buffer& b, const std::vector<size_t>& positions) {
+        std::vector<size_t> blockable;
+        if (call && call->fast) blockable = call->fast->blockableBuffers();
+        if (!blockable.empty()) stored.emplace(call, std::vector<size_t>{});
+        if (call && call->separatePostOps) blockable.clear();
+        bool ok = !positions.empty();
+        for (size_t p : positions)
+          ok = ok && std::find(blockable.begin(), blockable.end(), p) != blockable.end();
+        if (!ok) excluded.insert(b.value);
+        else
+          for (size_t p : positions) uses[b.value].push_back({call, p});
+      });
+  for (const Value* v : f.outputs()) excluded.insert(v);
+  for (const auto& [v, list] : uses) {
+    if (excluded.count(v)) continue;
+    bool written = false, sameLayout = true;
+    for (const Use& u : list) {
+      written = written || u.position == u.call->stmt->node->numOperands();
+      sameLayout =
+          sameLayout && u.call->fast->blockedLayout() == list[0].call->fast->blockedLayout();
+    }
+    if (!written || !sameLayout) continue;
+    for (const Use& u : list) stored[u.call].push_back(u.position);
+  }
+  for (auto& [call, positions] : stored) call->fast->storeBlocked(positions);
+}
+
+// The constants whose every reader is a library kernel holding its own copy of them
+// (LibraryKernel::holdsWeights) and reading them as its weights: their data can be freed
+// (CompileOptions::dropHeldConstants), and an artifact stores them only in the kernels' layouts.
+// Told of each library call once it is prepared (from any thread), it finds such a constant as
+// soon as its last reader holds it. With `drop` it frees the data right then (the constant
+// becomes ConstantData::held), so that a compile does not keep every constant and every held
+// copy at once.
+class CpuProgram::HeldConstants {
+ public:
+  HeldConstants(Impl& impl, const Function& f, bool drop)
+      : drop_(drop), dropped_(impl.droppedBytes) {
+    if (drop_) dropped_ = 0;
+    forEachValueBuffer(
+        impl.kernels, impl.calls,
+        [&](LibraryCall* call, const kernel::Buffer& b, const std::vector<size_t>& positions) {
+          if (b.role != kernel::BufferRole::Input || b.value->def()->op() != OpCode::Constant)
+            return;
+          Entry& e = values_[b.value];
+          ++e.readers;
+          if (call && positions == std::vector<size_t>{1}) weightsOf_[call] = b.value;
+          else e.held = false;
+        });
+    for (const Value* v : f.outputs())
+      if (auto it = values_.find(v); it != values_.end()) it->second.held = false;
+  }
+  ~HeldConstants() {
+    if (untrimmed_ > 0) trim();
+  }
+
+  void prepared(const LibraryCall& call) {
+    auto w = weightsOf_.find(&call);
+    if (w == weightsOf_.end()) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    Entry& e = values_.at(w->second);
+    e.held = e.held && call.fast && call.fast->holdsWeights();
+    if (--e.readers > 0 || !e.held) return;
+    Node* n = const_cast<Node*>(w->second->def());
+    found_.insert(n);
+    if (!drop_ || n->constantData().held) return;
+    int64_t bytes = static_cast<int64_t>(n->constantData().tensor.byteSize());
+    dropped_ += bytes;
+    ConstantData held;
+    held.poolName = n->constantData().poolName;
+    held.held = true;
+    n->setAttr("value", AttrValue(std::in_place_index<8>, std::move(held)));
+    // The constants' storage mostly comes from the heap (the importer's parsed strings), where
+    // freed memory stays this process's until the heap is trimmed: without that a compile would
+    // still hold every constant next to the held copies (measured on the ViT: a peak of 213 MiB
+    // instead of 182).
+    if ((untrimmed_ += bytes) >= (int64_t{16} << 20)) trim();
+  }
+
+  // The constant nodes found held so far.
+  const std::set<const Node*>& found() const { return found_; }
+
+ private:
+  // Returns the heap's free memory to the system (glibc; elsewhere nothing).
+  void trim() {
+    untrimmed_ = 0;
+#ifdef __GLIBC__
+    malloc_trim(0);
+#endif
+  }
+
+  struct Entry {
+    int readers = 0;   // reading kernels not yet prepared
+    bool held = true;  // every reader so far holds it as its weights
+  };
+  const bool drop_;
+  std::mutex mu_;
+  std::map<const Value*, Entry> values_;
+  std::map<const LibraryCall*, const Value*> weightsOf_;  // the constant a call reads as weights
+  std::set<const Node*> found_;
+  int64_t& dropped_;
+  int64_t untrimmed_ = 0;  // bytes freed since the heap was last trimmed
+};
+
+// Fusion, lowering, library kernels, code generation (or, with `objects`, linking the object
+// code of an artifact) and buffer planning, for a module the passes have run on.
+Status CpuProgram::buildInto(Impl& impl, std::unique_ptr<Module> module,
+                             const std::vector<ObjectUnit>* objects,
+                             const PackedByCall* prepacked) {
+  const CompileOptions& options = impl.options;
+  Function* f = module->entry();
+  if (!f) return Status::error("the module has no function");
+  for (const auto& n : f->nodes())
+    for (size_t r = 0; r < n->numResults(); ++r)
+      if (!n->result(r)->type().isStatic())
+        return Status::error("value " + n->result(r)->name() + " has type " +
+                             n->result(r)->type().str() +
+                             ": give the sizes of its symbolic dimensions to compile it");
+  // Fusion and lowering.
+  auto start = Clock::now();
+  fusion::FusionOptions fo;
+  fo.fuse = options.fuse;
+  impl.plan = fusion::planFusion(*f, fo);
+  impl.times.fusion = msSince(start);
+  start = Clock::now();
+  kernel::LowerOptions lo;
+  lo.postOps = options.postOps;
+  lo.reassociate = options.reassociate;
+  KILN_ASSIGN_OR_RETURN(impl.kernels, kernel::lowerPlan(*f, impl.plan, lo));
+  // Library calls: a oneDNN kernel where oneDNN takes the op (f32 matrix products and
+  // convolutions), the reference kernel otherwise. Creating a primitive generates its code and
+  // reorders constant weights, so the calls are prepared on several threads at once.
+  // A matrix product of fewer than kSmallCallFlops runs on one thread: oneDNN's gemm splits so
+  // little work worse than one thread does it (at 2 threads: transformer_encoder 0.34 ms with
+  // this rule, 0.36-0.37 without and 0.39-0.40 with the limit at 8 MFLOP, which was chosen while
+  // the tool made OpenMP's threads sleep after every region). Not so a product with at most two
+  // multiply-adds per weight (a classifier's matrix-vector product): reading the weights bounds
+  // it, and threads share that (1x2048x1000 at 2 threads: 0.92-1.21 -> 0.70-0.79 ms).
+  // Convolutions, small ones included, take every thread: oneDNN's jit convolutions split even
+  // mobilenet_v2's 1-8 MFLOP layers well (2 threads: 11.1 -> 9.2-10.2 ms median).
+  constexpr double kSmallCallFlops = 1e6;
+  struct Pending {
+    LibraryCall* call;
+    double flops;
+    const codegen::cpu::PackedWeights* prepacked;  // from the artifact, or null
+  };
+  std::vector<Pending> pending;
+  for (size_t i = 0; i < impl.kernels.size(); ++i) {
+    std::vector<const kernel::Stmt*> stmts = kernel::callsOf(impl.kernels[i]);
+    impl.calls.emplace_back(stmts.size());
+    for (size_t j = 0; j < stmts.size(); ++j) {
+      impl.calls.back()[j].stmt = stmts[j];
+      const codegen::cpu::PackedWeights* packed = nullptr;
+      if (prepacked) {
+        auto it = prepacked->find({i, j});
+        if (it != prepacked->end()) packed = &it->second;
+      }
+      pending.push_back({&impl.calls.back()[j], impl.plan.kernels[i].flops, packed});
+    }
+  }
+  // Inverted-residual blocks: a 1x1 convolution, a depthwise one and a 1x1 one, each a kernel
+  // that is one library call with its bias and clamp as post-ops, where the first two results have
+  // no other reader, run as one Kiln kernel that keeps the values between them in cache
+  // (codegen/cpu/inverted_residual.h; docs/codegen.md, "Inverted-residual blocks"). Their calls
+  // get no oneDNN kernel; the block reads the weights from the constants.
+  {
+    std::map<const Value*, int> readers;
+    for (const kernel::Kernel& k : impl.kernels)
+      for (const kernel::Buffer& b : k.buffers)
+        if (b.role == kernel::BufferRole::Input && b.value) ++readers[b.value];
+    const std::set<const Value*> outputs(f->outputs().begin(), f->outputs().end());
+    for (size_t i = 0; i + 2 < impl.kernels.size(); ++i) {
+      std::array<const kernel::Stmt*, 3> c{};
+      bool ok = true;
+      for (size_t j = 0; j < 3; ++j) {
+        c[j] = onlyCall(impl.kernels[i + j]);
+        ok = ok && c[j] && impl.calls[i + j].size() == 1 && c[j]->node->numResults() == 1;
+      }
+      if (!ok) continue;
+      // Each call's arguments as kernel buffers; the values the calls write (after their
+      // post-ops) and read as their sources.
+      Block block;
+      std::array<const Value*, 3> source{}, result{};
+      for (size_t j = 0; j < 3; ++j) {
+        const auto& buffers = impl.kernels[i + j].buffers;
+        for (const std::string& name : c[j]->args) {
+          auto it = std::find_if(buffers.begin(), buffers.end(),
+                                 [&](const kernel::Buffer& b) { return b.name == name; });
+          ok = ok && it != buffers.end();
+          if (ok) block.args[j].push_back(static_cast<size_t>(it - buffers.begin()));
+        }
+        const size_t operands = c[j]->node->numOperands();
+        ok = ok && block.args[j].size() > operands;
+        if (!ok) break;
+        source[j] = buffers[block.args[j][0]].value;
+        result[j] = buffers[block.args[j][operands]].value;
+      }
+      if (!ok || source[1] != result[0] || source[2] != result[1] || readers[result[0]] != 1 ||
+          readers[result[1]] != 1 || outputs.count(result[0]) || outputs.count(result[1]))
+        continue;
+      auto k = codegen::cpu::InvertedResidualKernel::create(
+          {c[0]->node, &c[0]->postOps}, {c[1]->node, &c[1]->postOps}, {c[2]->node, &c[2]->postOps});
+      if (!k) continue;
+      block.kernel = std::move(*k);
+      block.unstored = {result[0], result[1]};
+      impl.calls[i][0].block = block.kernel->describe() + " with " + impl.kernels[i + 1].name +
+                               " and " + impl.kernels[i + 2].name;
+      for (size_t j = 1; j < 3; ++j)
+        impl.calls[i + j][0].block = "in " + impl.kernels[i].name + "'s inverted-residual block";
+      impl.blocks.emplace(i, std::move(block));
+      i += 2;
+    }
+    std::erase_if(pending, [](const Pending& p) { return !p.call->block.empty(); });
+  }
+  // Constants only library kernels hold are freed as their readers are prepared, before code
+  // generation (CompileOptions::dropHeldConstants; an artifact does not store their data).
+  std::optional<HeldConstants> held;
+  if (options.dropHeldConstants) held.emplace(impl, *f, /*drop=*/true);
+  // Whether the run has more than one thread, so that keeping a call to one thread means something.
+  const bool pooled = codegen::cpu::ThreadPool(options.threads).numThreads() > 1;
+  auto prepare = [&](const Pending& p) {
+    LibraryCall& c = *p.call;
+    const kernel::Stmt* s = c.stmt;
+    bool small =
+        s->node->op() == OpCode::DotGeneral && p.flops < kSmallCallFlops &&
+        p.flops > 4.0 * static_cast<double>(s->node->operand(1)->type().numElements().value_or(0));
+    int threads = small ? 1 : options.threads;
+    c.oneThread = small && pooled;
+    auto fast = codegen::cpu::createOneDnnKernel(*s->node, s->postOps, threads, p.prepacked);
+    if (!fast && !s->postOps.empty()) {
+      // oneDNN cannot take these post-ops (well): the kernel without them, then ours.
+      c.why = fast.status().message();
+      fast = codegen::cpu::createOneDnnKernel(*s->node, {}, threads, p.prepacked);
+      c.separatePostOps = true;
+    }
+    if (fast) c.fast = std::move(*fast);
+    else c.why = fast.status().message();
+    if (held) held->prepared(c);
+  };
+  {
+    int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    size_t helpers = std::min<size_t>(
+        pending.size(), static_cast<size_t>(options.threads > 0 ? options.threads : hardware));
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t i; (i = next.fetch_add(1)) < pending.size();) prepare(pending[i]);
+    };
+    std::vector<std::thread> threads;
+    for (size_t t = 1; t < helpers; ++t) threads.emplace_back(work);
+    work();
+    for (std::thread& t : threads) t.join();
+  }
+  held.reset();
+  // A constant without data (an artifact stores it only in its readers' layouts) must be held by
+  // every reader: this oneDNN chose the layouts the artifact has.
+  Status missing = Status::ok();
+  forEachValueBuffer(
+      impl.kernels, impl.calls,
+      [&](LibraryCall* call, const kernel::Buffer& b, const std::vector<size_t>& positions) {
+        const Node* def = b.value->def();
+        if (!missing || def->op() != OpCode::Constant || !def->constantData().held) return;
+        if (call && call->fast && call->fast->holdsWeights() && positions == std::vector<size_t>{1})
+          return;
+        missing = Status::error(
+            "constant @" + def->constantData().poolName +
+            " is stored only in the layout a library kernel chose when the artifact was written, "
+            "and here " +
+            (call && call->fast ? call->stmt->node->describe() + " does not take it in that layout"
+             : call ? call->stmt->node->describe() + " has no library kernel (" + call->why + ")"
+                    : "a loop kernel reads it") +
+            ": compile the model again");
+      });
+  KILN_RETURN_IF_ERROR(missing);
+  storeBlockedValues(impl, *f);
+  impl.times.lowering = msSince(start);
+  if (!options.instrumentation.dumpDir.empty()) {
+    std::string text;
+    for (const kernel::Kernel& k : impl.kernels) text += kernel::printKernel(k) + "\n";
+    KILN_RETURN_IF_ERROR(writeFile(
+        (std::filesystem::path(options.instrumentation.dumpDir) / "kernels.txt").string(), text));
+    KILN_RETURN_IF_ERROR(writeFile(
+        (std::filesystem::path(options.instrumentation.dumpDir) / "library-calls.txt").string(),
+        describeCalls(impl)));
+  }
+  // Code generation: kernels that differ only in their names compile once, and the distinct
+  // ones are split over up to `threads` compilers (one LLVM context and object each) that run at
+  // once. An artifact brings the object code of each compiler instead.
+  start = Clock::now();
+  std::map<std::string, size_t> firstOf;
+  std::vector<size_t> uniqueOf(impl.kernels.size());
+  std::vector<size_t> unique;
+  std::string keys;
+  for (size_t i = 0; i < impl.kernels.size(); ++i) {
+    std::string key = structuralKey(impl.kernels[i]);
+    auto [it, added] = firstOf.emplace(key, unique.size());
+    if (added) {
+      unique.push_back(i);
+      keys += key;
+    }
+    uniqueOf[i] = it->second;
+  }
+  impl.uniqueKernels = static_cast<int>(unique.size());
+  impl.kernelsHash = hex64(hash64(keys));
+  std::vector<std::shared_ptr<codegen::cpu::CompiledKernel>> uniqueCompiled(unique.size());
+  // A kernel that is one library call needs no code: it calls the handler directly.
+  std::vector<size_t> generated;
+  for (size_t u = 0; u < unique.size(); ++u) {
+    uniqueCompiled[u] = codegen::cpu::callOnlyKernel(impl.kernels[unique[u]]);
+    if (!uniqueCompiled[u]) generated.push_back(u);
+  }
+  if (objects) {
+    for (const ObjectUnit& u : *objects) {
+      KILN_ASSIGN_OR_RETURN(auto linked, codegen::cpu::linkObject(u.object, u.symbols));
+      for (size_t j = 0; j < linked.size(); ++j) {
+        if (u.kernels[j] >= unique.size())
+          return Status::error("the artifact's object code names kernel " +
+                               std::to_string(u.kernels[j]) + " of " +
+                               std::to_string(unique.size()));
+        // A one-call kernel has its direct form already (artifacts written before such kernels
+        // got no code hold code for them too).
+        if (!uniqueCompiled[u.kernels[j]]) uniqueCompiled[u.kernels[j]] = std::move(linked[j]);
+      }
+      impl.objects.push_back(u);
+    }
+    for (const auto& c : uniqueCompiled)
+      if (!c) return Status::error("the artifact has no object code for some kernel");
+  } else {
+    int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    int workers = std::min<int>(
+        {options.threads > 0 ? options.threads : hardware, static_cast<int>(generated.size()), 8});
+    workers = std::max(workers, 1);
+    std::vector<std::vector<const kernel::Kernel*>> batches(static_cast<size_t>(workers));
+    for (size_t g = 0; g < generated.size(); ++g)
+      batches[g % static_cast<size_t>(workers)].push_back(&impl.kernels[unique[generated[g]]]);
+    std::vector<StatusOr<std::vector<std::unique_ptr<codegen::cpu::CompiledKernel>>>> results;
+    for (int w = 0; w < workers; ++w) results.emplace_back(Status::error("not compiled"));
+    for (int w = 0; w < workers; ++w) {
+      KILN_ASSIGN_OR_RETURN(auto compiler, codegen::cpu::CpuCompiler::create());
+      impl.compilers.push_back(std::move(compiler));
+    }
+    {
+      std::vector<std::thread> threads;
+      for (int w = 1; w < workers; ++w)
+        threads.emplace_back([&, w] {
+          results[size_t(w)] = impl.compilers[size_t(w)]->compileAll(batches[size_t(w)]);
+        });
+      results[0] = impl.compilers[0]->compileAll(batches[0]);
+      for (std::thread& t : threads) t.join();
+    }
+    for (int w = 0; w < workers; ++w) {
+      if (!results[size_t(w)]) return results[size_t(w)].status();
+      auto& done = *results[size_t(w)];
+      ObjectUnit unit;
+      unit.object = impl.compilers[size_t(w)]->lastObject();
+      for (size_t j = 0; j < done.size(); ++j) {
+        size_t u = generated[j * static_cast<size_t>(workers) + static_cast<size_t>(w)];
+        unit.symbols.push_back(done[j]->symbol());
+        unit.kernels.push_back(u);
+        uniqueCompiled[u] = std::move(done[j]);
+      }
+      impl.objects.push_back(std::move(unit));
+    }
+  }
+  for (size_t i = 0; i < impl.kernels.size(); ++i)
+    impl.compiled.push_back(uniqueCompiled[uniqueOf[i]]);
+  impl.times.codegen = msSince(start);
+  if (!options.instrumentation.dumpDir.empty() && !objects) {
+    std::string ir;
+    for (const auto& c : impl.compilers) ir += c->lastLlvmIr();
+    KILN_RETURN_IF_ERROR(writeFile(
+        (std::filesystem::path(options.instrumentation.dumpDir) / "kernels.ll").string(), ir));
+  }
+  start = Clock::now();
+  // A block's kernels run as one, at its first kernel's place: their values may not share memory.
+  // The two values between its layers need no memory.
+  std::vector<RunTogether> together;
+  for (const auto& [first, block] : impl.blocks)
+    together.push_back({static_cast<int>(first), static_cast<int>(first) + 2, block.unstored});
+  KILN_ASSIGN_OR_RETURN(impl.buffers, planBuffers(*f, impl.kernels, together));
+  impl.times.buffers = msSince(start);
+  impl.pool = std::make_unique<codegen::cpu::ThreadPool>(options.threads);
+  impl.f = f;
+  impl.module = std::move(module);
+  return Status::ok();
+}
+
+StatusOr<std::unique_ptr<CpuProgram>> CpuProgram::build(std::unique_ptr<Module> module,
+                                                        const CompileOptions& options,
+                                                        const std::vector<ObjectUnit>* objects,
+                                                        const PackedByCall* prepacked) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  KILN_RETURN_IF_ERROR(buildInto(*impl, std::move(module), objects, prepacked));
+  return std::make_unique<CpuProgram>(std::move(impl));
+}
+
+Status CpuProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
+                           std::vector<double>* kernelMs) const {
+  const Impl& m = *impl_;
+  const Function& f = *m.f;
+  // Outputs are written whole by their kernels (or copied below), so they start uninitialised;
+  // the caller's tensors are reused when they have the right types and are not shared.
+  bool reuse = outputs.size() == f.outputs().size();
+  for (size_t o = 0; reuse && o < outputs.size(); ++o)
+    reuse = outputs[o].defined() && outputs[o].type() == f.outputs()[o]->type() &&
+            outputs[o].isUnique();
+  if (!reuse) {
+    outputs.clear();
+    for (const Value* v : f.outputs())
+      outputs.push_back(Tensor::uninitialized(v->type().dtype(), v->type().staticDims()));
+  }
+  std::shared_ptr<std::byte> arena;
+  {
+    std::lock_guard<std::mutex> lock(m.arenaMu);
+    if (!m.freeArenas.empty()) {
+      arena = std::move(m.freeArenas.back());
+      m.freeArenas.pop_back();
+    }
+  }
+  static_assert(kBufferAlignment <= 64, "allocateLarge aligns to 64 bytes");
+  if (!arena && m.buffers.arenaBytes)
+    arena = allocateLarge(static_cast<size_t>(m.buffers.arenaBytes));
+  // Back to the free list when this run ends, however it ends.
+  struct ArenaReturn {
+    const Impl& m;
+    std::shared_ptr<std::byte>& arena;
+    ~ArenaReturn() {
+      if (!arena) return;
+      std::lock_guard<std::mutex> lock(m.arenaMu);
+      m.freeArenas.push_back(std::move(arena));
+    }
+  } giveBack{m, arena};
+  auto address = [&](const Value* v) -> void* {
+    const Slot& s = m.buffers.values.at(v);
+    switch (s.storage) {
+      case Storage::Parameter:
+        return const_cast<std::byte*>(inputs[static_cast<size_t>(s.offset)].bytes());
+      case Storage::Constant:
+        return const_cast<std::byte*>(v->def()->constantData().tensor.bytes());
+      case Storage::Output: return outputs[static_cast<size_t>(s.offset)].mutableBytes();
+      case Storage::Arena: return arena.get() + s.offset;
+      case Storage::Unstored: return nullptr;
+    }
+    return nullptr;
+  };
+  Status error = Status::ok();
+  std::mutex mu;
+  // The addresses of kernel i's buffers.
+  auto kernelPtrs = [&](size_t i, std::vector<void*>& ptrs) {
+    ptrs.clear();
+    size_t temp = 0;
+    for (const kernel::Buffer& b : m.kernels[i].buffers) {
+      if (b.role == kernel::BufferRole::Temp)
+        ptrs.push_back(arena.get() + m.buffers.temps[i][temp++]);
+      else ptrs.push_back(address(b.value));
+    }
+  };
+  std::vector<void*> ptrs;
+  std::array<std::vector<void*>, 3> blockPtrs, blockArgs;
+  if (kernelMs) kernelMs->assign(m.kernels.size(), 0.0);
+  for (size_t i = 0; i < m.kernels.size(); ++i) {
+    const kernel::Kernel& k = m.kernels[i];
+    auto kernelStart = kernelMs ? Clock::now() : Clock::time_point{};
+    if (auto block = m.blocks.find(i); block != m.blocks.end()) {
+      void* const* args[3];
+      for (size_t j = 0; j < 3; ++j) {
+        kernelPtrs(i + j, blockPtrs[j]);
+        blockArgs[j].clear();
+        for (size_t b : block->second.args[j]) blockArgs[j].push_back(blockPtrs[j][b]);
+        args[j] = blockArgs[j].data();
+      }
+      block->second.kernel->run(args, *m.pool);
+      if (kernelMs) (*kernelMs)[i] = msSince(kernelStart);
+      i += 2;  // the block's other kernels (their times stay 0)
+      continue;
+    }
+    kernelPtrs(i, ptrs);
+    CallContext ctx{&m.calls, i, &error, &mu};
+    m.compiled[i]->run(ptrs.data(), *m.pool, runLibraryCall, &ctx);
+    if (kernelMs) (*kernelMs)[i] = msSince(kernelStart);
+    if (!error) return Status(error).prefix("kernel " + k.name);
+  }
+  // Outputs that no kernel writes: parameters, constants, or a value listed twice.
+  for (size_t o = 0; o < f.outputs().size(); ++o) {
+    const Value* v = f.outputs()[o];
+    auto it = m.buffers.values.find(v);
+    bool written = it != m.buffers.values.end() && it->second.storage == Storage::Output &&
+                   it->second.offset == static_cast<int64_t>(o);
+    if (written) continue;
+    const std::byte* src = nullptr;
+    if (v->def()->op() == OpCode::Parameter)
+      src = inputs[static_cast<size_t>(v->def()->attrInt("index"))].bytes();
+    else if (v->def()->op() == OpCode::Constant) src = v->def()->constantData().tensor.bytes();
+    else if (it != m.buffers.values.end()) src = static_cast<const std::byte*>(address(v));
+    if (src && outputs[o].byteSize())
+      std::memcpy(outputs[o].mutableBytes(), src, outputs[o].byteSize());
+  }
+  return Status::ok();
+}
+
+std::string CpuProgram::libraryCallDetails() const { return describeCalls(*impl_); }
+
+std::string CpuProgram::libraryCalls() const {
+  std::map<std::string, int> fast, reference;
+  for (const auto& calls : impl_->calls)
+    for (const LibraryCall& c : calls) ++(c.fast ? fast : reference)[c.stmt->callee];
+  auto list = [](const std::map<std::string, int>& m) {
+    std::string s;
+    for (const auto& [name, n] : m) s += (s.empty() ? "" : ", ") + std::to_string(n) + " " + name;
+    return s;
+  };
+  std::string out;
+  if (!fast.empty()) out += "oneDNN: " + list(fast);
+  if (!reference.empty())
+    out += std::string(out.empty() ? "" : "; ") + "reference: " + list(reference);
+  return out.empty() ? "none" : out;
+}
+
+// The artifact's sections of a CPU program: "module" (the module after the passes, as .kir text
+// whose constants are in "blob"), "kernels" (a hash of the lowered kernels, which loading
+// recomputes), "packed" and "packed.K.J" (weights library call J of kernel K holds in its own
+// layout), and per code unit w: "object.w" (an ELF object), "symbols.w" (its kernel entry
+// symbols) and "units.w" (the distinct kernels they are).
+void CpuProgram::artifactParts(runtime::ArtifactParts& parts) const {
+  const Impl& m = *impl_;
+  // Constants only library kernels read, each holding them in its own layout, are stored once,
+  // in that layout (the packed.* sections): the module says `held` instead of their data.
+  HeldConstants held(const_cast<Impl&>(m), *m.module->entry(), /*drop=*/false);
+  for (const auto& calls : m.calls)
+    for (const LibraryCall& c : calls) held.prepared(c);
+  PrintOptions po;
+  po.blob = &parts.blob;
+  po.held = &held.found();
+  parts.add("module", printModule(*m.module, po));
+  parts.sections["blob"] = parts.blob.pieces;
+  parts.add("kernels", m.kernelsHash);
+  std::string packed;
+  // The weights library kernels hold in layouts of their own, so that loading uses them in place.
+  for (size_t i = 0; i < m.calls.size(); ++i)
+    for (size_t j = 0; j < m.calls[i].size(); ++j) {
+      const LibraryCall& c = m.calls[i][j];
+      std::optional<PackedWeights> w;
+      if (c.fast) w = c.fast->packedWeights();
+      if (!w) continue;
+      std::string id = std::to_string(i) + "." + std::to_string(j);
+      parts.sections["packed." + id] = {w->bytes};
+      packed += id + " " + w->layout + "\n";
+    }
+  if (!packed.empty()) parts.add("packed", packed);
+  for (size_t w = 0; w < m.objects.size(); ++w) {
+    const ObjectUnit& u = m.objects[w];
+    std::string symbols, units;
+    for (const std::string& name : u.symbols) symbols += name + "\n";
+    for (size_t k : u.kernels) units += std::to_string(k) + "\n";
+    parts.sections["object." + std::to_string(w)] = {u.object};
+    parts.add("symbols." + std::to_string(w), symbols);
+    parts.add("units." + std::to_string(w), units);
+  }
+}
+
+}  // namespace kiln::codegen::cpu

@@ -1,0 +1,119 @@
+// The CPU target's program: kernels compiled by LLVM (codegen/cpu/cpu_compiler.cpp), library
+// calls through oneDNN (onednn.h) or Kiln's own kernels (inverted_residual.h), run on Kiln's
+// thread pool over one arena per run. Internal to the CPU target: cpu_program.cpp builds and
+// runs it, cpu_target.cpp writes and loads its artifacts.
+#pragma once
+
+#include <array>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "codegen/cpu/cpu_codegen.h"
+#include "codegen/cpu/inverted_residual.h"
+#include "codegen/cpu/onednn.h"
+#include "codegen/cpu/thread_pool.h"
+#include "runtime/target.h"
+
+namespace kiln::codegen::cpu {
+
+using runtime::BufferPlan;
+using runtime::CompileOptions;
+using runtime::CompileTimes;
+
+// One library call: the oneDNN kernel prepared for its node, or null (the reference kernel runs).
+struct LibraryCall {
+  const kernel::Stmt* stmt = nullptr;
+  std::unique_ptr<LibraryKernel> fast;
+  // The call's post-ops are applied after the kernel (by applyPostOps) rather than
+  // by the kernel itself.
+  bool separatePostOps = false;
+  std::string why;         // why the reference kernel runs, or why the post-ops are separate
+  bool oneThread = false;  // a small product kept to one thread of a larger pool
+  std::string block;       // the inverted-residual block it runs in, if any (Impl::blocks)
+};
+
+// Three kernels, each one library call (a 1x1, a depthwise and a 1x1 convolution), run as one
+// inverted-residual block (codegen/cpu/inverted_residual.h) by the first: the other two are
+// skipped. `args[j]`: the kernel buffer of each argument of layer j's call.
+struct Block {
+  std::unique_ptr<InvertedResidualKernel> kernel;
+  std::array<std::vector<size_t>, 3> args;
+  std::vector<const Value*> unstored;  // the first two layers' results, which it never stores
+};
+
+// One compiler's object code: the entry symbols of the distinct kernels it holds.
+struct ObjectUnit {
+  std::string object;
+  std::vector<std::string> symbols;
+  std::vector<size_t> kernels;  // distinct-kernel index of each symbol
+};
+
+// Packed weights of an artifact by (kernel, call index in the kernel).
+using PackedByCall = std::map<std::pair<size_t, size_t>, PackedWeights>;
+
+class CpuProgram final : public runtime::Program {
+ public:
+  struct Impl {
+    std::unique_ptr<Module> module;
+    const Function* f = nullptr;
+    CompileOptions options;
+    fusion::FusionPlan plan;
+    std::vector<kernel::Kernel> kernels;
+    std::vector<std::vector<LibraryCall>> calls;  // per kernel, by call index
+    std::map<size_t, Block> blocks;               // by the index of a block's first kernel
+    std::vector<std::unique_ptr<CpuCompiler>> compilers;
+    std::vector<std::shared_ptr<CompiledKernel>> compiled;  // per kernel (shared by identical
+                                                            // kernels)
+    int uniqueKernels = 0;
+    std::unique_ptr<ThreadPool> pool;
+    BufferPlan buffers;
+    CompileTimes times;
+    std::vector<ObjectUnit> objects;  // the code, for artifacts
+    std::string kernelsHash;          // of the distinct kernels' IR
+    int64_t droppedBytes = -1;  // constants freed (CompileOptions::dropHeldConstants); -1: none
+    // Arenas of finished runs, reused by the next ones (one per run in flight at most): a fresh
+    // arena would page-fault on every first touch of every run.
+    mutable std::mutex arenaMu;
+    // 64-byte aligned (kBufferAlignment), on huge pages when large (support/large_buffer.h).
+    mutable std::vector<std::shared_ptr<std::byte>> freeArenas;
+  };
+
+  // Fusion, lowering, library kernels, code generation (or, with `objects`, linking the object
+  // code of an artifact) and buffer planning, for a module the passes have run on.
+  static StatusOr<std::unique_ptr<CpuProgram>> build(std::unique_ptr<Module> module,
+                                                     const CompileOptions& options,
+                                                     const std::vector<ObjectUnit>* objects,
+                                                     const PackedByCall* prepacked = nullptr);
+  explicit CpuProgram(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+  Status runInto(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
+                 std::vector<double>* kernelMs) const override;
+  const Function& function() const override { return *impl_->f; }
+  const fusion::FusionPlan& plan() const override { return impl_->plan; }
+  const std::vector<kernel::Kernel>& kernels() const override { return impl_->kernels; }
+  const BufferPlan& buffers() const override { return impl_->buffers; }
+  const CompileTimes& times() const override { return impl_->times; }
+  CompileTimes& times() override { return impl_->times; }
+  int threads() const override { return impl_->pool->numThreads(); }
+  int uniqueKernels() const override { return impl_->uniqueKernels; }
+  int64_t droppedConstantBytes() const override { return impl_->droppedBytes; }
+  const std::string& kernelsHash() const { return impl_->kernelsHash; }
+  std::string libraryCalls() const override;
+  std::string libraryCallDetails() const override;
+  void artifactParts(runtime::ArtifactParts& parts) const override;  // cpu_target.cpp
+
+  // The constants only library kernels hold (in their own layouts), found as calls are
+  // prepared; with `drop`, freed as they are found (CompileOptions::dropHeldConstants).
+  class HeldConstants;
+
+ private:
+  static Status buildInto(Impl& impl, std::unique_ptr<Module> module,
+                          const std::vector<ObjectUnit>* objects, const PackedByCall* prepacked);
+  static void storeBlockedValues(Impl& impl, const Function& f);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln::codegen::cpu

@@ -1,0 +1,154 @@
+// The CPU target: its graph passes, and building and loading its programs. See cpu_target.h.
+#include "codegen/cpu/cpu_target.h"
+
+#include <charconv>
+#include <optional>
+
+#include "codegen/cpu/cpu_program.h"
+#include "ir/text/text.h"
+#include "passes/convolution_to_matmul.h"
+#include "passes/pipeline.h"
+
+namespace kiln::codegen::cpu {
+namespace {
+
+// A decimal index, or nullopt when `text` is not one.
+std::optional<size_t> parseIndex(std::string_view text) {
+  size_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return v;
+}
+
+std::vector<std::string> lines(std::string_view text) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t nl = text.find('\n', at);
+    if (nl == std::string::npos) nl = text.size();
+    out.push_back(std::string(text.substr(at, nl - at)));
+    at = nl + 1;
+  }
+  return out;
+}
+
+// Packed weights: "K.J LAYOUT" per line, the bytes in "packed.K.J" (call J of kernel K). The
+// kernels use them in place from a mapping; from bytes the caller keeps, a copy each (a held
+// constant has no other copy).
+StatusOr<PackedByCall> packedWeights(const runtime::DecodedArtifact& s, const std::string& source,
+                                     const std::shared_ptr<const MappedFile>& mapping) {
+  PackedByCall prepacked;
+  for (const std::string& l : lines(s["packed"])) {
+    size_t dot = l.find('.'), sp = l.find(' ');
+    std::optional<size_t> k, j;
+    if (dot < sp && sp != std::string::npos) {
+      k = parseIndex(std::string_view(l).substr(0, dot));
+      j = parseIndex(std::string_view(l).substr(dot + 1, sp - dot - 1));
+    }
+    if (!k || !j || !s.has("packed." + l.substr(0, sp)))
+      return Status::error(source + ": malformed packed-weights entry '" + l + "'");
+    PackedWeights w;
+    w.layout = l.substr(sp + 1);
+    w.bytes = s["packed." + l.substr(0, sp)];
+    w.owner = mapping;
+    if (!mapping) {
+      auto copy = std::make_shared<const std::string>(w.bytes);
+      w.bytes = *copy;
+      w.owner = std::move(copy);
+    }
+    prepacked[{*k, *j}] = w;
+  }
+  return prepacked;
+}
+
+// The object code of each code unit ("object.w", "symbols.w", "units.w").
+StatusOr<std::vector<ObjectUnit>> objectUnits(const runtime::DecodedArtifact& s,
+                                              const std::string& source) {
+  std::vector<ObjectUnit> units;
+  for (size_t w = 0; s.has("object." + std::to_string(w)); ++w) {
+    ObjectUnit u;
+    u.object = std::string(s["object." + std::to_string(w)]);
+    u.symbols = lines(s["symbols." + std::to_string(w)]);
+    for (const std::string& k : lines(s["units." + std::to_string(w)])) {
+      std::optional<size_t> index = parseIndex(k);
+      if (!index)
+        return Status::error(source + ": code unit " + std::to_string(w) + " is malformed");
+      u.kernels.push_back(*index);
+    }
+    if (u.symbols.size() != u.kernels.size())
+      return Status::error(source + ": code unit " + std::to_string(w) + " is inconsistent");
+    units.push_back(std::move(u));
+  }
+  if (units.empty()) return Status::error(source + ": the artifact has no code");
+  return units;
+}
+
+class CpuTarget final : public runtime::Target {
+ public:
+  std::string name() const override { return "cpu"; }
+  std::string machine() const override { return hostTarget(); }
+  std::string describeMachine() const override { return hostCpu(); }
+
+  Status graphPasses(Module& module, PassManager& pm, int optLevel,
+                     const SymbolBindings& dims) const override {
+    if (optLevel > 0) {
+      PipelineOptions po;
+      po.specialize = dims;
+      KILN_RETURN_IF_ERROR(runDefaultPipeline(module, pm, po).status());
+    } else if (!dims.empty()) {
+      std::unique_ptr<Pass> p = makeSpecializeShapesPass(dims);
+      KILN_RETURN_IF_ERROR(pm.runPass(*p, module).status());
+    }
+    // The CPU backend has no fused attention kernel: attention runs as two oneDNN matrix products
+    // around a softmax kernel (at every optimisation level: this is lowering, not optimisation).
+    KILN_RETURN_IF_ERROR(pm.runPass("split-attention", module).status());
+    // Convolutions with few output pixels run faster as an im2col and one matrix product than on
+    // oneDNN's convolution kernels (passes/convolution_to_matmul.h), except the ones oneDNN runs
+    // as Winograd convolutions here; an optimisation, so not at -O0.
+    if (optLevel > 0) {
+      ConvolutionToMatmulOptions c2m;
+      c2m.keepWinograd = oneDnnWinograd();
+      KILN_ASSIGN_OR_RETURN(bool rewrote, pm.runPass(*makeConvolutionToMatmulPass(c2m), module));
+      if (rewrote) KILN_RETURN_IF_ERROR(pm.runPass("dce", module).status());
+    }
+    return Status::ok();
+  }
+
+  StatusOr<std::unique_ptr<runtime::Program>> build(std::unique_ptr<Module> module,
+                                                    const CompileOptions& options) const override {
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<CpuProgram> p,
+                          CpuProgram::build(std::move(module), options, nullptr));
+    return std::unique_ptr<runtime::Program>(std::move(p));
+  }
+
+  // The artifact's module, packed weights and object code; fusion and lowering run again (no
+  // passes, no LLVM) and must give the kernels the artifact was built from.
+  StatusOr<std::unique_ptr<runtime::Program>>
+  load(const runtime::DecodedArtifact& s, const std::string& source, const CompileOptions& options,
+       std::shared_ptr<const MappedFile> mapping) const override {
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Module> module,
+                          parseModule(s["module"], source + " (module)", s["blob"], mapping));
+    if (!module->entry()) return Status::error(source + ": its module has no function");
+    KILN_ASSIGN_OR_RETURN(PackedByCall prepacked, packedWeights(s, source, mapping));
+    KILN_ASSIGN_OR_RETURN(std::vector<ObjectUnit> units, objectUnits(s, source));
+    const std::string kernels(s["kernels"]);
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<CpuProgram> p,
+                          CpuProgram::build(std::move(module), options, &units, &prepacked));
+    if (p->kernelsHash() != kernels)
+      return Status::error(source + ": its kernels (" + kernels +
+                           ") are not the ones this Kiln lowers its module to (" +
+                           p->kernelsHash() + "): compile the model again");
+    return std::unique_ptr<runtime::Program>(std::move(p));
+  }
+
+  // The constants ("blob") and the weights library kernels hold ("packed.*"): most of the bytes.
+  bool isWeightSection(const std::string& name) const override {
+    return name == "blob" || name.rfind("packed.", 0) == 0;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<runtime::Target> makeCpuTarget() { return std::make_unique<CpuTarget>(); }
+
+}  // namespace kiln::codegen::cpu

@@ -1,0 +1,147 @@
+// Targets: what compiles a module into code for one kind of machine, and the Program it makes.
+//
+// The runtime (Executable, the compile cache, artifacts, the APIs) knows targets only through
+// this interface and finds them by name in a registry; it names no kernel, library or
+// instruction set. Each target is an optional component of the build: a build without LLVM 19
+// and oneDNN has no `cpu` target, and asking for one says why (targetMissing). Binaries register
+// the targets they were built with (registerBuiltinTargets, src/target/builtin_targets.cpp).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fusion/fusion.h"
+#include "ir/ir.h"
+#include "ir/tensor.h"
+#include "ir/text/text.h"
+#include "kernel/kernel_ir.h"
+#include "passes/pass_manager.h"
+#include "passes/specialize_shapes.h"
+#include "runtime/artifact.h"
+#include "runtime/buffer_plan.h"
+#include "support/mapped_file.h"
+#include "support/status.h"
+
+namespace kiln::runtime {
+
+struct CompileOptions {
+  std::string backend = "cpu";  // the target's name: "cpu" (LLVM-generated kernels and oneDNN)
+  int threads = 0;              // <= 0: the hardware's thread count
+  int optLevel = 1;             // 1: the default graph pipeline first; 0: none
+  bool fuse = true;             // false: one kernel per op
+  bool postOps = true;          // false: no library post-ops (kernel::LowerOptions::postOps)
+  bool reassociate = true;      // false: float sums in the interpreter's order (LowerOptions)
+  // Free the data of constants that only library kernels read, each holding its own reordered
+  // copy (convolution weights in a library's blocked layout, matrix weights with padded rows):
+  // about half the weights' memory. Each is freed as soon as its last reader is prepared, before
+  // code generation. Does not change the generated code or the artifact, which stores such
+  // constants only in their readers' layouts either way.
+  bool dropHeldConstants = false;
+  SymbolBindings dims;  // sizes of symbolic dimensions (every symbol must be bound)
+  // The pass manager's instrumentation (--verify-each, --dump-dir, --time-passes,
+  // --print-after). With a dump directory, the target writes its kernel IR (kernels.txt) and
+  // code (the CPU: kernels.ll) there too.
+  PassManagerOptions instrumentation;
+  // The persistent compile cache (empty: none). An entry is keyed by a fingerprint of
+  // sourceKey (what identifies the model: compileOnnxFile uses a hash of the file's bytes; no
+  // key, no cache), the options above that shape the code, the target and its machine, and
+  // Kiln's version; it holds the artifact (serialize()). A corrupted or mismatched entry is
+  // reported (cacheReport()) and rebuilt. Writes are atomic (a temporary file, then rename).
+  std::string cacheDir;
+  std::string sourceKey;
+  // The cache's size limit: after an entry is written, the least recently used entries (a hit
+  // makes an entry the most recent) are deleted until the entries fit in it. The entry just
+  // written is kept even when it alone is larger.
+  uint64_t cacheLimitBytes = uint64_t(4) << 30;
+};
+
+// Wall time of each compile phase, in milliseconds.
+struct CompileTimes {
+  double passes = 0, fusion = 0, lowering = 0, codegen = 0, buffers = 0;
+  double cacheLoad = 0;  // a compile-cache hit: the whole load (the phases above are in it)
+  double total() const {
+    return cacheLoad > 0 ? cacheLoad : passes + fusion + lowering + codegen + buffers;
+  }
+};
+
+// The sections of an artifact being written: small texts owned here, large data (weights, code)
+// as views of where it lies.
+struct ArtifactParts {
+  std::deque<std::string> text;  // stable addresses
+  Blob blob;
+  SectionPieces sections;
+
+  void add(const std::string& name, std::string content) {
+    text.push_back(std::move(content));
+    sections[name].push_back(text.back());
+  }
+};
+
+// A function compiled by a target: its kernels, their code and its buffer plan. run is
+// thread-safe: each call has its own arena and outputs.
+class Program {
+ public:
+  virtual ~Program() = default;
+  // Inputs of the types compiled for (checked by the Executable); outputs of the right types
+  // are written in place, others replaced. kernelMs: each kernel's wall time, in plan order.
+  virtual Status runInto(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
+                         std::vector<double>* kernelMs) const = 0;
+  virtual const Function& function() const = 0;
+  virtual const fusion::FusionPlan& plan() const = 0;
+  virtual const std::vector<kernel::Kernel>& kernels() const = 0;
+  virtual const BufferPlan& buffers() const = 0;
+  virtual const CompileTimes& times() const = 0;
+  virtual CompileTimes& times() = 0;
+  virtual int threads() const = 0;
+  virtual int uniqueKernels() const = 0;
+  virtual int64_t droppedConstantBytes() const = 0;    // -1: not asked
+  virtual std::string libraryCalls() const = 0;        // one line: what runs the library calls
+  virtual std::string libraryCallDetails() const = 0;  // a line per call
+  // Its sections of an artifact: the module, its constants, the code; everything Target::load
+  // needs besides the "meta" and "outputs" sections the Executable writes.
+  virtual void artifactParts(ArtifactParts& parts) const = 0;
+};
+
+class Target {
+ public:
+  virtual ~Target() = default;
+  virtual std::string name() const = 0;  // "cpu"
+  // The machine the code is for ("znver5+avx512f..."): part of cache keys, written in
+  // artifacts and checked when one is loaded. describeMachine: the same for people.
+  virtual std::string machine() const = 0;
+  virtual std::string describeMachine() const = 0;
+  // The graph passes a compile for this target runs before fusion (at -O0 only the
+  // specialisation of `dims` and what lowering needs). `kiln explain` runs the same.
+  virtual Status graphPasses(Module& module, PassManager& pm, int optLevel,
+                             const SymbolBindings& dims) const = 0;
+  // Fusion, lowering, code generation and buffer planning for a module graphPasses has run on.
+  virtual StatusOr<std::unique_ptr<Program>> build(std::unique_ptr<Module> module,
+                                                   const CompileOptions& options) const = 0;
+  // The program of an artifact (its sections decoded; `mapping`, when given, the mapped file
+  // they lie in, which the program may use in place). `options` are the artifact's.
+  virtual StatusOr<std::unique_ptr<Program>>
+  load(const DecodedArtifact& artifact, const std::string& source, const CompileOptions& options,
+       std::shared_ptr<const MappedFile> mapping) const = 0;
+  // Sections of its artifacts that are weights: checked on another thread while a mapped
+  // artifact loads.
+  virtual bool isWeightSection(const std::string& name) const = 0;
+};
+
+// Makes `target` findable by its name (a second registration of a name replaces nothing).
+void registerTarget(std::unique_ptr<Target> target);
+// The target of that name, or an error that says which targets this build has and, for a known
+// target it lacks, why.
+StatusOr<const Target*> findTarget(std::string_view name);
+// The names of the registered targets, sorted.
+std::vector<std::string> targetNames();
+
+// Registers the targets this build has (src/target/builtin_targets.cpp); idempotent. Every
+// binary that compiles calls it (the tools, the APIs, the tests).
+void registerBuiltinTargets();
+
+}  // namespace kiln::runtime
