@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 
+#include "compiler/compile.h"
 #include "runtime/source_key.h"
 #include "support/hash.h"
 #include "support/version.h"
@@ -174,14 +175,10 @@ StatusOr<std::unique_ptr<Executable>> Executable::compile(std::unique_ptr<Module
   // The outputs' names are the program's interface: taken before the passes, which may replace
   // an output by another value (max(h, h) by h).
   for (const Value* v : module->entry()->outputs()) impl->outputNames.push_back(v->name());
-  // Graph passes (or only the specialisation at -O0).
-  auto start = Clock::now();
-  PassManager pm(options.instrumentation);
-  KILN_RETURN_IF_ERROR(target->graphPasses(*module, pm, options.optLevel, options.dims));
-  double passes = msSince(start);
-  impl->passTimings = pm.timingReport();
-  KILN_ASSIGN_OR_RETURN(impl->program, target->build(std::move(module), options));
-  impl->program->times().passes = passes;
+  KILN_ASSIGN_OR_RETURN(compiler::Compiled c,
+                        compiler::compile(std::move(module), *target, options));
+  impl->program = std::move(c.program);
+  impl->passTimings = std::move(c.passTimings);
   auto exe = std::unique_ptr<Executable>(new Executable(std::move(impl)));
   if (!cachePath.empty()) {
     std::error_code ec;

@@ -1,4 +1,6 @@
 // Targets: what compiles a module into code for one kind of machine, and the Program it makes.
+// The compile driver (src/compiler/compile.h) runs the steps every target shares and asks the
+// target for the rest.
 //
 // The runtime (Executable, the compile cache, artifacts, the APIs) knows targets only through
 // this interface and finds them by name in a registry; it names no kernel, library or
@@ -105,6 +107,10 @@ class Program {
   // Its sections of an artifact: the module, its constants, the code; everything Target::load
   // needs besides the "meta" and "outputs" sections the Executable writes.
   virtual void artifactParts(ArtifactParts& parts) const = 0;
+  // Kernels it runs as one (their values must not share memory; some need none), and the buffer
+  // plan the driver makes with them (compiler::planProgramBuffers), before the first run.
+  virtual std::vector<RunTogether> runTogether() const = 0;
+  virtual void setBuffers(BufferPlan buffers) = 0;
 };
 
 class Target {
@@ -119,8 +125,11 @@ class Target {
   // specialisation of `dims` and what lowering needs). `kiln explain` runs the same.
   virtual Status graphPasses(Module& module, PassManager& pm, int optLevel,
                              const SymbolBindings& dims) const = 0;
-  // Fusion, lowering, code generation and buffer planning for a module graphPasses has run on.
+  // The program of the kernels the driver lowered the module to (src/compiler/compile.h): its
+  // code and library calls. The driver plans its buffers next.
   virtual StatusOr<std::unique_ptr<Program>> build(std::unique_ptr<Module> module,
+                                                   fusion::FusionPlan plan,
+                                                   std::vector<kernel::Kernel> kernels,
                                                    const CompileOptions& options) const = 0;
   // The program of an artifact (its sections decoded; `mapping`, when given, the mapped file
   // they lie in, which the program may use in place). `options` are the artifact's.

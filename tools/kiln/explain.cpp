@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "compiler/compile.h"
 #include "fusion/fusion.h"
 #include "kernel/lower.h"
 #include "passes/pipeline.h"
@@ -89,31 +90,39 @@ StatusOr<ExplainOptions> parse(const std::vector<std::string>& args, bool& help)
 
 Status explain(const ExplainOptions& o) {
   KILN_ASSIGN_OR_RETURN(LoadedProgram program, loadProgram(o.program));
-  PassManager pm(o.instrumentation);
-  // As the target compiles it (runtime::Executable::compile).
   KILN_ASSIGN_OR_RETURN(const runtime::Target* target, runtime::findTarget(o.backend));
-  KILN_RETURN_IF_ERROR(target->graphPasses(*program.module, pm, o.optLevel, o.dims));
-  if (o.instrumentation.timePasses) std::fputs(pm.timingReport().c_str(), stderr);
-  const Function& f = *program.module->entry();
-  fusion::FusionOptions fo;
-  fo.fuse = o.fuse;
-  fusion::FusionPlan plan = fusion::planFusion(f, fo);
-  std::fputs(fusion::explainPlan(f, plan).c_str(), stdout);
-  // Memory: lowering gives each kernel's buffers, the buffer plan their places. Both need static
-  // shapes.
+  runtime::CompileOptions co;
+  co.backend = o.backend;
+  co.optLevel = o.optLevel;
+  co.fuse = o.fuse;
+  co.postOps = o.postOps;
+  co.reassociate = o.reassociate;
+  co.dims = o.dims;
+  co.instrumentation = o.instrumentation;
+  // Symbols --dim leaves unbound: the plan with them counted as 1, and no kernels (lowering
+  // needs static shapes). Otherwise the compile driver, stopped after lowering.
+  Function& f = *program.module->entry();
   bool symbolic = false;
   for (const auto& n : f.nodes())
-    for (size_t r = 0; r < n->numResults(); ++r) symbolic |= !n->result(r)->type().isStatic();
+    for (size_t r = 0; r < n->numResults(); ++r)
+      for (const Dim& d : n->result(r)->type().dims())
+        symbolic |= d.isSymbolic() && !o.dims.count(d.symbolName());
   if (symbolic) {
+    PassManager pm(o.instrumentation);
+    KILN_RETURN_IF_ERROR(target->graphPasses(*program.module, pm, o.optLevel, o.dims));
+    if (o.instrumentation.timePasses) std::fputs(pm.timingReport().c_str(), stderr);
+    fusion::FusionOptions fo;
+    fo.fuse = o.fuse;
+    std::fputs(fusion::explainPlan(f, fusion::planFusion(f, fo)).c_str(), stdout);
     std::puts("\nmemory: not planned (symbolic dimensions; give their sizes with --dim)");
     return Status::ok();
   }
-  kernel::LowerOptions lo;
-  lo.postOps = o.postOps;
-  lo.reassociate = o.reassociate;
-  KILN_ASSIGN_OR_RETURN(std::vector<kernel::Kernel> kernels, kernel::lowerPlan(f, plan, lo));
-  KILN_ASSIGN_OR_RETURN(runtime::BufferPlan buffers, runtime::planBuffers(f, kernels));
-  std::printf("\nmemory: %s\n", runtime::describeBufferPlan(buffers).c_str());
+  KILN_ASSIGN_OR_RETURN(compiler::Compiled c, compiler::compile(std::move(program.module), *target,
+                                                                co, compiler::Stage::Lowered));
+  if (o.instrumentation.timePasses) std::fputs(c.passTimings.c_str(), stderr);
+  const std::vector<kernel::Kernel>& kernels = c.kernels;
+  std::fputs(fusion::explainPlan(*c.module->entry(), c.plan).c_str(), stdout);
+  std::printf("\nmemory: %s\n", runtime::describeBufferPlan(*c.buffers).c_str());
   // The library calls: which epilogue ops the library applies as post-ops, and why the rest
   // stays a loop nest.
   std::string calls;

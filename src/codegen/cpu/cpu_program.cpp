@@ -300,24 +300,6 @@ Status CpuProgram::buildInto(Impl& impl, std::unique_ptr<Module> module,
                              const PackedByCall* prepacked) {
   const CompileOptions& options = impl.options;
   Function* f = module->entry();
-  if (!f) return Status::error("the module has no function");
-  for (const auto& n : f->nodes())
-    for (size_t r = 0; r < n->numResults(); ++r)
-      if (!n->result(r)->type().isStatic())
-        return Status::error("value " + n->result(r)->name() + " has type " +
-                             n->result(r)->type().str() +
-                             ": give the sizes of its symbolic dimensions to compile it");
-  // Fusion and lowering.
-  auto start = Clock::now();
-  fusion::FusionOptions fo;
-  fo.fuse = options.fuse;
-  impl.plan = fusion::planFusion(*f, fo);
-  impl.times.fusion = msSince(start);
-  start = Clock::now();
-  kernel::LowerOptions lo;
-  lo.postOps = options.postOps;
-  lo.reassociate = options.reassociate;
-  KILN_ASSIGN_OR_RETURN(impl.kernels, kernel::lowerPlan(*f, impl.plan, lo));
   // Library calls: a oneDNN kernel where oneDNN takes the op (f32 matrix products and
   // convolutions), the reference kernel otherwise. Creating a primitive generates its code and
   // reorders constant weights, so the calls are prepared on several threads at once.
@@ -463,12 +445,7 @@ Status CpuProgram::buildInto(Impl& impl, std::unique_ptr<Module> module,
       });
   KILN_RETURN_IF_ERROR(missing);
   storeBlockedValues(impl, *f);
-  impl.times.lowering = msSince(start);
   if (!options.instrumentation.dumpDir.empty()) {
-    std::string text;
-    for (const kernel::Kernel& k : impl.kernels) text += kernel::printKernel(k) + "\n";
-    KILN_RETURN_IF_ERROR(writeFile(
-        (std::filesystem::path(options.instrumentation.dumpDir) / "kernels.txt").string(), text));
     KILN_RETURN_IF_ERROR(writeFile(
         (std::filesystem::path(options.instrumentation.dumpDir) / "library-calls.txt").string(),
         describeCalls(impl)));
@@ -476,7 +453,6 @@ Status CpuProgram::buildInto(Impl& impl, std::unique_ptr<Module> module,
   // Code generation: kernels that differ only in their names compile once, and the distinct
   // ones are split over up to `threads` compilers (one LLVM context and object each) that run at
   // once. An artifact brings the object code of each compiler instead.
-  start = Clock::now();
   std::map<std::string, size_t> firstOf;
   std::vector<size_t> uniqueOf(impl.kernels.size());
   std::vector<size_t> unique;
@@ -554,35 +530,37 @@ Status CpuProgram::buildInto(Impl& impl, std::unique_ptr<Module> module,
   }
   for (size_t i = 0; i < impl.kernels.size(); ++i)
     impl.compiled.push_back(uniqueCompiled[uniqueOf[i]]);
-  impl.times.codegen = msSince(start);
   if (!options.instrumentation.dumpDir.empty() && !objects) {
     std::string ir;
     for (const auto& c : impl.compilers) ir += c->lastLlvmIr();
     KILN_RETURN_IF_ERROR(writeFile(
         (std::filesystem::path(options.instrumentation.dumpDir) / "kernels.ll").string(), ir));
   }
-  start = Clock::now();
-  // A block's kernels run as one, at its first kernel's place: their values may not share memory.
-  // The two values between its layers need no memory.
-  std::vector<RunTogether> together;
-  for (const auto& [first, block] : impl.blocks)
-    together.push_back({static_cast<int>(first), static_cast<int>(first) + 2, block.unstored});
-  KILN_ASSIGN_OR_RETURN(impl.buffers, planBuffers(*f, impl.kernels, together));
-  impl.times.buffers = msSince(start);
   impl.pool = std::make_unique<codegen::cpu::ThreadPool>(options.threads);
   impl.f = f;
   impl.module = std::move(module);
   return Status::ok();
 }
 
-StatusOr<std::unique_ptr<CpuProgram>> CpuProgram::build(std::unique_ptr<Module> module,
-                                                        const CompileOptions& options,
-                                                        const std::vector<ObjectUnit>* objects,
-                                                        const PackedByCall* prepacked) {
+StatusOr<std::unique_ptr<CpuProgram>>
+CpuProgram::build(std::unique_ptr<Module> module, fusion::FusionPlan plan,
+                  std::vector<kernel::Kernel> kernels, const CompileOptions& options,
+                  const std::vector<ObjectUnit>* objects, const PackedByCall* prepacked) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
+  impl->plan = std::move(plan);
+  impl->kernels = std::move(kernels);
   KILN_RETURN_IF_ERROR(buildInto(*impl, std::move(module), objects, prepacked));
   return std::make_unique<CpuProgram>(std::move(impl));
+}
+
+// A block's kernels run as one, at its first kernel's place: their values may not share memory.
+// The two values between its layers need no memory.
+std::vector<RunTogether> CpuProgram::runTogether() const {
+  std::vector<RunTogether> together;
+  for (const auto& [first, block] : impl_->blocks)
+    together.push_back({static_cast<int>(first), static_cast<int>(first) + 2, block.unstored});
+  return together;
 }
 
 Status CpuProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,

@@ -81,12 +81,13 @@ class CpuProgram final : public runtime::Program {
     mutable std::vector<std::shared_ptr<std::byte>> freeArenas;
   };
 
-  // Fusion, lowering, library kernels, code generation (or, with `objects`, linking the object
-  // code of an artifact) and buffer planning, for a module the passes have run on.
-  static StatusOr<std::unique_ptr<CpuProgram>> build(std::unique_ptr<Module> module,
-                                                     const CompileOptions& options,
-                                                     const std::vector<ObjectUnit>* objects,
-                                                     const PackedByCall* prepacked = nullptr);
+  // Library kernels and code generation (or, with `objects`, linking the object code of an
+  // artifact) for the kernels the driver lowered the module to. The driver plans the buffers
+  // next (setBuffers).
+  static StatusOr<std::unique_ptr<CpuProgram>>
+  build(std::unique_ptr<Module> module, fusion::FusionPlan plan,
+        std::vector<kernel::Kernel> kernels, const CompileOptions& options,
+        const std::vector<ObjectUnit>* objects, const PackedByCall* prepacked = nullptr);
   explicit CpuProgram(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
   Status runInto(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
@@ -103,7 +104,9 @@ class CpuProgram final : public runtime::Program {
   const std::string& kernelsHash() const { return impl_->kernelsHash; }
   std::string libraryCalls() const override;
   std::string libraryCallDetails() const override;
-  void artifactParts(runtime::ArtifactParts& parts) const override;  // cpu_target.cpp
+  void artifactParts(runtime::ArtifactParts& parts) const override;
+  std::vector<runtime::RunTogether> runTogether() const override;
+  void setBuffers(BufferPlan buffers) override { impl_->buffers = std::move(buffers); }
 
   // The constants only library kernels hold (in their own layouts), found as calls are
   // prepared; with `drop`, freed as they are found (CompileOptions::dropHeldConstants).

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "codegen/cpu/cpu_program.h"
+#include "compiler/compile.h"
 #include "ir/text/text.h"
 #include "passes/convolution_to_matmul.h"
 #include "passes/pipeline.h"
@@ -115,14 +116,17 @@ class CpuTarget final : public runtime::Target {
   }
 
   StatusOr<std::unique_ptr<runtime::Program>> build(std::unique_ptr<Module> module,
+                                                    fusion::FusionPlan plan,
+                                                    std::vector<kernel::Kernel> kernels,
                                                     const CompileOptions& options) const override {
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<CpuProgram> p,
-                          CpuProgram::build(std::move(module), options, nullptr));
+                          CpuProgram::build(std::move(module), std::move(plan), std::move(kernels),
+                                            options, nullptr));
     return std::unique_ptr<runtime::Program>(std::move(p));
   }
 
-  // The artifact's module, packed weights and object code; fusion and lowering run again (no
-  // passes, no LLVM) and must give the kernels the artifact was built from.
+  // The artifact's module, packed weights and object code; the driver's fusion and lowering run
+  // again (no passes, no LLVM) and must give the kernels the artifact was built from.
   StatusOr<std::unique_ptr<runtime::Program>>
   load(const runtime::DecodedArtifact& s, const std::string& source, const CompileOptions& options,
        std::shared_ptr<const MappedFile> mapping) const override {
@@ -131,13 +135,21 @@ class CpuTarget final : public runtime::Target {
     if (!module->entry()) return Status::error(source + ": its module has no function");
     KILN_ASSIGN_OR_RETURN(PackedByCall prepacked, packedWeights(s, source, mapping));
     KILN_ASSIGN_OR_RETURN(std::vector<ObjectUnit> units, objectUnits(s, source));
-    const std::string kernels(s["kernels"]);
+    const std::string hash(s["kernels"]);
+    fusion::FusionPlan plan;
+    std::vector<kernel::Kernel> kernels;
+    CompileTimes times;
+    KILN_RETURN_IF_ERROR(compiler::planAndLower(*module->entry(), options, plan, kernels, times));
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<CpuProgram> p,
-                          CpuProgram::build(std::move(module), options, &units, &prepacked));
-    if (p->kernelsHash() != kernels)
-      return Status::error(source + ": its kernels (" + kernels +
+                          CpuProgram::build(std::move(module), std::move(plan), std::move(kernels),
+                                            options, &units, &prepacked));
+    if (p->kernelsHash() != hash)
+      return Status::error(source + ": its kernels (" + hash +
                            ") are not the ones this Kiln lowers its module to (" +
                            p->kernelsHash() + "): compile the model again");
+    p->times().fusion = times.fusion;
+    p->times().lowering = times.lowering;
+    KILN_RETURN_IF_ERROR(compiler::planProgramBuffers(*p));
     return std::unique_ptr<runtime::Program>(std::move(p));
   }
 

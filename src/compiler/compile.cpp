@@ -1,0 +1,102 @@
+// The compile driver. See compile.h.
+#include "compiler/compile.h"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include "kernel/lower.h"
+
+namespace kiln::compiler {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double msSince(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+Status dump(const CompileOptions& o, const std::string& name, const std::string& text) {
+  if (o.instrumentation.dumpDir.empty()) return Status::ok();
+  std::string path = (std::filesystem::path(o.instrumentation.dumpDir) / name).string();
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  if (!out) return Status::error("cannot write '" + path + "'");
+  return Status::ok();
+}
+
+Status requireStatic(const Function& f) {
+  for (const auto& n : f.nodes())
+    for (size_t r = 0; r < n->numResults(); ++r)
+      if (!n->result(r)->type().isStatic())
+        return Status::error("value " + n->result(r)->name() + " has type " +
+                             n->result(r)->type().str() +
+                             ": give the sizes of its symbolic dimensions to compile it");
+  return Status::ok();
+}
+
+}  // namespace
+
+Status planAndLower(const Function& f, const CompileOptions& options, fusion::FusionPlan& plan,
+                    std::vector<kernel::Kernel>& kernels, CompileTimes& times) {
+  KILN_RETURN_IF_ERROR(requireStatic(f));
+  auto start = Clock::now();
+  fusion::FusionOptions fo;
+  fo.fuse = options.fuse;
+  plan = fusion::planFusion(f, fo);
+  times.fusion = msSince(start);
+  KILN_RETURN_IF_ERROR(dump(options, "fusion-plan.txt", fusion::explainPlan(f, plan)));
+  start = Clock::now();
+  kernel::LowerOptions lo;
+  lo.postOps = options.postOps;
+  lo.reassociate = options.reassociate;
+  KILN_ASSIGN_OR_RETURN(kernels, kernel::lowerPlan(f, plan, lo));
+  times.lowering = msSince(start);
+  std::string text;
+  if (!options.instrumentation.dumpDir.empty())
+    for (const kernel::Kernel& k : kernels) text += kernel::printKernel(k) + "\n";
+  return dump(options, "kernels.txt", text);
+}
+
+Status planProgramBuffers(runtime::Program& program) {
+  auto start = Clock::now();
+  KILN_ASSIGN_OR_RETURN(
+      BufferPlan buffers,
+      runtime::planBuffers(program.function(), program.kernels(), program.runTogether()));
+  program.setBuffers(std::move(buffers));
+  program.times().buffers = msSince(start);
+  return Status::ok();
+}
+
+StatusOr<Compiled> compile(std::unique_ptr<Module> module, const runtime::Target& target,
+                           const CompileOptions& options, Stage stopAfter) {
+  if (!module->entry()) return Status::error("the module has no function");
+  Compiled c;
+  auto start = Clock::now();
+  PassManager pm(options.instrumentation);
+  KILN_RETURN_IF_ERROR(target.graphPasses(*module, pm, options.optLevel, options.dims));
+  c.times.passes = msSince(start);
+  c.passTimings = pm.timingReport();
+  const Function& f = *module->entry();
+  KILN_RETURN_IF_ERROR(planAndLower(f, options, c.plan, c.kernels, c.times));
+  if (stopAfter == Stage::Lowered) {
+    start = Clock::now();
+    KILN_ASSIGN_OR_RETURN(c.buffers, runtime::planBuffers(f, c.kernels));
+    c.times.buffers = msSince(start);
+    c.module = std::move(module);
+    return c;
+  }
+  start = Clock::now();
+  KILN_ASSIGN_OR_RETURN(
+      c.program, target.build(std::move(module), std::move(c.plan), std::move(c.kernels), options));
+  CompileTimes& t = c.program->times();
+  t.passes = c.times.passes;
+  t.fusion = c.times.fusion;
+  t.lowering = c.times.lowering;
+  t.codegen = msSince(start);
+  KILN_RETURN_IF_ERROR(planProgramBuffers(*c.program));
+  c.times = t;
+  return c;
+}
+
+}  // namespace kiln::compiler

@@ -1,0 +1,56 @@
+// The compile driver: one function from a module to a runnable program, the same for every
+// target (runtime/target.h), in the spirit of Halide's Lower.cpp:
+//
+//   1. graph passes      target.graphPasses: the default pipeline (or only the specialisation
+//                        at -O0), then the target's own (the CPU's split-attention, ...)
+//   2. fusion planning   fusion::planFusion: kernels, each decision with its reason
+//   3. lowering          kernel::lowerPlan: kernel IR (loop nests and library calls)
+//   4. code              target.build: the target's code for the kernels (a Program)
+//   5. buffers           planBuffers over the kernels, with the kernels the program runs as one
+//
+// With a dump directory (CompileOptions::instrumentation.dumpDir) the pass manager writes the
+// graph after each pass, and the driver the fusion plan (fusion-plan.txt) and the kernel IR
+// (kernels.txt); the target adds its own (the CPU: library-calls.txt, kernels.ll). `kiln
+// explain` is this driver stopped after lowering.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/target.h"
+
+namespace kiln::compiler {
+
+using runtime::BufferPlan;
+using runtime::CompileOptions;
+using runtime::CompileTimes;
+
+enum class Stage : uint8_t { Lowered, Program };
+
+struct Compiled {
+  std::unique_ptr<Module> module;  // after the passes (moved into the program at Stage::Program)
+  fusion::FusionPlan plan;         // Stage::Lowered (the program's at Stage::Program)
+  std::vector<kernel::Kernel> kernels;  // Stage::Lowered (likewise)
+  // Stage::Lowered: the buffers of the lowered kernels (a target that runs some kernels as one
+  // plans differently: program->buffers() at Stage::Program).
+  std::optional<BufferPlan> buffers;
+  std::unique_ptr<runtime::Program> program;  // Stage::Program
+  CompileTimes times;
+  std::string passTimings;  // the pass manager's table when instrumentation.timePasses
+};
+
+// Steps 1 to `stopAfter` for `module` on `target`.
+StatusOr<Compiled> compile(std::unique_ptr<Module> module, const runtime::Target& target,
+                           const CompileOptions& options, Stage stopAfter = Stage::Program);
+
+// Steps 2 and 3 for a module whose passes have run (an artifact's: loading it derives its
+// kernels again), timed into `times`.
+Status planAndLower(const Function& f, const CompileOptions& options, fusion::FusionPlan& plan,
+                    std::vector<kernel::Kernel>& kernels, CompileTimes& times);
+
+// Step 5: plans the program's buffers and hands them to it, timed into its times().
+Status planProgramBuffers(runtime::Program& program);
+
+}  // namespace kiln::compiler
