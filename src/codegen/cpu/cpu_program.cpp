@@ -293,30 +293,29 @@ class CpuProgram::HeldConstants {
   int64_t untrimmed_ = 0;  // bytes freed since the heap was last trimmed
 };
 
-// Fusion, lowering, library kernels, code generation (or, with `objects`, linking the object
-// code of an artifact) and buffer planning, for a module the passes have run on.
-Status CpuProgram::buildInto(Impl& impl, std::unique_ptr<Module> module,
-                             const std::vector<ObjectUnit>* objects,
-                             const PackedByCall* prepacked) {
-  const CompileOptions& options = impl.options;
-  Function* f = module->entry();
-  // Library calls: a oneDNN kernel where oneDNN takes the op (f32 matrix products and
-  // convolutions), the reference kernel otherwise. Creating a primitive generates its code and
-  // reorders constant weights, so the calls are prepared on several threads at once.
-  // A matrix product of fewer than kSmallCallFlops runs on one thread: oneDNN's gemm splits so
-  // little work worse than one thread does it (at 2 threads: transformer_encoder 0.34 ms with
-  // this rule, 0.36-0.37 without and 0.39-0.40 with the limit at 8 MFLOP, which was chosen while
-  // the tool made OpenMP's threads sleep after every region). Not so a product with at most two
-  // multiply-adds per weight (a classifier's matrix-vector product): reading the weights bounds
-  // it, and threads share that (1x2048x1000 at 2 threads: 0.92-1.21 -> 0.70-0.79 ms).
-  // Convolutions, small ones included, take every thread: oneDNN's jit convolutions split even
-  // mobilenet_v2's 1-8 MFLOP layers well (2 threads: 11.1 -> 9.2-10.2 ms median).
-  constexpr double kSmallCallFlops = 1e6;
-  struct Pending {
-    LibraryCall* call;
-    double flops;
-    const codegen::cpu::PackedWeights* prepacked;  // from the artifact, or null
-  };
+namespace {
+
+struct Pending {
+  LibraryCall* call;
+  double flops;
+  const PackedWeights* prepacked;  // from the artifact, or null
+};
+
+// Library calls: a oneDNN kernel where oneDNN takes the op (f32 matrix products and
+// convolutions), the reference kernel otherwise. Creating a primitive generates its code and
+// reorders constant weights, so the calls are prepared on several threads at once.
+// A matrix product of fewer than kSmallCallFlops runs on one thread: oneDNN's gemm splits so
+// little work worse than one thread does it (at 2 threads: transformer_encoder 0.34 ms with
+// this rule, 0.36-0.37 without and 0.39-0.40 with the limit at 8 MFLOP, which was chosen while
+// the tool made OpenMP's threads sleep after every region). Not so a product with at most two
+// multiply-adds per weight (a classifier's matrix-vector product): reading the weights bounds
+// it, and threads share that (1x2048x1000 at 2 threads: 0.92-1.21 -> 0.70-0.79 ms).
+// Convolutions, small ones included, take every thread: oneDNN's jit convolutions split even
+// mobilenet_v2's 1-8 MFLOP layers well (2 threads: 11.1 -> 9.2-10.2 ms median).
+constexpr double kSmallCallFlops = 1e6;
+
+// The library calls of the kernels, each with the weights an artifact holds for it (if any).
+std::vector<Pending> listCalls(CpuProgram::Impl& impl, const PackedByCall* prepacked) {
   std::vector<Pending> pending;
   for (size_t i = 0; i < impl.kernels.size(); ++i) {
     std::vector<const kernel::Stmt*> stmts = kernel::callsOf(impl.kernels[i]);
@@ -331,64 +330,71 @@ Status CpuProgram::buildInto(Impl& impl, std::unique_ptr<Module> module,
       pending.push_back({&impl.calls.back()[j], impl.plan.kernels[i].flops, packed});
     }
   }
-  // Inverted-residual blocks: a 1x1 convolution, a depthwise one and a 1x1 one, each a kernel
-  // that is one library call with its bias and clamp as post-ops, where the first two results have
-  // no other reader, run as one Kiln kernel that keeps the values between them in cache
-  // (codegen/cpu/inverted_residual.h; docs/codegen.md, "Inverted-residual blocks"). Their calls
-  // get no oneDNN kernel; the block reads the weights from the constants.
-  {
-    std::map<const Value*, int> readers;
-    for (const kernel::Kernel& k : impl.kernels)
-      for (const kernel::Buffer& b : k.buffers)
-        if (b.role == kernel::BufferRole::Input && b.value) ++readers[b.value];
-    const std::set<const Value*> outputs(f->outputs().begin(), f->outputs().end());
-    for (size_t i = 0; i + 2 < impl.kernels.size(); ++i) {
-      std::array<const kernel::Stmt*, 3> c{};
-      bool ok = true;
-      for (size_t j = 0; j < 3; ++j) {
-        c[j] = onlyCall(impl.kernels[i + j]);
-        ok = ok && c[j] && impl.calls[i + j].size() == 1 && c[j]->node->numResults() == 1;
-      }
-      if (!ok) continue;
-      // Each call's arguments as kernel buffers; the values the calls write (after their
-      // post-ops) and read as their sources.
-      Block block;
-      std::array<const Value*, 3> source{}, result{};
-      for (size_t j = 0; j < 3; ++j) {
-        const auto& buffers = impl.kernels[i + j].buffers;
-        for (const std::string& name : c[j]->args) {
-          auto it = std::find_if(buffers.begin(), buffers.end(),
-                                 [&](const kernel::Buffer& b) { return b.name == name; });
-          ok = ok && it != buffers.end();
-          if (ok) block.args[j].push_back(static_cast<size_t>(it - buffers.begin()));
-        }
-        const size_t operands = c[j]->node->numOperands();
-        ok = ok && block.args[j].size() > operands;
-        if (!ok) break;
-        source[j] = buffers[block.args[j][0]].value;
-        result[j] = buffers[block.args[j][operands]].value;
-      }
-      if (!ok || source[1] != result[0] || source[2] != result[1] || readers[result[0]] != 1 ||
-          readers[result[1]] != 1 || outputs.count(result[0]) || outputs.count(result[1]))
-        continue;
-      auto k = codegen::cpu::InvertedResidualKernel::create(
-          {c[0]->node, &c[0]->postOps}, {c[1]->node, &c[1]->postOps}, {c[2]->node, &c[2]->postOps});
-      if (!k) continue;
-      block.kernel = std::move(*k);
-      block.unstored = {result[0], result[1]};
-      impl.calls[i][0].block = block.kernel->describe() + " with " + impl.kernels[i + 1].name +
-                               " and " + impl.kernels[i + 2].name;
-      for (size_t j = 1; j < 3; ++j)
-        impl.calls[i + j][0].block = "in " + impl.kernels[i].name + "'s inverted-residual block";
-      impl.blocks.emplace(i, std::move(block));
-      i += 2;
+  return pending;
+}
+
+// Inverted-residual blocks: a 1x1 convolution, a depthwise one and a 1x1 one, each a kernel
+// that is one library call with its bias and clamp as post-ops, where the first two results have
+// no other reader, run as one Kiln kernel that keeps the values between them in cache
+// (codegen/cpu/inverted_residual.h; docs/codegen.md, "Inverted-residual blocks"). Their calls
+// get no oneDNN kernel; the block reads the weights from the constants.
+void matchBlocks(CpuProgram::Impl& impl, const Function& f) {
+  std::map<const Value*, int> readers;
+  for (const kernel::Kernel& k : impl.kernels)
+    for (const kernel::Buffer& b : k.buffers)
+      if (b.role == kernel::BufferRole::Input && b.value) ++readers[b.value];
+  const std::set<const Value*> outputs(f.outputs().begin(), f.outputs().end());
+  for (size_t i = 0; i + 2 < impl.kernels.size(); ++i) {
+    std::array<const kernel::Stmt*, 3> c{};
+    bool ok = true;
+    for (size_t j = 0; j < 3; ++j) {
+      c[j] = onlyCall(impl.kernels[i + j]);
+      ok = ok && c[j] && impl.calls[i + j].size() == 1 && c[j]->node->numResults() == 1;
     }
-    std::erase_if(pending, [](const Pending& p) { return !p.call->block.empty(); });
+    if (!ok) continue;
+    // Each call's arguments as kernel buffers; the values the calls write (after their
+    // post-ops) and read as their sources.
+    Block block;
+    std::array<const Value*, 3> source{}, result{};
+    for (size_t j = 0; j < 3; ++j) {
+      const auto& buffers = impl.kernels[i + j].buffers;
+      for (const std::string& name : c[j]->args) {
+        auto it = std::find_if(buffers.begin(), buffers.end(),
+                               [&](const kernel::Buffer& b) { return b.name == name; });
+        ok = ok && it != buffers.end();
+        if (ok) block.args[j].push_back(static_cast<size_t>(it - buffers.begin()));
+      }
+      const size_t operands = c[j]->node->numOperands();
+      ok = ok && block.args[j].size() > operands;
+      if (!ok) break;
+      source[j] = buffers[block.args[j][0]].value;
+      result[j] = buffers[block.args[j][operands]].value;
+    }
+    if (!ok || source[1] != result[0] || source[2] != result[1] || readers[result[0]] != 1 ||
+        readers[result[1]] != 1 || outputs.count(result[0]) || outputs.count(result[1]))
+      continue;
+    auto k = codegen::cpu::InvertedResidualKernel::create(
+        {c[0]->node, &c[0]->postOps}, {c[1]->node, &c[1]->postOps}, {c[2]->node, &c[2]->postOps});
+    if (!k) continue;
+    block.kernel = std::move(*k);
+    block.unstored = {result[0], result[1]};
+    impl.calls[i][0].block = block.kernel->describe() + " with " + impl.kernels[i + 1].name +
+                             " and " + impl.kernels[i + 2].name;
+    for (size_t j = 1; j < 3; ++j)
+      impl.calls[i + j][0].block = "in " + impl.kernels[i].name + "'s inverted-residual block";
+    impl.blocks.emplace(i, std::move(block));
+    i += 2;
   }
+}
+
+// Creates the oneDNN kernel of each pending call, on several threads at once (a primitive
+// generates its code and reorders constant weights when it is created).
+void prepareCalls(CpuProgram::Impl& impl, const Function& f, const std::vector<Pending>& pending) {
+  const CompileOptions& options = impl.options;
   // Constants only library kernels hold are freed as their readers are prepared, before code
   // generation (CompileOptions::dropHeldConstants; an artifact does not store their data).
-  std::optional<HeldConstants> held;
-  if (options.dropHeldConstants) held.emplace(impl, *f, /*drop=*/true);
+  std::optional<CpuProgram::HeldConstants> held;
+  if (options.dropHeldConstants) held.emplace(impl, f, /*drop=*/true);
   // Whether the run has more than one thread, so that keeping a call to one thread means something.
   const bool pooled = codegen::cpu::ThreadPool(options.threads).numThreads() > 1;
   auto prepare = [&](const Pending& p) {
@@ -424,6 +430,9 @@ Status CpuProgram::buildInto(Impl& impl, std::unique_ptr<Module> module,
     for (std::thread& t : threads) t.join();
   }
   held.reset();
+}
+
+Status checkHeldConstants(CpuProgram::Impl& impl) {
   // A constant without data (an artifact stores it only in its readers' layouts) must be held by
   // every reader: this oneDNN chose the layouts the artifact has.
   Status missing = Status::ok();
@@ -443,13 +452,75 @@ Status CpuProgram::buildInto(Impl& impl, std::unique_ptr<Module> module,
                     : "a loop kernel reads it") +
             ": compile the model again");
       });
-  KILN_RETURN_IF_ERROR(missing);
-  storeBlockedValues(impl, *f);
-  if (!options.instrumentation.dumpDir.empty()) {
-    KILN_RETURN_IF_ERROR(writeFile(
-        (std::filesystem::path(options.instrumentation.dumpDir) / "library-calls.txt").string(),
-        describeCalls(impl)));
+  return missing;
+}
+
+// An artifact's object code, linked: the code of each distinct kernel that needs code.
+Status linkObjects(CpuProgram::Impl& impl, const std::vector<ObjectUnit>& objects,
+                   std::vector<std::shared_ptr<CompiledKernel>>& uniqueCompiled) {
+  const size_t unique = uniqueCompiled.size();
+  for (const ObjectUnit& u : objects) {
+    KILN_ASSIGN_OR_RETURN(auto linked, codegen::cpu::linkObject(u.object, u.symbols));
+    for (size_t j = 0; j < linked.size(); ++j) {
+      if (u.kernels[j] >= unique)
+        return Status::error("the artifact's object code names kernel " +
+                             std::to_string(u.kernels[j]) + " of " + std::to_string(unique));
+      // A one-call kernel has its direct form already (artifacts written before such kernels
+      // got no code hold code for them too).
+      if (!uniqueCompiled[u.kernels[j]]) uniqueCompiled[u.kernels[j]] = std::move(linked[j]);
+    }
+    impl.objects.push_back(u);
   }
+  for (const auto& c : uniqueCompiled)
+    if (!c) return Status::error("the artifact has no object code for some kernel");
+  return Status::ok();
+}
+
+// The distinct kernels `generated` (indices into `unique`) compiled by up to `threads` LLVM
+// compilers at once (one context and object each).
+Status compileKernels(CpuProgram::Impl& impl, const std::vector<size_t>& unique,
+                      const std::vector<size_t>& generated,
+                      std::vector<std::shared_ptr<CompiledKernel>>& uniqueCompiled) {
+  const CompileOptions& options = impl.options;
+  int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int workers = std::min<int>(
+      {options.threads > 0 ? options.threads : hardware, static_cast<int>(generated.size()), 8});
+  workers = std::max(workers, 1);
+  std::vector<std::vector<const kernel::Kernel*>> batches(static_cast<size_t>(workers));
+  for (size_t g = 0; g < generated.size(); ++g)
+    batches[g % static_cast<size_t>(workers)].push_back(&impl.kernels[unique[generated[g]]]);
+  std::vector<StatusOr<std::vector<std::unique_ptr<codegen::cpu::CompiledKernel>>>> results;
+  for (int w = 0; w < workers; ++w) results.emplace_back(Status::error("not compiled"));
+  for (int w = 0; w < workers; ++w) {
+    KILN_ASSIGN_OR_RETURN(auto compiler, codegen::cpu::CpuCompiler::create());
+    impl.compilers.push_back(std::move(compiler));
+  }
+  {
+    std::vector<std::thread> threads;
+    for (int w = 1; w < workers; ++w)
+      threads.emplace_back([&, w] {
+        results[size_t(w)] = impl.compilers[size_t(w)]->compileAll(batches[size_t(w)]);
+      });
+    results[0] = impl.compilers[0]->compileAll(batches[0]);
+    for (std::thread& t : threads) t.join();
+  }
+  for (int w = 0; w < workers; ++w) {
+    if (!results[size_t(w)]) return results[size_t(w)].status();
+    auto& done = *results[size_t(w)];
+    ObjectUnit unit;
+    unit.object = impl.compilers[size_t(w)]->lastObject();
+    for (size_t j = 0; j < done.size(); ++j) {
+      size_t u = generated[j * static_cast<size_t>(workers) + static_cast<size_t>(w)];
+      unit.symbols.push_back(done[j]->symbol());
+      unit.kernels.push_back(u);
+      uniqueCompiled[u] = std::move(done[j]);
+    }
+    impl.objects.push_back(std::move(unit));
+  }
+  return Status::ok();
+}
+
+Status generateCode(CpuProgram::Impl& impl, const std::vector<ObjectUnit>* objects) {
   // Code generation: kernels that differ only in their names compile once, and the distinct
   // ones are split over up to `threads` compilers (one LLVM context and object each) that run at
   // once. An artifact brings the object code of each compiler instead.
@@ -475,61 +546,34 @@ Status CpuProgram::buildInto(Impl& impl, std::unique_ptr<Module> module,
     uniqueCompiled[u] = codegen::cpu::callOnlyKernel(impl.kernels[unique[u]]);
     if (!uniqueCompiled[u]) generated.push_back(u);
   }
-  if (objects) {
-    for (const ObjectUnit& u : *objects) {
-      KILN_ASSIGN_OR_RETURN(auto linked, codegen::cpu::linkObject(u.object, u.symbols));
-      for (size_t j = 0; j < linked.size(); ++j) {
-        if (u.kernels[j] >= unique.size())
-          return Status::error("the artifact's object code names kernel " +
-                               std::to_string(u.kernels[j]) + " of " +
-                               std::to_string(unique.size()));
-        // A one-call kernel has its direct form already (artifacts written before such kernels
-        // got no code hold code for them too).
-        if (!uniqueCompiled[u.kernels[j]]) uniqueCompiled[u.kernels[j]] = std::move(linked[j]);
-      }
-      impl.objects.push_back(u);
-    }
-    for (const auto& c : uniqueCompiled)
-      if (!c) return Status::error("the artifact has no object code for some kernel");
-  } else {
-    int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    int workers = std::min<int>(
-        {options.threads > 0 ? options.threads : hardware, static_cast<int>(generated.size()), 8});
-    workers = std::max(workers, 1);
-    std::vector<std::vector<const kernel::Kernel*>> batches(static_cast<size_t>(workers));
-    for (size_t g = 0; g < generated.size(); ++g)
-      batches[g % static_cast<size_t>(workers)].push_back(&impl.kernels[unique[generated[g]]]);
-    std::vector<StatusOr<std::vector<std::unique_ptr<codegen::cpu::CompiledKernel>>>> results;
-    for (int w = 0; w < workers; ++w) results.emplace_back(Status::error("not compiled"));
-    for (int w = 0; w < workers; ++w) {
-      KILN_ASSIGN_OR_RETURN(auto compiler, codegen::cpu::CpuCompiler::create());
-      impl.compilers.push_back(std::move(compiler));
-    }
-    {
-      std::vector<std::thread> threads;
-      for (int w = 1; w < workers; ++w)
-        threads.emplace_back([&, w] {
-          results[size_t(w)] = impl.compilers[size_t(w)]->compileAll(batches[size_t(w)]);
-        });
-      results[0] = impl.compilers[0]->compileAll(batches[0]);
-      for (std::thread& t : threads) t.join();
-    }
-    for (int w = 0; w < workers; ++w) {
-      if (!results[size_t(w)]) return results[size_t(w)].status();
-      auto& done = *results[size_t(w)];
-      ObjectUnit unit;
-      unit.object = impl.compilers[size_t(w)]->lastObject();
-      for (size_t j = 0; j < done.size(); ++j) {
-        size_t u = generated[j * static_cast<size_t>(workers) + static_cast<size_t>(w)];
-        unit.symbols.push_back(done[j]->symbol());
-        unit.kernels.push_back(u);
-        uniqueCompiled[u] = std::move(done[j]);
-      }
-      impl.objects.push_back(std::move(unit));
-    }
-  }
+  KILN_RETURN_IF_ERROR(objects ? linkObjects(impl, *objects, uniqueCompiled)
+                               : compileKernels(impl, unique, generated, uniqueCompiled));
   for (size_t i = 0; i < impl.kernels.size(); ++i)
     impl.compiled.push_back(uniqueCompiled[uniqueOf[i]]);
+  return Status::ok();
+}
+
+}  // namespace
+
+// Library kernels and code generation (or, with `objects`, linking the object code of an
+// artifact) for the kernels the driver lowered the module to.
+Status CpuProgram::buildInto(Impl& impl, std::unique_ptr<Module> module,
+                             const std::vector<ObjectUnit>* objects,
+                             const PackedByCall* prepacked) {
+  const CompileOptions& options = impl.options;
+  Function* f = module->entry();
+  std::vector<Pending> pending = listCalls(impl, prepacked);
+  matchBlocks(impl, *f);
+  std::erase_if(pending, [](const Pending& p) { return !p.call->block.empty(); });
+  prepareCalls(impl, *f, pending);
+  KILN_RETURN_IF_ERROR(checkHeldConstants(impl));
+  storeBlockedValues(impl, *f);
+  if (!options.instrumentation.dumpDir.empty()) {
+    KILN_RETURN_IF_ERROR(writeFile(
+        (std::filesystem::path(options.instrumentation.dumpDir) / "library-calls.txt").string(),
+        describeCalls(impl)));
+  }
+  KILN_RETURN_IF_ERROR(generateCode(impl, objects));
   if (!options.instrumentation.dumpDir.empty() && !objects) {
     std::string ir;
     for (const auto& c : impl.compilers) ir += c->lastLlvmIr();
