@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "kernel/lower.h"
+#include "kernel/verify.h"
 
 namespace kiln::compiler {
 namespace {
@@ -51,6 +52,7 @@ Status planAndLower(const Function& f, const CompileOptions& options, fusion::Fu
   lo.postOps = options.postOps;
   lo.reassociate = options.reassociate;
   KILN_ASSIGN_OR_RETURN(kernels, kernel::lowerPlan(f, plan, lo));
+  for (const kernel::Kernel& k : kernels) KILN_RETURN_IF_ERROR(kernel::verifyKernel(k));
   times.lowering = msSince(start);
   std::string text;
   if (!options.instrumentation.dumpDir.empty())

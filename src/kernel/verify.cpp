@@ -1,0 +1,185 @@
+// The kernel IR verifier. See verify.h.
+#include "kernel/verify.h"
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_set>
+
+namespace kiln::kernel {
+namespace {
+
+std::string tn(DType t) { return std::string(dtypeName(t)); }
+
+bool isComparison(BinaryOp op) {
+  return op == BinaryOp::Lt || op == BinaryOp::Le || op == BinaryOp::Gt || op == BinaryOp::Ge ||
+         op == BinaryOp::Eq || op == BinaryOp::Ne;
+}
+
+bool isPredicate(UnaryOp op) {
+  return op == UnaryOp::IsFinite || op == UnaryOp::IsInf || op == UnaryOp::IsNan;
+}
+
+class Verifier {
+ public:
+  explicit Verifier(const Kernel& k) : k_(k) {}
+
+  Status run() {
+    for (const Buffer& b : k_.buffers)
+      if (!buffers_.emplace(b.name, b.type).second)
+        return fail("buffer %" + b.name + " is declared twice");
+    if (!k_.body) return fail("it has no body");
+    return stmt(*k_.body);
+  }
+
+ private:
+  Status fail(const std::string& why) const {
+    return Status::error("kernel " + k_.name + ": " + why);
+  }
+  Status failAt(const Stmt& s, const std::string& why) const {
+    std::string text;
+    if (s.kind == Stmt::Kind::Store) text = "%" + s.buffer + "[" + printExpr(s.index) + "] = ...";
+    else if (s.kind == Stmt::Kind::For) text = "for " + s.var;
+    else if (s.kind == Stmt::Kind::Call) text = "call " + s.callee;
+    else if (s.kind == Stmt::Kind::If) text = "if (...)";
+    else if (s.kind == Stmt::Kind::Alloc) text = "local %" + s.buffer;
+    return fail(why + (text.empty() ? "" : " (in `" + text.substr(0, 200) + "`)"));
+  }
+
+  // The type of `e` after checking it (each DAG node once).
+  StatusOr<DType> expr(const ExprRef& e) {
+    if (!e) return Status::error("a missing expression");
+    if (checked_.count(e.get())) return e->type;
+    std::vector<DType> args;
+    for (const ExprRef& a : e->args) {
+      KILN_ASSIGN_OR_RETURN(DType t, expr(a));
+      args.push_back(t);
+    }
+    switch (e->kind) {
+      case Expr::Kind::Const: break;
+      case Expr::Kind::Var:
+        if (!vars_.count(e->name))
+          return Status::error("variable " + e->name + " is not the variable of an enclosing loop");
+        if (e->type != DType::I64) return Status::error("variable " + e->name + " is not i64");
+        break;
+      case Expr::Kind::Load: {
+        auto it = buffers_.find(e->name);
+        if (it == buffers_.end()) return Status::error("load of unknown buffer %" + e->name);
+        if (args.size() != 1 || args[0] != DType::I64)
+          return Status::error("the index of a load of %" + e->name + " is not i64");
+        if (e->type != it->second)
+          return Status::error("a load of %" + e->name + " is " + tn(e->type) + ", the buffer " +
+                               tn(it->second));
+        break;
+      }
+      case Expr::Kind::Unary: {
+        DType want = isPredicate(e->unary) ? DType::Bool : args[0];
+        if (args.size() != 1 || e->type != want)
+          return Status::error(std::string(unaryOpName(e->unary)) + " of " + tn(args[0]) +
+                               " is typed " + tn(e->type));
+        break;
+      }
+      case Expr::Kind::Binary: {
+        if (args.size() != 2 || args[0] != args[1])
+          return Status::error(std::string(binaryOpName(e->binary)) + " of " + tn(args[0]) +
+                               " and " + tn(args[1]));
+        DType want = isComparison(e->binary) ? DType::Bool : args[0];
+        if (e->type != want)
+          return Status::error(std::string(binaryOpName(e->binary)) + " of " + tn(args[0]) +
+                               " is typed " + tn(e->type));
+        break;
+      }
+      case Expr::Kind::Select:
+        if (args.size() != 3 || args[0] != DType::Bool)
+          return Status::error("a select's condition is not bool");
+        if (args[1] != args[2] || e->type != args[1])
+          return Status::error(std::string("a select of ") + tn(args[1]) + " and " + tn(args[2]) +
+                               " is typed " + tn(e->type));
+        break;
+      case Expr::Kind::Cast:
+        if (args.size() != 1) return Status::error("a cast without one operand");
+        break;
+    }
+    checked_.insert(e.get());
+    return e->type;
+  }
+
+  Status exprAt(const Stmt& s, const ExprRef& e, std::optional<DType> want, const char* what) {
+    StatusOr<DType> t = expr(e);
+    if (!t) return failAt(s, t.status().message());
+    if (want && *t != *want)
+      return failAt(s, std::string(what) + " is " + tn(*t) + ", not " + tn(*want));
+    return Status::ok();
+  }
+
+  Status declare(const Stmt& s, const std::string& name, DType type) {
+    if (buffers_.count(name)) return failAt(s, "%" + name + " is declared twice");
+    buffers_.emplace(name, type);
+    return Status::ok();
+  }
+
+  Status stmt(const Stmt& s) {
+    switch (s.kind) {
+      case Stmt::Kind::Block:
+        for (const StmtRef& b : s.body)
+          if (b) KILN_RETURN_IF_ERROR(stmt(*b));
+        return Status::ok();
+      case Stmt::Kind::For: {
+        KILN_RETURN_IF_ERROR(exprAt(s, s.extent, DType::I64, "the extent"));
+        if (s.var.empty() || !vars_.insert(s.var).second)
+          return failAt(s, "loop variable '" + s.var + "' is empty or already in scope");
+        // The loop's scope ends with it; its variable may be reused by a later loop.
+        Status inner =
+            s.body.empty() || !s.body[0] ? failAt(s, "a loop without a body") : stmt(*s.body[0]);
+        vars_.erase(s.var);
+        forgetChecked();
+        return inner;
+      }
+      case Stmt::Kind::Store: {
+        auto it = buffers_.find(s.buffer);
+        if (it == buffers_.end()) return failAt(s, "store to unknown buffer %" + s.buffer);
+        KILN_RETURN_IF_ERROR(exprAt(s, s.index, DType::I64, "the index"));
+        return exprAt(s, s.value, it->second, "the stored value");
+      }
+      case Stmt::Kind::Alloc: {
+        if (s.size <= 0) return failAt(s, "a scratch buffer of size " + std::to_string(s.size));
+        KILN_RETURN_IF_ERROR(declare(s, s.buffer, s.type));
+        Status inner =
+            s.body.empty() || !s.body[0] ? failAt(s, "an alloc without a body") : stmt(*s.body[0]);
+        buffers_.erase(s.buffer);
+        forgetChecked();
+        return inner;
+      }
+      case Stmt::Kind::If:
+        KILN_RETURN_IF_ERROR(exprAt(s, s.cond, DType::Bool, "the condition"));
+        for (const StmtRef& b : s.body)
+          if (b) KILN_RETURN_IF_ERROR(stmt(*b));
+        return Status::ok();
+      case Stmt::Kind::Barrier: return Status::ok();
+      case Stmt::Kind::Call:
+        if (s.callee.empty()) return failAt(s, "a call without a callee");
+        for (const std::string& a : s.args)
+          if (!buffers_.count(a)) return failAt(s, "argument %" + a + " is no buffer");
+        for (const PostOp& p : s.postOps)
+          if (!p.operand.empty() && !buffers_.count(p.operand))
+            return failAt(s, "post-op operand %" + p.operand + " is no buffer");
+        return Status::ok();
+    }
+    return failAt(s, "an unknown statement");
+  }
+
+  // Expressions checked in a scope that ended may name its variables: check them again.
+  void forgetChecked() { checked_.clear(); }
+
+  const Kernel& k_;
+  std::map<std::string, DType> buffers_;
+  std::set<std::string> vars_;
+  std::unordered_set<const Expr*> checked_;
+};
+
+}  // namespace
+
+Status verifyKernel(const Kernel& k) { return Verifier(k).run(); }
+
+}  // namespace kiln::kernel

@@ -1,0 +1,108 @@
+// kernel::verifyKernel: each rule it checks, on a kernel broken in that one way, and every
+// kernel lowered from the op table's test module (Inputs/all-ops.kir), which must verify.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "fusion/fusion.h"
+#include "ir/text/text.h"
+#include "kernel/lower.h"
+#include "kernel/verify.h"
+#include "passes/pass_manager.h"
+#include "passes/specialize_shapes.h"
+
+namespace kiln::kernel {
+namespace {
+
+Buffer buffer(const std::string& name, DType t, BufferRole role) {
+  Buffer b;
+  b.name = name;
+  b.type = t;
+  b.shape = {8};
+  b.role = role;
+  return b;
+}
+
+// for i0 in [0, 8) { %y[i0] = exp(%x[i0]) } over in %x: f32[8], out %y: f32[8], with `body`
+// replacing the store when given.
+Kernel kernelWith(StmtRef body = nullptr) {
+  Kernel k;
+  k.name = "k0_loop";
+  k.buffers = {buffer("x", DType::F32, BufferRole::Input),
+               buffer("y", DType::F32, BufferRole::Output)};
+  StmtRef s =
+      body ? body : store("y", var("i0"), unary(UnaryOp::Exp, load("x", DType::F32, var("i0"))));
+  k.body = forLoop("i0", intConst(8), LoopKind::Serial, s);
+  return k;
+}
+
+std::string errorOf(const Kernel& k) {
+  Status s = verifyKernel(k);
+  return s.isOk() ? "" : s.message();
+}
+
+TEST(VerifyKernel, AcceptsAWellFormedKernel) { EXPECT_EQ(errorOf(kernelWith()), ""); }
+
+TEST(VerifyKernel, RefusesEachBrokenRule) {
+  ExprRef x = load("x", DType::F32, var("i0"));
+  struct Case {
+    StmtRef body;
+    const char* error;
+  } cases[] = {
+      {store("z", var("i0"), x), "store to unknown buffer %z"},
+      {store("y", var("i0"), load("w", DType::F32, var("i0"))), "load of unknown buffer %w"},
+      {store("y", var("i1"), x), "variable i1 is not the variable of an enclosing loop"},
+      {store("y", var("i0"), cast(x, DType::F64)), "the stored value is f64, not f32"},
+      {store("y", var("i0"), load("x", DType::F16, var("i0"))),
+       "a load of %x is f16, the buffer f32"},
+      {store("y", cast(var("i0"), DType::I32), x), "the index is i32, not i64"},
+      {store("y", var("i0"), binary(BinaryOp::Add, x, cast(x, DType::F64))), "add of f32 and f64"},
+      {store("y", var("i0"), select(x, x, x)), "a select's condition is not bool"},
+      {ifThen(x, store("y", var("i0"), x)), "the condition is f32, not bool"},
+      {forLoop("i0", intConst(2), LoopKind::Serial, store("y", var("i0"), x)),
+       "loop variable 'i0' is empty or already in scope"},
+      {alloc("x", DType::F32, 4, MemoryScope::Local, store("y", var("i0"), x)),
+       "%x is declared twice"},
+      {alloc("t", DType::F32, 0, MemoryScope::Local, store("y", var("i0"), x)),
+       "a scratch buffer of size 0"},
+      {call("dot_general", nullptr, {"x", "q"}), "argument %q is no buffer"},
+  };
+  for (const Case& c : cases) {
+    std::string error = errorOf(kernelWith(c.body));
+    EXPECT_NE(error.find(c.error), std::string::npos)
+        << "expected '" << c.error << "', got '" << error << "'";
+    EXPECT_EQ(error.rfind("kernel k0_loop: ", 0), 0u) << error;
+  }
+  // A loop variable is out of scope after its loop.
+  Kernel after =
+      kernelWith(block({forLoop("i1", intConst(2), LoopKind::Serial, store("y", var("i1"), x)),
+                        store("y", var("i1"), x)}));
+  EXPECT_NE(errorOf(after).find("variable i1 is not the variable of an enclosing loop"),
+            std::string::npos)
+      << errorOf(after);
+}
+
+TEST(VerifyKernel, EveryKernelOfTheOpTableModuleVerifies) {
+  std::ifstream in(std::string(KILN_SOURCE_DIR) + "/tests/lit/Inputs/all-ops.kir");
+  std::stringstream text;
+  text << in.rdbuf();
+  auto module = parseModule(text.str(), "all-ops.kir");
+  ASSERT_TRUE(module.isOk()) << module.status().str();
+  // Its symbols at small sizes, as a compile specialises them.
+  PassManager pm;
+  auto specialize = makeSpecializeShapesPass({{"N", 3}, {"B", 2}, {"S", 5}});
+  ASSERT_TRUE(pm.runPass(*specialize, **module).isOk());
+  size_t count = 0;
+  for (const auto& f : (*module)->functions()) {
+    fusion::FusionPlan plan = fusion::planFusion(*f);
+    auto kernels = lowerPlan(*f, plan);
+    ASSERT_TRUE(kernels.isOk()) << kernels.status().str();
+    count += kernels->size();
+    for (const Kernel& k : *kernels) EXPECT_TRUE(verifyKernel(k).isOk()) << verifyKernel(k).str();
+  }
+  EXPECT_GE(count, 20u);  // every op family lowers to some kernel (@constants to none)
+}
+
+}  // namespace
+}  // namespace kiln::kernel
