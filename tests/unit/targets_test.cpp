@@ -3,6 +3,9 @@
 // them, and a target the build left out says why.
 #include <gtest/gtest.h>
 
+#include "interp/interpreter.h"
+#include "ir/text/text.h"
+#include "runtime/executable.h"
 #include "runtime/target.h"
 
 namespace kiln::runtime {
@@ -21,19 +24,57 @@ TEST(Targets, FoundByName) {
   ASSERT_TRUE(cpu.isOk()) << cpu.status().str();
   EXPECT_EQ((*cpu)->name(), "cpu");
   EXPECT_FALSE((*cpu)->machine().empty());
-  EXPECT_EQ(targetNames(), std::vector<std::string>{"cpu"});
+  EXPECT_EQ(targetNames(), (std::vector<std::string>{"cpu", "interp"}));
 #else
   auto cpu = findTarget("cpu");
   ASSERT_FALSE(cpu.isOk());
   EXPECT_NE(cpu.status().message().find("this build of Kiln has no 'cpu' target ("),
             std::string::npos)
       << cpu.status().str();
+  EXPECT_NE(cpu.status().message().find("; its targets: interp"), std::string::npos)
+      << cpu.status().str();
+  EXPECT_EQ(targetNames(), std::vector<std::string>{"interp"});
 #endif
   auto unknown = findTarget("tpu");
   ASSERT_FALSE(unknown.isOk());
   EXPECT_NE(unknown.status().message().find("unknown backend 'tpu' (this build's targets: "),
             std::string::npos)
       << unknown.status().str();
+}
+
+// The interp target behind an Executable: the same values as the interpreter, and an artifact
+// that loads and runs (in every build, with or without a code-generating target).
+TEST(Targets, InterpreterAsATarget) {
+  const char* text = R"(
+func @main(%x: f32[2,3], %y: f32[2,3]) -> (f32[2,3]) {
+  %s = f32[2,3] add(%x, %y)
+  %t = f32[2,3] tanh(%s)
+  return %t
+})";
+  Tensor x(DType::F32, {2, 3}), y(DType::F32, {2, 3});
+  for (int64_t i = 0; i < 6; ++i) {
+    x.setDouble(i, 0.25 * static_cast<double>(i) - 0.5);
+    y.setDouble(i, 1.0 - 0.5 * static_cast<double>(i));
+  }
+  std::vector<Tensor> inputs{x, y};
+  auto module = parseModule(text, "t.kir");
+  ASSERT_TRUE(module.isOk()) << module.status().str();
+  auto want = interpret(*(*module)->entry(), inputs);
+  ASSERT_TRUE(want.isOk()) << want.status().str();
+  CompileOptions o;
+  o.backend = "interp";
+  auto exe = Executable::compile(std::move(*module), o);
+  ASSERT_TRUE(exe.isOk()) << exe.status().str();
+  EXPECT_EQ((*exe)->target().name(), "interp");
+  auto again = Executable::load((*exe)->serialize(), "t.kiln");
+  ASSERT_TRUE(again.isOk()) << again.status().str();
+  for (const Executable* e : {exe->get(), again->get()}) {
+    auto got = e->run(inputs);
+    ASSERT_TRUE(got.isOk()) << got.status().str();
+    // The interpreter's own arithmetic (the passes change nothing here): the same bits.
+    for (int64_t i = 0; i < 6; ++i) EXPECT_EQ((*got)[0].getDouble(i), (*want)[0].getDouble(i)) << i;
+    EXPECT_NE((*got)[0].getDouble(0), 0.0);
+  }
 }
 
 }  // namespace
