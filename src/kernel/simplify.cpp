@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -193,6 +194,35 @@ class Simplifier {
     return std::make_pair(whole, rest);
   }
 
+  // x as c * w + r with 1 < c < d, c dividing d, w >= 0 and 0 <= r < c: a flattened index over
+  // dims whose inner extents multiply to c (i2 * 784 + (i0 * 28 + i1) with the parenthesised
+  // part below 784). Takes the largest such c; nullopt when there is none.
+  struct Factored {
+    ExprRef w, r;
+    int64_t c = 1;
+  };
+  std::optional<Factored> factorOut(const ExprRef& x, int64_t d) const {
+    std::vector<Term> ts = terms(x);
+    std::vector<int64_t> candidates;
+    for (const Term& t : ts)
+      if (t.e && t.c > 1) candidates.push_back(std::gcd(t.c, d));
+    std::sort(candidates.rbegin(), candidates.rend());
+    for (int64_t c : candidates) {
+      if (c <= 1 || c >= d) continue;
+      std::vector<Term> whole, rest;
+      for (const Term& t : ts) {
+        if (t.c % c == 0) whole.push_back({t.e, t.c / c});
+        else rest.push_back(t);
+      }
+      bool ok = !whole.empty();
+      for (const Term& t : whole) ok = ok && nonNegative(termExpr(t));
+      std::optional<Range> r = rest.empty() ? Range{0, 0} : range(sum(rest));
+      if (!ok || !r || r->lo < 0 || r->hi >= c) continue;
+      return Factored{sum(whole), rest.empty() ? nullptr : sum(rest), c};
+    }
+    return std::nullopt;
+  }
+
   ExprRef divide(const ExprRef& x, int64_t d) {
     std::optional<Range> r = range(x);
     if (!r || r->lo < 0) return binary(BinaryOp::Div, x, intConst(d));
@@ -211,6 +241,8 @@ class Simplifier {
       if (parts->second.empty()) return q;
       return binary(BinaryOp::Add, q, divide(sum(parts->second), d));
     }
+    // (c * w + r) / d -> w / (d / c) when c divides d and 0 <= r < c
+    if (auto f = factorOut(x, d)) return divide(f->w, d / f->c);
     return binary(BinaryOp::Div, x, intConst(d));
   }
 
@@ -225,6 +257,11 @@ class Simplifier {
     if (auto parts = split(x, d)) {
       if (parts->second.empty()) return intConst(0);
       return remainder(sum(parts->second), d);
+    }
+    // (c * w + r) % d -> w % (d / c) * c + r when c divides d and 0 <= r < c
+    if (auto f = factorOut(x, d)) {
+      ExprRef high = binary(BinaryOp::Mul, remainder(f->w, d / f->c), intConst(f->c));
+      return f->r ? binary(BinaryOp::Add, high, f->r) : high;
     }
     return binary(BinaryOp::Rem, x, intConst(d));
   }

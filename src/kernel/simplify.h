@@ -10,6 +10,8 @@
 //   (d*c*a + r) / d -> c*a + r / d        when r >= 0 (terms whose coefficient d divides)
 //   (d*c*a + r) % d -> r % d              when r >= 0
 //   (a * c) / d -> a / (d / c)            when c divides d
+//   (c*w + r) / d -> w / (d / c)          when c divides d and 0 <= r < c
+//   (c*w + r) % d -> w % (d / c) * c + r  when c divides d and 0 <= r < c
 //   x / a / b -> x / (a * b)
 //   x % a % b -> x % b                    when b divides a
 //   x / d * (c*d) + x % d * c -> x * c

@@ -62,6 +62,16 @@ TEST(KernelIr, EqualExpressionsAreOneNode) {
   EXPECT_NE(intConst(1, DType::I64), intConst(1, DType::I32));
 }
 
+TEST(SimplifyIndices, InnerDimsBelowAFactorOfTheDivisor) {
+  // A channel index of an nhwc layout read through nchw: (i0 * 784 + i1) with i1 < 784 (28 x 28
+  // pixels), divided by and taken modulo 1568 (two channels of them).
+  ExprRef flat = add(mul(v("i0"), c(784)), v("i1"));
+  EXPECT_EQ(printExpr(simplified(div(flat, c(1568)), 48, 784)), "i0 / 2");
+  EXPECT_EQ(printExpr(simplified(rem(flat, c(1568)), 48, 784)), "i0 % 2 * 784 + i1");
+  // i1 may reach 784: no factor leaves a remainder below it.
+  EXPECT_EQ(printExpr(simplified(div(flat, c(1568)), 48, 785)), "(i0 * 784 + i1) / 1568");
+}
+
 TEST(SimplifyIndices, LeavesWhatRangesDoNotAllow) {
   // i1 may exceed the divisor: nothing to drop.
   EXPECT_EQ(printExpr(simplified(div(add(mul(v("i0"), c(100)), v("i1")), c(64)), 4, 200)),
