@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "ir/text/text.h"
 #include "kernel/lower.h"
 #include "kernel/verify.h"
 
@@ -58,6 +59,17 @@ Status planAndLower(const Function& f, const CompileOptions& options, fusion::Fu
   if (!options.instrumentation.dumpDir.empty())
     for (const kernel::Kernel& k : kernels) text += kernel::printKernel(k) + "\n";
   return dump(options, "kernels.txt", text);
+}
+
+StatusOr<Reloaded> reload(const runtime::DecodedArtifact& artifact, const std::string& source,
+                          const CompileOptions& options,
+                          std::shared_ptr<const MappedFile> mapping) {
+  Reloaded r;
+  KILN_ASSIGN_OR_RETURN(r.module, parseModule(artifact["module"], source + " (module)",
+                                              artifact["blob"], std::move(mapping)));
+  if (!r.module->entry()) return Status::error(source + ": its module has no function");
+  KILN_RETURN_IF_ERROR(planAndLower(*r.module->entry(), options, r.plan, r.kernels, r.times));
+  return r;
 }
 
 Status planProgramBuffers(runtime::Program& program) {

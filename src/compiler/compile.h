@@ -50,6 +50,18 @@ StatusOr<Compiled> compile(std::unique_ptr<Module> module, const runtime::Target
 Status planAndLower(const Function& f, const CompileOptions& options, fusion::FusionPlan& plan,
                     std::vector<kernel::Kernel>& kernels, CompileTimes& times);
 
+// What a target's Target::load starts from: the artifact's module (its "module" and "blob"
+// sections, as Program::artifactParts writes them) parsed, then fused and lowered again (steps 2
+// and 3; no passes), timed into `times`.
+struct Reloaded {
+  std::unique_ptr<Module> module;
+  fusion::FusionPlan plan;
+  std::vector<kernel::Kernel> kernels;
+  CompileTimes times;
+};
+StatusOr<Reloaded> reload(const runtime::DecodedArtifact& artifact, const std::string& source,
+                          const CompileOptions& options, std::shared_ptr<const MappedFile> mapping);
+
 // Step 5: plans the program's buffers and hands them to it, timed into its times().
 Status planProgramBuffers(runtime::Program& program);
 

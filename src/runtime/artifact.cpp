@@ -199,6 +199,18 @@ StatusOr<DecodedArtifact> decodeArtifact(std::string_view bytes, const std::stri
   return out;
 }
 
+std::vector<std::string> sectionLines(std::string_view text) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t nl = text.find('\n', at);
+    if (nl == std::string::npos) nl = text.size();
+    out.push_back(std::string(text.substr(at, nl - at)));
+    at = nl + 1;
+  }
+  return out;
+}
+
 Status writeFileAtomically(const std::string& path, std::string_view bytes) {
   return writeAtomically(path, [&](std::ofstream& out) {
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));

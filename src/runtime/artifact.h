@@ -60,6 +60,9 @@ StatusOr<uint64_t> writeArtifact(const std::string& path, const SectionPieces& s
 StatusOr<DecodedArtifact> decodeArtifact(std::string_view bytes, const std::string& source,
                                          const std::function<bool(const std::string&)>& defer = {});
 
+// The lines of a text section, without their newlines.
+std::vector<std::string> sectionLines(std::string_view text);
+
 // Writes `bytes` to `path` atomically: a temporary file in the same directory, then rename.
 Status writeFileAtomically(const std::string& path, std::string_view bytes);
 

@@ -51,18 +51,6 @@ Status parseOptionsText(const std::string& text, CompileOptions& o) {
   return Status::ok();
 }
 
-std::vector<std::string> lines(std::string_view text) {
-  std::vector<std::string> out;
-  size_t at = 0;
-  while (at < text.size()) {
-    size_t nl = text.find('\n', at);
-    if (nl == std::string::npos) nl = text.size();
-    out.push_back(std::string(text.substr(at, nl - at)));
-    at = nl + 1;
-  }
-  return out;
-}
-
 }  // namespace
 
 struct Executable::Impl {
@@ -249,7 +237,7 @@ StatusOr<std::unique_ptr<Executable>> Executable::load(std::string_view bytes,
                           return name != "meta";
                         }));
   std::map<std::string, std::string> meta;
-  for (const std::string& l : lines(head["meta"])) {
+  for (const std::string& l : sectionLines(head["meta"])) {
     size_t sp = l.find(' ');
     if (sp != std::string::npos) meta[l.substr(0, sp)] = l.substr(sp + 1);
   }
@@ -286,7 +274,7 @@ StatusOr<std::unique_ptr<Executable>> Executable::load(std::string_view bytes,
   impl->options = runOptions;
   impl->options.backend = backend;
   KILN_RETURN_IF_ERROR(parseOptionsText(meta["options"], impl->options));
-  impl->outputNames = lines(s["outputs"]);
+  impl->outputNames = sectionLines(s["outputs"]);
   StatusOr<std::unique_ptr<Program>> program = target->load(s, source, impl->options, mapping);
   // The weights' check is waited for before anything returns: the thread reads `s`.
   Status weights = weightsChecked.valid() ? weightsChecked.get() : Status::ok();

@@ -81,16 +81,10 @@ class InterpTarget final : public runtime::Target {
   StatusOr<std::unique_ptr<runtime::Program>>
   load(const runtime::DecodedArtifact& s, const std::string& source, const CompileOptions& options,
        std::shared_ptr<const MappedFile> mapping) const override {
-    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Module> module,
-                          parseModule(s["module"], source + " (module)", s["blob"], mapping));
-    if (!module->entry()) return Status::error(source + ": its module has no function");
-    fusion::FusionPlan plan;
-    std::vector<kernel::Kernel> kernels;
-    CompileTimes times;
-    KILN_RETURN_IF_ERROR(compiler::planAndLower(*module->entry(), options, plan, kernels, times));
-    auto p =
-        std::make_unique<InterpProgram>(std::move(module), std::move(plan), std::move(kernels));
-    p->times() = times;
+    KILN_ASSIGN_OR_RETURN(compiler::Reloaded r, compiler::reload(s, source, options, mapping));
+    auto p = std::make_unique<InterpProgram>(std::move(r.module), std::move(r.plan),
+                                             std::move(r.kernels));
+    p->times() = r.times;
     KILN_RETURN_IF_ERROR(compiler::planProgramBuffers(*p));
     return std::unique_ptr<runtime::Program>(std::move(p));
   }

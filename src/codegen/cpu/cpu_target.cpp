@@ -21,25 +21,13 @@ std::optional<size_t> parseIndex(std::string_view text) {
   return v;
 }
 
-std::vector<std::string> lines(std::string_view text) {
-  std::vector<std::string> out;
-  size_t at = 0;
-  while (at < text.size()) {
-    size_t nl = text.find('\n', at);
-    if (nl == std::string::npos) nl = text.size();
-    out.push_back(std::string(text.substr(at, nl - at)));
-    at = nl + 1;
-  }
-  return out;
-}
-
 // Packed weights: "K.J LAYOUT" per line, the bytes in "packed.K.J" (call J of kernel K). The
 // kernels use them in place from a mapping; from bytes the caller keeps, a copy each (a held
 // constant has no other copy).
 StatusOr<PackedByCall> packedWeights(const runtime::DecodedArtifact& s, const std::string& source,
                                      const std::shared_ptr<const MappedFile>& mapping) {
   PackedByCall prepacked;
-  for (const std::string& l : lines(s["packed"])) {
+  for (const std::string& l : runtime::sectionLines(s["packed"])) {
     size_t dot = l.find('.'), sp = l.find(' ');
     std::optional<size_t> k, j;
     if (dot < sp && sp != std::string::npos) {
@@ -69,8 +57,8 @@ StatusOr<std::vector<ObjectUnit>> objectUnits(const runtime::DecodedArtifact& s,
   for (size_t w = 0; s.has("object." + std::to_string(w)); ++w) {
     ObjectUnit u;
     u.object = std::string(s["object." + std::to_string(w)]);
-    u.symbols = lines(s["symbols." + std::to_string(w)]);
-    for (const std::string& k : lines(s["units." + std::to_string(w)])) {
+    u.symbols = runtime::sectionLines(s["symbols." + std::to_string(w)]);
+    for (const std::string& k : runtime::sectionLines(s["units." + std::to_string(w)])) {
       std::optional<size_t> index = parseIndex(k);
       if (!index)
         return Status::error(source + ": code unit " + std::to_string(w) + " is malformed");
@@ -130,25 +118,19 @@ class CpuTarget final : public runtime::Target {
   StatusOr<std::unique_ptr<runtime::Program>>
   load(const runtime::DecodedArtifact& s, const std::string& source, const CompileOptions& options,
        std::shared_ptr<const MappedFile> mapping) const override {
-    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Module> module,
-                          parseModule(s["module"], source + " (module)", s["blob"], mapping));
-    if (!module->entry()) return Status::error(source + ": its module has no function");
     KILN_ASSIGN_OR_RETURN(PackedByCall prepacked, packedWeights(s, source, mapping));
     KILN_ASSIGN_OR_RETURN(std::vector<ObjectUnit> units, objectUnits(s, source));
     const std::string hash(s["kernels"]);
-    fusion::FusionPlan plan;
-    std::vector<kernel::Kernel> kernels;
-    CompileTimes times;
-    KILN_RETURN_IF_ERROR(compiler::planAndLower(*module->entry(), options, plan, kernels, times));
+    KILN_ASSIGN_OR_RETURN(compiler::Reloaded r, compiler::reload(s, source, options, mapping));
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<CpuProgram> p,
-                          CpuProgram::build(std::move(module), std::move(plan), std::move(kernels),
-                                            options, &units, &prepacked));
+                          CpuProgram::build(std::move(r.module), std::move(r.plan),
+                                            std::move(r.kernels), options, &units, &prepacked));
     if (p->kernelsHash() != hash)
       return Status::error(source + ": its kernels (" + hash +
                            ") are not the ones this Kiln lowers its module to (" +
                            p->kernelsHash() + "): compile the model again");
-    p->times().fusion = times.fusion;
-    p->times().lowering = times.lowering;
+    p->times().fusion = r.times.fusion;
+    p->times().lowering = r.times.lowering;
     KILN_RETURN_IF_ERROR(compiler::planProgramBuffers(*p));
     return std::unique_ptr<runtime::Program>(std::move(p));
   }
