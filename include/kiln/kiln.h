@@ -51,7 +51,7 @@ typedef struct kiln_tensor {
 } kiln_tensor;
 
 typedef struct kiln_options {
-  const char* backend;   /* "cpu" (default) or "interp" is not available here: cpu only */
+  const char* backend;   /* the target: "cpu" (default), or "interp" (the reference interpreter) */
   int32_t threads;       /* <= 0: one per hardware thread */
   int32_t opt_level;     /* 1 (default): the graph optimisation pipeline; 0: none */
   int32_t num_dims;      /* sizes of symbolic dimensions (ONNX dim_param names) */
