@@ -5,7 +5,7 @@
 // The runtime (Executable, the compile cache, artifacts, the APIs) knows targets only through
 // this interface and finds them by name in a registry; it names no kernel, library or
 // instruction set. Each target is an optional component of the build: a build without LLVM 19
-// and oneDNN has no `cpu` target, and asking for one says why (targetMissing). Binaries register
+// and oneDNN has no `cpu` target, and asking for one says why (findTarget). Binaries register
 // the targets they were built with (registerBuiltinTargets, src/target/builtin_targets.cpp).
 #pragma once
 
