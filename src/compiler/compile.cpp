@@ -8,6 +8,8 @@
 #include "ir/text/text.h"
 #include "kernel/lower.h"
 #include "kernel/verify.h"
+#include "passes/pipeline.h"
+#include "passes/specialize_shapes.h"
 
 namespace kiln::compiler {
 namespace {
@@ -18,7 +20,9 @@ double msSince(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
 
-Status dump(const CompileOptions& o, const std::string& name, const std::string& text) {
+}  // namespace
+
+Status writeDump(const CompileOptions& o, const std::string& name, const std::string& text) {
   if (o.instrumentation.dumpDir.empty()) return Status::ok();
   std::string path = (std::filesystem::path(o.instrumentation.dumpDir) / name).string();
   std::ofstream out(path, std::ios::binary);
@@ -26,6 +30,8 @@ Status dump(const CompileOptions& o, const std::string& name, const std::string&
   if (!out) return Status::error("cannot write '" + path + "'");
   return Status::ok();
 }
+
+namespace {
 
 Status requireStatic(const Function& f) {
   for (const auto& n : f.nodes())
@@ -39,26 +45,44 @@ Status requireStatic(const Function& f) {
 
 }  // namespace
 
-Status planAndLower(const Function& f, const CompileOptions& options, fusion::FusionPlan& plan,
-                    std::vector<kernel::Kernel>& kernels, CompileTimes& times) {
-  KILN_RETURN_IF_ERROR(requireStatic(f));
+Status graphPasses(Module& module, const runtime::Target& target, PassManager& pm,
+                   const CompileOptions& options) {
+  if (options.optLevel > 0) {
+    PipelineOptions po;
+    po.specialize = options.dims;
+    KILN_RETURN_IF_ERROR(runDefaultPipeline(module, pm, po).status());
+  } else if (!options.dims.empty()) {
+    std::unique_ptr<Pass> p = makeSpecializeShapesPass(options.dims);
+    KILN_RETURN_IF_ERROR(pm.runPass(*p, module).status());
+  }
+  return target.graphPasses(module, pm, options.optLevel);
+}
+
+fusion::FusionPlan fuse(const Function& f, const CompileOptions& options, CompileTimes& times) {
   auto start = Clock::now();
   fusion::FusionOptions fo;
   fo.fuse = options.fuse;
-  plan = fusion::planFusion(f, fo);
+  fusion::FusionPlan plan = fusion::planFusion(f, fo);
   times.fusion = msSince(start);
-  KILN_RETURN_IF_ERROR(dump(options, "fusion-plan.txt", fusion::explainPlan(f, plan)));
-  start = Clock::now();
+  return plan;
+}
+
+StatusOr<std::vector<kernel::Kernel>> lower(const Function& f, const fusion::FusionPlan& plan,
+                                            const CompileOptions& options, CompileTimes& times) {
+  KILN_RETURN_IF_ERROR(requireStatic(f));
+  KILN_RETURN_IF_ERROR(writeDump(options, "fusion-plan.txt", fusion::explainPlan(f, plan)));
+  auto start = Clock::now();
   kernel::LowerOptions lo;
   lo.postOps = options.postOps;
   lo.reassociate = options.reassociate;
-  KILN_ASSIGN_OR_RETURN(kernels, kernel::lowerPlan(f, plan, lo));
+  KILN_ASSIGN_OR_RETURN(std::vector<kernel::Kernel> kernels, kernel::lowerPlan(f, plan, lo));
   for (const kernel::Kernel& k : kernels) KILN_RETURN_IF_ERROR(kernel::verifyKernel(k));
   times.lowering = msSince(start);
   std::string text;
   if (!options.instrumentation.dumpDir.empty())
     for (const kernel::Kernel& k : kernels) text += kernel::printKernel(k) + "\n";
-  return dump(options, "kernels.txt", text);
+  KILN_RETURN_IF_ERROR(writeDump(options, "kernels.txt", text));
+  return kernels;
 }
 
 StatusOr<Reloaded> reload(const runtime::DecodedArtifact& artifact, const std::string& source,
@@ -68,7 +92,8 @@ StatusOr<Reloaded> reload(const runtime::DecodedArtifact& artifact, const std::s
   KILN_ASSIGN_OR_RETURN(r.module, parseModule(artifact["module"], source + " (module)",
                                               artifact["blob"], std::move(mapping)));
   if (!r.module->entry()) return Status::error(source + ": its module has no function");
-  KILN_RETURN_IF_ERROR(planAndLower(*r.module->entry(), options, r.plan, r.kernels, r.times));
+  r.plan = fuse(*r.module->entry(), options, r.times);
+  KILN_ASSIGN_OR_RETURN(r.kernels, lower(*r.module->entry(), r.plan, options, r.times));
   return r;
 }
 
@@ -88,11 +113,16 @@ StatusOr<Compiled> compile(std::unique_ptr<Module> module, const runtime::Target
   Compiled c;
   auto start = Clock::now();
   PassManager pm(options.instrumentation);
-  KILN_RETURN_IF_ERROR(target.graphPasses(*module, pm, options.optLevel, options.dims));
+  KILN_RETURN_IF_ERROR(graphPasses(*module, target, pm, options));
   c.times.passes = msSince(start);
   c.passTimings = pm.timingReport();
   const Function& f = *module->entry();
-  KILN_RETURN_IF_ERROR(planAndLower(f, options, c.plan, c.kernels, c.times));
+  c.plan = fuse(f, options, c.times);
+  if (stopAfter == Stage::Planned) {
+    c.module = std::move(module);
+    return c;
+  }
+  KILN_ASSIGN_OR_RETURN(c.kernels, lower(f, c.plan, options, c.times));
   if (stopAfter == Stage::Lowered) {
     start = Clock::now();
     KILN_ASSIGN_OR_RETURN(c.buffers, runtime::planBuffers(f, c.kernels));

@@ -1,8 +1,8 @@
 // The compile driver: one function from a module to a runnable program, the same for every
 // target (runtime/target.h), in the spirit of Halide's Lower.cpp:
 //
-//   1. graph passes      target.graphPasses: the default pipeline (or only the specialisation
-//                        at -O0), then the target's own (the CPU's split-attention, ...)
+//   1. graph passes      the default pipeline (or only the specialisation at -O0), then the
+//                        target's own (target.graphPasses: the CPU's split-attention, ...)
 //   2. fusion planning   fusion::planFusion: kernels, each decision with its reason
 //   3. lowering          kernel::lowerPlan: kernel IR (loop nests and library calls)
 //   4. code              target.build: the target's code for the kernels (a Program)
@@ -11,7 +11,7 @@
 // With a dump directory (CompileOptions::instrumentation.dumpDir) the pass manager writes the
 // graph after each pass, and the driver the fusion plan (fusion-plan.txt) and the kernel IR
 // (kernels.txt); the target adds its own (the CPU: library-calls.txt, kernels.ll). `kiln
-// explain` is this driver stopped after lowering.
+// explain` is this driver stopped after lowering (after fusion where symbols are unbound).
 #pragma once
 
 #include <memory>
@@ -27,7 +27,9 @@ using runtime::BufferPlan;
 using runtime::CompileOptions;
 using runtime::CompileTimes;
 
-enum class Stage : uint8_t { Lowered, Program };
+// Where compile stops: after fusion planning (symbolic shapes may remain), after lowering, or
+// with the program.
+enum class Stage : uint8_t { Planned, Lowered, Program };
 
 struct Compiled {
   std::unique_ptr<Module> module;  // after the passes (moved into the program at Stage::Program)
@@ -45,10 +47,17 @@ struct Compiled {
 StatusOr<Compiled> compile(std::unique_ptr<Module> module, const runtime::Target& target,
                            const CompileOptions& options, Stage stopAfter = Stage::Program);
 
-// Steps 2 and 3 for a module whose passes have run (an artifact's: loading it derives its
-// kernels again), timed into `times`.
-Status planAndLower(const Function& f, const CompileOptions& options, fusion::FusionPlan& plan,
-                    std::vector<kernel::Kernel>& kernels, CompileTimes& times);
+// The steps one by one, for tools that stop between them (kiln-opt): 1, the graph passes;
+// 2, fusion planning; 3, lowering, which needs static shapes and verifies every kernel. Each is
+// timed into `times`; fusion-plan.txt and kernels.txt are dumped with the kernels.
+Status graphPasses(Module& module, const runtime::Target& target, PassManager& pm,
+                   const CompileOptions& options);
+fusion::FusionPlan fuse(const Function& f, const CompileOptions& options, CompileTimes& times);
+StatusOr<std::vector<kernel::Kernel>> lower(const Function& f, const fusion::FusionPlan& plan,
+                                            const CompileOptions& options, CompileTimes& times);
+
+// Writes `text` to the dump directory as `name` (nothing without one).
+Status writeDump(const CompileOptions& options, const std::string& name, const std::string& text);
 
 // What a target's Target::load starts from: the artifact's module (its "module" and "blob"
 // sections, as Program::artifactParts writes them) parsed, then fused and lowered again (steps 2

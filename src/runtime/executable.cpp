@@ -80,10 +80,8 @@ std::string Executable::cacheEntryPath(const CompileOptions& options, const Targ
     if (it == builds.end()) it = builds.emplace(options.cacheDir, buildKey(options.cacheDir)).first;
     build = it->second;
   }
-  // The cpu target's key is the machine alone, as before targets had names: its entries stay.
-  std::string machine =
-      target.name() == "cpu" ? target.machine() : target.name() + " " + target.machine();
-  std::string key = options.sourceKey + "\n" + optionsText(options) + "\n" + machine + "\n" + build;
+  std::string key = options.sourceKey + "\n" + optionsText(options) + "\n" + target.name() + " " +
+                    target.machine() + "\n" + build;
   return (std::filesystem::path(options.cacheDir) / (hex64(hash64(key)) + ".kiln")).string();
 }
 
@@ -232,12 +230,13 @@ StatusOr<std::unique_ptr<Executable>> Executable::load(std::string_view bytes,
                                                        const CompileOptions& runOptions,
                                                        std::shared_ptr<const MappedFile> mapping) {
   auto start = Clock::now();
-  // The meta section names the target; its weight sections are checked after the rest.
-  KILN_ASSIGN_OR_RETURN(DecodedArtifact head, decodeArtifact(bytes, source, [](const auto& name) {
+  // The table is read once; only "meta" is checked now, since it names the target that says
+  // which of the other sections are weights.
+  KILN_ASSIGN_OR_RETURN(DecodedArtifact s, decodeArtifact(bytes, source, [](const auto& name) {
                           return name != "meta";
                         }));
   std::map<std::string, std::string> meta;
-  for (const std::string& l : sectionLines(head["meta"])) {
+  for (const std::string& l : sectionLines(s["meta"])) {
     size_t sp = l.find(' ');
     if (sp != std::string::npos) meta[l.substr(0, sp)] = l.substr(sp + 1);
   }
@@ -254,10 +253,10 @@ StatusOr<std::unique_ptr<Executable>> Executable::load(std::string_view bytes,
                          "': compile the model again here");
   // From a mapping the weights are checked on another thread while the rest of the load runs:
   // they are data, which nothing reads before that check has passed (the load waits for it
-  // before it returns the executable).
-  std::function<bool(const std::string&)> defer;
-  if (mapping) defer = [target](const std::string& name) { return target->isWeightSection(name); };
-  KILN_ASSIGN_OR_RETURN(DecodedArtifact s, decodeArtifact(bytes, source, defer));
+  // before it returns the executable). Everything else is checked before it is used.
+  for (const auto& [name, data] : s.sections)
+    if (name != "meta" && (!mapping || !target->isWeightSection(name)))
+      KILN_RETURN_IF_ERROR(s.verify(name));
   std::future<Status> weightsChecked;
   if (mapping)
     weightsChecked = std::async(std::launch::async, [&s, target, &mapping] {

@@ -121,10 +121,9 @@ class Target {
   // artifacts and checked when one is loaded. describeMachine: the same for people.
   virtual std::string machine() const = 0;
   virtual std::string describeMachine() const = 0;
-  // The graph passes a compile for this target runs before fusion (at -O0 only the
-  // specialisation of `dims` and what lowering needs). `kiln explain` runs the same.
-  virtual Status graphPasses(Module& module, PassManager& pm, int optLevel,
-                             const SymbolBindings& dims) const = 0;
+  // Its own graph passes, after the default pipeline the driver runs (at -O0 only what its
+  // lowering needs).
+  virtual Status graphPasses(Module& module, PassManager& pm, int optLevel) const = 0;
   // The program of the kernels the driver lowered the module to (src/compiler/compile.h): its
   // code and library calls. The driver plans its buffers next.
   virtual StatusOr<std::unique_ptr<Program>> build(std::unique_ptr<Module> module,

@@ -3,7 +3,6 @@
 
 #include "compiler/compile.h"
 #include "interp/interpreter.h"
-#include "passes/pipeline.h"
 
 namespace kiln::target {
 namespace {
@@ -58,17 +57,8 @@ class InterpTarget final : public runtime::Target {
   std::string machine() const override { return "any"; }  // plain C++, the same everywhere
   std::string describeMachine() const override { return "the reference interpreter"; }
 
-  Status graphPasses(Module& module, PassManager& pm, int optLevel,
-                     const SymbolBindings& dims) const override {
-    if (optLevel > 0) {
-      PipelineOptions po;
-      po.specialize = dims;
-      return runDefaultPipeline(module, pm, po).status();
-    }
-    if (dims.empty()) return Status::ok();
-    std::unique_ptr<Pass> p = makeSpecializeShapesPass(dims);
-    return pm.runPass(*p, module).status();
-  }
+  // It runs any graph: nothing beyond the driver's pipeline.
+  Status graphPasses(Module&, PassManager&, int) const override { return Status::ok(); }
 
   StatusOr<std::unique_ptr<runtime::Program>> build(std::unique_ptr<Module> module,
                                                     fusion::FusionPlan plan,

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "compiler/compile.h"
 #include "fusion/fusion.h"
 #include "ir/text/text.h"
-#include "kernel/lower.h"
 #include "passes/pass.h"
 #include "passes/pass_manager.h"
 #include "passes/pipeline.h"
@@ -132,15 +132,17 @@ kiln::Status writeOutput(const std::string& path, const std::string& text) {
 }
 
 // The fusion plan and/or kernel IR of the module's entry function, as --plan-fusion and --lower
-// ask.
+// ask: the compile driver's fusion and lowering steps, with its default options.
 kiln::StatusOr<std::string> planAndLower(const kiln::Module& module, const Options& o) {
   const kiln::Function* f = module.entry();
   if (!f) return kiln::Status::error("the module has no entry function to plan");
-  kiln::fusion::FusionPlan plan = kiln::fusion::planFusion(*f);
+  kiln::runtime::CompileOptions options;
+  kiln::runtime::CompileTimes times;
+  kiln::fusion::FusionPlan plan = kiln::compiler::fuse(*f, options, times);
   std::string out = o.planFusion ? kiln::fusion::explainPlan(*f, plan) : "";
   if (!o.lower) return out;
   KILN_ASSIGN_OR_RETURN(std::vector<kiln::kernel::Kernel> kernels,
-                        kiln::kernel::lowerPlan(*f, plan));
+                        kiln::compiler::lower(*f, plan, options, times));
   for (const kiln::kernel::Kernel& k : kernels) out += kiln::kernel::printKernel(k);
   return out;
 }

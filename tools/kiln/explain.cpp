@@ -101,27 +101,22 @@ Status explain(const ExplainOptions& o) {
   co.instrumentation = o.instrumentation;
   // Symbols --dim leaves unbound: the plan with them counted as 1, and no kernels (lowering
   // needs static shapes). Otherwise the compile driver, stopped after lowering.
-  Function& f = *program.module->entry();
   bool symbolic = false;
-  for (const auto& n : f.nodes())
+  for (const auto& n : program.module->entry()->nodes())
     for (size_t r = 0; r < n->numResults(); ++r)
       for (const Dim& d : n->result(r)->type().dims())
         symbolic |= d.isSymbolic() && !o.dims.count(d.symbolName());
+  KILN_ASSIGN_OR_RETURN(
+      compiler::Compiled c,
+      compiler::compile(std::move(program.module), *target, co,
+                        symbolic ? compiler::Stage::Planned : compiler::Stage::Lowered));
+  if (o.instrumentation.timePasses) std::fputs(c.passTimings.c_str(), stderr);
+  std::fputs(fusion::explainPlan(*c.module->entry(), c.plan).c_str(), stdout);
   if (symbolic) {
-    PassManager pm(o.instrumentation);
-    KILN_RETURN_IF_ERROR(target->graphPasses(*program.module, pm, o.optLevel, o.dims));
-    if (o.instrumentation.timePasses) std::fputs(pm.timingReport().c_str(), stderr);
-    fusion::FusionOptions fo;
-    fo.fuse = o.fuse;
-    std::fputs(fusion::explainPlan(f, fusion::planFusion(f, fo)).c_str(), stdout);
     std::puts("\nmemory: not planned (symbolic dimensions; give their sizes with --dim)");
     return Status::ok();
   }
-  KILN_ASSIGN_OR_RETURN(compiler::Compiled c, compiler::compile(std::move(program.module), *target,
-                                                                co, compiler::Stage::Lowered));
-  if (o.instrumentation.timePasses) std::fputs(c.passTimings.c_str(), stderr);
   const std::vector<kernel::Kernel>& kernels = c.kernels;
-  std::fputs(fusion::explainPlan(*c.module->entry(), c.plan).c_str(), stdout);
   std::printf("\nmemory: %s\n", runtime::describeBufferPlan(*c.buffers).c_str());
   // The library calls: which epilogue ops the library applies as post-ops, and why the rest
   // stays a loop nest.

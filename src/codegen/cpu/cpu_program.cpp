@@ -22,6 +22,7 @@
 
 #include "codegen/cpu/object_loader.h"
 #include "codegen/cpu/post_ops.h"
+#include "compiler/compile.h"
 #include "interp/interpreter.h"
 #include "ir/text/text.h"
 #include "kernel/lower.h"
@@ -114,13 +115,6 @@ void runLibraryCall(void* context, int32_t index, void** buffers) {
     if (t.byteSize()) std::memcpy(buffers[n.numOperands() + r], t.bytes(), t.byteSize());
   }
   postOps();
-}
-
-Status writeFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  if (!out) return Status::error("cannot write '" + path + "'");
-  return Status::ok();
 }
 
 // What runs each library call, and why not oneDNN (or not its post-ops) where it is not.
@@ -569,16 +563,13 @@ Status CpuProgram::buildInto(Impl& impl, std::unique_ptr<Module> module,
   KILN_RETURN_IF_ERROR(checkHeldConstants(impl));
   storeBlockedValues(impl, *f);
   if (!options.instrumentation.dumpDir.empty()) {
-    KILN_RETURN_IF_ERROR(writeFile(
-        (std::filesystem::path(options.instrumentation.dumpDir) / "library-calls.txt").string(),
-        describeCalls(impl)));
+    KILN_RETURN_IF_ERROR(compiler::writeDump(options, "library-calls.txt", describeCalls(impl)));
   }
   KILN_RETURN_IF_ERROR(generateCode(impl, objects));
   if (!options.instrumentation.dumpDir.empty() && !objects) {
     std::string ir;
     for (const auto& c : impl.compilers) ir += c->lastLlvmIr();
-    KILN_RETURN_IF_ERROR(writeFile(
-        (std::filesystem::path(options.instrumentation.dumpDir) / "kernels.ll").string(), ir));
+    KILN_RETURN_IF_ERROR(compiler::writeDump(options, "kernels.ll", ir));
   }
   impl.pool = std::make_unique<codegen::cpu::ThreadPool>(options.threads);
   impl.f = f;

@@ -8,7 +8,6 @@
 #include "compiler/compile.h"
 #include "ir/text/text.h"
 #include "passes/convolution_to_matmul.h"
-#include "passes/pipeline.h"
 
 namespace kiln::codegen::cpu {
 namespace {
@@ -78,16 +77,7 @@ class CpuTarget final : public runtime::Target {
   std::string machine() const override { return hostTarget(); }
   std::string describeMachine() const override { return hostCpu(); }
 
-  Status graphPasses(Module& module, PassManager& pm, int optLevel,
-                     const SymbolBindings& dims) const override {
-    if (optLevel > 0) {
-      PipelineOptions po;
-      po.specialize = dims;
-      KILN_RETURN_IF_ERROR(runDefaultPipeline(module, pm, po).status());
-    } else if (!dims.empty()) {
-      std::unique_ptr<Pass> p = makeSpecializeShapesPass(dims);
-      KILN_RETURN_IF_ERROR(pm.runPass(*p, module).status());
-    }
+  Status graphPasses(Module& module, PassManager& pm, int optLevel) const override {
     // The CPU backend has no fused attention kernel: attention runs as two oneDNN matrix products
     // around a softmax kernel (at every optimisation level: this is lowering, not optimisation).
     KILN_RETURN_IF_ERROR(pm.runPass("split-attention", module).status());
