@@ -1,0 +1,362 @@
+// Tensors between Python and Kiln. See tensors.h.
+#include "tensors.h"
+
+#include <cstring>
+#include <map>
+#include <optional>
+#include <pybind11/numpy.h>
+
+namespace kiln::python {
+namespace {
+
+// numpy's PyArray_FromAny flags: copy only when the array is not already C-contiguous, aligned
+// and in the machine's byte order (the layout Kiln's kernels read).
+constexpr int kNpyCContiguous = 0x0001, kNpyAligned = 0x0100, kNpyNotSwapped = 0x0200;
+
+// The owner of borrowed input tensors: the RunInputs keeps the Python objects alive, so this
+// owns nothing. It makes every borrowed input shared (never Tensor::isUnique), which is how
+// outputsToPython finds outputs that alias an input.
+const std::shared_ptr<const void>& inputOwner() {
+  static const std::shared_ptr<const void> owner = std::make_shared<int>(0);
+  return owner;
+}
+
+std::optional<DType> fromNumpy(const py::dtype& dt) {
+  const size_t n = static_cast<size_t>(dt.itemsize());
+  switch (dt.kind()) {
+    case 'b': return DType::Bool;
+    case 'i':
+      if (n == 1) return DType::I8;
+      if (n == 2) return DType::I16;
+      if (n == 4) return DType::I32;
+      if (n == 8) return DType::I64;
+      break;
+    case 'u':
+      if (n == 1) return DType::U8;
+      if (n == 2) return DType::U16;
+      if (n == 4) return DType::U32;
+      if (n == 8) return DType::U64;
+      break;
+    case 'f':
+      if (n == 2) return DType::F16;
+      if (n == 4) return DType::F32;
+      if (n == 8) return DType::F64;
+      break;
+    default: break;
+  }
+  return std::nullopt;
+}
+
+std::optional<DType> fromDLPack(DLDataType t) {
+  if (t.lanes != 1) return std::nullopt;
+  if (t.code == kDLBool && t.bits == 8) return DType::Bool;
+  if (t.code == kDLBfloat && t.bits == 16) return DType::BF16;
+  for (DType d : {DType::I8, DType::I16, DType::I32, DType::I64, DType::U8, DType::U16, DType::U32,
+                  DType::U64, DType::F16, DType::F32, DType::F64}) {
+    uint8_t code = isFloat(d) ? kDLFloat : isSignedInteger(d) ? kDLInt : kDLUInt;
+    if (t.code == code && t.bits == 8 * dtypeSize(d)) return d;
+  }
+  return std::nullopt;
+}
+
+DLDataType toDLPack(DType d) {
+  uint8_t bits = static_cast<uint8_t>(8 * dtypeSize(d));
+  if (isBool(d)) return {kDLBool, 8, 1};
+  if (d == DType::BF16) return {kDLBfloat, 16, 1};
+  return {isFloat(d)           ? uint8_t(kDLFloat)
+          : isSignedInteger(d) ? uint8_t(kDLInt)
+                               : uint8_t(kDLUInt),
+          bits, 1};
+}
+
+py::dtype numpyDType(DType d) {
+  switch (d) {
+    case DType::Bool: return py::dtype::of<bool>();
+    case DType::I8: return py::dtype::of<int8_t>();
+    case DType::U8: return py::dtype::of<uint8_t>();
+    case DType::I16: return py::dtype::of<int16_t>();
+    case DType::U16: return py::dtype::of<uint16_t>();
+    case DType::I32: return py::dtype::of<int32_t>();
+    case DType::U32: return py::dtype::of<uint32_t>();
+    case DType::I64: return py::dtype::of<int64_t>();
+    case DType::U64: return py::dtype::of<uint64_t>();
+    case DType::F16: return py::dtype("e");
+    case DType::BF16:  // numpy has none: bf16 values come back widened to float32 (exact)
+    case DType::F32: return py::dtype::of<float>();
+    case DType::F64: return py::dtype::of<double>();
+  }
+  return py::dtype::of<float>();
+}
+
+// (2, 3) as Python prints a shape; (3,) for one dimension.
+std::string shapeText(const std::vector<int64_t>& dims) {
+  std::string s = "(";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + (dims.size() == 1 ? ",)" : ")");
+}
+
+[[noreturn]] void badInput(const Value& param, size_t index, const std::string& got) {
+  const TensorType& t = param.type();
+  std::string want = t.str();
+  if (t.isStatic()) {
+    want += " (" + numpyName(t.dtype()) + ", shape " + shapeText(t.staticDims()) + ")";
+  }
+  throw Error{Error::Kind::InvalidInput,
+              "input '" + param.name() + "' (#" + std::to_string(index) + "): expected " + want +
+                  ", got " + got,
+              {}};
+}
+
+// Checks an input's element type and dims against the parameter's.
+void checkType(const Value& param, size_t index, std::optional<DType> dtype,
+               const std::vector<int64_t>& dims, const std::string& what, bool acceptF32) {
+  const TensorType& want = param.type();
+  bool dtypeOk = dtype && (*dtype == want.dtype() ||
+                           (acceptF32 && *dtype == DType::F32 && want.dtype() == DType::BF16));
+  if (!dtypeOk || !want.isStatic() || dims != want.staticDims())
+    badInput(param, index, what + " of shape " + shapeText(dims));
+}
+
+// bf16 parameters take numpy float32 arrays, rounded to nearest even (numpy has no bfloat16).
+Tensor bf16FromF32(const float* src, const std::vector<int64_t>& dims) {
+  Tensor t(DType::BF16, dims);
+  auto* dst = t.mutableData<uint16_t>();
+  for (int64_t i = 0; i < t.numElements(); ++i) dst[i] = floatToBf16(src[i]);
+  return t;
+}
+
+void addNumpy(py::array a, const Value& param, size_t index, RunInputs& in) {
+  std::vector<int64_t> dims(a.shape(), a.shape() + a.ndim());
+  std::optional<DType> dtype = fromNumpy(a.dtype());
+  checkType(param, index, dtype, dims, "numpy " + std::string(py::str(a.dtype())) + " array", true);
+  a = py::array::ensure(a, kNpyCContiguous | kNpyAligned | kNpyNotSwapped);
+  if (!a) throw py::error_already_set();
+  if (param.type().dtype() == DType::BF16 && *dtype == DType::F32) {
+    in.tensors.push_back(bf16FromF32(static_cast<const float*>(a.data()), dims));
+    return;
+  }
+  if (a.size() == 0) {
+    in.tensors.emplace_back(*dtype, dims);
+    return;
+  }
+  in.tensors.push_back(Tensor::borrowed(*dtype, std::move(dims), inputOwner(),
+                                        static_cast<const std::byte*>(a.data())));
+  in.keep.push_back(std::move(a));
+}
+
+// Copies a strided DLPack tensor into a row-major one.
+void copyStrided(const std::byte* src, const int64_t* shape, const int64_t* strides, int ndim,
+                 size_t elem, std::byte*& dst) {
+  if (ndim == 0) {
+    std::memcpy(dst, src, elem);
+    dst += elem;
+    return;
+  }
+  if (ndim == 1 && strides[0] == 1) {
+    std::memcpy(dst, src, elem * static_cast<size_t>(shape[0]));
+    dst += elem * static_cast<size_t>(shape[0]);
+    return;
+  }
+  for (int64_t i = 0; i < shape[0]; ++i)
+    copyStrided(src + i * strides[0] * static_cast<int64_t>(elem), shape + 1, strides + 1, ndim - 1,
+                elem, dst);
+}
+
+bool rowMajor(const DLTensor& t) {
+  if (!t.strides) return true;
+  int64_t expected = 1;
+  for (int d = t.ndim - 1; d >= 0; --d) {
+    if (t.shape[d] != 1 && t.strides[d] != expected) return false;
+    expected *= t.shape[d];
+  }
+  return true;
+}
+
+// from_dlpack of the module that defines `obj`'s type (torch for a torch.Tensor), or None.
+std::pair<py::object, py::object> frameworkOf(py::handle obj) {
+  // Never destroyed: its objects must not be released after the interpreter has finalized.
+  static auto& cache = *new std::map<PyTypeObject*, std::pair<py::object, py::object>>();
+  PyTypeObject* type = Py_TYPE(obj.ptr());
+  if (auto it = cache.find(type); it != cache.end()) return it->second;
+  std::string module = py::str(py::handle(reinterpret_cast<PyObject*>(type)).attr("__module__"));
+  module = module.substr(0, module.find('.'));
+  py::object mod = py::module_::import("sys").attr("modules").attr("get")(module);
+  py::object convert =
+      mod.is_none() ? py::object(py::none()) : py::getattr(mod, "from_dlpack", py::none());
+  Py_INCREF(type);  // the cache holds the type
+  return cache[type] = {convert, convert.is_none() ? py::object(py::none()) : mod};
+}
+
+void addDLPack(py::handle obj, const Value& param, size_t index, RunInputs& in) {
+  std::string type =
+      py::str(py::handle(reinterpret_cast<PyObject*>(Py_TYPE(obj.ptr()))).attr("__name__"));
+  py::object capsule;
+  try {
+    capsule = obj.attr("__dlpack__")();
+  } catch (py::error_already_set& e) {
+    // torch 1.x cannot export bool tensors through DLPack; its __array__ gives a numpy view.
+    py::object array = py::reinterpret_steal<py::object>(
+        py::detail::npy_api::get().PyArray_FromAny_(obj.ptr(), nullptr, 0, 0, 0, nullptr));
+    if (!array) {
+      PyErr_Clear();
+      badInput(param, index, "a " + type + " that cannot be exported (" + e.what() + ")");
+    }
+    addNumpy(py::reinterpret_borrow<py::array>(array), param, index, in);
+    return;
+  }
+  auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
+  if (!m) {
+    PyErr_Clear();
+    badInput(param, index, "a " + type + " whose __dlpack__() is not a DLPack capsule");
+  }
+  PyCapsule_SetName(capsule.ptr(), "used_dltensor");
+  in.managed.push_back(m);
+  const DLTensor& t = m->dl_tensor;
+  std::vector<int64_t> dims(t.shape, t.shape + t.ndim);
+  std::optional<DType> dtype = fromDLPack(t.dtype);
+  checkType(param, index, dtype, dims,
+            "a " + type + (dtype ? " of " + std::string(dtypeName(*dtype)) : std::string()), false);
+  if (t.device.device_type != kDLCPU && t.device.device_type != kDLCUDAHost)
+    badInput(param, index,
+             "a " + type + " on DLPack device type " + std::to_string(t.device.device_type) +
+                 " (this executable runs on the CPU; move it with .cpu())");
+  const std::byte* data = static_cast<const std::byte*>(t.data) + t.byte_offset;
+  size_t elem = dtypeSize(*dtype);
+  bool aligned = reinterpret_cast<uintptr_t>(data) % elem == 0;
+  Tensor tensor;
+  int64_t count = 1;
+  for (int64_t d : dims) count *= d;
+  if (count == 0) {
+    tensor = Tensor(*dtype, dims);
+  } else if (rowMajor(t) && aligned) {
+    tensor = Tensor::borrowed(*dtype, dims, inputOwner(), data);
+  } else {
+    tensor = Tensor(*dtype, dims);
+    std::byte* dst = tensor.mutableBytes();
+    std::vector<int64_t> strides(t.ndim, 1);
+    if (t.strides) strides.assign(t.strides, t.strides + t.ndim);
+    else
+      for (int d = t.ndim - 2; d >= 0; --d) strides[d] = strides[d + 1] * dims[d + 1];
+    copyStrided(data, t.shape, strides.data(), t.ndim, elem, dst);
+  }
+  in.tensors.push_back(std::move(tensor));
+  if (in.fromDlpack.is_none()) std::tie(in.fromDlpack, in.framework) = frameworkOf(obj);
+}
+
+// The owner of a Kiln tensor lent to a DLPack consumer.
+struct Lent {
+  DLManagedTensor managed;
+  Tensor tensor;
+  std::vector<int64_t> shape;
+};
+
+py::capsule dlpackCapsule(const Tensor& t) {
+  auto* lent = new Lent{{}, t, t.dims()};
+  DLTensor& d = lent->managed.dl_tensor;
+  d.data = const_cast<std::byte*>(lent->tensor.bytes());
+  d.device = {kDLCPU, 0};
+  d.ndim = static_cast<int32_t>(lent->shape.size());
+  d.dtype = toDLPack(t.dtype());
+  d.shape = lent->shape.data();
+  d.strides = nullptr;
+  d.byte_offset = 0;
+  lent->managed.manager_ctx = lent;
+  lent->managed.deleter = [](DLManagedTensor* self) {
+    delete static_cast<Lent*>(self->manager_ctx);
+  };
+  // A capsule that no consumer renamed to "used_dltensor" still owns the tensor.
+  PyObject* capsule = PyCapsule_New(&lent->managed, "dltensor", [](PyObject* c) {
+    if (!PyCapsule_IsValid(c, "dltensor")) return;
+    auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(c, "dltensor"));
+    m->deleter(m);
+  });
+  if (!capsule) {
+    delete lent;
+    throw py::error_already_set();
+  }
+  return py::reinterpret_steal<py::capsule>(capsule);
+}
+
+// Kiln's output as a numpy array over its bytes (the array owns a reference to them).
+py::array toNumpy(Tensor t) {
+  if (t.dtype() == DType::BF16) {
+    Tensor f(DType::F32, t.dims());
+    for (int64_t i = 0; i < t.numElements(); ++i)
+      f.mutableData<float>()[i] = bf16ToFloat(t.data<uint16_t>()[i]);
+    t = std::move(f);
+  }
+  auto* holder = new Tensor(std::move(t));
+  py::capsule base(holder, [](void* p) { delete static_cast<Tensor*>(p); });
+  std::vector<py::ssize_t> shape(holder->dims().begin(), holder->dims().end());
+  std::vector<py::ssize_t> strides;
+  for (int64_t s : holder->strides())
+    strides.push_back(
+        static_cast<py::ssize_t>(s * static_cast<int64_t>(dtypeSize(holder->dtype()))));
+  return py::array(numpyDType(holder->dtype()), shape, strides, holder->bytes(), base);
+}
+
+}  // namespace
+
+std::string numpyName(DType t) {
+  switch (t) {
+    case DType::Bool: return "bool";
+    case DType::BF16: return "bfloat16";
+    case DType::F16: return "float16";
+    case DType::F32: return "float32";
+    case DType::F64: return "float64";
+    default: break;
+  }
+  return (isSignedInteger(t) ? "int" : "uint") + std::to_string(8 * dtypeSize(t));
+}
+
+RunInputs::~RunInputs() {
+  for (DLManagedTensor* m : managed)
+    if (m->deleter) m->deleter(m);
+}
+
+void addInput(py::handle obj, const Value& param, size_t index, RunInputs& in) {
+  if (py::isinstance<py::array>(obj)) {
+    addNumpy(py::reinterpret_borrow<py::array>(obj), param, index, in);
+  } else if (py::hasattr(obj, "__dlpack__")) {
+    addDLPack(obj, param, index, in);
+  } else {
+    std::string type =
+        py::str(py::handle(reinterpret_cast<PyObject*>(Py_TYPE(obj.ptr()))).attr("__name__"));
+    badInput(param, index, "a " + type + " (pass a numpy array or a DLPack tensor)");
+  }
+}
+
+py::list outputsToPython(std::vector<Tensor>& outputs, const RunInputs& in) {
+  py::list result(outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    Tensor& t = outputs[i];
+    if (!t.isUnique()) t = t.clone();  // shared with an input, a constant or another output
+    if (in.fromDlpack.is_none()) {
+      result[i] = toNumpy(std::move(t));
+      continue;
+    }
+    try {
+      result[i] = in.fromDlpack(py::cast(t));
+    } catch (py::error_already_set&) {
+      // torch 1.x reads no bool tensors through DLPack; its from_numpy shares the array's bytes.
+      if (!isBool(outputs[i].dtype()) || !py::hasattr(in.framework, "from_numpy")) throw;
+      result[i] = in.framework.attr("from_numpy")(toNumpy(outputs[i]));
+    }
+  }
+  return result;
+}
+
+void bindDLPackTensor(py::module_& m) {
+  py::class_<Tensor>(m, "DLPackTensor",
+                     "An output of Kiln lent through DLPack (any framework's from_dlpack).")
+      .def(
+          "__dlpack__", [](const Tensor& t, py::object) { return dlpackCapsule(t); },
+          py::arg("stream") = py::none())
+      .def("__dlpack_device__", [](const Tensor&) { return py::make_tuple(int(kDLCPU), 0); })
+      .def_property_readonly("shape", [](const Tensor& t) { return py::tuple(py::cast(t.dims())); })
+      .def_property_readonly("dtype",
+                             [](const Tensor& t) { return std::string(dtypeName(t.dtype())); })
+      .def("numpy", [](const Tensor& t) { return toNumpy(t); });
+}
+
+}  // namespace kiln::python
