@@ -35,6 +35,15 @@ __all__ = [
 ]
 
 
+def _register_dynamo_backend():
+    # torch.compile(backend="kiln") needs torch >= 2.0; torch is not imported for it (slow).
+    torch = _torch_if_loaded()
+    if torch is not None and not torch.__version__.startswith(("0.", "1.")):
+        from . import dynamo
+
+        dynamo.register()
+
+
 def backends():
     """The targets this build of Kiln has ("cpu", "interp"): what `backend=` may name."""
     return _kiln.backends()
@@ -154,3 +163,6 @@ def _defaults(options):
     if unknown:
         raise TypeError(f"unknown options: {', '.join(sorted(unknown))}")
     return {**allowed, **options}
+
+
+_register_dynamo_backend()

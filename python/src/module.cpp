@@ -3,6 +3,7 @@
 // tensors, describe its inputs and outputs, explain what the compiler did, save it as an
 // artifact. The package around it (python/kiln/) adds the torch frontends; docs/python.md is the
 // user's guide.
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -194,6 +195,29 @@ py::list runNamed(const PyExecutable& self, const py::object& outputNames, const
   return picked;
 }
 
+// The mean seconds of `iterations` runs through the C++ API alone (Executable::runInto, outputs
+// reused as a C++ caller would), for bench/python_overhead.py to measure what Python adds.
+double timeNative(const PyExecutable& self, const py::list& inputs, int iterations) {
+  std::vector<py::handle> slots(inputs.begin(), inputs.end());
+  const Function& f = self.exe->function();
+  if (slots.size() != f.numParameters())
+    throw Error{Error::Kind::InvalidInput, "expected inputs: " + inputList(f), {}};
+  RunInputs in;
+  for (size_t i = 0; i < slots.size(); ++i) addInput(slots[i], *f.parameter(i), i, in);
+  std::vector<Tensor> outputs;
+  py::gil_scoped_release release;
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iterations; ++i) {
+    Status s = self.exe->runInto(in.tensors, outputs);
+    if (!s) {
+      py::gil_scoped_acquire acquire;
+      fail(Error::Kind::Run, s);
+    }
+  }
+  std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+  return elapsed.count() / std::max(iterations, 1);
+}
+
 py::tuple tensorInfo(const std::string& name, const TensorType& t) {
   py::list shape;
   for (const Dim& d : t.dims())
@@ -251,7 +275,8 @@ void bindExecutable(py::module_& m) {
       .def_property_readonly("compile_ms", &compileTimes)
       .def_property_readonly("library_calls",
                              [](const PyExecutable& s) { return s.exe->libraryCalls(); })
-      .def("ir", [](const PyExecutable& s) { return printFunction(s.exe->function()); });
+      .def("ir", [](const PyExecutable& s) { return printFunction(s.exe->function()); })
+      .def("_time_native", &timeNative, py::arg("inputs"), py::arg("iterations"));
 }
 
 // Creates kiln.KilnError and its subclasses, and raises them for Error.

@@ -107,14 +107,22 @@ std::string shapeText(const std::vector<int64_t>& dims) {
               {}};
 }
 
-// Checks an input's element type and dims against the parameter's.
+// Checks an input's element type and dims against the parameter's. what() describes the input;
+// it is called only for the error, so that a run builds no text.
+template <typename What>
 void checkType(const Value& param, size_t index, std::optional<DType> dtype,
-               const std::vector<int64_t>& dims, const std::string& what, bool acceptF32) {
+               const std::vector<int64_t>& dims, What what, bool acceptF32) {
   const TensorType& want = param.type();
   bool dtypeOk = dtype && (*dtype == want.dtype() ||
                            (acceptF32 && *dtype == DType::F32 && want.dtype() == DType::BF16));
-  if (!dtypeOk || !want.isStatic() || dims != want.staticDims())
-    badInput(param, index, what + " of shape " + shapeText(dims));
+  bool dimsOk = want.rank() == static_cast<int64_t>(dims.size());
+  for (size_t i = 0; dimsOk && i < dims.size(); ++i)
+    dimsOk = want.dim(i).isStatic() && want.dim(i).value() == dims[i];
+  if (!dtypeOk || !dimsOk) badInput(param, index, what() + " of shape " + shapeText(dims));
+}
+
+std::string typeName(py::handle obj) {
+  return py::str(py::handle(reinterpret_cast<PyObject*>(Py_TYPE(obj.ptr()))).attr("__name__"));
 }
 
 // bf16 parameters take numpy float32 arrays, rounded to nearest even (numpy has no bfloat16).
@@ -128,7 +136,8 @@ Tensor bf16FromF32(const float* src, const std::vector<int64_t>& dims) {
 void addNumpy(py::array a, const Value& param, size_t index, RunInputs& in) {
   std::vector<int64_t> dims(a.shape(), a.shape() + a.ndim());
   std::optional<DType> dtype = fromNumpy(a.dtype());
-  checkType(param, index, dtype, dims, "numpy " + std::string(py::str(a.dtype())) + " array", true);
+  auto what = [&] { return "numpy " + std::string(py::str(a.dtype())) + " array"; };
+  checkType(param, index, dtype, dims, what, true);
   a = py::array::ensure(a, kNpyCContiguous | kNpyAligned | kNpyNotSwapped);
   if (!a) throw py::error_already_set();
   if (param.type().dtype() == DType::BF16 && *dtype == DType::F32) {
@@ -188,8 +197,6 @@ std::pair<py::object, py::object> frameworkOf(py::handle obj) {
 }
 
 void addDLPack(py::handle obj, const Value& param, size_t index, RunInputs& in) {
-  std::string type =
-      py::str(py::handle(reinterpret_cast<PyObject*>(Py_TYPE(obj.ptr()))).attr("__name__"));
   py::object capsule;
   try {
     capsule = obj.attr("__dlpack__")();
@@ -199,7 +206,7 @@ void addDLPack(py::handle obj, const Value& param, size_t index, RunInputs& in) 
         py::detail::npy_api::get().PyArray_FromAny_(obj.ptr(), nullptr, 0, 0, 0, nullptr));
     if (!array) {
       PyErr_Clear();
-      badInput(param, index, "a " + type + " that cannot be exported (" + e.what() + ")");
+      badInput(param, index, "a " + typeName(obj) + " that cannot be exported (" + e.what() + ")");
     }
     addNumpy(py::reinterpret_borrow<py::array>(array), param, index, in);
     return;
@@ -207,18 +214,21 @@ void addDLPack(py::handle obj, const Value& param, size_t index, RunInputs& in) 
   auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
   if (!m) {
     PyErr_Clear();
-    badInput(param, index, "a " + type + " whose __dlpack__() is not a DLPack capsule");
+    badInput(param, index, "a " + typeName(obj) + " whose __dlpack__() is not a DLPack capsule");
   }
   PyCapsule_SetName(capsule.ptr(), "used_dltensor");
   in.managed.push_back(m);
   const DLTensor& t = m->dl_tensor;
   std::vector<int64_t> dims(t.shape, t.shape + t.ndim);
   std::optional<DType> dtype = fromDLPack(t.dtype);
-  checkType(param, index, dtype, dims,
-            "a " + type + (dtype ? " of " + std::string(dtypeName(*dtype)) : std::string()), false);
+  auto what = [&] {
+    return "a " + typeName(obj) + (dtype ? " of " + std::string(dtypeName(*dtype)) : "");
+  };
+  checkType(param, index, dtype, dims, what, false);
   if (t.device.device_type != kDLCPU && t.device.device_type != kDLCUDAHost)
     badInput(param, index,
-             "a " + type + " on DLPack device type " + std::to_string(t.device.device_type) +
+             "a " + typeName(obj) + " on DLPack device type " +
+                 std::to_string(t.device.device_type) +
                  " (this executable runs on the CPU; move it with .cpu())");
   const std::byte* data = static_cast<const std::byte*>(t.data) + t.byte_offset;
   size_t elem = dtypeSize(*dtype);
@@ -320,9 +330,7 @@ void addInput(py::handle obj, const Value& param, size_t index, RunInputs& in) {
   } else if (py::hasattr(obj, "__dlpack__")) {
     addDLPack(obj, param, index, in);
   } else {
-    std::string type =
-        py::str(py::handle(reinterpret_cast<PyObject*>(Py_TYPE(obj.ptr()))).attr("__name__"));
-    badInput(param, index, "a " + type + " (pass a numpy array or a DLPack tensor)");
+    badInput(param, index, "a " + typeName(obj) + " (pass a numpy array or a DLPack tensor)");
   }
 }
 

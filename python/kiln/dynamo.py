@@ -1,0 +1,103 @@
+"""torch.compile(model, backend="kiln"): Kiln as a TorchDynamo backend (torch >= 2.0).
+
+Dynamo hands each graph it captures (an FX graph of torch calls) with example inputs; the
+backend traces it to ATen with make_fx and compiles it with Kiln (kiln.capture). A graph Kiln
+cannot take runs in eager PyTorch, with one logged warning that says why. Kiln compiles for the
+shapes it is given: when Dynamo calls again for the same graph with other shapes (a guard
+failed), the recompile is logged with the shapes that changed.
+
+Registered when `kiln` is imported with torch >= 2.0 already imported, by kiln.dynamo.register(),
+and, for an installed wheel, through the `torch_dynamo_backends` entry point.
+"""
+
+import logging
+
+import torch
+from torch.utils import _pytree as pytree
+
+from . import _kiln
+from .capture import DTYPES, capture, compile_captured
+
+log = logging.getLogger("kiln.dynamo")
+
+# The input shapes each graph was last compiled for, by the graph's code.
+_compiled_shapes = {}
+
+
+def _torch_major():
+    return int(torch.__version__.split(".")[0])
+
+
+def register():
+    """Makes backend="kiln" known to torch.compile; False (and nothing done) before torch 2."""
+    if _torch_major() < 2:
+        return False
+    import torch._dynamo
+
+    if "kiln" in torch._dynamo.list_backends(exclude_tags=()):
+        return True
+    torch._dynamo.register_backend(kiln_backend, name="kiln")
+    return True
+
+
+def _signature(example_inputs):
+    return tuple((tuple(x.shape), x.dtype) if isinstance(x, torch.Tensor) else type(x).__name__
+                 for x in example_inputs)
+
+
+def _log_recompile(gm, key, signature):
+    previous = _compiled_shapes.get(key)
+    _compiled_shapes[key] = signature
+    if previous is None or previous == signature:
+        return
+    changes = [f"input {i}: {a} -> {b}" for i, (a, b) in enumerate(zip(previous, signature))
+               if a != b]
+    log.warning("kiln: recompiling graph %s for new input shapes (%s)", _graph_name(gm),
+                "; ".join(changes) or "inputs changed")
+
+
+def _graph_name(gm):
+    return f"of {sum(1 for n in gm.graph.nodes if n.op == 'call_function')} ops"
+
+
+def _why_not(example_inputs):
+    """Why these inputs cannot be compiled (None: they can)."""
+    for i, x in enumerate(example_inputs):
+        if not isinstance(x, torch.Tensor):
+            return f"input {i} is a {type(x).__name__}, not a tensor (symbolic shapes: use " \
+                   "torch.compile(..., dynamic=False))"
+        if any(not isinstance(d, int) for d in x.shape):
+            return f"input {i} has symbolic dims {tuple(x.shape)} (use dynamic=False)"
+        if x.device.type != "cpu":
+            return f"input {i} is on {x.device}; this build of Kiln runs on the CPU"
+        if x.dtype not in DTYPES:
+            return f"input {i} has dtype {x.dtype}, which Kiln does not have"
+    return None
+
+
+def kiln_backend(gm, example_inputs, backend="cpu", threads=0, opt_level=1):
+    """The Dynamo backend: Kiln's executable for `gm`, or gm.forward (eager) when Kiln cannot
+    compile it."""
+    from . import _options
+
+    reason = _why_not(example_inputs)
+    if reason:
+        log.warning("kiln: graph %s runs in eager PyTorch: %s", _graph_name(gm), reason)
+        return gm.forward
+    _log_recompile(gm, gm.code, _signature(example_inputs))
+    # Tracing needs real tensors of the shapes Dynamo saw (its example inputs may be fake).
+    real = [torch.zeros(x.shape, dtype=x.dtype) for x in example_inputs]
+    try:
+        text, blob, spec, tr = capture(gm, real, names=[f"arg{i}" for i in range(len(real))])
+        exe = compile_captured(text, blob, tr, _options(backend, threads, None, opt_level, None,
+                                                        None), "<dynamo>.kir")
+    except _kiln.KilnError as e:
+        log.warning("kiln: graph %s runs in eager PyTorch: %s", _graph_name(gm),
+                    "; ".join(line.strip() for line in str(e).split("\n")))
+        return gm.forward
+
+    def run(*args):
+        out = exe(*args)
+        return pytree.tree_unflatten(list(out) if isinstance(out, tuple) else [out], spec)
+
+    return run
