@@ -32,6 +32,9 @@ PACKAGES=(
   # find_package(OpenCL REQUIRED): the OpenCL headers and loader library (only recommended by
   # libdnnl-dev, so not installed by --no-install-recommends) are needed to configure.
   libdnnl-dev ocl-icd-opencl-dev
+  # The Python module (python/, docs/python.md): pybind11 and the Python 3 headers to build it,
+  # pytest to test it (tests/python).
+  pybind11-dev python3-dev python3-pytest
 )
 
 # One dpkg-query for all packages; unknown packages print nothing and count as missing.
