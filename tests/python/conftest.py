@@ -2,6 +2,8 @@
 module of the build (PYTHONPATH=BUILD/python), or by hand:
 PYTHONPATH=build/python /usr/bin/python3 -m pytest -q tests/python"""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -9,7 +11,8 @@ import kiln
 
 # The CPU target where the build has it; a build without it (-DKILN_CPU=OFF) runs the tests on
 # the reference interpreter, and skips the ones that need compiled code to be quick.
-BACKEND = "cpu" if "cpu" in kiln.backends() else "interp"
+# KILN_TEST_BACKEND=interp runs them so in any build.
+BACKEND = os.environ.get("KILN_TEST_BACKEND") or ("cpu" if "cpu" in kiln.backends() else "interp")
 
 
 @pytest.fixture
@@ -19,8 +22,9 @@ def backend():
 
 def needs_cpu():
     return pytest.mark.skipif(BACKEND != "cpu",
-                              reason="this build has no CPU target (-DKILN_CPU=OFF); the "
-                                     "interpreter is too slow for whole networks")
+                              reason="the tests run on the interpreter (a build without the CPU "
+                                     "target, or KILN_TEST_BACKEND=interp), too slow for whole "
+                                     "networks")
 
 
 def write_kir(tmp_path, text, name="model.kir"):
