@@ -272,7 +272,10 @@ def _reshape(cx, x, *args, **kwargs):
     v = cx.v(x)
     if v.shape == tuple(shape):
         return v
-    return cx.w.op("reshape", [v], v.dtype, shape)
+    r = cx.w.op("reshape", [v], v.dtype, shape)
+    if v.rank > 2 and r.rank == 2 and v.shape[-1] == r.shape[-1]:
+        cx.flattened[r.name] = cx.flattened.get(v.name, v)
+    return r
 
 
 @op("expand", "expand_copy", "broadcast_to")
@@ -460,9 +463,29 @@ def _scaled(cx, v, factor):
     return v if factor == 1 else binary(cx, "mul", v, factor, shape=v.shape)
 
 
+def _unflattened_mm(cx, a, b, bias=None):
+    """a @ b (+ bias) where `a` is a higher-rank value with its leading dims merged (how torch
+    applies nn.Linear to [B, S, K]): the product is taken on that value and the result reshaped,
+    so that the reshapes around it cancel out (Kiln's simplifier folds reshape of reshape)
+    instead of copying activations between the matrix products. None when `a` is no such value.
+    """
+    a = cx.v(a)
+    src = cx.flattened.get(a.name)
+    dtype, shape = cx.out
+    if src is None or (bias is not None and cx.v(bias).rank == 2 and cx.v(bias).shape[0] != 1):
+        return None
+    full = src.shape[:-1] + (shape[1],)
+    y = dot(cx, src, b, [src.rank - 1], [0], full)
+    if bias is not None:
+        y = binary(cx, "add", cx.v(bias), y, shape=full)
+    r = cx.w.op("reshape", [y], dtype, shape)
+    cx.flattened[r.name] = y
+    return r
+
+
 @op("mm")
 def _mm(cx, a, b):
-    return dot(cx, a, b, [1], [0], cx.out[1])
+    return _unflattened_mm(cx, a, b) or dot(cx, a, b, [1], [0], cx.out[1])
 
 
 @op("bmm")
@@ -473,6 +496,10 @@ def _bmm(cx, a, b):
 @op("addmm", "baddbmm")
 def _addmm(cx, bias, a, b, beta=1, alpha=1):
     batched = cx.target_name == "baddbmm"
+    if not batched and beta == 1 and alpha == 1:
+        y = _unflattened_mm(cx, a, b, bias)
+        if y is not None:
+            return y
     prod = dot(cx, a, b, [2] if batched else [1], [1] if batched else [0], cx.out[1],
                [0] if batched else (), [0] if batched else ())
     prod = _scaled(cx, prod, alpha)

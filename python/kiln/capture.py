@@ -94,6 +94,8 @@ class Translator:
         self.target_name = ""
         self.unsupported = []  # (node description, op, reason)
         self._consts = {}
+        # Values that are a reshape merging the leading dims of another (name -> that value).
+        self.flattened = {}
 
     # --- what kiln.aten entries use ---
     @property
