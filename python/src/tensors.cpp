@@ -11,7 +11,8 @@ namespace {
 
 // numpy's PyArray_FromAny flags: copy only when the array is not already C-contiguous, aligned
 // and in the machine's byte order (the layout Kiln's kernels read).
-constexpr int kNpyCContiguous = 0x0001, kNpyAligned = 0x0100, kNpyNotSwapped = 0x0200;
+constexpr int kNpyCContiguous = 0x0001, kNpyAligned = 0x0100, kNpyNotSwapped = 0x0200,
+              kNpyEnsureArray = 0x0040;
 
 // The owner of borrowed input tensors: the RunInputs keeps the Python objects alive, so this
 // owns nothing. It makes every borrowed input shared (never Tensor::isUnique), which is how
@@ -138,8 +139,12 @@ void addNumpy(py::array a, const Value& param, size_t index, RunInputs& in) {
   std::optional<DType> dtype = fromNumpy(a.dtype());
   auto what = [&] { return "numpy " + std::string(py::str(a.dtype())) + " array"; };
   checkType(param, index, dtype, dims, what, true);
-  a = py::array::ensure(a, kNpyCContiguous | kNpyAligned | kNpyNotSwapped);
-  if (!a) throw py::error_already_set();
+  // The dtype is asked for explicitly: numpy swaps a big-endian array's bytes only then.
+  PyObject* fixed = py::detail::npy_api::get().PyArray_FromAny_(
+      a.ptr(), numpyDType(*dtype).release().ptr(), 0, 0,
+      kNpyEnsureArray | kNpyCContiguous | kNpyAligned | kNpyNotSwapped, nullptr);
+  if (!fixed) throw py::error_already_set();
+  a = py::reinterpret_steal<py::array>(fixed);
   if (param.type().dtype() == DType::BF16 && *dtype == DType::F32) {
     in.tensors.push_back(bf16FromF32(static_cast<const float*>(a.data()), dims));
     return;
@@ -206,7 +211,9 @@ void addDLPack(py::handle obj, const Value& param, size_t index, RunInputs& in) 
         py::detail::npy_api::get().PyArray_FromAny_(obj.ptr(), nullptr, 0, 0, 0, nullptr));
     if (!array) {
       PyErr_Clear();
-      badInput(param, index, "a " + typeName(obj) + " that cannot be exported (" + e.what() + ")");
+      badInput(param, index,
+               "a " + typeName(obj) + " that cannot be exported (" +
+                   std::string(py::str(e.value())) + ")");
     }
     addNumpy(py::reinterpret_borrow<py::array>(array), param, index, in);
     return;

@@ -52,6 +52,8 @@ def test_named_positional_and_run(tmp_path, backend):
     big = np.zeros((4, 6), np.float32)
     big[::2, ::2] = x
     np.testing.assert_array_equal(exe(big[::2, ::2], y), expected)
+    # So is a big-endian array, through a byte-swapped copy.
+    np.testing.assert_array_equal(exe(x.astype(">f4"), y), expected)
 
 
 def test_input_errors_name_the_input_and_its_type(tmp_path, backend):

@@ -87,6 +87,9 @@ def test_structure_dtypes_and_dlpack(backend):
     assert all(isinstance(o, np.ndarray) for o in out)
     with pytest.raises(kiln.InvalidInputError, match=r"input 'k' \(#1\): expected i64\[3,5\]"):
         compiled(x, k.to(torch.int32))
+    with pytest.raises(kiln.InvalidInputError, match=r"input 'x' \(#0\).*cannot be exported "
+                       r"\(Can't export tensors that require gradient"):
+        compiled(x.clone().requires_grad_(), k)
 
 
 class Unsupported(torch.nn.Module):
