@@ -31,6 +31,7 @@ TORCH_DTYPES = {v: k for k, v in DTYPES.items()}
 _RANDOM = {"rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "bernoulli",
            "normal", "uniform", "dropout", "native_dropout", "multinomial", "randperm"}
 _TORCH_DIR = os.path.dirname(torch.__file__)
+_KILN_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 class Unavailable:
@@ -67,7 +68,7 @@ def source_location(node):
         if not line.startswith('File "'):
             continue
         path = line[6:line.index('"', 6)]
-        if path.startswith(_TORCH_DIR) or path.startswith("<"):
+        if path.startswith((_TORCH_DIR, _KILN_DIR, "<")):
             continue
         rest = line[line.index('"', 6) + 1:].strip(", ")  # 'line 12, in forward'
         lineno = rest.split(",")[0].replace("line", "").strip()
@@ -346,9 +347,9 @@ def compile_captured(text, blob, tr, options, filename):
 def _located(e, tr, filename):
     """The compile error with the FX node of the .kir line it points at."""
     message = str(e)
-    head = message.split(":")
-    if message.startswith(filename + ":") and len(head) > 2 and head[1].strip().isdigit():
-        node = tr.w.origin_of_line(int(head[1]))
+    if message.startswith(filename + ":"):
+        line = message[len(filename) + 1:].split(":")[0]
+        node = tr.w.origin_of_line(int(line)) if line.isdigit() else None
         if node is not None:
             message += f"\n  from {describe(node)}: {node.target}"
     err = type(e)(message)

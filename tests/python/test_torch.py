@@ -133,6 +133,20 @@ def test_in_place_ops(backend):
     assert torch.allclose(z, rz) and torch.allclose(w, rw)
 
 
+def test_type_error_names_the_fx_node(monkeypatch):
+    # An entry of the ATen table that writes a wrong result type: Kiln's parser rejects the
+    # line, and the error names the node and the Python line it came from.
+    import kiln.aten
+
+    def wrong(cx, x):
+        return cx.w.op("tanh", [cx.v(x)], "f32", (99,))
+
+    monkeypatch.setitem(kiln.aten.TABLE, "relu", wrong)
+    with pytest.raises(kiln.CompileError, match=r"(?s)ReLU>.kir:2:\d+: error: tanh has type "
+                       r"f32\[99\].*from node 'relu' \(test_torch.py:\d+"):
+        kiln.compile(torch.nn.ReLU().eval(), example_inputs=(torch.randn(4),))
+
+
 def test_training_mode_is_refused():
     with pytest.raises(kiln.CompileError, match="training mode"):
         kiln.compile(torch.nn.Linear(2, 2), example_inputs=(torch.randn(1, 2),))
