@@ -17,7 +17,13 @@ import kiln
 def main():
     name = sys.argv[1] if len(sys.argv) > 1 else "resnet18"
     torch.manual_seed(0)
-    model = getattr(torchvision.models, name)(weights=None).eval()
+    model = getattr(torchvision.models, name)(weights=None)
+    # Batch-norm statistics from two train-mode passes: fresh ones make activations vanish.
+    model.train()
+    with torch.no_grad():
+        for _ in range(2):
+            model(torch.randn(2, 3, 224, 224))
+    model.eval()
     x = torch.randn(1, 3, 224, 224)
     start = time.perf_counter()
     compiled = kiln.compile(model, example_inputs=(x,))
