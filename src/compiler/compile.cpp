@@ -74,7 +74,6 @@ StatusOr<std::vector<kernel::Kernel>> lower(const Function& f, const fusion::Fus
   auto start = Clock::now();
   kernel::LowerOptions lo;
   lo.postOps = options.postOps;
-  lo.reassociate = options.reassociate;
   KILN_ASSIGN_OR_RETURN(std::vector<kernel::Kernel> kernels, kernel::lowerPlan(f, plan, lo));
   for (const kernel::Kernel& k : kernels) KILN_RETURN_IF_ERROR(kernel::verifyKernel(k));
   times.lowering = msSince(start);
@@ -85,8 +84,23 @@ StatusOr<std::vector<kernel::Kernel>> lower(const Function& f, const fusion::Fus
   return kernels;
 }
 
-StatusOr<Reloaded> reload(const runtime::DecodedArtifact& artifact, const std::string& source,
-                          const CompileOptions& options,
+Status schedule(const runtime::Target& target, std::vector<kernel::Kernel>& kernels,
+                const CompileOptions& options, CompileTimes& times) {
+  auto start = Clock::now();
+  KILN_RETURN_IF_ERROR(target.schedule(kernels, options));
+  for (const kernel::Kernel& k : kernels) {
+    Status verified = kernel::verifyKernel(k);
+    if (!verified.isOk()) return verified.prefix("after the " + target.name() + " schedule");
+  }
+  times.lowering += msSince(start);
+  std::string text;
+  if (!options.instrumentation.dumpDir.empty())
+    for (const kernel::Kernel& k : kernels) text += kernel::printKernel(k) + "\n";
+  return writeDump(options, "kernels-scheduled.txt", text);
+}
+
+StatusOr<Reloaded> reload(const runtime::Target& target, const runtime::DecodedArtifact& artifact,
+                          const std::string& source, const CompileOptions& options,
                           std::shared_ptr<const MappedFile> mapping) {
   Reloaded r;
   KILN_ASSIGN_OR_RETURN(r.module, parseModule(artifact["module"], source + " (module)",
@@ -94,6 +108,7 @@ StatusOr<Reloaded> reload(const runtime::DecodedArtifact& artifact, const std::s
   if (!r.module->entry()) return Status::error(source + ": its module has no function");
   r.plan = fuse(*r.module->entry(), options, r.times);
   KILN_ASSIGN_OR_RETURN(r.kernels, lower(*r.module->entry(), r.plan, options, r.times));
+  KILN_RETURN_IF_ERROR(schedule(target, r.kernels, options, r.times));
   return r;
 }
 
@@ -123,6 +138,7 @@ StatusOr<Compiled> compile(std::unique_ptr<Module> module, const runtime::Target
     return c;
   }
   KILN_ASSIGN_OR_RETURN(c.kernels, lower(f, c.plan, options, c.times));
+  KILN_RETURN_IF_ERROR(schedule(target, c.kernels, options, c.times));
   if (stopAfter == Stage::Lowered) {
     start = Clock::now();
     KILN_ASSIGN_OR_RETURN(c.buffers, runtime::planBuffers(f, c.kernels));

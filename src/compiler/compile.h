@@ -4,14 +4,17 @@
 //   1. graph passes      the default pipeline (or only the specialisation at -O0), then the
 //                        target's own (target.graphPasses: the CPU's split-attention, ...)
 //   2. fusion planning   fusion::planFusion: kernels, each decision with its reason
-//   3. lowering          kernel::lowerPlan: kernel IR (loop nests and library calls)
-//   4. code              target.build: the target's code for the kernels (a Program)
-//   5. buffers           planBuffers over the kernels, with the kernels the program runs as one
+//   3. lowering          kernel::lowerPlan: kernel IR (serial loop nests, Reduce statements and
+//                        library calls)
+//   4. schedule          target.schedule: the target's kernel-IR passes (kernel/schedule.h)
+//   5. code              target.build: the target's code for the kernels (a Program)
+//   6. buffers           planBuffers over the kernels, with the kernels the program runs as one
 //
 // With a dump directory (CompileOptions::instrumentation.dumpDir) the pass manager writes the
 // graph after each pass, and the driver the fusion plan (fusion-plan.txt) and the kernel IR
-// (kernels.txt); the target adds its own (the CPU: library-calls.txt, kernels.ll). `kiln
-// explain` is this driver stopped after lowering (after fusion where symbols are unbound).
+// before and after scheduling (kernels.txt, kernels-scheduled.txt); the target adds its own
+// (the CPU: library-calls.txt, kernels.ll). `kiln explain` is this driver stopped after
+// scheduling (after fusion where symbols are unbound).
 #pragma once
 
 #include <memory>
@@ -27,8 +30,8 @@ using runtime::BufferPlan;
 using runtime::CompileOptions;
 using runtime::CompileTimes;
 
-// Where compile stops: after fusion planning (symbolic shapes may remain), after lowering, or
-// with the program.
+// Where compile stops: after fusion planning (symbolic shapes may remain), after lowering and
+// scheduling, or with the program.
 enum class Stage : uint8_t { Planned, Lowered, Program };
 
 struct Compiled {
@@ -48,30 +51,34 @@ StatusOr<Compiled> compile(std::unique_ptr<Module> module, const runtime::Target
                            const CompileOptions& options, Stage stopAfter = Stage::Program);
 
 // The steps one by one, for tools that stop between them (kiln-opt): 1, the graph passes;
-// 2, fusion planning; 3, lowering, which needs static shapes and verifies every kernel. Each is
-// timed into `times`; fusion-plan.txt and kernels.txt are dumped with the kernels.
+// 2, fusion planning; 3, lowering, which needs static shapes; 4, the target's schedule. Lowering
+// and scheduling verify every kernel. Each is timed into `times`; fusion-plan.txt and
+// kernels.txt are dumped with the lowered kernels, kernels-scheduled.txt with the scheduled.
 Status graphPasses(Module& module, const runtime::Target& target, PassManager& pm,
                    const CompileOptions& options);
 fusion::FusionPlan fuse(const Function& f, const CompileOptions& options, CompileTimes& times);
 StatusOr<std::vector<kernel::Kernel>> lower(const Function& f, const fusion::FusionPlan& plan,
                                             const CompileOptions& options, CompileTimes& times);
+Status schedule(const runtime::Target& target, std::vector<kernel::Kernel>& kernels,
+                const CompileOptions& options, CompileTimes& times);
 
 // Writes `text` to the dump directory as `name` (nothing without one).
 Status writeDump(const CompileOptions& options, const std::string& name, const std::string& text);
 
 // What a target's Target::load starts from: the artifact's module (its "module" and "blob"
-// sections, as Program::artifactParts writes them) parsed, then fused and lowered again (steps 2
-// and 3; no passes), timed into `times`.
+// sections, as Program::artifactParts writes them) parsed, then fused, lowered and scheduled
+// for `target` again (steps 2 to 4; no passes), timed into `times`.
 struct Reloaded {
   std::unique_ptr<Module> module;
   fusion::FusionPlan plan;
   std::vector<kernel::Kernel> kernels;
   CompileTimes times;
 };
-StatusOr<Reloaded> reload(const runtime::DecodedArtifact& artifact, const std::string& source,
-                          const CompileOptions& options, std::shared_ptr<const MappedFile> mapping);
+StatusOr<Reloaded> reload(const runtime::Target& target, const runtime::DecodedArtifact& artifact,
+                          const std::string& source, const CompileOptions& options,
+                          std::shared_ptr<const MappedFile> mapping);
 
-// Step 5: plans the program's buffers and hands them to it, timed into its times().
+// Step 6: plans the program's buffers and hands them to it, timed into its times().
 Status planProgramBuffers(runtime::Program& program);
 
 }  // namespace kiln::compiler

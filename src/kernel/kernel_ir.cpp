@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <bit>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <unordered_map>
 
@@ -38,6 +40,63 @@ const char* loopKindName(LoopKind k) {
     case LoopKind::GpuThread: return "gpu_thread";
   }
   return "?";
+}
+
+const char* reduceKindName(ReduceKind k) {
+  switch (k) {
+    case ReduceKind::Sum: return "sum";
+    case ReduceKind::Prod: return "prod";
+    case ReduceKind::Max: return "max";
+    case ReduceKind::Min: return "min";
+    case ReduceKind::And: return "and";
+    case ReduceKind::Or: return "or";
+    case ReduceKind::SelectMax: return "select_max";
+  }
+  return "?";
+}
+
+ExprRef reduceIdentity(ReduceKind k, DType t) {
+  switch (k) {
+    case ReduceKind::Sum: return constOf(0, t);
+    case ReduceKind::Prod: return constOf(1, t);
+    case ReduceKind::And: return intConst(1, t);
+    case ReduceKind::Or: return intConst(0, t);
+    default: break;
+  }
+  bool isMax = k != ReduceKind::Min;
+  if (isFloat(t)) {
+    double inf = std::numeric_limits<double>::infinity();
+    return floatConst(isMax ? -inf : inf, t);
+  }
+  int64_t lo = 0, hi = 0;
+  switch (t) {
+    case DType::I8: lo = INT8_MIN, hi = INT8_MAX; break;
+    case DType::U8: lo = 0, hi = UINT8_MAX; break;
+    case DType::I16: lo = INT16_MIN, hi = INT16_MAX; break;
+    case DType::I32: lo = INT32_MIN, hi = INT32_MAX; break;
+    case DType::U16: lo = 0, hi = UINT16_MAX; break;
+    case DType::U32: lo = 0, hi = UINT32_MAX; break;
+    case DType::U64: lo = 0, hi = -1; break;  // UINT64_MAX's bit pattern (Const.i is i64)
+    default: lo = INT64_MIN, hi = INT64_MAX; break;
+  }
+  return intConst(isMax ? lo : hi, t);
+}
+
+ExprRef reduceCombine(ReduceKind k, ExprRef acc, ExprRef x) {
+  switch (k) {
+    case ReduceKind::Sum: return binary(BinaryOp::Add, acc, x);
+    case ReduceKind::Prod: return binary(BinaryOp::Mul, acc, x);
+    case ReduceKind::Max: return binary(BinaryOp::Max, acc, x);
+    case ReduceKind::Min: return binary(BinaryOp::Min, acc, x);
+    case ReduceKind::And: return binary(BinaryOp::And, acc, x);
+    case ReduceKind::Or: return binary(BinaryOp::Or, acc, x);
+    case ReduceKind::SelectMax: return select(binary(BinaryOp::Gt, acc, x), acc, x);
+  }
+  return acc;
+}
+
+bool reduceDependsOnOrder(ReduceKind k, DType t) {
+  return (k == ReduceKind::Sum || k == ReduceKind::Prod) && isFloat(t);
 }
 
 namespace {
@@ -279,6 +338,19 @@ StmtRef barrier() {
   return s;
 }
 
+StmtRef reduceInto(const std::string& buffer, ExprRef index, ReduceKind kind,
+                   std::vector<std::string> vars, std::vector<ExprRef> extents, ExprRef value) {
+  auto s = std::make_shared<Stmt>();
+  s->kind = Stmt::Kind::Reduce;
+  s->buffer = buffer;
+  s->index = std::move(index);
+  s->reduce = kind;
+  s->vars = std::move(vars);
+  s->extents = std::move(extents);
+  s->value = std::move(value);
+  return s;
+}
+
 StmtRef call(const std::string& callee, const Node* node, std::vector<std::string> args,
              std::vector<PostOp> postOps) {
   auto s = std::make_shared<Stmt>();
@@ -472,6 +544,14 @@ void printStmtTo(const Stmt& s, int indent, std::string& out) {
       out += pad + "}\n";
       return;
     case Stmt::Kind::Barrier: out += pad + "barrier\n"; return;
+    case Stmt::Kind::Reduce:
+      // %acc[0] = reduce<sum>(r0 in [0, 8), r1 in [0, 300)) %x[r0 * 300 + r1]
+      out += pad + "%" + s.buffer + "[" + printExpr(s.index) + "] = reduce<" +
+             reduceKindName(s.reduce) + ">(";
+      for (size_t i = 0; i < s.vars.size(); ++i)
+        out += (i ? ", " : "") + s.vars[i] + " in [0, " + printExpr(s.extents[i]) + ")";
+      out += ") " + printExpr(s.value) + "\n";
+      return;
     case Stmt::Kind::Call:
       out += pad + "call " + s.callee + "(";
       for (size_t i = 0; i < s.args.size(); ++i) out += (i ? ", %" : "%") + s.args[i];

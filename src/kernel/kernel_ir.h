@@ -130,10 +130,30 @@ ExprRef withArgs(const ExprRef& e, std::vector<ExprRef> args);
 ExprRef flatIndex(const std::vector<ExprRef>& idx, const std::vector<int64_t>& shape);
 int64_t elementCount(const std::vector<int64_t>& shape);
 
+// Serial is also what the lowering emits: the target's schedule passes (kernel/schedule.h) choose
+// the other kinds.
 enum class LoopKind : uint8_t { Serial, Parallel, Vectorized, Unrolled, GpuBlock, GpuThread };
 const char* loopKindName(LoopKind k);  // "serial", "parallel", ...
 
 enum class MemoryScope : uint8_t { Local, Shared };  // Local: per thread; Shared: per GPU block
+
+// How a Reduce statement combines values: acc = combine(acc, x).
+enum class ReduceKind : uint8_t {
+  Sum,
+  Prod,
+  Max,
+  Min,
+  And,
+  Or,
+  // select(acc > x, acc, x): one vector max instruction, where `max` also orders -0 below +0
+  // and propagates NaN; a softmax row's max (a NaN anywhere makes every output NaN either way).
+  SelectMax,
+};
+const char* reduceKindName(ReduceKind k);  // "sum", ..., "select_max"
+ExprRef reduceIdentity(ReduceKind k, DType type);
+ExprRef reduceCombine(ReduceKind k, ExprRef acc, ExprRef x);
+// Whether the result depends on the order the values are combined in (float sums and products).
+bool reduceDependsOnOrder(ReduceKind k, DType type);
 
 struct Stmt;
 using StmtRef = std::shared_ptr<Stmt>;
@@ -171,6 +191,11 @@ struct Stmt {
     If,       // if (cond) body[0] else body[1] (body[1] may be null)
     Barrier,  // all threads of a GPU block wait here
     Call,     // a library kernel: callee(args...) on whole buffers (matrix product, convolution)
+    // buffer[index] = combine(buffer[index], value) for every point of the loops `vars` (extents
+    // `extents`, the last innermost), starting from the value buffer[index] holds. The order is
+    // the loops' unless the reduction does not depend on it; a schedule pass turns it into loops
+    // (partial accumulators, a vector, warps).
+    Reduce,
   };
   Kind kind = Kind::Block;
   std::vector<StmtRef> body;
@@ -195,6 +220,10 @@ struct Stmt {
   std::vector<PostOp> postOps;
   // When epilogue ops remain after the post-ops: why the post-op chain stops there.
   std::string note;
+  // Reduce (with buffer, index, value)
+  ReduceKind reduce = ReduceKind::Sum;
+  std::vector<std::string> vars;
+  std::vector<ExprRef> extents;
 };
 
 StmtRef block(std::vector<StmtRef> body);
@@ -203,6 +232,8 @@ StmtRef store(const std::string& buffer, ExprRef index, ExprRef value);
 StmtRef alloc(const std::string& buffer, DType type, int64_t size, MemoryScope scope, StmtRef body);
 StmtRef ifThen(ExprRef cond, StmtRef then, StmtRef otherwise = nullptr);
 StmtRef barrier();
+StmtRef reduceInto(const std::string& buffer, ExprRef index, ReduceKind kind,
+                   std::vector<std::string> vars, std::vector<ExprRef> extents, ExprRef value);
 StmtRef call(const std::string& callee, const Node* node, std::vector<std::string> args,
              std::vector<PostOp> postOps = {});
 
@@ -222,6 +253,7 @@ struct Buffer {
 
 struct Kernel {
   std::string name;             // "k3_reduction"
+  std::string kind;             // the fusion kind: "loop", "reduction", ..., "opaque"
   std::vector<Buffer> buffers;  // inputs, then outputs, then temps
   StmtRef body;
   const Buffer* find(const std::string& name) const;

@@ -123,7 +123,8 @@ class Lowerer {
           const std::map<const Value*, std::string>& names)
       : k_(k), options_(options), names_(names) {
     members_.insert(k.nodes.begin(), k.nodes.end());
-    out_.name = "k" + std::to_string(k.id) + "_" + std::string(fusion::kernelKindName(k.kind));
+    out_.kind = std::string(fusion::kernelKindName(k.kind));
+    out_.name = "k" + std::to_string(k.id) + "_" + out_.kind;
   }
 
   StatusOr<Kernel> run() {
@@ -187,36 +188,19 @@ class Lowerer {
   // Fresh loop variable names: i0, i1, ... (r0, ... for reduction loops).
   std::string freshVar(const char* prefix) { return prefix + std::to_string(vars_++); }
 
-  // A loop nest over `shape`: calls body(index) for the innermost body. The outer loop is
-  // parallel when the nest is large enough, the inner one vectorized when asked.
-  // `work` is the work of one element (the length of a reduction row).
-  StmtRef nest(const std::vector<int64_t>& shape, bool vectorizeInner,
-               const std::function<StmtRef(const Index&)>& body, const char* prefix = "i",
-               bool parallelOuter = true, int64_t work = 1) {
-    // Dims of extent 1 get no loop (their index is 0); the outermost remaining loop is the
-    // parallel one.
+  // A serial loop nest over `shape`: calls body(index) for the innermost body. Dims of extent 1
+  // get no loop (their index is 0). The target's schedule picks parallel and vector loops.
+  StmtRef nest(const std::vector<int64_t>& shape, const std::function<StmtRef(const Index&)>& body,
+               const char* prefix = "i") {
     Index idx;
     std::vector<std::string> names;
-    std::vector<size_t> looped;
-    for (size_t i = 0; i < shape.size(); ++i) {
-      if (shape[i] == 1) {
-        idx.push_back(intConst(0));
-        names.push_back("");
-        continue;
-      }
-      names.push_back(freshVar(prefix));
-      idx.push_back(var(names.back()));
-      looped.push_back(i);
+    for (int64_t extent : shape) {
+      names.push_back(extent == 1 ? "" : freshVar(prefix));
+      idx.push_back(extent == 1 ? intConst(0) : var(names.back()));
     }
     StmtRef s = body(idx);
-    bool parallel = parallelOuter && elementCount(shape) * work >= kParallelThreshold;
-    for (size_t j = looped.size(); j-- > 0;) {
-      size_t i = looped[j];
-      LoopKind kind = LoopKind::Serial;
-      if (j + 1 == looped.size() && vectorizeInner) kind = LoopKind::Vectorized;
-      if (j == 0 && parallel) kind = LoopKind::Parallel;
-      s = forLoop(names[i], intConst(shape[i]), kind, s);
-    }
+    for (size_t i = shape.size(); i-- > 0;)
+      if (!names[i].empty()) s = forLoop(names[i], intConst(shape[i]), LoopKind::Serial, s);
     return s;
   }
 
@@ -497,7 +481,7 @@ class Lowerer {
         members_.count(values[0]->def()) && !overrides_.count(values[0]))
       return storeConcatenate(values[0], shape);
     Status err = Status::ok();
-    StmtRef s = nest(shape, true, [&](const Index& idx) -> StmtRef {
+    StmtRef s = nest(shape, [&](const Index& idx) -> StmtRef {
       auto st = storeValues(values, idx);
       if (st) return *st;
       err = st.status();
@@ -536,26 +520,22 @@ class Lowerer {
         part[di] = n->operand(i)->type().dims()[d].value();
         if (part[di] == 0) continue;
         memo_.clear();
-        nests.push_back(nest(
-            part, true,
-            [&](const Index& within) -> StmtRef {
-              Index idx = at;
-              idx.insert(idx.end(), within.begin(), within.end());
-              auto x = valueAt(n->operand(i), idx);
-              if (!x) {
-                err = x.status();
-                return block({});
-              }
-              idx[d] = binary(BinaryOp::Add, idx[d], intConst(offset));
-              return store(bname, flatIndex(idx, bshape), cast(*x, v->type().dtype()));
-            },
-            "i", /*parallelOuter=*/outer.empty()));
+        nests.push_back(nest(part, [&](const Index& within) -> StmtRef {
+          Index idx = at;
+          idx.insert(idx.end(), within.begin(), within.end());
+          auto x = valueAt(n->operand(i), idx);
+          if (!x) {
+            err = x.status();
+            return block({});
+          }
+          idx[d] = binary(BinaryOp::Add, idx[d], intConst(offset));
+          return store(bname, flatIndex(idx, bshape), cast(*x, v->type().dtype()));
+        }));
         offset += part[di];
       }
       return block(std::move(nests));
     };
-    StmtRef s =
-        outer.empty() ? parts({}) : nest(outer, false, parts, "i", true, elementCount(inner));
+    StmtRef s = outer.empty() ? parts({}) : nest(outer, parts);
     KILN_RETURN_IF_ERROR(err);
     return s;
   }
@@ -590,92 +570,13 @@ class Lowerer {
 
   // ---- reductions -----------------------------------------------------------------------
 
-  static ExprRef identity(const std::string& kind, DType t) {
-    double inf = std::numeric_limits<double>::infinity();
-    if (kind == "sum") return constOf(0, t);
-    if (kind == "prod") return constOf(1, t);
-    if (kind == "and") return intConst(1, t);
-    if (kind == "or") return intConst(0, t);
-    bool isMax = kind == "max" || kind == "row_max";
-    if (isFloat(t)) return floatConst(isMax ? -inf : inf, t);
-    int64_t lo = 0, hi = 0;
-    switch (t) {
-      case DType::I8: lo = INT8_MIN, hi = INT8_MAX; break;
-      case DType::U8: lo = 0, hi = UINT8_MAX; break;
-      case DType::I16: lo = INT16_MIN, hi = INT16_MAX; break;
-      case DType::I32: lo = INT32_MIN, hi = INT32_MAX; break;
-      case DType::U16: lo = 0, hi = UINT16_MAX; break;
-      case DType::U32: lo = 0, hi = UINT32_MAX; break;
-      case DType::U64: lo = 0, hi = -1; break;  // UINT64_MAX's bit pattern (Const.i is i64)
-      default: lo = INT64_MIN, hi = INT64_MAX; break;
-    }
-    return intConst(isMax ? lo : hi, t);
-  }
-
-  static ExprRef combine(const std::string& kind, ExprRef acc, ExprRef x) {
-    if (kind == "sum") return binary(BinaryOp::Add, acc, x);
-    if (kind == "prod") return binary(BinaryOp::Mul, acc, x);
-    if (kind == "max") return binary(BinaryOp::Max, acc, x);
-    // A softmax row's max: select(acc > x, acc, x), one vector max instruction, where `max` also
-    // orders -0 below +0 and propagates every NaN (seven). The row's result is the same: a NaN
-    // anywhere makes the sum of exponentials, hence every output, NaN whichever max is found, and
-    // x - max for max = +0 or -0 gives exponentials that agree.
-    if (kind == "row_max") return select(binary(BinaryOp::Gt, acc, x), acc, x);
-    if (kind == "min") return binary(BinaryOp::Min, acc, x);
-    if (kind == "and") return binary(BinaryOp::And, acc, x);
-    return binary(BinaryOp::Or, acc, x);
-  }
-
-  // Whether a reduction of `kind` over `ct` may split into partial accumulators: its result
-  // must not depend on the order, or reassociation must be allowed.
-  bool splits(const std::string& kind, DType ct) const {
-    if (kind == "sum" || kind == "prod") return !isFloat(ct) || options_.reassociate;
-    return true;
-  }
-
-  // acc[0] = combine(acc[0], x(j)) for j in [0, n), as kReductionLanes partial accumulators:
-  //   lanes[l] = identity;  for jo { vectorized for l: lanes[l] = lanes[l] op x(jo * L + l) }
-  //   the tail j = n - n % L + t into lanes[t];  then acc[0] = acc[0] op lanes[l] for each l.
-  // `outer` wraps the accumulating loops in further (serial) reduction loops. With `keep`, each
-  // x(j) is also stored to keep[j] (and accumulated from there).
-  StatusOr<StmtRef> laneReduction(const std::string& acc, const std::string& kind, DType ct,
-                                  int64_t n, const std::function<StatusOr<ExprRef>(ExprRef)>& x,
-                                  const std::function<StmtRef(StmtRef)>& outer = nullptr,
-                                  const std::string& keep = "") {
-    constexpr int64_t L = kReductionLanes;
-    std::string lanes = "lanes" + std::to_string(vars_++);
-    auto update = [&](ExprRef lane, ExprRef j) -> StatusOr<StmtRef> {
-      memo_.clear();
-      KILN_ASSIGN_OR_RETURN(ExprRef v, x(j));
-      if (keep.empty()) return store(lanes, lane, combine(kind, load(lanes, ct, lane), v));
-      return block({store(keep, j, v),
-                    store(lanes, lane, combine(kind, load(lanes, ct, lane), load(keep, ct, j)))});
-    };
-    std::vector<StmtRef> accumulate;
-    if (n / L > 0) {
-      std::string jo = freshVar("j"), l = freshVar("l");
-      ExprRef j = binary(BinaryOp::Add, binary(BinaryOp::Mul, var(jo), intConst(L)), var(l));
-      KILN_ASSIGN_OR_RETURN(StmtRef u, update(var(l), j));
-      accumulate.push_back(forLoop(jo, intConst(n / L), LoopKind::Serial,
-                                   forLoop(l, intConst(L), LoopKind::Vectorized, u)));
-    }
-    if (n % L > 0) {
-      std::string t = freshVar("t");
-      KILN_ASSIGN_OR_RETURN(StmtRef u,
-                            update(var(t), binary(BinaryOp::Add, intConst(n - n % L), var(t))));
-      accumulate.push_back(forLoop(t, intConst(n % L), LoopKind::Serial, u));
-    }
-    StmtRef body = block(std::move(accumulate));
-    if (outer) body = outer(body);
-    std::string init = freshVar("l"), merge = freshVar("l");
-    return alloc(lanes, ct, L, MemoryScope::Local,
-                 block({forLoop(init, intConst(L), LoopKind::Vectorized,
-                                store(lanes, var(init), identity(kind, ct))),
-                        body,
-                        forLoop(merge, intConst(L), LoopKind::Serial,
-                                store(acc, intConst(0),
-                                      combine(kind, load(acc, ct, intConst(0)),
-                                              load(lanes, ct, var(merge)))))}));
+  static ReduceKind reduceKind(const std::string& kind) {
+    if (kind == "sum") return ReduceKind::Sum;
+    if (kind == "prod") return ReduceKind::Prod;
+    if (kind == "max") return ReduceKind::Max;
+    if (kind == "min") return ReduceKind::Min;
+    if (kind == "and") return ReduceKind::And;
+    return ReduceKind::Or;
   }
 
   // Values to store, split: those of `shape` (stored in the main nest) and the rest (each in a
@@ -723,11 +624,16 @@ class Lowerer {
     if (a->op() == OpCode::ReduceWindow) {
       auto win = a->attrInts("window_dimensions");
       size_t r = in.size();
-      auto ones = std::vector<int64_t>(r, 1), zeros = std::vector<int64_t>(r, 0);
-      auto strides = a->attrInts("window_strides", ones);
-      auto bdil = a->attrInts("base_dilations", ones);
-      auto wdil = a->attrInts("window_dilations", ones);
-      auto lo = a->attrInts("padding_low", zeros);
+      // Absent attributes are all `fill`.
+      auto attr = [&](const char* name, int64_t fill) {
+        std::vector<int64_t> v = a->attrInts(name);
+        if (v.empty()) v.assign(r, fill);
+        return v;
+      };
+      const std::vector<int64_t> strides = attr("window_strides", 1);
+      const std::vector<int64_t> bdil = attr("base_dilations", 1);
+      const std::vector<int64_t> wdil = attr("window_dilations", 1);
+      const std::vector<int64_t> lo = attr("padding_low", 0);
       std::vector<ExprRef> conds;
       for (size_t d = 0; d < r; ++d) {
         rvars.push_back(freshVar("w"));
@@ -807,11 +713,10 @@ class Lowerer {
     int64_t channels = outShape.back();
     DType ct = computeType(x->type().dtype());
     DType resultType = a->result()->type().dtype();
-    std::string kind = a->attrEnum("kind");
+    ReduceKind kind = reduceKind(a->attrEnum("kind"));
     std::vector<const Value*> main, rest;
     splitOutputs(outShape, main, rest);
     std::string acc = "acc" + std::to_string(vars_);
-    int64_t work = elementCount(x->type().staticDims()) / std::max<int64_t>(1, elementCount(outer));
     Status err = Status::ok();
     auto perOuter = [&](const Index& oo) -> StmtRef {
       memo_.clear();
@@ -825,15 +730,14 @@ class Lowerer {
         return block({});
       }
       ExprRef cur = load(acc, ct, var(c));
-      ExprRef next = combine(kind, cur, *xv);
+      ExprRef next = reduceCombine(kind, cur, *xv);
       if (ri.valid) next = select(ri.valid, next, cur);
-      StmtRef update =
-          forLoop(c, intConst(channels), LoopKind::Vectorized, store(acc, var(c), next));
+      StmtRef update = forLoop(c, intConst(channels), LoopKind::Serial, store(acc, var(c), next));
       for (size_t i = ri.rvars.size(); i-- > 0;)
         update = forLoop(ri.rvars[i], intConst(ri.rextents[i]), LoopKind::Serial, update);
       std::string c0 = freshVar("c"), c1 = freshVar("c");
-      StmtRef init = forLoop(c0, intConst(channels), LoopKind::Vectorized,
-                             store(acc, var(c0), identity(kind, ct)));
+      StmtRef init = forLoop(c0, intConst(channels), LoopKind::Serial,
+                             store(acc, var(c0), reduceIdentity(kind, ct)));
       memo_.clear();
       overrides_[a->result()] = [acc, ct, resultType](const Index& i) {
         return cast(cast(load(acc, ct, i.back()), resultType), computeType(resultType));
@@ -846,12 +750,32 @@ class Lowerer {
         err = stores.status();
         return block({});
       }
-      StmtRef out = forLoop(c1, intConst(channels), LoopKind::Vectorized, *stores);
+      StmtRef out = forLoop(c1, intConst(channels), LoopKind::Serial, *stores);
       return alloc(acc, ct, channels, MemoryScope::Local, block({init, update, out}));
     };
-    StmtRef s = nest(outer, false, perOuter, "i", true, work);
+    StmtRef s = nest(outer, perOuter);
     KILN_RETURN_IF_ERROR(err);
     return thenStore(s, rest);
+  }
+
+  // One step of argmax/argmin over the variable `pos`: the first NaN wins (argmax: NaN is the
+  // largest; argmin: the smallest); ties keep the first index unless select_last_index.
+  StmtRef argUpdate(const std::string& acc, const std::string& accIdx, DType ct, ExprRef v,
+                    const std::string& pos) {
+    const Node* a = k_.anchor;
+    ExprRef cur = load(acc, ct, intConst(0));
+    BinaryOp better = a->op() == OpCode::ArgMax ? BinaryOp::Gt : BinaryOp::Lt;
+    ExprRef take = binary(better, v, cur);
+    if (a->attrBool("select_last_index"))
+      take = binary(BinaryOp::Or, take, binary(BinaryOp::Eq, v, cur));
+    if (isFloat(ct)) {
+      ExprRef curNan = unary(UnaryOp::IsNan, cur);
+      take = binary(BinaryOp::And, unary(UnaryOp::Not, curNan),
+                    binary(BinaryOp::Or, take, unary(UnaryOp::IsNan, v)));
+    }
+    ExprRef first = binary(BinaryOp::Lt, load(accIdx, DType::I64, intConst(0)), intConst(0));
+    take = binary(BinaryOp::Or, take, first);
+    return ifThen(take, block({store(acc, intConst(0), v), store(accIdx, intConst(0), var(pos))}));
   }
 
   StatusOr<StmtRef> lowerRowReduction() {
@@ -863,81 +787,36 @@ class Lowerer {
     DType xt = x->type().dtype();
     DType ct = computeType(xt);
     bool arg = a->op() == OpCode::ArgMax || a->op() == OpCode::ArgMin;
-    std::string kind = arg ? (a->op() == OpCode::ArgMax ? "max" : "min") : a->attrEnum("kind");
+    ReduceKind kind = arg ? (a->op() == OpCode::ArgMax ? ReduceKind::Max : ReduceKind::Min)
+                          : reduceKind(a->attrEnum("kind"));
     std::vector<const Value*> main, rest;
     splitOutputs(outShape, main, rest);
     std::string acc = "acc" + std::to_string(vars_), accIdx = "arg" + std::to_string(vars_);
     Status err = Status::ok();
-    // The work of one output element: the elements it reduces.
-    int64_t work = 1;
-    if (a->op() == OpCode::ReduceWindow) work = elementCount(a->attrInts("window_dimensions"));
-    else if (outShape.empty() || elementCount(outShape) > 0)
-      work = std::max<int64_t>(1, elementCount(in) / std::max<int64_t>(1, elementCount(outShape)));
     auto perOutput = [&](const Index& o) -> StmtRef {
       memo_.clear();
       std::vector<StmtRef> body;
-      body.push_back(store(acc, intConst(0), identity(kind, ct)));
+      body.push_back(store(acc, intConst(0), reduceIdentity(kind, ct)));
       if (arg) body.push_back(store(accIdx, intConst(0), intConst(-1)));
       ReductionIndex ri = reductionIndex(o);
-      std::vector<std::string>& rvars = ri.rvars;
-      std::vector<int64_t>& rextents = ri.rextents;
-      Index& inIdx = ri.inIdx;
-      ExprRef valid = ri.valid;
-      auto xv = valueAt(x, inIdx);
+      auto xv = valueAt(x, ri.inIdx);
       if (!xv) {
         err = xv.status();
         return block({});
       }
-      ExprRef cur = load(acc, ct, intConst(0));
       StmtRef update;
       if (arg) {
-        // The first NaN wins (argmax: NaN is the largest; argmin: the smallest); ties keep the
-        // first index unless select_last_index.
-        ExprRef v = *xv;
-        bool last = a->attrBool("select_last_index");
-        BinaryOp better = a->op() == OpCode::ArgMax ? BinaryOp::Gt : BinaryOp::Lt;
-        ExprRef take = binary(better, v, cur);
-        if (last) take = binary(BinaryOp::Or, take, binary(BinaryOp::Eq, v, cur));
-        if (isFloat(ct)) {
-          ExprRef curNan = unary(UnaryOp::IsNan, cur);
-          take = binary(BinaryOp::And, unary(UnaryOp::Not, curNan),
-                        binary(BinaryOp::Or, take, unary(UnaryOp::IsNan, v)));
-        }
-        ExprRef first = binary(BinaryOp::Lt, load(accIdx, DType::I64, intConst(0)), intConst(0));
-        take = binary(BinaryOp::Or, take, first);
-        ExprRef pos = var(rvars[0]);
-        update = ifThen(take, block({store(acc, intConst(0), v), store(accIdx, intConst(0), pos)}));
+        update = argUpdate(acc, accIdx, ct, *xv, ri.rvars[0]);
+        for (size_t i = ri.rvars.size(); i-- > 0;)
+          update = forLoop(ri.rvars[i], intConst(ri.rextents[i]), LoopKind::Serial, update);
       } else {
-        ExprRef next = combine(kind, cur, *xv);
-        if (valid) next = select(valid, next, cur);
-        update = store(acc, intConst(0), next);
-      }
-      // A reduce whose innermost reduced dim is the input's innermost (contiguous) one splits
-      // that loop into vectorized partial accumulators.
-      bool split = !arg && a->op() == OpCode::Reduce && !rvars.empty() && !in.empty() &&
-                   inIdx.back()->kind == Expr::Kind::Var && inIdx.back()->name == rvars.back() &&
-                   rextents.back() >= 2 * kReductionLanes && splits(kind, ct);
-      auto outerLoops = [&](StmtRef s, size_t count) {
-        for (size_t i = count; i-- > 0;)
-          s = forLoop(rvars[i], intConst(rextents[i]), LoopKind::Serial, s);
-        return s;
-      };
-      if (split) {
-        auto lanes = laneReduction(
-            acc, kind, ct, rextents.back(),
-            [&](ExprRef j) {
-              Index at = inIdx;
-              at.back() = j;
-              return valueAt(x, at);
-            },
-            [&](StmtRef s) { return outerLoops(s, rvars.size() - 1); });
-        if (!lanes) {
-          err = lanes.status();
-          return block({});
-        }
-        update = *lanes;
-      } else {
-        update = outerLoops(update, rvars.size());
+        // An element outside a padded window counts as the identity.
+        ExprRef v = ri.valid ? select(ri.valid, *xv, reduceIdentity(kind, ct)) : *xv;
+        std::vector<ExprRef> extents;
+        for (int64_t e : ri.rextents) extents.push_back(intConst(e));
+        update = ri.rvars.empty()
+                     ? store(acc, intConst(0), reduceCombine(kind, load(acc, ct, intConst(0)), v))
+                     : reduceInto(acc, intConst(0), kind, ri.rvars, extents, v);
       }
       body.push_back(update);
       // The epilogue at the output index reads the accumulator.
@@ -960,7 +839,7 @@ class Lowerer {
       if (arg) s = alloc(accIdx, DType::I64, 1, MemoryScope::Local, s);
       return s;
     };
-    StmtRef s = nest(outShape, false, perOutput, "i", true, work);
+    StmtRef s = nest(outShape, perOutput);
     overrides_.erase(a->result());
     KILN_RETURN_IF_ERROR(err);
     return thenStore(s, rest);
@@ -988,77 +867,60 @@ class Lowerer {
     std::vector<const Value*> main, rest;
     splitOutputs(in, main, rest);
     std::string a0 = "acc" + std::to_string(vars_), a1 = "sum" + std::to_string(vars_);
-    // softmax keeps each row's exp(x - max) in a local row (rows of one long dim, up to 4096
-    // elements): the last pass divides it instead of computing exp again, the same values.
     bool logarithm = a->op() == OpCode::LogSoftmax;
-    size_t longDims = 0, longDim = 0;
-    for (size_t i = 0; i < lineShape.size(); ++i)
-      if (lineShape[i] > 1) longDims++, longDim = i;
-    bool keepRow = !layerNorm && !logarithm && longDims == 1 && lineSize <= 4096;
-    std::string rowBuffer = "row" + std::to_string(vars_);
     Status err = Status::ok();
     auto perRow = [&](const Index& r) -> StmtRef {
+      auto fullAt = [&](const Index& l) {
+        Index full(in.size());
+        for (size_t i = 0; i < rowDims.size(); ++i) full[rowDims[i]] = r[i];
+        for (size_t i = 0; i < lineDims.size(); ++i) full[lineDims[i]] = l[i];
+        return full;
+      };
       // One pass over the line: body(full index, line index).
-      auto pass = [&](const std::function<StatusOr<StmtRef>(const Index&, const Index&)>& f,
-                      bool vectorize) -> StmtRef {
+      auto pass = [&](const std::function<StatusOr<StmtRef>(const Index&, const Index&)>& f) {
         memo_.clear();
         return nest(
-            lineShape, vectorize,
+            lineShape,
             [&](const Index& l) -> StmtRef {
-              Index full(in.size());
-              for (size_t i = 0; i < rowDims.size(); ++i) full[rowDims[i]] = r[i];
-              for (size_t i = 0; i < lineDims.size(); ++i) full[lineDims[i]] = l[i];
-              auto s = f(full, l);
+              auto s = f(fullAt(l), l);
               if (!s) {
                 err = s.status();
                 return block({});
               }
               return *s;
             },
-            "j", false);
+            "j");
       };
       auto xAt = [&](const Index& full) { return valueAt(x, full); };
-      // acc = acc `kind` value(full index) over the line: split into partial accumulators when
-      // the line is one dim (the others of extent 1) long enough, else one serial pass.
-      // With `keep` (a line of one long dim), each value is also stored to keep[j].
-      auto reduceLine = [&](const std::string& acc, const std::string& kind,
-                            const std::function<StatusOr<ExprRef>(const Index&)>& value,
-                            const std::string& keep = "") {
-        if (longDims == 1 && lineShape[longDim] >= 2 * kReductionLanes && splits(kind, ct)) {
-          auto s = laneReduction(
-              acc, kind, ct, lineShape[longDim],
-              [&](ExprRef j) {
-                Index full(in.size());
-                for (size_t i = 0; i < rowDims.size(); ++i) full[rowDims[i]] = r[i];
-                for (size_t i = 0; i < lineDims.size(); ++i)
-                  full[lineDims[i]] = i == longDim ? j : intConst(0);
-                return value(full);
-              },
-              nullptr, keep);
-          if (s) return *s;
-          err = s.status();
+      // acc = acc `kind` value(full index) over the line: one Reduce over its dims.
+      auto reduceLine = [&](const std::string& acc, ReduceKind kind,
+                            const std::function<StatusOr<ExprRef>(const Index&)>& value) {
+        memo_.clear();
+        Index l;
+        std::vector<std::string> vars;
+        std::vector<ExprRef> extents;
+        for (int64_t e : lineShape) {
+          if (e != 1) vars.push_back(freshVar("j")), extents.push_back(intConst(e));
+          l.push_back(e == 1 ? intConst(0) : var(vars.back()));
+        }
+        StatusOr<ExprRef> v = value(fullAt(l));
+        if (!v) {
+          err = v.status();
           return block({});
         }
-        ExprRef cur = load(acc, ct, intConst(0));
-        return pass(
-            [&](const Index& full, const Index& line) -> StatusOr<StmtRef> {
-              KILN_ASSIGN_OR_RETURN(ExprRef v, value(full));
-              if (keep.empty()) return store(acc, intConst(0), combine(kind, cur, v));
-              ExprRef j = line[longDim];
-              return block({store(keep, j, v),
-                            store(acc, intConst(0), combine(kind, cur, load(keep, ct, j)))});
-            },
-            false);
+        if (vars.empty())
+          return store(acc, intConst(0), reduceCombine(kind, load(acc, ct, intConst(0)), *v));
+        return reduceInto(acc, intConst(0), kind, vars, extents, *v);
       };
       ExprRef acc0 = load(a0, ct, intConst(0)), acc1 = load(a1, ct, intConst(0));
       std::vector<StmtRef> body;
       if (layerNorm) {
         body.push_back(store(a0, intConst(0), floatConst(0, ct)));
-        body.push_back(reduceLine(a0, "sum", xAt));
+        body.push_back(reduceLine(a0, ReduceKind::Sum, xAt));
         body.push_back(
             store(a0, intConst(0), binary(BinaryOp::Div, acc0, floatConst(double(lineSize), ct))));
         body.push_back(store(a1, intConst(0), floatConst(0, ct)));
-        body.push_back(reduceLine(a1, "sum", [&](const Index& full) -> StatusOr<ExprRef> {
+        body.push_back(reduceLine(a1, ReduceKind::Sum, [&](const Index& full) -> StatusOr<ExprRef> {
           KILN_ASSIGN_OR_RETURN(ExprRef v, xAt(full));
           ExprRef d = binary(BinaryOp::Sub, v, acc0);
           return binary(BinaryOp::Mul, d, d);
@@ -1074,52 +936,44 @@ class Lowerer {
       } else {
         body.push_back(
             store(a0, intConst(0), floatConst(-std::numeric_limits<double>::infinity(), ct)));
-        body.push_back(reduceLine(a0, logarithm ? "max" : "row_max", xAt));
+        body.push_back(reduceLine(a0, logarithm ? ReduceKind::Max : ReduceKind::SelectMax, xAt));
         body.push_back(store(a1, intConst(0), floatConst(0, ct)));
-        body.push_back(reduceLine(
-            a1, "sum",
-            [&](const Index& full) -> StatusOr<ExprRef> {
-              KILN_ASSIGN_OR_RETURN(ExprRef v, xAt(full));
-              return unary(UnaryOp::Exp, binary(BinaryOp::Sub, v, acc0));
-            },
-            keepRow ? rowBuffer : ""));
+        body.push_back(reduceLine(a1, ReduceKind::Sum, [&](const Index& full) -> StatusOr<ExprRef> {
+          KILN_ASSIGN_OR_RETURN(ExprRef v, xAt(full));
+          return unary(UnaryOp::Exp, binary(BinaryOp::Sub, v, acc0));
+        }));
         // softmax multiplies by 1 / sum (within an ulp of dividing by it, one division a row).
         if (!logarithm)
           body.push_back(store(a1, intConst(0), binary(BinaryOp::Div, floatConst(1, ct), acc1)));
       }
       // The last pass: the anchor's value at each element, and every stored value of x's shape.
       DType resultType = a->result()->type().dtype();
-      body.push_back(pass(
-          [&](const Index& full, const Index& line) -> StatusOr<StmtRef> {
-            KILN_ASSIGN_OR_RETURN(ExprRef v, xAt(full));
-            ExprRef y;
-            if (layerNorm) {
-              KILN_ASSIGN_OR_RETURN(ExprRef scale, valueAt(a->operand(1), line));
-              y = binary(BinaryOp::Mul, binary(BinaryOp::Mul, binary(BinaryOp::Sub, v, acc0), acc1),
-                         scale);
-              if (a->numOperands() > 2) {
-                KILN_ASSIGN_OR_RETURN(ExprRef bias, valueAt(a->operand(2), line));
-                y = binary(BinaryOp::Add, y, bias);
-              }
-            } else if (logarithm) {
-              y = binary(BinaryOp::Sub, binary(BinaryOp::Sub, v, acc0), unary(UnaryOp::Log, acc1));
-            } else if (keepRow) {
-              y = binary(BinaryOp::Mul, load(rowBuffer, ct, line[longDim]), acc1);
-            } else {
-              y = binary(BinaryOp::Mul, unary(UnaryOp::Exp, binary(BinaryOp::Sub, v, acc0)), acc1);
-            }
-            ExprRef rounded = cast(cast(y, resultType), computeType(resultType));
-            overrides_[a->result()] = [rounded](const Index&) { return rounded; };
-            StatusOr<StmtRef> stores = storeValues(main, full);
-            overrides_.erase(a->result());
-            return stores;
-          },
-          true));
-      StmtRef s = alloc(a0, ct, 1, MemoryScope::Local,
-                        alloc(a1, ct, 1, MemoryScope::Local, block(std::move(body))));
-      return keepRow ? alloc(rowBuffer, ct, lineSize, MemoryScope::Local, s) : s;
+      body.push_back(pass([&](const Index& full, const Index& line) -> StatusOr<StmtRef> {
+        KILN_ASSIGN_OR_RETURN(ExprRef v, xAt(full));
+        ExprRef y;
+        if (layerNorm) {
+          KILN_ASSIGN_OR_RETURN(ExprRef scale, valueAt(a->operand(1), line));
+          y = binary(BinaryOp::Mul, binary(BinaryOp::Mul, binary(BinaryOp::Sub, v, acc0), acc1),
+                     scale);
+          if (a->numOperands() > 2) {
+            KILN_ASSIGN_OR_RETURN(ExprRef bias, valueAt(a->operand(2), line));
+            y = binary(BinaryOp::Add, y, bias);
+          }
+        } else if (logarithm) {
+          y = binary(BinaryOp::Sub, binary(BinaryOp::Sub, v, acc0), unary(UnaryOp::Log, acc1));
+        } else {
+          y = binary(BinaryOp::Mul, unary(UnaryOp::Exp, binary(BinaryOp::Sub, v, acc0)), acc1);
+        }
+        ExprRef rounded = cast(cast(y, resultType), computeType(resultType));
+        overrides_[a->result()] = [rounded](const Index&) { return rounded; };
+        StatusOr<StmtRef> stores = storeValues(main, full);
+        overrides_.erase(a->result());
+        return stores;
+      }));
+      return alloc(a0, ct, 1, MemoryScope::Local,
+                   alloc(a1, ct, 1, MemoryScope::Local, block(std::move(body))));
     };
-    StmtRef rows = nest(rowShape, false, perRow, "i", true, lineSize);
+    StmtRef rows = nest(rowShape, perRow);
     KILN_RETURN_IF_ERROR(err);
     return thenStore(rows, rest);
   }

@@ -4,17 +4,18 @@
 //     index by inlining its producers (elementwise ops apply at the same index, injective ops
 //     rewrite the index: broadcast, reshape, transpose, slice, pad, concatenate, reverse, iota);
 //   - reduction kernels: a loop nest over the rows (the kept dims) with a local accumulator per
-//     row (per run of the innermost dim, updated by a vectorized loop, when the reduction keeps
-//     that dim); softmax, log_softmax and layer_norm make two or three passes over the row; the
-//     fused producers are recomputed in each pass and the epilogue runs in the last;
+//     row, filled by a Reduce statement (per run of the innermost dim, updated by a loop over
+//     that run, when the reduction keeps that dim); softmax, log_softmax and layer_norm make two
+//     or three passes over the row; the fused producers are recomputed in each pass and the
+//     epilogue runs in the last;
 //   - contraction and attention kernels: a library call of the anchor op (the runtime runs it)
 //     with the leading part of the epilogue as post-ops of the call (LowerOptions), then the
 //     rest of the epilogue as a loop nest over its result;
 //   - opaque kernels (scatter, resize, grid_sample, sort, top_k, cumsum): whole-buffer loop
-//     nests of the anchor op (lower_opaque.h); a case that lowering leaves out (sort and top_k
-//     rows past 4096 elements) stays a library call.
-// The outermost loop of a nest is parallel, the innermost (of a loop kernel) vectorized; the
-// innermost loop of a reduction splits into vectorized partial accumulators (LowerOptions).
+//     nests of the anchor op (lower_opaque.h), scheduled there; a case that lowering leaves out
+//     (sort and top_k rows past 4096 elements) stays a library call.
+// Every other loop is serial and every reduction a Reduce: the target's schedule passes
+// (kernel/schedule.h) choose parallel and vector loops and how reductions run.
 //
 // Needs: static shapes (specialise first). The ops of lower_opaque.h have no lowering inside a
 // loop or reduction kernel: they must be the anchor of an opaque kernel (fusion::patternOf makes
@@ -27,10 +28,6 @@
 
 namespace kiln::kernel {
 
-// Loop nests with less work than this (elements, times the work of each) run their outer loop
-// serially: a thread handoff costs more than the work.
-inline constexpr int64_t kParallelThreshold = 16384;
-
 struct LowerOptions {
   // Fold the leading elementwise ops of a contraction's epilogue into post-ops of its library
   // call (kernel_ir.h, PostOp): a bias or residual add or mul, clamp/relu, sigmoid, tanh, gelu.
@@ -39,16 +36,7 @@ struct LowerOptions {
   // rest of the epilogue stays a loop nest over the call's result. Only for f32 convolutions
   // and matrix products.
   bool postOps = true;
-  // Let floating-point sums and products of reductions reassociate: the innermost reduction
-  // loop over a contiguous run of at least 2 * kReductionLanes elements accumulates into
-  // kReductionLanes partial results (a vectorized loop), combined at the end. max, min, and/or
-  // and integer reductions always split so (their result does not depend on the order); false
-  // keeps float sums and products in the interpreter's order.
-  bool reassociate = true;
 };
-
-// The partial accumulators of a split reduction (two AVX2 vectors of f32).
-inline constexpr int64_t kReductionLanes = 16;
 
 StatusOr<Kernel> lowerKernel(const Function& f, const fusion::Kernel& k,
                              const LowerOptions& options = {});

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "kernel/lower.h"
+#include "kernel/schedule.h"
 
 namespace kiln::kernel {
 namespace {

@@ -65,10 +65,26 @@ class Simplifier {
       forget();
       return out;
     }
+    if (s->kind == Stmt::Kind::Reduce) return reduce(out);
     if (out->index) out->index = expr(out->index);
     if (out->value) out->value = expr(out->value);
     if (out->cond) out->cond = expr(out->cond);
     for (StmtRef& b : out->body) b = stmt(b);
+    return out;
+  }
+
+  // The index outside the reduction's loops, the value inside them (the variables are fresh).
+  StmtRef reduce(std::shared_ptr<Stmt> out) {
+    out->index = expr(out->index);
+    for (size_t i = 0; i < out->vars.size(); ++i) {
+      out->extents[i] = expr(out->extents[i]);
+      const ExprRef& n = out->extents[i];
+      if (isConst(n) && n->i > 0) vars_[out->vars[i]] = Range{0, n->i - 1};
+    }
+    forget();
+    out->value = expr(out->value);
+    for (const std::string& v : out->vars) vars_.erase(v);
+    forget();
     return out;
   }
 

@@ -44,6 +44,7 @@ class Verifier {
     else if (s.kind == Stmt::Kind::Call) text = "call " + s.callee;
     else if (s.kind == Stmt::Kind::If) text = "if (...)";
     else if (s.kind == Stmt::Kind::Alloc) text = "local %" + s.buffer;
+    else if (s.kind == Stmt::Kind::Reduce) text = "%" + s.buffer + "[...] = reduce";
     return fail(why + (text.empty() ? "" : " (in `" + text.substr(0, 200) + "`)"));
   }
 
@@ -157,6 +158,7 @@ class Verifier {
           if (b) KILN_RETURN_IF_ERROR(stmt(*b));
         return Status::ok();
       case Stmt::Kind::Barrier: return Status::ok();
+      case Stmt::Kind::Reduce: return reduce(s);
       case Stmt::Kind::Call:
         if (s.callee.empty()) return failAt(s, "a call without a callee");
         for (const std::string& a : s.args)
@@ -167,6 +169,23 @@ class Verifier {
         return Status::ok();
     }
     return failAt(s, "an unknown statement");
+  }
+
+  // The accumulator is outside the reduction's loops, the value inside them.
+  Status reduce(const Stmt& s) {
+    auto it = buffers_.find(s.buffer);
+    if (it == buffers_.end()) return failAt(s, "reduction into unknown buffer %" + s.buffer);
+    KILN_RETURN_IF_ERROR(exprAt(s, s.index, DType::I64, "the index"));
+    if (s.vars.empty() || s.vars.size() != s.extents.size())
+      return failAt(s, "a reduction needs one extent per loop variable, and a loop");
+    for (const ExprRef& e : s.extents) KILN_RETURN_IF_ERROR(exprAt(s, e, DType::I64, "an extent"));
+    for (const std::string& v : s.vars)
+      if (v.empty() || !vars_.insert(v).second)
+        return failAt(s, "reduction variable '" + v + "' is empty or already in scope");
+    Status inner = exprAt(s, s.value, it->second, "the reduced value");
+    for (const std::string& v : s.vars) vars_.erase(v);
+    forgetChecked();
+    return inner;
   }
 
   // Expressions checked in a scope that ended may name its variables: check them again.

@@ -50,6 +50,13 @@ bool elementwiseAccess(const kernel::Kernel& k, const std::string& in, const std
         for (const std::string& a : s->args)
           if (a == in || a == out) ok = false;
         return;
+      case K::Reduce: {
+        std::vector<kernel::ExprRef> loads;
+        collectLoads(s->value, in, loads);
+        collectLoads(s->index, in, loads);
+        if (!loads.empty() || s->buffer == out) ok = false;
+        return;
+      }
       case K::For:
       case K::If: {
         std::vector<kernel::ExprRef> loads;

@@ -37,7 +37,7 @@ struct CompileOptions {
   int optLevel = 1;             // 1: the default graph pipeline first; 0: none
   bool fuse = true;             // false: one kernel per op
   bool postOps = true;          // false: no library post-ops (kernel::LowerOptions::postOps)
-  bool reassociate = true;      // false: float sums in the interpreter's order (LowerOptions)
+  bool reassociate = true;      // false: float sums in the interpreter's order (schedule.h)
   // Free the data of constants that only library kernels read, each holding its own reordered
   // copy (convolution weights in a library's blocked layout, matrix weights with padded rows):
   // about half the weights' memory. Each is freed as soon as its last reader is prepared, before
@@ -124,6 +124,10 @@ class Target {
   // Its own graph passes, after the default pipeline the driver runs (at -O0 only what its
   // lowering needs).
   virtual Status graphPasses(Module& module, PassManager& pm, int optLevel) const = 0;
+  // Its schedule passes (kernel/schedule.h) over the lowered kernels, in place; the driver
+  // verifies the result.
+  virtual Status schedule(std::vector<kernel::Kernel>& kernels,
+                          const CompileOptions& options) const = 0;
   // The program of the kernels the driver lowered the module to (src/compiler/compile.h): its
   // code and library calls. The driver plans its buffers next.
   virtual StatusOr<std::unique_ptr<Program>> build(std::unique_ptr<Module> module,

@@ -59,6 +59,10 @@ class InterpTarget final : public runtime::Target {
 
   // It runs any graph: nothing beyond the driver's pipeline.
   Status graphPasses(Module&, PassManager&, int) const override { return Status::ok(); }
+  // The interpreter runs the graph: its kernels only explain the plan, left unscheduled.
+  Status schedule(std::vector<kernel::Kernel>&, const CompileOptions&) const override {
+    return Status::ok();
+  }
 
   StatusOr<std::unique_ptr<runtime::Program>> build(std::unique_ptr<Module> module,
                                                     fusion::FusionPlan plan,
@@ -71,7 +75,8 @@ class InterpTarget final : public runtime::Target {
   StatusOr<std::unique_ptr<runtime::Program>>
   load(const runtime::DecodedArtifact& s, const std::string& source, const CompileOptions& options,
        std::shared_ptr<const MappedFile> mapping) const override {
-    KILN_ASSIGN_OR_RETURN(compiler::Reloaded r, compiler::reload(s, source, options, mapping));
+    KILN_ASSIGN_OR_RETURN(compiler::Reloaded r,
+                          compiler::reload(*this, s, source, options, mapping));
     auto p = std::make_unique<InterpProgram>(std::move(r.module), std::move(r.plan),
                                              std::move(r.kernels));
     p->times() = r.times;

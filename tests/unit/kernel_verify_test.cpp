@@ -1,5 +1,6 @@
 // kernel::verifyKernel: each rule it checks, on a kernel broken in that one way, and every
-// kernel lowered from the op table's test module (Inputs/all-ops.kir), which must verify.
+// kernel lowered from the op table's test module (Inputs/all-ops.kir), which must verify, also
+// after each schedule pass.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -8,6 +9,7 @@
 #include "fusion/fusion.h"
 #include "ir/text/text.h"
 #include "kernel/lower.h"
+#include "kernel/schedule.h"
 #include "kernel/verify.h"
 #include "passes/pass_manager.h"
 #include "passes/specialize_shapes.h"
@@ -67,6 +69,15 @@ TEST(VerifyKernel, RefusesEachBrokenRule) {
       {alloc("t", DType::F32, 0, MemoryScope::Local, store("y", var("i0"), x)),
        "a scratch buffer of size 0"},
       {call("dot_general", nullptr, {"x", "q"}), "argument %q is no buffer"},
+      {reduceInto("z", intConst(0), ReduceKind::Sum, {"r0"}, {intConst(8)}, x),
+       "reduction into unknown buffer %z"},
+      {reduceInto("y", intConst(0), ReduceKind::Sum, {"i0"}, {intConst(8)}, x),
+       "reduction variable 'i0' is empty or already in scope"},
+      {reduceInto("y", var("i0"), ReduceKind::Sum, {}, {}, x),
+       "a reduction needs one extent per loop variable, and a loop"},
+      {reduceInto("y", var("i0"), ReduceKind::Max, {"r0"}, {intConst(8)},
+                  cast(load("x", DType::F32, var("r0")), DType::F64)),
+       "the reduced value is f64, not f32"},
   };
   for (const Case& c : cases) {
     std::string error = errorOf(kernelWith(c.body));
@@ -99,7 +110,16 @@ TEST(VerifyKernel, EveryKernelOfTheOpTableModuleVerifies) {
     auto kernels = lowerPlan(*f, plan);
     ASSERT_TRUE(kernels.isOk()) << kernels.status().str();
     count += kernels->size();
-    for (const Kernel& k : *kernels) EXPECT_TRUE(verifyKernel(k).isOk()) << verifyKernel(k).str();
+    for (const Kernel& lowered : *kernels) {
+      EXPECT_TRUE(verifyKernel(lowered).isOk()) << verifyKernel(lowered).str();
+      Kernel k = cacheRows(lowered, 4);
+      k = parallelizeOuter(k, 8);
+      k = vectorizeInner(k);
+      k = splitReductions(k, 2, true);
+      k = lowerReductions(k);
+      EXPECT_TRUE(verifyKernel(k).isOk()) << verifyKernel(k).str() << "\n" << printKernel(k);
+      EXPECT_EQ(printKernel(k).find("reduce<"), std::string::npos) << printKernel(k);
+    }
   }
   EXPECT_GE(count, 20u);  // every op family lowers to some kernel (@constants to none)
 }

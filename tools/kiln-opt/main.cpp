@@ -3,9 +3,12 @@
 //
 //   kiln-opt model.kir --decompose-composites --dce -o out.kir
 //   kiln-opt model.kir --plan-fusion --lower      (the fusion plan and kernel IR, not the module)
+//   kiln-opt model.kir --lower --schedule=cpu     (kernel IR after the CPU target's schedule)
+//   kiln-opt model.kir --lower --split-reductions=16 --lower-reductions   (schedule passes)
 //
 // Any error is one line on stderr, "kiln-opt: file:line:col: error: message", and exit status 1.
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -17,6 +20,8 @@
 #include "compiler/compile.h"
 #include "fusion/fusion.h"
 #include "ir/text/text.h"
+#include "kernel/schedule.h"
+#include "kernel/verify.h"
 #include "passes/pass.h"
 #include "passes/pass_manager.h"
 #include "passes/pipeline.h"
@@ -30,6 +35,10 @@ struct Options {
   bool help = false;
   bool planFusion = false;  // print the fusion plan of the entry function after the passes
   bool lower = false;       // print the kernel IR of each of its kernels
+  // After lowering, in order: "schedule=cpu" (a target's whole schedule) or a schedule pass
+  // ("split-reductions=16", "lower-reductions", ...).
+  std::vector<std::string> schedule;
+  bool reassociate = true;
   kiln::PassManagerOptions instrumentation;
 };
 
@@ -52,6 +61,14 @@ void printHelp() {
          "                         (kernels and every decision with its reason), not the module\n"
          "  --lower                after the passes, print each kernel's loop-level IR (the\n"
          "                         lowering before any target's code generation), not the module\n"
+         "  --schedule=TARGET      after --lower, run that target's schedule passes (cpu)\n"
+         "schedule passes (after --lower, in the order given; kernel/schedule.h):\n"
+         "  --cache-rows=N         store a reduced row's costly values for a later loop (N max)\n"
+         "  --parallelize-outer=N  parallel outer loops of nests of at least N statements\n"
+         "  --vectorize-inner      vectorized innermost loops that only store\n"
+         "  --split-reductions=N   reductions into N vector partial accumulators\n"
+         "  --lower-reductions     Reduce statements into serial loops\n"
+         "  --no-reassociate       float sums keep their order (split-reductions, --schedule)\n"
       << kiln::instrumentationFlagsHelp()
       << "  --help                 show this text\n\n"
          "passes (options: --specialize-shapes=N=1,S=128, --layout-assignment=nhwc|nchw|keep):\n";
@@ -59,6 +76,41 @@ void printHelp() {
     auto pass = kiln::createPass(name);
     std::cout << "  --" << name << "\n      " << (pass ? pass->description() : "") << "\n";
   }
+}
+
+bool isSchedulePass(const std::string& flag) {
+  for (const char* p :
+       {"--schedule=", "--cache-rows=", "--parallelize-outer=", "--split-reductions="})
+    if (flag.rfind(p, 0) == 0) return true;
+  return flag == "--vectorize-inner" || flag == "--lower-reductions";
+}
+
+// Runs one --schedule or schedule-pass spec over `kernels`.
+kiln::Status schedule(const std::string& spec, const Options& o,
+                      std::vector<kiln::kernel::Kernel>& kernels) {
+  size_t eq = spec.find('=');
+  std::string name = spec.substr(0, eq), arg = eq == std::string::npos ? "" : spec.substr(eq + 1);
+  if (name == "schedule") {
+    KILN_ASSIGN_OR_RETURN(const kiln::runtime::Target* target, kiln::runtime::findTarget(arg));
+    kiln::runtime::CompileOptions options;
+    options.reassociate = o.reassociate;
+    return target->schedule(kernels, options);
+  }
+  int64_t n = 0;
+  if (!arg.empty()) {
+    char* end = nullptr;
+    n = std::strtoll(arg.c_str(), &end, 10);
+    if (*end != '\0' || n <= 0)
+      return kiln::Status::error("--" + name + " takes a positive count, not '" + arg + "'");
+  }
+  for (kiln::kernel::Kernel& k : kernels) {
+    if (name == "cache-rows") k = kiln::kernel::cacheRows(k, n);
+    else if (name == "parallelize-outer") k = kiln::kernel::parallelizeOuter(k, n);
+    else if (name == "vectorize-inner") k = kiln::kernel::vectorizeInner(k);
+    else if (name == "split-reductions") k = kiln::kernel::splitReductions(k, n, o.reassociate);
+    else k = kiln::kernel::lowerReductions(k);
+  }
+  return kiln::Status::ok();
 }
 
 bool isPass(const std::string& name) {
@@ -88,6 +140,10 @@ kiln::StatusOr<Options> parseArgs(int argc, char** argv) {
       o.planFusion = true;
     } else if (a == "--lower") {
       o.lower = true;
+    } else if (a == "--no-reassociate") {
+      o.reassociate = false;
+    } else if (isSchedulePass(a)) {
+      o.schedule.push_back(a.substr(2));
     } else if (a.size() > 2 && a.compare(0, 2, "--") == 0) {
       std::string spec = a.substr(2);
       if (!isPass(spec.substr(0, spec.find('='))))
@@ -102,6 +158,8 @@ kiln::StatusOr<Options> parseArgs(int argc, char** argv) {
     }
   }
   if (o.input.empty() && !o.help) return kiln::Status::error("no input file (use - for stdin)");
+  if (!o.schedule.empty() && !o.lower)
+    return kiln::Status::error("--" + o.schedule[0] + " schedules kernel IR: it needs --lower");
   return o;
 }
 
@@ -143,7 +201,11 @@ kiln::StatusOr<std::string> planAndLower(const kiln::Module& module, const Optio
   if (!o.lower) return out;
   KILN_ASSIGN_OR_RETURN(std::vector<kiln::kernel::Kernel> kernels,
                         kiln::compiler::lower(*f, plan, options, times));
-  for (const kiln::kernel::Kernel& k : kernels) out += kiln::kernel::printKernel(k);
+  for (const std::string& spec : o.schedule) KILN_RETURN_IF_ERROR(schedule(spec, o, kernels));
+  for (const kiln::kernel::Kernel& k : kernels) {
+    KILN_RETURN_IF_ERROR(kiln::kernel::verifyKernel(k));
+    out += kiln::kernel::printKernel(k);
+  }
   return out;
 }
 
@@ -175,6 +237,7 @@ kiln::Status run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  kiln::runtime::registerBuiltinTargets();
   auto opts = parseArgs(argc, argv);
   kiln::Status s = opts ? kiln::Status::ok() : opts.status();
   if (s && opts->help) {

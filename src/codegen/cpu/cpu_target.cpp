@@ -7,6 +7,7 @@
 #include "codegen/cpu/cpu_program.h"
 #include "compiler/compile.h"
 #include "ir/text/text.h"
+#include "kernel/schedule.h"
 #include "passes/convolution_to_matmul.h"
 
 namespace kiln::codegen::cpu {
@@ -77,6 +78,19 @@ class CpuTarget final : public runtime::Target {
   std::string machine() const override { return hostTarget(); }
   std::string describeMachine() const override { return hostCpu(); }
 
+  // Reductions become vector partial sums, large nests parallel loops (kernel/schedule.h).
+  Status schedule(std::vector<kernel::Kernel>& kernels,
+                  const CompileOptions& options) const override {
+    for (kernel::Kernel& k : kernels) {
+      k = kernel::cacheRows(k, kernel::kRowCacheElements);
+      k = kernel::parallelizeOuter(k, kernel::kParallelThreshold);
+      k = kernel::vectorizeInner(k);
+      k = kernel::splitReductions(k, kernel::kReductionLanes, options.reassociate);
+      k = kernel::lowerReductions(k);
+    }
+    return Status::ok();
+  }
+
   Status graphPasses(Module& module, PassManager& pm, int optLevel) const override {
     // The CPU backend has no fused attention kernel: attention runs as two oneDNN matrix products
     // around a softmax kernel (at every optimisation level: this is lowering, not optimisation).
@@ -111,7 +125,8 @@ class CpuTarget final : public runtime::Target {
     KILN_ASSIGN_OR_RETURN(PackedByCall prepacked, packedWeights(s, source, mapping));
     KILN_ASSIGN_OR_RETURN(std::vector<ObjectUnit> units, objectUnits(s, source));
     const std::string hash(s["kernels"]);
-    KILN_ASSIGN_OR_RETURN(compiler::Reloaded r, compiler::reload(s, source, options, mapping));
+    KILN_ASSIGN_OR_RETURN(compiler::Reloaded r,
+                          compiler::reload(*this, s, source, options, mapping));
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<CpuProgram> p,
                           CpuProgram::build(std::move(r.module), std::move(r.plan),
                                             std::move(r.kernels), options, &units, &prepacked));

@@ -649,6 +649,11 @@ class KernelEmitter {
         fail("barriers synchronize GPU threads; a CPU kernel has none", b_.getInt1Ty());
         return;
       case Stmt::Kind::Call: return emitCall(s);
+      case Stmt::Kind::Reduce:
+        fail("reduce<" + std::string(kernel::reduceKindName(s.reduce)) + "> into %" + s.buffer +
+                 " is not scheduled (the CPU schedule turns reductions into loops)",
+             b_.getInt1Ty());
+        return;
     }
   }
 

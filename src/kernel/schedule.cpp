@@ -1,0 +1,367 @@
+// Schedule passes. See schedule.h.
+#include "kernel/schedule.h"
+
+#include <functional>
+#include <optional>
+#include <set>
+#include <unordered_map>
+
+namespace kiln::kernel {
+namespace {
+
+// Rewrites a statement tree bottom-up, copying each node it visits (lowered kernels may share
+// statements with the kernel they came from). `f` sees each rewritten node and returns its
+// replacement.
+StmtRef rewrite(const StmtRef& s, const std::function<StmtRef(StmtRef)>& f) {
+  if (!s) return s;
+  auto out = std::make_shared<Stmt>(*s);
+  for (StmtRef& b : out->body) b = rewrite(b, f);
+  return f(out);
+}
+
+Kernel rewriteKernel(const Kernel& k, const std::function<StmtRef(StmtRef)>& f) {
+  Kernel out = k;
+  if (k.kind != "opaque") out.body = rewrite(k.body, f);
+  return out;
+}
+
+// Every name of a buffer or loop variable in `k`, so new ones can avoid them.
+class Names {
+ public:
+  explicit Names(const Kernel& k) {
+    for (const Buffer& b : k.buffers) used_.insert(b.name);
+    collect(k.body);
+  }
+  std::string fresh(const std::string& prefix) {
+    for (int i = 0;; ++i)
+      if (used_.insert(prefix + std::to_string(i)).second) return prefix + std::to_string(i);
+  }
+
+ private:
+  void collect(const StmtRef& s) {
+    if (!s) return;
+    if (!s->var.empty()) used_.insert(s->var);
+    if (!s->buffer.empty()) used_.insert(s->buffer);
+    for (const std::string& v : s->vars) used_.insert(v);
+    for (const StmtRef& b : s->body) collect(b);
+  }
+  std::set<std::string> used_;
+};
+
+// `e` with each node in `replace` replaced (by pointer: expressions are interned).
+ExprRef replaceAll(const ExprRef& e, const std::unordered_map<const Expr*, ExprRef>& replace,
+                   std::unordered_map<const Expr*, ExprRef>& memo) {
+  auto r = replace.find(e.get());
+  if (r != replace.end()) return r->second;
+  auto m = memo.find(e.get());
+  if (m != memo.end()) return m->second;
+  ExprRef out = e;
+  if (!e->args.empty()) {
+    std::vector<ExprRef> args;
+    bool changed = false;
+    for (const ExprRef& a : e->args) {
+      args.push_back(replaceAll(a, replace, memo));
+      changed |= args.back() != a;
+    }
+    if (changed) out = withArgs(e, std::move(args));
+  }
+  memo.emplace(e.get(), out);
+  return out;
+}
+
+ExprRef substitute(const ExprRef& e, const std::string& v, const ExprRef& with) {
+  std::unordered_map<const Expr*, ExprRef> memo;
+  return replaceAll(e, {{var(v).get(), with}}, memo);
+}
+
+// Visits each distinct node of `e` once.
+void visit(const ExprRef& e, const std::function<void(const Expr&)>& f,
+           std::set<const Expr*>& seen) {
+  if (!e || !seen.insert(e.get()).second) return;
+  f(*e);
+  for (const ExprRef& a : e->args) visit(a, f, seen);
+}
+
+bool anyNode(const ExprRef& e, const std::function<bool(const Expr&)>& pred) {
+  bool found = false;
+  std::set<const Expr*> seen;
+  visit(
+      e, [&](const Expr& x) { found = found || pred(x); }, seen);
+  return found;
+}
+
+bool isTranscendental(const Expr& e) {
+  if (e.kind == Expr::Kind::Binary) return e.binary == BinaryOp::Pow;
+  if (e.kind != Expr::Kind::Unary) return false;
+  switch (e.unary) {
+    case UnaryOp::Exp:
+    case UnaryOp::Expm1:
+    case UnaryOp::Log:
+    case UnaryOp::Log1p:
+    case UnaryOp::Sin:
+    case UnaryOp::Cos:
+    case UnaryOp::Tan:
+    case UnaryOp::Tanh:
+    case UnaryOp::Erf:
+    case UnaryOp::Sigmoid: return true;
+    default: return false;
+  }
+}
+
+std::set<std::string> loadedBuffers(const ExprRef& e) {
+  std::set<std::string> out;
+  std::set<const Expr*> seen;
+  visit(
+      e,
+      [&](const Expr& x) {
+        if (x.kind == Expr::Kind::Load) out.insert(x.name);
+      },
+      seen);
+  return out;
+}
+
+// Whether `s` stores to (or reduces into) any of `buffers`.
+bool writesAny(const StmtRef& s, const std::set<std::string>& buffers) {
+  if (!s) return false;
+  if ((s->kind == Stmt::Kind::Store || s->kind == Stmt::Kind::Reduce) && buffers.count(s->buffer))
+    return true;
+  if (s->kind == Stmt::Kind::Call) return true;  // a library call may write anything it names
+  for (const StmtRef& b : s->body)
+    if (writesAny(b, buffers)) return true;
+  return false;
+}
+
+// Whether some expression of `s` (or below it) contains `e`.
+bool mentions(const StmtRef& s, const ExprRef& e) {
+  if (!s) return false;
+  auto has = [&](const ExprRef& x) {
+    return x && anyNode(x, [&](const Expr& n) { return &n == e.get(); });
+  };
+  if (has(s->index) || has(s->value) || has(s->cond)) return true;
+  for (const StmtRef& b : s->body)
+    if (mentions(b, e)) return true;
+  return false;
+}
+
+StmtRef replaceIn(const StmtRef& s, const ExprRef& from, const ExprRef& to) {
+  std::unordered_map<const Expr*, ExprRef> memo;
+  std::unordered_map<const Expr*, ExprRef> replace = {{from.get(), to}};
+  return rewrite(s, [&](StmtRef n) {
+    if (n->index) n->index = replaceAll(n->index, replace, memo);
+    if (n->value) n->value = replaceAll(n->value, replace, memo);
+    if (n->cond) n->cond = replaceAll(n->cond, replace, memo);
+    return n;
+  });
+}
+
+// The loop variable of `s` when it is a loop or a one-loop Reduce of extent `n`.
+std::optional<std::string> rowLoopVar(const StmtRef& s, const ExprRef& n) {
+  if (s && s->kind == Stmt::Kind::For && s->extent == n) return s->var;
+  if (s && s->kind == Stmt::Kind::Reduce && s->vars.size() == 1 && s->extents[0] == n)
+    return s->vars[0];
+  return std::nullopt;
+}
+
+// cacheRows on one block: each Reduce that qualifies, with the later loops and reductions.
+StmtRef cacheRowsInBlock(StmtRef blk, int64_t maxElements, Names& names) {
+  std::vector<StmtRef>& body = blk->body;
+  std::vector<std::pair<std::string, StmtRef>> rows;  // the row buffers, and their Reduce
+  for (size_t a = 0; a < body.size(); ++a) {
+    const StmtRef r = body[a];  // copies: body[a] is replaced below
+    if (!r || r->kind != Stmt::Kind::Reduce || r->vars.size() != 1) continue;
+    const ExprRef n = r->extents[0];
+    if (n->kind != Expr::Kind::Const || n->i < 2 || n->i > maxElements) continue;
+    if (!anyNode(r->value, isTranscendental)) continue;
+    std::set<std::string> reads = loadedBuffers(r->value);
+    if (reads.count(r->buffer)) continue;
+    std::string row;
+    for (size_t b = a + 1; b < body.size(); ++b) {
+      const StmtRef later = body[b];
+      if (std::optional<std::string> v = rowLoopVar(later, n)) {
+        ExprRef there = substitute(r->value, r->vars[0], var(*v));
+        if (!writesAny(later, reads) && mentions(later, there)) {
+          if (row.empty()) row = names.fresh("row");
+          body[b] = replaceIn(later, there, load(row, there->type, var(*v)));
+        }
+      }
+      if (writesAny(later, reads)) break;
+    }
+    if (row.empty()) continue;
+    auto reduce = std::make_shared<Stmt>(*r);
+    reduce->value = load(row, r->value->type, var(r->vars[0]));
+    body[a] = block(
+        {forLoop(r->vars[0], n, LoopKind::Serial, store(row, var(r->vars[0]), r->value)), reduce});
+    rows.emplace_back(row, r);
+  }
+  StmtRef out = blk;
+  for (const auto& [row, r] : rows)
+    out = alloc(row, r->value->type, r->extents[0]->i, MemoryScope::Local, out);
+  return out;
+}
+
+// The statements one execution of `s` runs (loops with non-constant extents count once).
+int64_t work(const StmtRef& s) {
+  if (!s) return 0;
+  auto count = [](const ExprRef& e) { return e->kind == Expr::Kind::Const ? e->i : 1; };
+  switch (s->kind) {
+    case Stmt::Kind::Store: return 1;
+    case Stmt::Kind::Reduce: {
+      int64_t n = 1;
+      for (const ExprRef& e : s->extents) n *= count(e);
+      return n;
+    }
+    case Stmt::Kind::For: return count(s->extent) * work(s->body[0]);
+    default: break;
+  }
+  int64_t n = 0;
+  for (const StmtRef& b : s->body) n += work(b);
+  return n;
+}
+
+// `scratch`: the scratch buffers declared around `s`. A loop that writes one stays serial: its
+// iterations would share it (an accumulator updated by every iteration).
+StmtRef parallelizeTop(const StmtRef& s, int64_t threshold, std::set<std::string>& scratch) {
+  if (!s) return s;
+  auto out = std::make_shared<Stmt>(*s);
+  if (s->kind == Stmt::Kind::For) {
+    if (s->loop == LoopKind::Serial && work(s) >= threshold && !writesAny(s, scratch))
+      out->loop = LoopKind::Parallel;
+    return out;
+  }
+  bool declares = s->kind == Stmt::Kind::Alloc && scratch.insert(s->buffer).second;
+  for (StmtRef& b : out->body) b = parallelizeTop(b, threshold, scratch);
+  if (declares) scratch.erase(s->buffer);
+  return out;
+}
+
+bool onlyStores(const StmtRef& s) {
+  if (!s) return true;
+  if (s->kind == Stmt::Kind::Store) return true;
+  if (s->kind != Stmt::Kind::Block) return false;
+  for (const StmtRef& b : s->body)
+    if (!onlyStores(b)) return false;
+  return true;
+}
+
+// The constant stride of `index` along loop variable `v`, when `index` is affine in it.
+std::optional<int64_t> strideAlong(const ExprRef& index, const std::string& v) {
+  switch (index->kind) {
+    case Expr::Kind::Const: return 0;
+    case Expr::Kind::Var: return index->name == v ? 1 : 0;
+    case Expr::Kind::Binary: {
+      std::optional<int64_t> a = strideAlong(index->args[0], v);
+      std::optional<int64_t> b = strideAlong(index->args[1], v);
+      if (!a || !b) return std::nullopt;
+      switch (index->binary) {
+        case BinaryOp::Add: return *a + *b;
+        case BinaryOp::Sub: return *a - *b;
+        case BinaryOp::Mul:
+          if (*a == 0 && *b == 0) return 0;
+          if (*b == 0 && index->args[1]->kind == Expr::Kind::Const) return *a * index->args[1]->i;
+          if (*a == 0 && index->args[0]->kind == Expr::Kind::Const) return *b * index->args[0]->i;
+          return std::nullopt;
+        default: break;
+      }
+      break;
+    }
+    default: break;
+  }
+  bool uses =
+      anyNode(index, [&](const Expr& x) { return x.kind == Expr::Kind::Var && x.name == v; });
+  return uses ? std::nullopt : std::optional<int64_t>(0);
+}
+
+bool readsContiguously(const ExprRef& value, const std::string& v) {
+  return anyNode(value, [&](const Expr& x) {
+    return x.kind == Expr::Kind::Load && strideAlong(x.args[0], v) == std::optional<int64_t>(1);
+  });
+}
+
+// The Reduce `r` over its outer loops (all but the innermost) around `inner`.
+StmtRef outerLoops(const Stmt& r, StmtRef inner) {
+  for (size_t i = r.vars.size() - 1; i-- > 0;)
+    inner = forLoop(r.vars[i], r.extents[i], LoopKind::Serial, inner);
+  return inner;
+}
+
+StmtRef splitReduce(const StmtRef& r, int64_t L, Names& names) {
+  const std::string& v = r->vars.back();
+  const int64_t n = r->extents.back()->i;
+  const DType t = r->value->type;
+  std::string lanes = names.fresh("lanes");
+  auto update = [&](const ExprRef& lane, const ExprRef& j) {
+    return store(lanes, lane,
+                 reduceCombine(r->reduce, load(lanes, t, lane), substitute(r->value, v, j)));
+  };
+  std::vector<StmtRef> accumulate;
+  if (n / L > 0) {
+    std::string jo = names.fresh("j"), l = names.fresh("l");
+    ExprRef j = binary(BinaryOp::Add, binary(BinaryOp::Mul, var(jo), intConst(L)), var(l));
+    accumulate.push_back(forLoop(jo, intConst(n / L), LoopKind::Serial,
+                                 forLoop(l, intConst(L), LoopKind::Vectorized, update(var(l), j))));
+  }
+  if (n % L > 0) {
+    std::string tail = names.fresh("t");
+    accumulate.push_back(
+        forLoop(tail, intConst(n % L), LoopKind::Serial,
+                update(var(tail), binary(BinaryOp::Add, intConst(n - n % L), var(tail)))));
+  }
+  std::string init = names.fresh("l"), merge = names.fresh("l");
+  ExprRef acc = load(r->buffer, t, r->index);
+  return alloc(lanes, t, L, MemoryScope::Local,
+               block({forLoop(init, intConst(L), LoopKind::Vectorized,
+                              store(lanes, var(init), reduceIdentity(r->reduce, t))),
+                      outerLoops(*r, block(std::move(accumulate))),
+                      forLoop(merge, intConst(L), LoopKind::Serial,
+                              store(r->buffer, r->index,
+                                    reduceCombine(r->reduce, acc, load(lanes, t, var(merge)))))}));
+}
+
+}  // namespace
+
+Kernel cacheRows(const Kernel& k, int64_t maxElements) {
+  Names names(k);
+  return rewriteKernel(k, [&](StmtRef s) {
+    return s->kind == Stmt::Kind::Block ? cacheRowsInBlock(s, maxElements, names) : s;
+  });
+}
+
+Kernel parallelizeOuter(const Kernel& k, int64_t threshold) {
+  Kernel out = k;
+  std::set<std::string> scratch;
+  if (k.kind != "opaque") out.body = parallelizeTop(k.body, threshold, scratch);
+  return out;
+}
+
+Kernel vectorizeInner(const Kernel& k) {
+  return rewriteKernel(k, [](StmtRef s) {
+    if (s->kind == Stmt::Kind::For && s->loop == LoopKind::Serial && onlyStores(s->body[0]))
+      s->loop = LoopKind::Vectorized;
+    return s;
+  });
+}
+
+Kernel splitReductions(const Kernel& k, int64_t lanes, bool reassociate) {
+  Names names(k);
+  return rewriteKernel(k, [&](StmtRef s) {
+    if (s->kind != Stmt::Kind::Reduce) return s;
+    const ExprRef& n = s->extents.back();
+    if (n->kind != Expr::Kind::Const || n->i < 2 * lanes) return s;
+    if (!reassociate && reduceDependsOnOrder(s->reduce, s->value->type)) return s;
+    if (!readsContiguously(s->value, s->vars.back())) return s;
+    return splitReduce(s, lanes, names);
+  });
+}
+
+Kernel lowerReductions(const Kernel& k) {
+  return rewriteKernel(k, [](StmtRef s) {
+    if (s->kind != Stmt::Kind::Reduce) return s;
+    ExprRef acc = load(s->buffer, s->value->type, s->index);
+    StmtRef loops = store(s->buffer, s->index, reduceCombine(s->reduce, acc, s->value));
+    for (size_t i = s->vars.size(); i-- > 0;)
+      loops = forLoop(s->vars[i], s->extents[i], LoopKind::Serial, loops);
+    return loops;
+  });
+}
+
+}  // namespace kiln::kernel

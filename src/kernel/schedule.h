@@ -1,0 +1,52 @@
+// Schedule passes: kernel IR in, kernel IR out. The lowering (lower.h) emits serial loops and
+// Reduce statements; a target's schedule is a sequence of these passes with its parameters
+// (the CPU's: runtime/target.h, Target::schedule). Each pass is a rule over the IR alone, so
+// `kiln-opt --lower --<pass>` shows it on any `.kir` input.
+//
+// Every pass leaves kernels of kind "opaque" as they are: their lowering (lower_opaque.h)
+// schedules its own loops, and only it knows which must run in order (a scatter's updates).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernel/kernel_ir.h"
+#include "support/status.h"
+
+namespace kiln::kernel {
+
+// The CPU target's parameters (its schedule: codegen/cpu/cpu_target.cpp): loop nests with less work
+// than this (statements executed) run serially, since a thread handoff costs more; reductions split
+// into this many partial accumulators (two AVX2 vectors of f32); rows up to this many elements are
+// cached.
+inline constexpr int64_t kParallelThreshold = 16384;
+inline constexpr int64_t kReductionLanes = 16;
+inline constexpr int64_t kRowCacheElements = 4096;
+
+// A Reduce over one loop whose value computes a transcendental function (exp, log, tanh, ...)
+// that later loops or reductions over the same extent in the same block compute again at the
+// same point (softmax's exp(x - max)): the values are stored to a local row of at most
+// `maxElements` in a loop of their own, and the reduction and the later ones read them there.
+Kernel cacheRows(const Kernel& k, int64_t maxElements);
+
+// The outermost loop of each nest (a loop not inside another) becomes parallel when the nest
+// executes at least `threshold` statements (a Reduce counts its iterations) and writes no
+// scratch buffer declared outside it (its iterations would share it).
+Kernel parallelizeOuter(const Kernel& k, int64_t threshold);
+
+// Serial loops whose bodies only store (no loop, condition, call or scratch buffer inside)
+// become vectorized loops.
+Kernel vectorizeInner(const Kernel& k);
+
+// A Reduce whose innermost loop has at least 2 * lanes iterations and reads some buffer
+// contiguously along it accumulates into `lanes` partial results:
+//   lanes[l] = identity;  for the outer loops { for jo { vectorized for l: lanes[l] op= x(jo*L+l) }
+//   the tail into the first lanes };  then acc op= lanes[l] for each l.
+// A float sum or product splits only with `reassociate` (its result depends on the order).
+Kernel splitReductions(const Kernel& k, int64_t lanes, bool reassociate);
+
+// Every Reduce becomes serial loops updating its accumulator, in the Reduce's order.
+Kernel lowerReductions(const Kernel& k);
+
+}  // namespace kiln::kernel
