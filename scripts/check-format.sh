@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks that every C++ file under src/, tools/ and tests/ is formatted as .clang-format says.
+# Checks that every C++ file under src/, tools/, tests/ and python/ is formatted as .clang-format says.
 # Exits 1 and names the files that drift. `scripts/check-format.sh --fix` reformats them in place.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,7 +8,7 @@ CLANG_FORMAT=${CLANG_FORMAT:-clang-format-14}
 fix=0
 if [[ "${1:-}" == "--fix" ]]; then fix=1; fi
 
-mapfile -t files < <(find src tools tests -type f \( -name '*.cpp' -o -name '*.h' \) | sort)
+mapfile -t files < <(find src tools tests python -type f \( -name '*.cpp' -o -name '*.h' \) | sort)
 if [[ $fix -eq 1 ]]; then
   "$CLANG_FORMAT" -i "${files[@]}"
   echo "check-format: formatted ${#files[@]} files"

@@ -77,10 +77,8 @@ StatusOr<std::vector<kernel::Kernel>> lower(const Function& f, const fusion::Fus
   KILN_ASSIGN_OR_RETURN(std::vector<kernel::Kernel> kernels, kernel::lowerPlan(f, plan, lo));
   for (const kernel::Kernel& k : kernels) KILN_RETURN_IF_ERROR(kernel::verifyKernel(k));
   times.lowering = msSince(start);
-  std::string text;
   if (!options.instrumentation.dumpDir.empty())
-    for (const kernel::Kernel& k : kernels) text += kernel::printKernel(k) + "\n";
-  KILN_RETURN_IF_ERROR(writeDump(options, "kernels.txt", text));
+    KILN_RETURN_IF_ERROR(writeDump(options, "kernels.txt", kernel::printKernels(kernels)));
   return kernels;
 }
 
@@ -93,10 +91,8 @@ Status schedule(const runtime::Target& target, std::vector<kernel::Kernel>& kern
     if (!verified.isOk()) return verified.prefix("after the " + target.name() + " schedule");
   }
   times.lowering += msSince(start);
-  std::string text;
-  if (!options.instrumentation.dumpDir.empty())
-    for (const kernel::Kernel& k : kernels) text += kernel::printKernel(k) + "\n";
-  return writeDump(options, "kernels-scheduled.txt", text);
+  if (options.instrumentation.dumpDir.empty()) return Status::ok();
+  return writeDump(options, "kernels-scheduled.txt", kernel::printKernels(kernels));
 }
 
 StatusOr<Reloaded> reload(const runtime::Target& target, const runtime::DecodedArtifact& artifact,

@@ -6,10 +6,13 @@
 #include <climits>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <limits>
 #include <mutex>
 #include <unordered_map>
+
+#include "ir/text/text.h"
 
 namespace kiln::kernel {
 
@@ -357,6 +360,10 @@ StmtRef call(const std::string& callee, const Node* node, std::vector<std::strin
   s->kind = Stmt::Kind::Call;
   s->callee = callee;
   s->node = node;
+  if (node) {
+    s->op = node->op();
+    s->attrs = node->attrs();
+  }
   s->args = std::move(args);
   s->postOps = std::move(postOps);
   return s;
@@ -420,8 +427,12 @@ std::string constText(const Expr& e) {
   if (isFloat(e.type)) {
     if (std::isnan(e.f)) return "nan";
     if (std::isinf(e.f)) return e.f > 0 ? "inf" : "-inf";
+    // 9 significant digits read an f32 value back exactly; an f64 value takes up to 17.
     char buf[40];
-    std::snprintf(buf, sizeof buf, "%.9g", e.f);
+    for (int digits = 9; digits <= 17; ++digits) {
+      std::snprintf(buf, sizeof buf, "%.*g", digits, e.f);
+      if (e.type != DType::F64 || std::strtod(buf, nullptr) == e.f) break;
+    }
     std::string s = buf;
     if (s.find_first_of(".e") == std::string::npos) s += ".0";
     return s;
@@ -556,6 +567,7 @@ void printStmtTo(const Stmt& s, int indent, std::string& out) {
       out += pad + "call " + s.callee + "(";
       for (size_t i = 0; i < s.args.size(); ++i) out += (i ? ", %" : "%") + s.args[i];
       out += ")";
+      if (!s.attrs.empty()) out += " " + printAttributes(s.op, s.attrs);
       // call dot_general(%a, %w, %out, %bias) then add(%bias, dims [1]), clamp(0, inf)
       for (size_t i = 0; i < s.postOps.size(); ++i) {
         const PostOp& p = s.postOps[i];
@@ -596,6 +608,12 @@ std::string printKernel(const Kernel& k) {
   out += ") {\n";
   if (k.body) printStmtTo(*k.body, 1, out);
   out += "}\n";
+  return out;
+}
+
+std::string printKernels(const std::vector<Kernel>& ks) {
+  std::string out;
+  for (size_t i = 0; i < ks.size(); ++i) out += (i ? "\n" : "") + printKernel(ks[i]);
   return out;
 }
 

@@ -211,10 +211,14 @@ struct Stmt {
   MemoryScope scope = MemoryScope::Local;
   // If
   ExprRef cond;
-  // Call: the graph node it runs; args are its operand buffers, its result buffers, then the
-  // operand buffers of the post-ops (one per add or mul, in order). With post-ops the (single)
-  // result buffer holds the value after the last post-op.
+  // Call: the op it runs and its attributes (the operands' and results' types are those of
+  // their buffers); args are its operand buffers, its result buffers, then the operand buffers
+  // of the post-ops (one per add or mul, in order). With post-ops the (single) result buffer
+  // holds the value after the last post-op. `node`: the graph node, which the CPU target's
+  // library kernels still read; null in parsed kernel IR.
   std::string callee;
+  OpCode op = OpCode::DotGeneral;
+  AttrMap attrs;
   const Node* node = nullptr;
   std::vector<std::string> args;
   std::vector<PostOp> postOps;
@@ -265,6 +269,8 @@ std::vector<const Stmt*> callsOf(const Kernel& k);
 
 // The readable text of a kernel (the format of the example at the top of this file).
 std::string printKernel(const Kernel& k);
+// Kernels one after another, a blank line between them (parseKernels reads it back).
+std::string printKernels(const std::vector<Kernel>& ks);
 std::string printExpr(const ExprRef& e);
 
 }  // namespace kiln::kernel

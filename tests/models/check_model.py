@@ -6,7 +6,9 @@ with torch's: max |kiln - torch| / max |torch| must be at most --tolerance (defa
 
 On the cpu backend the model also goes through the compile cache (a fresh --cache-dir in the work
 dir: the first run must miss and write the entry, a second run must load it, and both must match),
-and with --aot through `kiln compile` and `kiln run MODEL.kiln`.
+and with --aot through `kiln compile` and `kiln run MODEL.kiln`. With --kiln-opt, the kernel IR
+the compile dumps (before and after the schedule) must read back through `kiln-opt --kernels` as
+the same text.
 
 Exit status: 0 pass, 1 mismatch or kiln failure, 77 when the model folder is missing (the export
 fixture could not run, e.g. without torch).
@@ -31,6 +33,7 @@ def main():
     p.add_argument("--opt-level", type=int, choices=[0, 1], default=1,
                    help="kiln run -O level: 1 runs the default pipeline first, 0 does not")
     p.add_argument("--tolerance", type=float, default=1e-4)
+    p.add_argument("--kiln-opt", help="the kiln-opt executable: check the kernel IR round trip")
     p.add_argument("--aot", action="store_true",
                    help="compile ahead of time (kiln compile) and run the artifact")
     args = p.parse_args()
@@ -55,7 +58,11 @@ def main():
         cache = os.path.join(args.work_dir, "cache")
         shutil.rmtree(cache, ignore_errors=True)
         run = ["run", "--backend", "cpu", f"-O{args.opt_level}", model, "--cache-dir", cache]
-        runs = [("compile-cache miss", run + inputs), ("compile-cache hit", run + inputs)]
+        dump = ["--dump-dir", os.path.join(args.work_dir, "dump")] if args.kiln_opt else []
+        if dump:
+            shutil.rmtree(dump[1], ignore_errors=True)
+            os.makedirs(dump[1])
+        runs = [("compile-cache miss", run + inputs + dump), ("compile-cache hit", run + inputs)]
     else:
         runs = [("", ["run", "--backend", args.backend, f"-O{args.opt_level}", model] + inputs)]
     for what, cmd in runs:
@@ -85,6 +92,25 @@ def main():
               f"(limit {args.tolerance:g})")
         if verdict != "PASS":
             return 1
+    if args.kiln_opt and args.backend == "cpu" and not args.aot:
+        return check_kernel_text(args, os.path.join(args.work_dir, "dump"))
+    return 0
+
+
+def check_kernel_text(args, dump):
+    """The dumped kernel IR parses, verifies and prints as the same text."""
+    for name in ["kernels.txt", "kernels-scheduled.txt"]:
+        path = os.path.join(dump, name)
+        proc = subprocess.run([args.kiln_opt, path, "--kernels"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+        with open(path) as f:
+            text = f.read()
+        count = text.count("\nkernel ") + text.startswith("kernel ")
+        if proc.returncode != 0 or proc.stdout != text:
+            print(f"FAIL: {path} does not read back through kiln-opt --kernels: "
+                  f"{proc.stderr.strip() or 'the text differs'}")
+            return 1
+        print(f"PASS: {name}: {count} kernels parse, verify and print as the same text")
     return 0
 
 

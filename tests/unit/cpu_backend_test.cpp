@@ -1077,7 +1077,10 @@ func @main(%x: f32[8,16], %w: f32[16,16]) -> (f32[8,16]) {
   ASSERT_EQ((*exe)->kernels().size(), 2u);
   EXPECT_EQ((*exe)->plan().kernels[1].kind, fusion::KernelKind::Contraction);
   std::string ir = kernel::printKernel((*exe)->kernels()[1]);
-  EXPECT_NE(ir.find("call dot_general(%e, %w, %t_tmp) then tanh\n"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("call dot_general(%e, %w, %t_tmp) {lhs_contracting = [1], rhs_contracting = "
+                    "[0]} then tanh\n"),
+            std::string::npos)
+      << ir;
   EXPECT_NE(ir.find("neg(%t_tmp["), std::string::npos) << ir;
   EXPECT_TRUE(hasCall((*exe)->libraryCallDetails(), "oneDNN matmul (8x16x16, IMPL, post-ops tanh)"))
       << (*exe)->libraryCallDetails();

@@ -5,6 +5,7 @@
 //   kiln-opt model.kir --plan-fusion --lower      (the fusion plan and kernel IR, not the module)
 //   kiln-opt model.kir --lower --schedule=cpu     (kernel IR after the CPU target's schedule)
 //   kiln-opt model.kir --lower --split-reductions=16 --lower-reductions   (schedule passes)
+//   kiln-opt kernels.txt --kernels --schedule=cpu (kernel IR in: parsed, verified, scheduled)
 //
 // Any error is one line on stderr, "kiln-opt: file:line:col: error: message", and exit status 1.
 #include <cstdio>
@@ -20,6 +21,7 @@
 #include "compiler/compile.h"
 #include "fusion/fusion.h"
 #include "ir/text/text.h"
+#include "kernel/parse.h"
 #include "kernel/schedule.h"
 #include "kernel/verify.h"
 #include "passes/pass.h"
@@ -35,6 +37,7 @@ struct Options {
   bool help = false;
   bool planFusion = false;  // print the fusion plan of the entry function after the passes
   bool lower = false;       // print the kernel IR of each of its kernels
+  bool kernels = false;     // the input is kernel IR, not a module
   // After lowering, in order: "schedule=cpu" (a target's whole schedule) or a schedule pass
   // ("split-reductions=16", "lower-reductions", ...).
   std::vector<std::string> schedule;
@@ -61,6 +64,8 @@ void printHelp() {
          "                         (kernels and every decision with its reason), not the module\n"
          "  --lower                after the passes, print each kernel's loop-level IR (the\n"
          "                         lowering before any target's code generation), not the module\n"
+         "  --kernels              the input is kernel IR (as --lower prints it), not a module:\n"
+         "                         parse and verify it, run the schedule passes, print it\n"
          "  --schedule=TARGET      after --lower, run that target's schedule passes (cpu)\n"
          "schedule passes (after --lower, in the order given; kernel/schedule.h):\n"
          "  --cache-rows=N         store a reduced row's costly values for a later loop (N max)\n"
@@ -140,6 +145,8 @@ kiln::StatusOr<Options> parseArgs(int argc, char** argv) {
       o.planFusion = true;
     } else if (a == "--lower") {
       o.lower = true;
+    } else if (a == "--kernels") {
+      o.kernels = true;
     } else if (a == "--no-reassociate") {
       o.reassociate = false;
     } else if (isSchedulePass(a)) {
@@ -158,7 +165,10 @@ kiln::StatusOr<Options> parseArgs(int argc, char** argv) {
     }
   }
   if (o.input.empty() && !o.help) return kiln::Status::error("no input file (use - for stdin)");
-  if (!o.schedule.empty() && !o.lower)
+  if (o.kernels && (o.lower || o.planFusion || !o.passes.empty()))
+    return kiln::Status::error("--kernels reads kernel IR: graph passes, --plan-fusion and --lower "
+                               "need a module");
+  if (!o.schedule.empty() && !o.lower && !o.kernels)
     return kiln::Status::error("--" + o.schedule[0] + " schedules kernel IR: it needs --lower");
   return o;
 }
@@ -189,6 +199,15 @@ kiln::Status writeOutput(const std::string& path, const std::string& text) {
   return kiln::Status::ok();
 }
 
+// The schedule passes of `o` over `kernels`, each kernel verified before and after, printed.
+kiln::StatusOr<std::string> scheduleAndPrint(std::vector<kiln::kernel::Kernel>& kernels,
+                                             const Options& o) {
+  for (const kiln::kernel::Kernel& k : kernels) KILN_RETURN_IF_ERROR(kiln::kernel::verifyKernel(k));
+  for (const std::string& spec : o.schedule) KILN_RETURN_IF_ERROR(schedule(spec, o, kernels));
+  for (const kiln::kernel::Kernel& k : kernels) KILN_RETURN_IF_ERROR(kiln::kernel::verifyKernel(k));
+  return kiln::kernel::printKernels(kernels);
+}
+
 // The fusion plan and/or kernel IR of the module's entry function, as --plan-fusion and --lower
 // ask: the compile driver's fusion and lowering steps, with its default options.
 kiln::StatusOr<std::string> planAndLower(const kiln::Module& module, const Options& o) {
@@ -201,17 +220,19 @@ kiln::StatusOr<std::string> planAndLower(const kiln::Module& module, const Optio
   if (!o.lower) return out;
   KILN_ASSIGN_OR_RETURN(std::vector<kiln::kernel::Kernel> kernels,
                         kiln::compiler::lower(*f, plan, options, times));
-  for (const std::string& spec : o.schedule) KILN_RETURN_IF_ERROR(schedule(spec, o, kernels));
-  for (const kiln::kernel::Kernel& k : kernels) {
-    KILN_RETURN_IF_ERROR(kiln::kernel::verifyKernel(k));
-    out += kiln::kernel::printKernel(k);
-  }
-  return out;
+  KILN_ASSIGN_OR_RETURN(std::string scheduled, scheduleAndPrint(kernels, o));
+  return out + scheduled;
 }
 
 kiln::Status run(const Options& o) {
   KILN_ASSIGN_OR_RETURN(std::string text, readInput(o.input));
   std::string filename = o.input == "-" ? "<stdin>" : o.input;
+  if (o.kernels) {
+    KILN_ASSIGN_OR_RETURN(std::vector<kiln::kernel::Kernel> kernels,
+                          kiln::kernel::parseKernels(text, filename));
+    KILN_ASSIGN_OR_RETURN(std::string printed, scheduleAndPrint(kernels, o));
+    return writeOutput(o.output, printed);
+  }
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<kiln::Module> module, kiln::parseModule(text, filename));
   kiln::PassManager pm(o.instrumentation);
   // Resolve every spec before running anything, so a misspelt option changes nothing.

@@ -87,6 +87,16 @@ class Parser {
 
   StatusOr<std::unique_ptr<Module>> run();
 
+  // The attributes of an `op` node: the whole text is "{...}".
+  StatusOr<AttrMap> runAttributes(OpCode op) {
+    AttrMap attrs;
+    std::vector<PendingData> pending;
+    KILN_RETURN_IF_ERROR(parseAttrs(op, {}, attrs, pending));
+    if (!at(Tok::Eof)) return expected("the end of the attributes");
+    if (!pending.empty()) return errorAt(cur(), "an attribute names a data entry");
+    return attrs;
+  }
+
  private:
   // --- tokens ---
   const Token& cur() const { return cur_; }
@@ -729,6 +739,15 @@ Status Parser::checkNewName(const Token& t) const {
 }
 
 }  // namespace
+
+StatusOr<AttrMap> parseAttributes(OpCode op, std::string_view text, const std::string& filename,
+                                  int line, int col) {
+  // Blank lines and columns before the text keep the lexer's positions those of the file.
+  std::string placed(static_cast<size_t>(std::max(0, line - 1)), '\n');
+  placed += std::string(static_cast<size_t>(std::max(0, col - 1)), ' ');
+  placed += text;
+  return Parser(placed, filename).runAttributes(op);
+}
 
 StatusOr<std::unique_ptr<Module>> parseModule(std::string_view text, const std::string& filename) {
   return Parser(text, filename).run();

@@ -189,6 +189,33 @@ std::map<const Value*, std::string> printedValueNames(const Function& f) {
 
 namespace {
 
+// An attribute value other than a tensor, as the .kir text spells it.
+void printPlainAttrValue(const AttrValue& v, std::string& out) {
+  switch (attrKind(v)) {
+    case AttrKind::Int: out += std::to_string(std::get<0>(v)); return;
+    case AttrKind::Float: out += formatDouble(std::get<1>(v)); return;
+    case AttrKind::Bool: out += std::get<2>(v) ? "true" : "false"; return;
+    case AttrKind::Enum: out += std::get<3>(v); return;
+    case AttrKind::Ints: {
+      out += "[";
+      const auto& xs = std::get<4>(v);
+      for (size_t i = 0; i < xs.size(); ++i) out += (i ? ", " : "") + std::to_string(xs[i]);
+      out += "]";
+      return;
+    }
+    case AttrKind::Floats: {
+      out += "[";
+      const auto& xs = std::get<5>(v);
+      for (size_t i = 0; i < xs.size(); ++i) out += (i ? ", " : "") + formatDouble(xs[i]);
+      out += "]";
+      return;
+    }
+    case AttrKind::DType: out += dtypeName(std::get<6>(v)); return;
+    case AttrKind::String: out += quoteString(std::get<7>(v)); return;
+    case AttrKind::Tensor: out += "<tensor>"; return;  // the printer's own (data entries)
+  }
+}
+
 class FunctionPrinter {
  public:
   FunctionPrinter(const Function& f, const DataNames& data, const PrintOptions& opts)
@@ -277,29 +304,8 @@ class FunctionPrinter {
   }
 
   void printAttrValue(const AttrValue& v, std::string& out) const {
-    switch (attrKind(v)) {
-      case AttrKind::Int: out += std::to_string(std::get<0>(v)); return;
-      case AttrKind::Float: out += formatDouble(std::get<1>(v)); return;
-      case AttrKind::Bool: out += std::get<2>(v) ? "true" : "false"; return;
-      case AttrKind::Enum: out += std::get<3>(v); return;
-      case AttrKind::Ints: {
-        out += "[";
-        const auto& xs = std::get<4>(v);
-        for (size_t i = 0; i < xs.size(); ++i) out += (i ? ", " : "") + std::to_string(xs[i]);
-        out += "]";
-        return;
-      }
-      case AttrKind::Floats: {
-        out += "[";
-        const auto& xs = std::get<5>(v);
-        for (size_t i = 0; i < xs.size(); ++i) out += (i ? ", " : "") + formatDouble(xs[i]);
-        out += "]";
-        return;
-      }
-      case AttrKind::DType: out += dtypeName(std::get<6>(v)); return;
-      case AttrKind::String: out += quoteString(std::get<7>(v)); return;
-      case AttrKind::Tensor: printConstant(std::get<8>(v), out); return;
-    }
+    if (attrKind(v) == AttrKind::Tensor) return printConstant(std::get<8>(v), out);
+    printPlainAttrValue(v, out);
   }
 
   void printConstant(const ConstantData& c, std::string& out) const {
@@ -389,6 +395,23 @@ std::string printFunction(const Function& f, const PrintOptions& opts) {
   std::string out;
   FunctionPrinter(f, data, opts).print(out);
   return out;
+}
+
+std::string printAttributes(OpCode op, const AttrMap& attrs) {
+  std::vector<const std::pair<const std::string, AttrValue>*> ordered;
+  for (const AttrSpec& s : opInfo(op).attrs) {
+    auto it = attrs.find(s.name);
+    if (it != attrs.end()) ordered.push_back(&*it);
+  }
+  for (const auto& kv : attrs)
+    if (!findAttrSpec(op, kv.first)) ordered.push_back(&kv);
+  if (ordered.empty()) return "";
+  std::string out = "{";
+  for (size_t i = 0; i < ordered.size(); ++i) {
+    out += (i ? ", " : "") + ordered[i]->first + " = ";
+    printPlainAttrValue(ordered[i]->second, out);
+  }
+  return out + "}";
 }
 
 }  // namespace kiln

@@ -51,6 +51,15 @@ std::string printFunction(const Function& f, const PrintOptions& opts = {});
 // refer to values the way the .kir dump of the function does.
 std::map<const Value*, std::string> printedValueNames(const Function& f);
 
+// The attributes of an `op` node as the printer writes them after its operands: "{dims = [1],
+// kind = sum}", in the op's schema order ("" for none). Tensor values (constants) print as
+// "<tensor>", which does not parse: they belong in a module's data entries.
+std::string printAttributes(OpCode op, const AttrMap& attrs);
+// Reads what printAttributes writes, checking each name and value against the op's schema.
+// `line` and `col` place `text` in `filename` for error messages.
+StatusOr<AttrMap> parseAttributes(OpCode op, std::string_view text, const std::string& filename,
+                                  int line, int col);
+
 // Parses and verifies a module. Errors are "file:line:col: error: message".
 StatusOr<std::unique_ptr<Module>> parseModule(std::string_view text, const std::string& filename);
 // Same, resolving `data ... blob OFFSET` entries in `blob` (see PrintOptions::blob). With

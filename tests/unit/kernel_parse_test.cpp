@@ -1,0 +1,131 @@
+// kernel::parseKernels: kernel IR text reads back into kernels that print the same text and
+// verify, for every kernel lowered from the op table's test module (Inputs/all-ops.kir), before
+// and after each schedule pass; constants take their context's type; bad text is an error at its
+// line and column.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "fusion/fusion.h"
+#include "ir/text/text.h"
+#include "kernel/lower.h"
+#include "kernel/parse.h"
+#include "kernel/schedule.h"
+#include "kernel/verify.h"
+#include "passes/pass_manager.h"
+#include "passes/specialize_shapes.h"
+
+namespace kiln::kernel {
+namespace {
+
+std::vector<Kernel> lowerAllOps() {
+  std::ifstream in(std::string(KILN_SOURCE_DIR) + "/tests/lit/Inputs/all-ops.kir");
+  std::stringstream text;
+  text << in.rdbuf();
+  auto module = parseModule(text.str(), "all-ops.kir");
+  EXPECT_TRUE(module.isOk()) << module.status().str();
+  if (!module) return {};
+  PassManager pm;
+  auto specialize = makeSpecializeShapesPass({{"N", 3}, {"B", 2}, {"S", 40}});
+  EXPECT_TRUE(pm.runPass(*specialize, **module).isOk());
+  std::vector<Kernel> out;
+  for (const auto& f : (*module)->functions()) {
+    auto kernels = lowerPlan(*f, fusion::planFusion(*f));
+    EXPECT_TRUE(kernels.isOk()) << kernels.status().str();
+    if (kernels) out.insert(out.end(), kernels->begin(), kernels->end());
+  }
+  return out;
+}
+
+// parse(print(ks)) prints as ks does and verifies.
+void expectRoundTrip(const std::vector<Kernel>& ks, const std::string& stage) {
+  std::string text = printKernels(ks);
+  auto parsed = parseKernels(text, stage);
+  ASSERT_TRUE(parsed.isOk()) << stage << ": " << parsed.status().str();
+  ASSERT_EQ(parsed->size(), ks.size());
+  EXPECT_EQ(printKernels(*parsed), text) << stage;
+  for (const Kernel& k : *parsed)
+    EXPECT_TRUE(verifyKernel(k).isOk()) << stage << ": " << verifyKernel(k).str();
+}
+
+TEST(ParseKernels, EveryKernelOfTheOpTableModuleRoundTrips) {
+  std::vector<Kernel> ks = lowerAllOps();
+  ASSERT_GE(ks.size(), 20u);
+  expectRoundTrip(ks, "lowered");
+  for (Kernel& k : ks) k = cacheRows(k, 64);
+  expectRoundTrip(ks, "cache-rows");
+  for (Kernel& k : ks) k = vectorizeInner(parallelizeOuter(k, 8));
+  expectRoundTrip(ks, "parallel and vectorized");
+  for (Kernel& k : ks) k = splitReductions(k, 4, true);
+  expectRoundTrip(ks, "split reductions");
+  for (Kernel& k : ks) k = lowerReductions(k);
+  expectRoundTrip(ks, "lowered reductions");
+}
+
+TEST(ParseKernels, ConstantsTakeTheTypeOfTheirContext) {
+  const char* text =
+      "kernel k0_loop(in %x: f64[4], in %n: i32[4], out %y: f64[4], out %b: bool[4]) {\n"
+      "  serial for i0 in [0, 4) {\n"
+      "    %y[i0] = %x[i0] * 0.1 + f64(%n[i0] + 3)\n"
+      "    %b[i0] = 2 < %n[i0]\n"
+      "  }\n"
+      "}\n";
+  auto parsed = parseKernels(text, "t.txt");
+  ASSERT_TRUE(parsed.isOk()) << parsed.status().str();
+  const Stmt& body = *(*parsed)[0].body->body[0];
+  const Expr& y = *body.body[0]->value;  // add(mul(x, 0.1), cast(add(n, 3)))
+  EXPECT_EQ(y.args[0]->args[1]->type, DType::F64);
+  EXPECT_EQ(y.args[0]->args[1]->f, 0.1);  // f64 constants print (and read) exactly
+  EXPECT_EQ(y.args[1]->args[0]->args[1]->type, DType::I32);
+  EXPECT_EQ(body.body[1]->value->args[0]->type, DType::I32);
+  EXPECT_EQ(printKernels(*parsed), text);
+  EXPECT_TRUE(verifyKernel((*parsed)[0]).isOk()) << verifyKernel((*parsed)[0]).str();
+}
+
+TEST(ParseKernels, CallsKeepTheirOpAndAttributes) {
+  const char* text =
+      "kernel k0_contraction(in %a: f32[2,3], in %w: f32[3,4], in %b: f32[4], out %o: f32[2,4]) "
+      "{\n"
+      "  call dot_general(%a, %w, %o, %b) {lhs_contracting = [1], rhs_contracting = [0]} then "
+      "add(%b, dims [1]), clamp(0.0, inf)\n"
+      "}\n";
+  auto parsed = parseKernels(text, "t.txt");
+  ASSERT_TRUE(parsed.isOk()) << parsed.status().str();
+  const Stmt& c = *(*parsed)[0].body;
+  EXPECT_EQ(c.op, OpCode::DotGeneral);
+  EXPECT_EQ(c.node, nullptr);
+  ASSERT_EQ(c.postOps.size(), 2u);
+  EXPECT_EQ(c.postOps[0].operandShape, std::vector<int64_t>{4});
+  EXPECT_EQ(printKernels(*parsed), text);
+}
+
+TEST(ParseKernels, BadTextIsAnErrorAtItsPlace) {
+  struct Case {
+    const char* text;
+    const char* error;
+  } cases[] = {
+      {"kernel k0_loop(in %x: f32[4]) {\n  %y[0] = 1.0\n}\n", "t.txt:2:3: error: %y is no buffer"},
+      {"kernel k0_loop(in %x: f32[4]) {\n  sideways for i in [0, 4) {\n  }\n}\n",
+       "t.txt:2:3: error: unknown statement 'sideways'"},
+      {"kernel k0_loop(in %x: q32[4]) {\n}\n", "t.txt:1:23: error: unknown element type 'q32'"},
+      {"kernel k0_loop(out %x: f32[4]) {\n  %x[0] = frob(1.0)\n}\n",
+       "t.txt:2:11: error: unknown function 'frob'"},
+      {"kernel k0_loop(out %x: f32[4]) {\n  %x[0] = 1.0\n", "expected '}', got the end"},
+      {"kernel k0_loop(out %x: f32[4]) {\n  %x[0] = reduce<avg>(r in [0, 4)) 1.0\n}\n",
+       "t.txt:2:18: error: unknown reduction 'avg'"},
+      {"kernel k0_c(out %x: f32[4]) {\n  call dot_general(%x) {lhs_contracting = 1}\n}\n",
+       "t.txt:2:43: error: dot_general attribute 'lhs_contracting' expects an integer list"},
+      {"kernel k0_c(out %x: f32[4]) {\n  call frobnicate(%x)\n}\n",
+       "t.txt:2:8: error: a call of unknown op 'frobnicate'"},
+  };
+  for (const Case& c : cases) {
+    auto parsed = parseKernels(c.text, "t.txt");
+    ASSERT_FALSE(parsed.isOk()) << c.text;
+    EXPECT_NE(parsed.status().str().find(c.error), std::string::npos)
+        << "expected '" << c.error << "', got '" << parsed.status().str() << "'";
+  }
+}
+
+}  // namespace
+}  // namespace kiln::kernel
