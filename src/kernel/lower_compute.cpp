@@ -1,0 +1,343 @@
+// The value of a kernel member at an index, by its op: elementwise ops apply at the index, data
+// movement rewrites it (see lower.h).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "kernel/lowerer.h"
+
+namespace kiln::kernel::lowering {
+
+namespace {
+
+std::optional<UnaryOp> unaryFor(OpCode op) {
+  switch (op) {
+#define KILN_UN(x) \
+  case OpCode::x: return UnaryOp::x;
+    KILN_UN(Neg)
+    KILN_UN(Abs)
+    KILN_UN(Sign)
+    KILN_UN(Floor)
+    KILN_UN(Ceil)
+    KILN_UN(RoundNearestEven)
+    KILN_UN(Exp)
+    KILN_UN(Expm1)
+    KILN_UN(Log)
+    KILN_UN(Log1p)
+    KILN_UN(Sqrt)
+    KILN_UN(Rsqrt)
+    KILN_UN(Sin)
+    KILN_UN(Cos)
+    KILN_UN(Tan)
+    KILN_UN(Asin)
+    KILN_UN(Acos)
+    KILN_UN(Atan)
+    KILN_UN(Sinh)
+    KILN_UN(Cosh)
+    KILN_UN(Asinh)
+    KILN_UN(Acosh)
+    KILN_UN(Atanh)
+    KILN_UN(Tanh)
+    KILN_UN(Erf)
+    KILN_UN(Sigmoid)
+    KILN_UN(Not)
+    KILN_UN(IsFinite)
+    KILN_UN(IsInf)
+    KILN_UN(IsNan)
+#undef KILN_UN
+    default: return std::nullopt;
+  }
+}
+
+std::optional<BinaryOp> binaryFor(OpCode op) {
+  switch (op) {
+#define KILN_BIN(x) \
+  case OpCode::x: return BinaryOp::x;
+    KILN_BIN(Add)
+    KILN_BIN(Sub)
+    KILN_BIN(Mul)
+    KILN_BIN(Div)
+    KILN_BIN(Rem)
+    KILN_BIN(Pow)
+    KILN_BIN(Max)
+    KILN_BIN(Min)
+    KILN_BIN(Atan2)
+    KILN_BIN(And)
+    KILN_BIN(Or)
+    KILN_BIN(Xor)
+    KILN_BIN(ShiftLeft)
+    KILN_BIN(ShiftRightArithmetic)
+    KILN_BIN(ShiftRightLogical)
+#undef KILN_BIN
+    default: return std::nullopt;
+  }
+}
+
+BinaryOp compareOp(const std::string& direction) {
+  if (direction == "eq") return BinaryOp::Eq;
+  if (direction == "ne") return BinaryOp::Ne;
+  if (direction == "lt") return BinaryOp::Lt;
+  if (direction == "le") return BinaryOp::Le;
+  if (direction == "gt") return BinaryOp::Gt;
+  return BinaryOp::Ge;
+}
+
+}  // namespace
+
+StatusOr<ExprRef> Lowerer::compute(const Value* v, const Index& idx) {
+  const Node* n = v->def();
+  DType dt = v->type().dtype();
+  if (!members_.count(n)) {
+    if (n->op() == OpCode::Constant && v->type().numElements() == 1) {
+      const Tensor& t = n->constantData().tensor;
+      return constOf(t.getDouble(0), computeType(dt));
+    }
+    const Buffer& b = bufferFor(v, BufferRole::Input);
+    return cast(load(b.name, dt, flatIndex(idx, b.shape)), computeType(dt));
+  }
+  auto operand = [&](size_t i, const Index& at) { return valueAt(n->operand(i), at); };
+  if (auto u = unaryFor(n->op())) {
+    KILN_ASSIGN_OR_RETURN(ExprRef a, operand(0, idx));
+    return unary(*u, a);
+  }
+  if (auto b = binaryFor(n->op())) {
+    KILN_ASSIGN_OR_RETURN(ExprRef a, operand(0, idx));
+    KILN_ASSIGN_OR_RETURN(ExprRef c, operand(1, idx));
+    return binary(*b, a, c);
+  }
+  return computeElementwise(v, idx);
+}
+
+StatusOr<ExprRef> Lowerer::computeElementwise(const Value* v, const Index& idx) {
+  const Node* n = v->def();
+  DType dt = v->type().dtype();
+  auto operand = [&](size_t i, const Index& at) { return valueAt(n->operand(i), at); };
+  switch (n->op()) {
+    case OpCode::Compare: {
+      KILN_ASSIGN_OR_RETURN(ExprRef a, operand(0, idx));
+      KILN_ASSIGN_OR_RETURN(ExprRef c, operand(1, idx));
+      return binary(compareOp(n->attrEnum("direction")), a, c);
+    }
+    case OpCode::Convert: {
+      KILN_ASSIGN_OR_RETURN(ExprRef a, operand(0, idx));
+      // Through the stored type, so an f32 -> bf16 -> f32 chain rounds as the graph says.
+      return cast(cast(a, dt), computeType(dt));
+    }
+    case OpCode::Select: {
+      KILN_ASSIGN_OR_RETURN(ExprRef c, operand(0, idx));
+      KILN_ASSIGN_OR_RETURN(ExprRef a, operand(1, idx));
+      KILN_ASSIGN_OR_RETURN(ExprRef b, operand(2, idx));
+      return select(c, a, b);
+    }
+    case OpCode::Clamp: {
+      // clamp(min, x, max) = min(max(x, min), max); rank-0 bounds apply everywhere.
+      auto bound = [&](size_t i) {
+        return n->operand(i)->type().rank() == 0 ? valueAt(n->operand(i), {})
+                                                 : valueAt(n->operand(i), idx);
+      };
+      KILN_ASSIGN_OR_RETURN(ExprRef lo, bound(0));
+      KILN_ASSIGN_OR_RETURN(ExprRef x, operand(1, idx));
+      KILN_ASSIGN_OR_RETURN(ExprRef hi, bound(2));
+      return binary(BinaryOp::Min, binary(BinaryOp::Max, x, lo), hi);
+    }
+    case OpCode::Gelu: {
+      KILN_ASSIGN_OR_RETURN(ExprRef x, operand(0, idx));
+      DType ct = x->type;
+      auto c = [&](double d) { return floatConst(d, ct); };
+      ExprRef inner;
+      if (n->attrEnum("approximate") == "tanh") {
+        ExprRef x3 = binary(BinaryOp::Mul, binary(BinaryOp::Mul, x, x), x);
+        inner = unary(UnaryOp::Tanh,
+                      binary(BinaryOp::Mul, c(std::sqrt(2.0 / M_PI)),
+                             binary(BinaryOp::Add, x, binary(BinaryOp::Mul, c(0.044715), x3))));
+      } else {
+        inner = unary(UnaryOp::Erf, binary(BinaryOp::Mul, x, c(M_SQRT1_2)));
+      }
+      return binary(BinaryOp::Mul, binary(BinaryOp::Mul, c(0.5), x),
+                    binary(BinaryOp::Add, c(1.0), inner));
+    }
+    case OpCode::BatchNormInference: {
+      size_t fi = static_cast<size_t>(n->attrInt("feature_index"));
+      Index ch = {idx[fi]};
+      KILN_ASSIGN_OR_RETURN(ExprRef x, operand(0, idx));
+      KILN_ASSIGN_OR_RETURN(ExprRef scale, operand(1, ch));
+      KILN_ASSIGN_OR_RETURN(ExprRef offset, operand(2, ch));
+      KILN_ASSIGN_OR_RETURN(ExprRef mean, operand(3, ch));
+      KILN_ASSIGN_OR_RETURN(ExprRef variance, operand(4, ch));
+      DType ct = x->type;
+      ExprRef inv = binary(BinaryOp::Div, floatConst(1.0, ct),
+                           unary(UnaryOp::Sqrt, binary(BinaryOp::Add, variance,
+                                                       floatConst(n->attrFloat("epsilon"), ct))));
+      return binary(
+          BinaryOp::Add,
+          binary(BinaryOp::Mul, binary(BinaryOp::Mul, binary(BinaryOp::Sub, x, mean), inv), scale),
+          offset);
+    }
+    default: return computeMovement(v, idx);
+  }
+}
+
+StatusOr<ExprRef> Lowerer::computeMovement(const Value* v, const Index& idx) {
+  const Node* n = v->def();
+  DType dt = v->type().dtype();
+  std::vector<int64_t> shape = v->type().staticDims();
+  auto operand = [&](size_t i, const Index& at) { return valueAt(n->operand(i), at); };
+  switch (n->op()) {
+    case OpCode::BroadcastInDim: {
+      auto dims = n->attrInts("dims");
+      std::vector<int64_t> in = n->operand(0)->type().staticDims();
+      Index at(in.size());
+      for (size_t i = 0; i < in.size(); ++i)
+        at[i] = in[i] == 1 ? intConst(0) : idx[static_cast<size_t>(dims[i])];
+      return operand(0, at);
+    }
+    case OpCode::Reshape: {
+      std::vector<int64_t> in = n->operand(0)->type().staticDims();
+      return operand(0, unflatten(flatIndex(idx, shape), in));
+    }
+    case OpCode::Transpose: {
+      auto perm = n->attrInts("permutation");
+      Index at(perm.size());
+      for (size_t i = 0; i < perm.size(); ++i) at[static_cast<size_t>(perm[i])] = idx[i];
+      return operand(0, at);
+    }
+    case OpCode::Slice: {
+      auto start = n->attrInts("start");
+      auto stride = n->attrInts("stride", std::vector<int64_t>(start.size(), 1));
+      Index at(idx.size());
+      for (size_t i = 0; i < idx.size(); ++i)
+        at[i] = binary(BinaryOp::Add, intConst(start[i]),
+                       binary(BinaryOp::Mul, idx[i], intConst(stride[i])));
+      return operand(0, at);
+    }
+    case OpCode::Reverse: {
+      auto dims = n->attrInts("dims");
+      Index at = idx;
+      for (int64_t d : dims) {
+        size_t i = static_cast<size_t>(d);
+        at[i] = binary(BinaryOp::Sub, intConst(shape[i] - 1), idx[i]);
+      }
+      return operand(0, at);
+    }
+    case OpCode::Iota: {
+      // Iota has no operands: the index along its dimension, as the dtype.
+      int64_t d = n->attrInt("dimension");
+      return cast(idx[static_cast<size_t>(d)], computeType(dt));
+    }
+    case OpCode::Pad: {
+      auto low = n->attrInts("low");
+      auto interior = n->attrInts("interior", std::vector<int64_t>(low.size(), 0));
+      std::vector<int64_t> in = n->operand(0)->type().staticDims();
+      Index at(idx.size());
+      std::vector<ExprRef> valid;
+      for (size_t i = 0; i < idx.size(); ++i) {
+        ExprRef q = binary(BinaryOp::Sub, idx[i], intConst(low[i]));
+        int64_t step = interior[i] + 1;
+        ExprRef src = binary(BinaryOp::Div, q, intConst(step));
+        valid.push_back(binary(BinaryOp::Ge, q, intConst(0)));
+        valid.push_back(binary(BinaryOp::Lt, src, intConst(in[i])));
+        if (step > 1)
+          valid.push_back(
+              binary(BinaryOp::Eq, binary(BinaryOp::Rem, q, intConst(step)), intConst(0)));
+        at[i] = clampIndex(src, in[i]);
+      }
+      KILN_ASSIGN_OR_RETURN(ExprRef x, operand(0, at));
+      KILN_ASSIGN_OR_RETURN(ExprRef padValue, valueAt(n->operand(1), {}));
+      return select(andAll(valid), x, padValue);
+    }
+    case OpCode::Concatenate: {
+      size_t d = static_cast<size_t>(n->attrInt("dimension"));
+      ExprRef result;
+      int64_t offset = 0;
+      std::vector<std::pair<ExprRef, ExprRef>> parts;
+      for (size_t i = 0; i < n->numOperands(); ++i) {
+        int64_t extent = n->operand(i)->type().dims()[d].value();
+        Index at = idx;
+        at[d] = clampIndex(binary(BinaryOp::Sub, idx[d], intConst(offset)), extent);
+        KILN_ASSIGN_OR_RETURN(ExprRef x, operand(i, at));
+        offset += extent;
+        parts.push_back({binary(BinaryOp::Lt, idx[d], intConst(offset)), x});
+      }
+      for (size_t i = parts.size(); i-- > 0;)
+        result = result ? select(parts[i].first, parts[i].second, result) : parts[i].second;
+      return result;
+    }
+    case OpCode::Gather: return gatherAt(v, idx);
+    case OpCode::DynamicSlice:
+    case OpCode::DynamicUpdateSlice: return dynamicSliceAt(v, idx);
+    default:
+      return Status::error(std::string(opName(n->op())) + " (" + name(v) +
+                           ") has no loop lowering");
+  }
+}
+
+StatusOr<ExprRef> Lowerer::gatherAt(const Value* v, const Index& idx) {
+  const Node* n = v->def();
+  auto operand = [&](size_t i, const Index& at) { return valueAt(n->operand(i), at); };
+  // StableHLO gather: the output's batch dims pick an index vector, whose components
+  // (clamped so the slice stays inside) start the slice along start_index_map's dims;
+  // the output's offset dims walk the slice's dims that are not collapsed.
+  auto offsetDims = n->attrInts("offset_dims");
+  auto collapsed = n->attrInts("collapsed_slice_dims");
+  auto startMap = n->attrInts("start_index_map");
+  auto sizes = n->attrInts("slice_sizes");
+  int64_t vectorDim = n->attrInt("index_vector_dim");
+  auto has = [](const std::vector<int64_t>& v, int64_t x) {
+    return std::find(v.begin(), v.end(), x) != v.end();
+  };
+  std::vector<int64_t> xd = n->operand(0)->type().staticDims();
+  Index batch;
+  for (size_t i = 0; i < idx.size(); ++i)
+    if (!has(offsetDims, static_cast<int64_t>(i))) batch.push_back(idx[i]);
+  std::vector<ExprRef> start(xd.size(), intConst(0));
+  for (size_t k = 0; k < startMap.size(); ++k) {
+    Index at;
+    size_t b = 0;
+    for (int64_t i = 0; i < n->operand(1)->type().rank(); ++i)
+      at.push_back(i == vectorDim ? intConst(static_cast<int64_t>(k)) : batch[b++]);
+    KILN_ASSIGN_OR_RETURN(ExprRef v, valueAt(n->operand(1), at));
+    auto od = static_cast<size_t>(startMap[k]);
+    start[od] = clampIndex(cast(v, DType::I64), xd[od] - sizes[od] + 1);
+  }
+  Index at(xd.size());
+  size_t w = 0;
+  for (size_t d = 0; d < xd.size(); ++d)
+    at[d] = has(collapsed, static_cast<int64_t>(d))
+                ? start[d]
+                : binary(BinaryOp::Add, start[d], idx[static_cast<size_t>(offsetDims[w++])]);
+  return operand(0, at);
+}
+
+StatusOr<ExprRef> Lowerer::dynamicSliceAt(const Value* v, const Index& idx) {
+  const Node* n = v->def();
+  auto operand = [&](size_t i, const Index& at) { return valueAt(n->operand(i), at); };
+  // Start indices (rank-0 operands after the data) are clamped so the slice or update
+  // stays inside, as StableHLO specifies.
+  bool update = n->op() == OpCode::DynamicUpdateSlice;
+  std::vector<int64_t> xd = n->operand(0)->type().staticDims();
+  std::vector<int64_t> window = (update ? n->operand(1) : v)->type().staticDims();
+  size_t first = update ? 2 : 1;
+  Index start(xd.size());
+  for (size_t d = 0; d < xd.size(); ++d) {
+    KILN_ASSIGN_OR_RETURN(ExprRef s, valueAt(n->operand(first + d), {}));
+    start[d] = clampIndex(cast(s, DType::I64), xd[d] - window[d] + 1);
+  }
+  if (!update) {
+    Index at(xd.size());
+    for (size_t d = 0; d < xd.size(); ++d) at[d] = binary(BinaryOp::Add, start[d], idx[d]);
+    return operand(0, at);
+  }
+  Index at(xd.size());
+  std::vector<ExprRef> inside;
+  for (size_t d = 0; d < xd.size(); ++d) {
+    ExprRef rel = binary(BinaryOp::Sub, idx[d], start[d]);
+    inside.push_back(binary(BinaryOp::Ge, rel, intConst(0)));
+    inside.push_back(binary(BinaryOp::Lt, rel, intConst(window[d])));
+    at[d] = clampIndex(rel, window[d]);
+  }
+  KILN_ASSIGN_OR_RETURN(ExprRef u, operand(1, at));
+  KILN_ASSIGN_OR_RETURN(ExprRef x, operand(0, idx));
+  return select(andAll(inside), u, x);
+}
+
+}  // namespace kiln::kernel::lowering

@@ -1,0 +1,194 @@
+// The lowering's internals (lower.h is its interface): the Lowerer of one fusion kernel, whose
+// parts live in lower.cpp (loop nests and stores), lower_compute.cpp (a value at an index, by
+// its op), lower_reduce.cpp (reduction kernels) and lower_call.cpp (library calls, post-ops).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "fusion/fusion.h"
+#include "kernel/kernel_ir.h"
+#include "kernel/lower.h"
+
+namespace kiln::kernel::lowering {
+
+using Index = std::vector<ExprRef>;
+
+// The multi-index of a flat index in `shape`.
+Index unflatten(const ExprRef& flat, const std::vector<int64_t>& shape);
+// `i` clamped to [0, extent).
+ExprRef clampIndex(const ExprRef& i, int64_t extent);
+// The conjunction of `conds` (true for none).
+ExprRef andAll(const std::vector<ExprRef>& conds);
+// The type arithmetic runs in: f32 for f16/bf16 (rounded on store), the dtype otherwise.
+DType computeType(DType t);
+
+class Lowerer {
+ public:
+  // `names`: the printed names of f's values (printedValueNames), shared by its kernels.
+  Lowerer(const fusion::Kernel& k, const LowerOptions& options,
+          const std::map<const Value*, std::string>& names)
+      : k_(k), options_(options), names_(names) {
+    members_.insert(k.nodes.begin(), k.nodes.end());
+    out_.kind = std::string(fusion::kernelKindName(k.kind));
+    out_.name = "k" + std::to_string(k.id) + "_" + out_.kind;
+  }
+
+  StatusOr<Kernel> run();
+
+ private:
+  std::string name(const Value* v) const;
+
+  // A buffer name for a value: its printed name reduced to [A-Za-z0-9_], made unique.
+  const Buffer& bufferFor(const Value* v, BufferRole role);
+
+  bool isStored(const Value* v) const;
+
+  // Fresh loop variable names: i0, i1, ... (r0, ... for reduction loops).
+  std::string freshVar(const char* prefix) { return prefix + std::to_string(vars_++); }
+
+  // A serial loop nest over `shape`: calls body(index) for the innermost body. Dims of extent 1
+  // get no loop (their index is 0). The target's schedule picks parallel and vector loops.
+  StmtRef nest(const std::vector<int64_t>& shape, const std::function<StmtRef(const Index&)>& body,
+               const char* prefix = "i");
+
+  // The value of `v` at `idx`, computed inside the kernel (members) or loaded (inputs).
+  StatusOr<ExprRef> valueAt(const Value* v, const Index& idx);
+
+  // The value of `v` at `idx` by its op (lower_compute.cpp): an input's load, an elementwise
+  // op at the same index, or data movement (broadcast, reshape, ..., gather) at another.
+  StatusOr<ExprRef> compute(const Value* v, const Index& idx);
+  StatusOr<ExprRef> computeElementwise(const Value* v, const Index& idx);
+  StatusOr<ExprRef> computeMovement(const Value* v, const Index& idx);
+  StatusOr<ExprRef> gatherAt(const Value* v, const Index& idx);
+  StatusOr<ExprRef> dynamicSliceAt(const Value* v, const Index& idx);
+
+  // Stores `v` at `idx` (rounding to its dtype).
+  StatusOr<StmtRef> storeValue(const Value* v, const Index& idx);
+
+  // The stores of each of `values` at `idx`.
+  StatusOr<StmtRef> storeValues(const std::vector<const Value*>& values, const Index& idx);
+
+  // A nest over `shape` storing each of `values` (all of that shape).
+  StatusOr<StmtRef> storeNest(const std::vector<const Value*>& values,
+                              const std::vector<int64_t>& shape);
+
+  // A stored concatenate computed in the kernel: the loops over the dims before the
+  // concatenated one are shared, and inside them one nest per operand stores that operand alone
+  // over its part of the result. Computed element by element instead, every element would
+  // evaluate every operand and select one (a 9-way im2col concatenation of slices of a pad ran at
+  // 0.2 GB/s), and the selects keep the loop from vectorizing. Sharing the outer loops makes an
+  // im2col one parallel loop over pixels, each storing its nine rows, instead of nine.
+  StatusOr<StmtRef> storeConcatenate(const Value* v, const std::vector<int64_t>& shape);
+
+  // `s`, then the nests that store `rest` (the kernel's outputs of other shapes).
+  StatusOr<StmtRef> thenStore(StmtRef s, const std::vector<const Value*>& rest);
+
+  // One nest per distinct shape among `values`.
+  StatusOr<StmtRef> storeAll(const std::vector<const Value*>& values);
+
+  StatusOr<StmtRef> lowerLoop() { return storeAll(k_.outputs); }
+
+  // ---- reductions -----------------------------------------------------------------------
+
+  static ReduceKind reduceKind(const std::string& kind);
+
+  // Values to store, split: those of `shape` (stored in the main nest) and the rest (each in a
+  // nest of its own, recomputed).
+  void splitOutputs(const std::vector<int64_t>& shape, std::vector<const Value*>& main,
+                    std::vector<const Value*>& rest) const;
+
+  StatusOr<StmtRef> lowerReduction();
+
+  // The reduced loops of output index `o` of a reduce, argmax/argmin or reduce_window, the input
+  // index they read, and (for a window with padding or dilation) when that index is valid.
+  struct ReductionIndex {
+    std::vector<std::string> rvars;
+    std::vector<int64_t> rextents;
+    Index inIdx;
+    ExprRef valid;
+  };
+  ReductionIndex reductionIndex(const Index& o);
+
+  // Whether a reduce or reduce_window keeps its input's innermost dim as its result's innermost
+  // (pooling in NHWC, a reduction over rows): then the accumulators of a run of that dim are
+  // updated together, in a loop inside the reduced loops (lowerChannelReduction).
+  bool keepsInnermost() const;
+
+  // A reduce or reduce_window that keeps the innermost dim (keepsInnermost): per index of the
+  // other result dims, a local accumulator per innermost element,
+  //   for c: acc[c] = identity
+  //   for the reduced loops { for c: acc[c] = acc[c] op x(..., c) }
+  //   for c: the stored values at (..., c), the result being acc[c]
+  // (the innermost loops, which a schedule may vectorize).
+  // Each accumulator sees its elements in the same order as one per output element would.
+  StatusOr<StmtRef> lowerChannelReduction();
+
+  // One step of argmax/argmin over the variable `pos`: the first NaN wins (argmax: NaN is the
+  // largest; argmin: the smallest); ties keep the first index unless select_last_index.
+  StmtRef argUpdate(const std::string& acc, const std::string& accIdx, DType ct, ExprRef v,
+                    const std::string& pos);
+
+  // reduce, argmax/argmin and reduce_window: per output element, a Reduce (argmax/argmin: a
+  // loop) over the reduced elements into local accumulators, then the epilogue there.
+  StatusOr<StmtRef> lowerRowReduction();
+
+  // softmax, log_softmax, layer_norm: per row, passes over the row with local accumulators,
+  // and the result (with its epilogue) stored in the last pass.
+  StatusOr<StmtRef> lowerRowNormalization();
+  // The dims of the rows and of one row (softmax: its axis; layer_norm: [axis, rank)).
+  struct RowLayout {
+    std::vector<int64_t> in, rowShape, lineShape;
+    std::vector<size_t> rowDims, lineDims;
+    Index at(const Index& row, const Index& line) const;  // the full index
+  };
+  RowLayout rowLayout() const;
+  // acc = acc `kind` value(full index) over the row: one Reduce over its dims.
+  StatusOr<StmtRef> reduceLine(const RowLayout& rl, const Index& row, const std::string& acc,
+                               ReduceKind kind, DType ct,
+                               const std::function<StatusOr<ExprRef>(const Index&)>& value);
+  // The passes before the last: layer_norm's mean into a0 and 1 / sqrt(var + eps) into a1;
+  // softmax's max into a0 and sum of exp(x - max) into a1 (1 / sum for softmax).
+  StatusOr<std::vector<StmtRef>> rowStatistics(const RowLayout& rl, const Index& row,
+                                               const std::string& a0, const std::string& a1,
+                                               DType ct);
+  // The anchor's value at `full` from the row's statistics acc0 and acc1.
+  StatusOr<ExprRef> normalizedAt(const Index& full, const Index& line, ExprRef acc0, ExprRef acc1);
+
+  // ---- library calls ----------------------------------------------------------------------
+
+  // The value of a splat: a broadcast (in the kernel) of a one-element constant.
+  std::optional<double> splatValue(const Value* v) const;
+
+  // `other` as the operand of an add or mul post-op: a value read from memory (computed
+  // outside the kernel), directly or through a broadcast in the kernel.
+  std::optional<PostOp> binaryOperand(PostOp::Kind kind, const Value* other,
+                                      const std::vector<int64_t>& shape);
+
+  // The post-op that `u` (the only user of `cur`) applies to `cur`, or none.
+  std::optional<PostOp> postOpFor(const Node* u, const Value* cur);
+
+  // Folds the leading elementwise ops after the anchor into post-ops (LowerOptions::postOps).
+  // Returns the value the call then writes (the anchor's result when nothing folds); `why` says
+  // why the chain stops where it does when an epilogue op remains.
+  const Value* foldPostOps(std::vector<PostOp>& ops, std::string& why);
+
+  StatusOr<StmtRef> lowerCall();
+
+  const fusion::Kernel& k_;
+  LowerOptions options_;
+  Kernel out_;
+  std::map<const Value*, std::string> names_;
+  std::set<const Node*> members_;
+  std::vector<Buffer> buffers_;
+  std::set<std::string> usedNames_;
+  std::map<const Value*, std::function<ExprRef(const Index&)>> overrides_;
+  std::map<std::string, std::pair<ExprRef, Index>> memo_;
+  int vars_ = 0;
+};
+
+}  // namespace kiln::kernel::lowering
