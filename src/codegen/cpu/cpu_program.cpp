@@ -598,12 +598,12 @@ std::vector<RunTogether> CpuProgram::runTogether() const {
   return together;
 }
 
-Status CpuProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
-                           std::vector<double>* kernelMs) const {
-  const Impl& m = *impl_;
-  const Function& f = *m.f;
-  // Outputs are written whole by their kernels (or copied below), so they start uninitialised;
-  // the caller's tensors are reused when they have the right types and are not shared.
+namespace {
+
+// Outputs are written whole by their kernels (or copied after them), so they start
+// uninitialised; the caller's tensors are reused when they have the right types and are not
+// shared.
+void prepareOutputs(const Function& f, std::vector<Tensor>& outputs) {
   bool reuse = outputs.size() == f.outputs().size();
   for (size_t o = 0; reuse && o < outputs.size(); ++o)
     reuse = outputs[o].defined() && outputs[o].type() == f.outputs()[o]->type() &&
@@ -613,6 +613,10 @@ Status CpuProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& 
     for (const Value* v : f.outputs())
       outputs.push_back(Tensor::uninitialized(v->type().dtype(), v->type().staticDims()));
   }
+}
+
+// An arena for one run: a finished run's, or a new one.
+std::shared_ptr<std::byte> takeArena(const CpuProgram::Impl& m) {
   std::shared_ptr<std::byte> arena;
   {
     std::lock_guard<std::mutex> lock(m.arenaMu);
@@ -624,6 +628,39 @@ Status CpuProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& 
   static_assert(kBufferAlignment <= 64, "allocateLarge aligns to 64 bytes");
   if (!arena && m.buffers.arenaBytes)
     arena = allocateLarge(static_cast<size_t>(m.buffers.arenaBytes));
+  return arena;
+}
+
+// Outputs that no kernel writes: parameters, constants, or a value listed twice. `address`
+// gives a stored value's address in this run.
+template <typename Address>
+void copyUnwrittenOutputs(const CpuProgram::Impl& m, std::span<const Tensor> inputs,
+                          std::vector<Tensor>& outputs, Address address) {
+  const Function& f = *m.f;
+  for (size_t o = 0; o < f.outputs().size(); ++o) {
+    const Value* v = f.outputs()[o];
+    auto it = m.buffers.values.find(v);
+    bool written = it != m.buffers.values.end() && it->second.storage == Storage::Output &&
+                   it->second.offset == static_cast<int64_t>(o);
+    if (written) continue;
+    const std::byte* src = nullptr;
+    if (v->def()->op() == OpCode::Parameter)
+      src = inputs[static_cast<size_t>(v->def()->attrInt("index"))].bytes();
+    else if (v->def()->op() == OpCode::Constant) src = v->def()->constantData().tensor.bytes();
+    else if (it != m.buffers.values.end()) src = static_cast<const std::byte*>(address(v));
+    if (src && outputs[o].byteSize())
+      std::memcpy(outputs[o].mutableBytes(), src, outputs[o].byteSize());
+  }
+}
+
+}  // namespace
+
+Status CpuProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
+                           std::vector<double>* kernelMs) const {
+  const Impl& m = *impl_;
+  const Function& f = *m.f;
+  prepareOutputs(f, outputs);
+  std::shared_ptr<std::byte> arena = takeArena(m);
   // Back to the free list when this run ends, however it ends.
   struct ArenaReturn {
     const Impl& m;
@@ -684,21 +721,7 @@ Status CpuProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& 
     if (kernelMs) (*kernelMs)[i] = msSince(kernelStart);
     if (!error) return Status(error).prefix("kernel " + k.name);
   }
-  // Outputs that no kernel writes: parameters, constants, or a value listed twice.
-  for (size_t o = 0; o < f.outputs().size(); ++o) {
-    const Value* v = f.outputs()[o];
-    auto it = m.buffers.values.find(v);
-    bool written = it != m.buffers.values.end() && it->second.storage == Storage::Output &&
-                   it->second.offset == static_cast<int64_t>(o);
-    if (written) continue;
-    const std::byte* src = nullptr;
-    if (v->def()->op() == OpCode::Parameter)
-      src = inputs[static_cast<size_t>(v->def()->attrInt("index"))].bytes();
-    else if (v->def()->op() == OpCode::Constant) src = v->def()->constantData().tensor.bytes();
-    else if (it != m.buffers.values.end()) src = static_cast<const std::byte*>(address(v));
-    if (src && outputs[o].byteSize())
-      std::memcpy(outputs[o].mutableBytes(), src, outputs[o].byteSize());
-  }
+  copyUnwrittenOutputs(m, inputs, outputs, address);
   return Status::ok();
 }
 
