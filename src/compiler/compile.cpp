@@ -58,10 +58,13 @@ Status graphPasses(Module& module, const runtime::Target& target, PassManager& p
   return target.graphPasses(module, pm, options.optLevel);
 }
 
-fusion::FusionPlan fuse(const Function& f, const CompileOptions& options, CompileTimes& times) {
+fusion::FusionPlan fuse(const Function& f, const runtime::Target* target,
+                        const CompileOptions& options, CompileTimes& times) {
   auto start = Clock::now();
   fusion::FusionOptions fo;
   fo.fuse = options.fuse;
+  if (target) fo.epilogue = target->epiloguePolicy();
+  fo.epilogue.postOps = options.postOps;
   fusion::FusionPlan plan = fusion::planFusion(f, fo);
   times.fusion = msSince(start);
   return plan;
@@ -72,9 +75,7 @@ StatusOr<std::vector<kernel::Kernel>> lower(const Function& f, const fusion::Fus
   KILN_RETURN_IF_ERROR(requireStatic(f));
   KILN_RETURN_IF_ERROR(writeDump(options, "fusion-plan.txt", fusion::explainPlan(f, plan)));
   auto start = Clock::now();
-  kernel::LowerOptions lo;
-  lo.postOps = options.postOps;
-  KILN_ASSIGN_OR_RETURN(std::vector<kernel::Kernel> kernels, kernel::lowerPlan(f, plan, lo));
+  KILN_ASSIGN_OR_RETURN(std::vector<kernel::Kernel> kernels, kernel::lowerPlan(f, plan));
   for (const kernel::Kernel& k : kernels) KILN_RETURN_IF_ERROR(kernel::verifyKernel(k));
   times.lowering = msSince(start);
   if (!options.instrumentation.dumpDir.empty())
@@ -102,7 +103,7 @@ StatusOr<Reloaded> reload(const runtime::Target& target, const runtime::DecodedA
   KILN_ASSIGN_OR_RETURN(r.module, parseModule(artifact["module"], source + " (module)",
                                               artifact["blob"], std::move(mapping)));
   if (!r.module->entry()) return Status::error(source + ": its module has no function");
-  r.plan = fuse(*r.module->entry(), options, r.times);
+  r.plan = fuse(*r.module->entry(), &target, options, r.times);
   KILN_ASSIGN_OR_RETURN(r.kernels, lower(*r.module->entry(), r.plan, options, r.times));
   KILN_RETURN_IF_ERROR(schedule(target, r.kernels, options, r.times));
   return r;
@@ -128,7 +129,7 @@ StatusOr<Compiled> compile(std::unique_ptr<Module> module, const runtime::Target
   c.times.passes = msSince(start);
   c.passTimings = pm.timingReport();
   const Function& f = *module->entry();
-  c.plan = fuse(f, options, c.times);
+  c.plan = fuse(f, &target, options, c.times);
   if (stopAfter == Stage::Planned) {
     c.module = std::move(module);
     return c;

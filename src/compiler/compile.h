@@ -51,12 +51,14 @@ StatusOr<Compiled> compile(std::unique_ptr<Module> module, const runtime::Target
                            const CompileOptions& options, Stage stopAfter = Stage::Program);
 
 // The steps one by one, for tools that stop between them (kiln-opt): 1, the graph passes;
-// 2, fusion planning; 3, lowering, which needs static shapes; 4, the target's schedule. Lowering
-// and scheduling verify every kernel. Each is timed into `times`; fusion-plan.txt and
-// kernels.txt are dumped with the lowered kernels, kernels-scheduled.txt with the scheduled.
+// 2, fusion planning with the target's epilogue policy (without a target: the default); 3,
+// lowering, which needs static shapes; 4, the target's schedule. Lowering and scheduling verify
+// every kernel. Each is timed into `times`; fusion-plan.txt and kernels.txt are dumped with the
+// lowered kernels, kernels-scheduled.txt with the scheduled.
 Status graphPasses(Module& module, const runtime::Target& target, PassManager& pm,
                    const CompileOptions& options);
-fusion::FusionPlan fuse(const Function& f, const CompileOptions& options, CompileTimes& times);
+fusion::FusionPlan fuse(const Function& f, const runtime::Target* target,
+                        const CompileOptions& options, CompileTimes& times);
 StatusOr<std::vector<kernel::Kernel>> lower(const Function& f, const fusion::FusionPlan& plan,
                                             const CompileOptions& options, CompileTimes& times);
 Status schedule(const runtime::Target& target, std::vector<kernel::Kernel>& kernels,

@@ -5,6 +5,8 @@
 #include "fusion/fusion.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <functional>
 #include <set>
 #include <tuple>
 
@@ -577,8 +579,11 @@ class Planner {
       kernels[best].id = newId[best];
       plan.kernels.push_back(kernels[best]);
     }
-    for (const Kernel& k : plan.kernels)
+    for (Kernel& k : plan.kernels) {
       for (const Node* n : k.nodes) plan.kernelsOf[n].push_back(k.id);
+      if (k.kind != KernelKind::Loop && k.kind != KernelKind::Reduction)
+        k.postOps = planPostOps(k, o_.epilogue, [&](const Value* v) { return name(v); });
+    }
     // Decisions on every edge between compute ops, from the final kernels.
     for (const Node* p : compute) {
       for (const Node* u : usersOf(p)) {
@@ -623,6 +628,40 @@ class Planner {
 FusionPlan planFusion(const Function& f, const FusionOptions& options) {
   return Planner(f, options).run();
 }
+
+namespace {
+
+std::string numberText(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// "    post-ops: clamp(0, inf), add(%b)" and, when epilogue ops of the kernel remain after them,
+// "    then loops: REASON" (why the chain stops there).
+std::string postOpsText(const Kernel& k, const std::function<std::string(const Value*)>& name) {
+  const PostOpChain& chain = k.postOps;
+  std::string out;
+  if (!chain.steps.empty()) {
+    out += "    post-ops: ";
+    for (size_t i = 0; i < chain.steps.size(); ++i) {
+      const PostOpStep& p = chain.steps[i];
+      out += (i ? ", " : "") + std::string(postOpKindName(p.kind));
+      if (p.operand) out += "(" + name(p.operand) + ")";
+      if (p.kind == PostOpKind::Clamp)
+        out += "(" + numberText(p.lo) + ", " + numberText(p.hi) + ")";
+    }
+    out += "\n";
+  }
+  bool remains = false;
+  if (chain.result)
+    for (const Use& u : chain.result->uses())
+      remains = remains || std::find(k.nodes.begin(), k.nodes.end(), u.user) != k.nodes.end();
+  if (remains && !chain.stop.empty()) out += "    then loops: " + chain.stop + "\n";
+  return out;
+}
+
+}  // namespace
 
 std::string explainPlan(const Function& f, const FusionPlan& plan) {
   std::map<const Value*, std::string> names = printedValueNames(f);
@@ -676,6 +715,7 @@ std::string explainPlan(const Function& f, const FusionPlan& plan) {
         out += "  -> stored";
       out += "\n";
     }
+    out += postOpsText(k, name);
   }
   std::string fusedLines, unfusedLines;
   for (const Decision& d : plan.decisions) {

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "fusion/epilogue.h"
 #include "fusion/op_pattern.h"
 #include "ir/ir.h"
 
@@ -63,6 +64,9 @@ struct Kernel {
   int64_t bytesRead = 0;
   int64_t bytesWritten = 0;
   double flops = 0;
+  // A library call's kernel (contraction, attention, opaque): the head of its epilogue the
+  // library applies, decided by the target's EpiloguePolicy (epilogue.h).
+  PostOpChain postOps;
 };
 
 struct FusionOptions {
@@ -70,6 +74,8 @@ struct FusionOptions {
   bool fuse = true;
   // Inputs smaller than this are not worth a sibling fusion.
   int64_t minSiblingBytes = 1024;
+  // What the target's library calls apply as they write their results.
+  EpiloguePolicy epilogue;
 };
 
 struct FusionPlan {

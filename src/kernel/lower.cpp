@@ -230,26 +230,24 @@ namespace {
 
 using lowering::Lowerer;
 
-StatusOr<Kernel> lowerWithNames(const fusion::Kernel& k, const LowerOptions& options,
+StatusOr<Kernel> lowerWithNames(const fusion::Kernel& k,
                                 const std::map<const Value*, std::string>& names) {
-  KILN_ASSIGN_OR_RETURN(Kernel lowered, Lowerer(k, options, names).run());
+  KILN_ASSIGN_OR_RETURN(Kernel lowered, Lowerer(k, names).run());
   return simplifyIndices(lowered);
 }
 
 }  // namespace
 
-StatusOr<Kernel> lowerKernel(const Function& f, const fusion::Kernel& k,
-                             const LowerOptions& options) {
-  return lowerWithNames(k, options, printedValueNames(f));
+StatusOr<Kernel> lowerKernel(const Function& f, const fusion::Kernel& k) {
+  return lowerWithNames(k, printedValueNames(f));
 }
 
-StatusOr<std::vector<Kernel>> lowerPlan(const Function& f, const fusion::FusionPlan& plan,
-                                        const LowerOptions& options) {
+StatusOr<std::vector<Kernel>> lowerPlan(const Function& f, const fusion::FusionPlan& plan) {
   // The value names are computed once: per kernel they cost a walk over the whole function.
   const std::map<const Value*, std::string> names = printedValueNames(f);
   std::vector<Kernel> out;
   for (const fusion::Kernel& k : plan.kernels) {
-    KILN_ASSIGN_OR_RETURN(Kernel lowered, lowerWithNames(k, options, names));
+    KILN_ASSIGN_OR_RETURN(Kernel lowered, lowerWithNames(k, names));
     out.push_back(std::move(lowered));
   }
   return out;

@@ -9,8 +9,8 @@
 //     or three passes over the row; the fused producers are recomputed in each pass and the
 //     epilogue runs in the last;
 //   - contraction and attention kernels: a library call of the anchor op (the runtime runs it)
-//     with the leading part of the epilogue as post-ops of the call (LowerOptions), then the
-//     rest of the epilogue as a loop nest over its result;
+//     with the leading part of the epilogue as post-ops of the call, as the plan decided
+//     (fusion::Kernel::postOps), then the rest of the epilogue as a loop nest over its result;
 //   - opaque kernels (scatter, resize, grid_sample, sort, top_k, cumsum): whole-buffer loop
 //     nests of the anchor op (lower_opaque.h), scheduled there; a case that lowering leaves out
 //     (sort and top_k rows past 4096 elements) stays a library call.
@@ -28,21 +28,9 @@
 
 namespace kiln::kernel {
 
-struct LowerOptions {
-  // Fold the leading elementwise ops of a contraction's epilogue into post-ops of its library
-  // call (kernel_ir.h, PostOp): a bias or residual add or mul, clamp/relu, sigmoid, tanh, gelu.
-  // The chain stops at the first op that is not one of these, that reads a value computed in
-  // the kernel other than a broadcast of an input, or whose input is also used elsewhere; the
-  // rest of the epilogue stays a loop nest over the call's result. Only for f32 convolutions
-  // and matrix products.
-  bool postOps = true;
-};
-
-StatusOr<Kernel> lowerKernel(const Function& f, const fusion::Kernel& k,
-                             const LowerOptions& options = {});
+StatusOr<Kernel> lowerKernel(const Function& f, const fusion::Kernel& k);
 
 // Every kernel of a plan, in the plan's order.
-StatusOr<std::vector<Kernel>> lowerPlan(const Function& f, const fusion::FusionPlan& plan,
-                                        const LowerOptions& options = {});
+StatusOr<std::vector<Kernel>> lowerPlan(const Function& f, const fusion::FusionPlan& plan);
 
 }  // namespace kiln::kernel

@@ -9,123 +9,30 @@
 
 namespace kiln::kernel::lowering {
 
-std::optional<double> Lowerer::splatValue(const Value* v) const {
-  const Node* n = v->def();
-  if (members_.count(n) && n->op() == OpCode::BroadcastInDim && !isStored(v)) {
-    v = n->operand(0);
-    n = v->def();
-  }
-  if (members_.count(n) || n->op() != OpCode::Constant || v->type().numElements() != 1)
-    return std::nullopt;
-  const Tensor& t = n->constantData().tensor;
-  if (!t.defined()) return std::nullopt;
-  return t.getDouble(0);
-}
-
-std::optional<PostOp> Lowerer::binaryOperand(PostOp::Kind kind, const Value* other,
-                                             const std::vector<int64_t>& shape) {
-  PostOp p;
-  p.kind = kind;
-  const Node* n = other->def();
-  if (members_.count(n) && n->op() == OpCode::BroadcastInDim && !isStored(other)) {
-    p.operandDims = n->attrInts("dims");
-    other = n->operand(0);
-    n = other->def();
-  } else {
-    for (size_t d = 0; d < shape.size(); ++d) p.operandDims.push_back(static_cast<int64_t>(d));
-  }
-  if (members_.count(n) || other->type().dtype() != DType::F32) return std::nullopt;
-  p.operandShape = other->type().staticDims();
-  if (p.operandShape.size() != p.operandDims.size()) return std::nullopt;
-  p.operand = bufferFor(other, BufferRole::Input).name;
-  return p;
-}
-
-std::optional<PostOp> Lowerer::postOpFor(const Node* u, const Value* cur) {
-  const std::vector<int64_t> shape = cur->type().staticDims();
-  auto unaryOp = [](PostOp::Kind kind) {
+const Value* Lowerer::transcribePostOps(std::vector<PostOp>& ops, std::string& why) {
+  const fusion::PostOpChain& chain = k_.postOps;
+  for (const fusion::PostOpStep& step : chain.steps) {
     PostOp p;
-    p.kind = kind;
-    return p;
-  };
-  auto clamp = [&](double lo, double hi) {
-    PostOp p = unaryOp(PostOp::Kind::Clamp);
-    p.lo = lo;
-    p.hi = hi;
-    return p;
-  };
-  constexpr double kInf = std::numeric_limits<double>::infinity();
-  switch (u->op()) {
-    case OpCode::Add:
-    case OpCode::Mul:
-    case OpCode::Max:
-    case OpCode::Min: {
-      if (u->operand(0) == cur && u->operand(1) == cur) return std::nullopt;
-      const Value* other = u->operand(0) == cur ? u->operand(1) : u->operand(0);
-      if (u->op() == OpCode::Max || u->op() == OpCode::Min) {
-        std::optional<double> c = splatValue(other);
-        if (!c || std::isnan(*c)) return std::nullopt;
-        return u->op() == OpCode::Max ? clamp(*c, kInf) : clamp(-kInf, *c);
-      }
-      return binaryOperand(u->op() == OpCode::Add ? PostOp::Kind::Add : PostOp::Kind::Mul, other,
-                           shape);
+    switch (step.kind) {
+      case fusion::PostOpKind::Add: p.kind = PostOp::Kind::Add; break;
+      case fusion::PostOpKind::Mul: p.kind = PostOp::Kind::Mul; break;
+      case fusion::PostOpKind::Clamp: p.kind = PostOp::Kind::Clamp; break;
+      case fusion::PostOpKind::Sigmoid: p.kind = PostOp::Kind::Sigmoid; break;
+      case fusion::PostOpKind::Tanh: p.kind = PostOp::Kind::Tanh; break;
+      case fusion::PostOpKind::Gelu: p.kind = PostOp::Kind::Gelu; break;
+      case fusion::PostOpKind::GeluTanh: p.kind = PostOp::Kind::GeluTanh; break;
     }
-    case OpCode::Clamp: {
-      if (u->operand(1) != cur) return std::nullopt;
-      std::optional<double> lo = splatValue(u->operand(0)), hi = splatValue(u->operand(2));
-      if (!lo || !hi || std::isnan(*lo) || std::isnan(*hi) || *lo > *hi) return std::nullopt;
-      return clamp(*lo, *hi);
+    p.lo = step.lo;
+    p.hi = step.hi;
+    if (step.operand) {
+      p.operand = bufferFor(step.operand, BufferRole::Input).name;
+      p.operandShape = step.operand->type().staticDims();
+      p.operandDims = step.operandDims;
     }
-    case OpCode::Sigmoid: return unaryOp(PostOp::Kind::Sigmoid);
-    case OpCode::Tanh: return unaryOp(PostOp::Kind::Tanh);
-    case OpCode::Gelu: {
-      bool tanh = u->attrEnum("approximate") == "tanh";
-      return unaryOp(tanh ? PostOp::Kind::GeluTanh : PostOp::Kind::Gelu);
-    }
-    default: return std::nullopt;
+    ops.push_back(std::move(p));
   }
-}
-
-const Value* Lowerer::foldPostOps(std::vector<PostOp>& ops, std::string& why) {
-  const Node* a = k_.anchor;
-  const Value* cur = a->result(0);
-  if (!options_.postOps || a->numResults() != 1 ||
-      (a->op() != OpCode::DotGeneral && a->op() != OpCode::Convolution) ||
-      cur->type().dtype() != DType::F32) {
-    why = !options_.postOps ? "post-ops are off"
-                            : "only f32 convolutions and matrix products take post-ops";
-    return cur;
-  }
-  while (true) {
-    if (isStored(cur)) {
-      why = name(cur) + " is stored (another kernel or the caller reads it)";
-      break;
-    }
-    if (cur->uses().size() != 1) {
-      why = name(cur) + " has " + std::to_string(cur->uses().size()) + " uses";
-      break;
-    }
-    const Node* u = cur->uses()[0].user;
-    if (!members_.count(u)) break;
-    std::optional<PostOp> p;
-    if (u->numResults() == 1 && u->result(0)->type().dtype() == DType::F32) p = postOpFor(u, cur);
-    if (!p) {
-      why = std::string(opName(u->op())) + " (" + name(u->result(0)) +
-            ") is not a post-op (add or mul of an input, max/min/clamp by a constant, " +
-            "sigmoid, tanh, gelu)";
-      break;
-    }
-    // max then min (or min then max) of splats is one clamp when it stays a clamp.
-    if (p->kind == PostOp::Kind::Clamp && !ops.empty() && ops.back().kind == PostOp::Kind::Clamp &&
-        std::max(ops.back().lo, p->lo) <= std::min(ops.back().hi, p->hi)) {
-      ops.back().lo = std::max(ops.back().lo, p->lo);
-      ops.back().hi = std::min(ops.back().hi, p->hi);
-    } else {
-      ops.push_back(*p);
-    }
-    cur = u->result(0);
-  }
-  return cur;
+  why = chain.stop;
+  return chain.result ? chain.result : k_.anchor->result(0);
 }
 
 StatusOr<StmtRef> Lowerer::lowerCall() {
@@ -134,7 +41,7 @@ StatusOr<StmtRef> Lowerer::lowerCall() {
   for (const Value* v : a->operands()) args.push_back(bufferFor(v, BufferRole::Input).name);
   std::vector<PostOp> postOps;
   std::string why;
-  const Value* last = foldPostOps(postOps, why);
+  const Value* last = transcribePostOps(postOps, why);
   for (size_t r = 0; r < a->numResults(); ++r) {
     const Value* v = r == 0 ? last : a->result(r);
     BufferRole role = isStored(v) ? BufferRole::Output : BufferRole::Temp;

@@ -30,9 +30,8 @@ DType computeType(DType t);
 class Lowerer {
  public:
   // `names`: the printed names of f's values (printedValueNames), shared by its kernels.
-  Lowerer(const fusion::Kernel& k, const LowerOptions& options,
-          const std::map<const Value*, std::string>& names)
-      : k_(k), options_(options), names_(names) {
+  Lowerer(const fusion::Kernel& k, const std::map<const Value*, std::string>& names)
+      : k_(k), names_(names) {
     members_.insert(k.nodes.begin(), k.nodes.end());
     out_.kind = std::string(fusion::kernelKindName(k.kind));
     out_.name = "k" + std::to_string(k.id) + "_" + out_.kind;
@@ -161,26 +160,13 @@ class Lowerer {
 
   // ---- library calls ----------------------------------------------------------------------
 
-  // The value of a splat: a broadcast (in the kernel) of a one-element constant.
-  std::optional<double> splatValue(const Value* v) const;
-
-  // `other` as the operand of an add or mul post-op: a value read from memory (computed
-  // outside the kernel), directly or through a broadcast in the kernel.
-  std::optional<PostOp> binaryOperand(PostOp::Kind kind, const Value* other,
-                                      const std::vector<int64_t>& shape);
-
-  // The post-op that `u` (the only user of `cur`) applies to `cur`, or none.
-  std::optional<PostOp> postOpFor(const Node* u, const Value* cur);
-
-  // Folds the leading elementwise ops after the anchor into post-ops (LowerOptions::postOps).
-  // Returns the value the call then writes (the anchor's result when nothing folds); `why` says
-  // why the chain stops where it does when an epilogue op remains.
-  const Value* foldPostOps(std::vector<PostOp>& ops, std::string& why);
+  // The post-ops the plan decided for this kernel (fusion::Kernel::postOps) on its buffers;
+  // returns the value the call then writes, and in `why` why the chain stops there.
+  const Value* transcribePostOps(std::vector<PostOp>& ops, std::string& why);
 
   StatusOr<StmtRef> lowerCall();
 
   const fusion::Kernel& k_;
-  LowerOptions options_;
   Kernel out_;
   std::map<const Value*, std::string> names_;
   std::set<const Node*> members_;

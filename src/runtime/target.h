@@ -36,7 +36,7 @@ struct CompileOptions {
   int threads = 0;              // <= 0: the hardware's thread count
   int optLevel = 1;             // 1: the default graph pipeline first; 0: none
   bool fuse = true;             // false: one kernel per op
-  bool postOps = true;          // false: no library post-ops (kernel::LowerOptions::postOps)
+  bool postOps = true;          // false: no library post-ops (fusion::EpiloguePolicy)
   bool reassociate = true;      // false: float sums in the interpreter's order (schedule.h)
   // Free the data of constants that only library kernels read, each holding its own reordered
   // copy (convolution weights in a library's blocked layout, matrix weights with padded rows):
@@ -124,6 +124,9 @@ class Target {
   // Its own graph passes, after the default pipeline the driver runs (at -O0 only what its
   // lowering needs).
   virtual Status graphPasses(Module& module, PassManager& pm, int optLevel) const = 0;
+  // What its library calls apply as they write their results: the planner decides each call's
+  // post-ops from it (fusion/epilogue.h).
+  virtual fusion::EpiloguePolicy epiloguePolicy() const = 0;
   // Its schedule passes (kernel/schedule.h) over the lowered kernels, in place; the driver
   // verifies the result.
   virtual Status schedule(std::vector<kernel::Kernel>& kernels,

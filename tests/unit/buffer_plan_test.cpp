@@ -36,7 +36,7 @@ func @main(%p: f32[8,8], %w: f32[8,8]) -> (f32[8,8]) {
   ASSERT_TRUE(m.isOk()) << m.status().str();
   const Function& f = *(*m)->entry();
   fusion::FusionPlan plan = fusion::planFusion(f);
-  auto kernels = kernel::lowerPlan(f, plan, kernel::LowerOptions{});
+  auto kernels = kernel::lowerPlan(f, plan);
   ASSERT_TRUE(kernels.isOk()) << kernels.status().str();
   ASSERT_EQ(kernels->size(), 4u);
   std::vector<const Value*> values;  // x, a, b: each kernel's output but the last

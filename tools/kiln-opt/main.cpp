@@ -215,7 +215,7 @@ kiln::StatusOr<std::string> planAndLower(const kiln::Module& module, const Optio
   if (!f) return kiln::Status::error("the module has no entry function to plan");
   kiln::runtime::CompileOptions options;
   kiln::runtime::CompileTimes times;
-  kiln::fusion::FusionPlan plan = kiln::compiler::fuse(*f, options, times);
+  kiln::fusion::FusionPlan plan = kiln::compiler::fuse(*f, nullptr, options, times);
   std::string out = o.planFusion ? kiln::fusion::explainPlan(*f, plan) : "";
   if (!o.lower) return out;
   KILN_ASSIGN_OR_RETURN(std::vector<kiln::kernel::Kernel> kernels,

@@ -78,6 +78,9 @@ class CpuTarget final : public runtime::Target {
   std::string machine() const override { return hostTarget(); }
   std::string describeMachine() const override { return hostCpu(); }
 
+  // oneDNN's post-ops: f32 matrix products and convolutions (fusion/epilogue.h's default).
+  fusion::EpiloguePolicy epiloguePolicy() const override { return {}; }
+
   // Reductions become vector partial sums, large nests parallel loops (kernel/schedule.h).
   Status schedule(std::vector<kernel::Kernel>& kernels,
                   const CompileOptions& options) const override {
