@@ -55,9 +55,9 @@ KernelKind kindFor(OpPattern p) {
   }
 }
 
-// Elementwise ops a library matrix product or convolution can apply before it stores its result
-// (oneDNN post-ops: eltwise and binary; cuBLASLt/cuDNN epilogues are a subset the GPU backend
-// checks again).
+// Elementwise ops that may join a library call's kernel as its epilogue: the head of the chain
+// as post-ops where the target's EpiloguePolicy takes them (planPostOps, epilogue.h), the rest
+// as loops over the call's result.
 bool isLibraryEpilogueOp(OpCode op) {
   switch (op) {
     case OpCode::Add:
