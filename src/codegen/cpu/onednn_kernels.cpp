@@ -367,9 +367,9 @@ std::unique_ptr<LibraryKernel>
 makeOneDnnKernel(dnnl::primitive prim, memory::desc src, memory::desc weights, memory::desc dst,
                  memory::desc scratch, HeldWeights held, std::optional<PostOpsPlan::Binary> bias,
                  std::vector<PostOpsPlan::Binary> binaries, int threads, std::string description) {
-  return std::unique_ptr<LibraryKernel>(new OneDnnKernel(
-      std::move(prim), std::move(src), std::move(weights), std::move(dst), std::move(scratch),
-      std::move(held), std::move(bias), std::move(binaries), threads, std::move(description)));
+  return std::unique_ptr<LibraryKernel>(
+      new OneDnnKernel(std::move(prim), src, weights, dst, scratch, std::move(held), bias,
+                       std::move(binaries), threads, std::move(description)));
 }
 
 std::unique_ptr<LibraryKernel> makeBlockedConvolution(dnnl::primitive prim, memory::desc weights,
@@ -380,8 +380,8 @@ std::unique_ptr<LibraryKernel> makeBlockedConvolution(dnnl::primitive prim, memo
                                                       int threads, std::string description,
                                                       std::string layout) {
   return std::unique_ptr<LibraryKernel>(new BlockedConvolution(
-      std::move(prim), std::move(weights), std::move(scratch), std::move(held), std::move(operands),
-      std::move(binaries), std::move(bias), threads, std::move(description), std::move(layout)));
+      std::move(prim), weights, scratch, std::move(held), std::move(operands), std::move(binaries),
+      bias, threads, std::move(description), std::move(layout)));
 }
 
 }  // namespace kiln::codegen::cpu::onednn
