@@ -101,3 +101,7 @@ def kiln_backend(gm, example_inputs, backend="cpu", threads=0, opt_level=1):
         return pytree.tree_unflatten(list(out) if isinstance(out, tuple) else [out], spec)
 
     return run
+
+
+# Importing this module (as `import kiln` does when torch is already imported) registers it.
+register()

@@ -1,6 +1,7 @@
 """torch.compile(model, backend="kiln"): Dynamo's graphs compiled by Kiln, eager fallback with
 a logged reason, recompiles logged when shapes change. Needs torch >= 2.0."""
 
+import functools
 import logging
 
 import pytest
@@ -25,16 +26,20 @@ class Net(torch.nn.Module):
         return self.fc(y)
 
 
-def test_compiles_matches_and_logs_recompiles(caplog):
+def test_compiles_matches_and_logs_recompiles(caplog, backend):
     torch.manual_seed(0)
     torch._dynamo.reset()
     model = Net().eval()
-    compiled = torch.compile(model, backend="kiln", dynamic=False)
+    # backend="kiln" with the tests' Kiln backend (cpu, or interp in a build without it).
+    kiln_on = functools.partial(kiln.dynamo.kiln_backend, backend=backend)
+    compiled = torch.compile(model, backend=kiln_on, dynamic=False)
     x = torch.randn(2, 3, 16, 16)
-    with torch.no_grad():
+    with torch.no_grad(), caplog.at_level(logging.WARNING, logger="kiln.dynamo"):
         # float32 sums in another order: within 1e-4 of the output's scale.
         ref = model(x)
         got = compiled(x)
+        # Kiln compiled the graph: nothing fell back to eager.
+        assert not [r for r in caplog.records if "runs in eager" in r.message], caplog.text
         assert (got - ref).abs().max() <= 1e-4 * ref.abs().max()
         with caplog.at_level(logging.WARNING, logger="kiln.dynamo"):
             x2 = torch.randn(4, 3, 16, 16)
