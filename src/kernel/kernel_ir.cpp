@@ -274,6 +274,22 @@ ExprRef cast(ExprRef a, DType type) {
   return intern(std::move(e));
 }
 
+ExprRef gelu(ExprRef x, bool tanh) {
+  DType t = x->type;
+  auto c = [&](double d) { return floatConst(d, t); };
+  ExprRef inner;
+  if (tanh) {
+    ExprRef x3 = binary(BinaryOp::Mul, binary(BinaryOp::Mul, x, x), x);
+    inner = unary(UnaryOp::Tanh,
+                  binary(BinaryOp::Mul, c(std::sqrt(2.0 / M_PI)),
+                         binary(BinaryOp::Add, x, binary(BinaryOp::Mul, c(0.044715), x3))));
+  } else {
+    inner = unary(UnaryOp::Erf, binary(BinaryOp::Mul, x, c(M_SQRT1_2)));
+  }
+  return binary(BinaryOp::Mul, binary(BinaryOp::Mul, c(0.5), x),
+                binary(BinaryOp::Add, c(1.0), inner));
+}
+
 ExprRef withArgs(const ExprRef& e, std::vector<ExprRef> args) {
   if (args == e->args) return e;
   switch (e->kind) {
@@ -614,6 +630,29 @@ std::string printKernel(const Kernel& k) {
 std::string printKernels(const std::vector<Kernel>& ks) {
   std::string out;
   for (size_t i = 0; i < ks.size(); ++i) out += (i ? "\n" : "") + printKernel(ks[i]);
+  return out;
+}
+
+namespace {
+
+StmtRef replaced(const StmtRef& s, const Stmt* target, const StmtRef& with) {
+  if (!s) return s;
+  if (s.get() == target) return with;
+  StmtRef out = s;
+  for (size_t i = 0; i < s->body.size(); ++i) {
+    StmtRef b = replaced(s->body[i], target, with);
+    if (b == s->body[i]) continue;
+    if (out == s) out = std::make_shared<Stmt>(*s);
+    out->body[i] = b;
+  }
+  return out;
+}
+
+}  // namespace
+
+Kernel replaceStmt(const Kernel& k, const Stmt* target, StmtRef with) {
+  Kernel out = k;
+  out.body = replaced(k.body, target, with);
   return out;
 }
 

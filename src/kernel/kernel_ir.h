@@ -124,6 +124,8 @@ ExprRef unary(UnaryOp op, ExprRef a);
 ExprRef binary(BinaryOp op, ExprRef a, ExprRef b);
 ExprRef select(ExprRef cond, ExprRef a, ExprRef b);
 ExprRef cast(ExprRef a, DType type);
+// gelu(x) = x * (1 + erf(x / sqrt 2)) / 2, or with `tanh` its tanh approximation.
+ExprRef gelu(ExprRef x, bool tanh);
 // `e` with new operands, through the builders above (so the result is folded and interned).
 ExprRef withArgs(const ExprRef& e, std::vector<ExprRef> args);
 // Row-major flat index of the multi-index `idx` in `shape`, and the element count of `shape`.
@@ -269,6 +271,8 @@ std::vector<const Stmt*> callsOf(const Kernel& k);
 
 // The readable text of a kernel (the format of the example at the top of this file).
 std::string printKernel(const Kernel& k);
+// `k` with statement `target` replaced by `with`; the statements off the path to it stay shared.
+Kernel replaceStmt(const Kernel& k, const Stmt* target, StmtRef with);
 // Kernels one after another, a blank line between them (parseKernels reads it back).
 std::string printKernels(const std::vector<Kernel>& ks);
 std::string printExpr(const ExprRef& e);

@@ -142,19 +142,7 @@ StatusOr<ExprRef> Lowerer::computeElementwise(const Value* v, const Index& idx) 
     }
     case OpCode::Gelu: {
       KILN_ASSIGN_OR_RETURN(ExprRef x, operand(0, idx));
-      DType ct = x->type;
-      auto c = [&](double d) { return floatConst(d, ct); };
-      ExprRef inner;
-      if (n->attrEnum("approximate") == "tanh") {
-        ExprRef x3 = binary(BinaryOp::Mul, binary(BinaryOp::Mul, x, x), x);
-        inner = unary(UnaryOp::Tanh,
-                      binary(BinaryOp::Mul, c(std::sqrt(2.0 / M_PI)),
-                             binary(BinaryOp::Add, x, binary(BinaryOp::Mul, c(0.044715), x3))));
-      } else {
-        inner = unary(UnaryOp::Erf, binary(BinaryOp::Mul, x, c(M_SQRT1_2)));
-      }
-      return binary(BinaryOp::Mul, binary(BinaryOp::Mul, c(0.5), x),
-                    binary(BinaryOp::Add, c(1.0), inner));
+      return gelu(x, n->attrEnum("approximate") == "tanh");
     }
     case OpCode::BatchNormInference: {
       size_t fi = static_cast<size_t>(n->attrInt("feature_index"));

@@ -21,11 +21,12 @@
 #include <thread>
 
 #include "codegen/cpu/object_loader.h"
-#include "codegen/cpu/post_ops.h"
 #include "compiler/compile.h"
 #include "interp/interpreter.h"
 #include "ir/text/text.h"
 #include "kernel/lower.h"
+#include "kernel/post_op_loops.h"
+#include "kernel/schedule.h"
 #include "support/hash.h"
 #include "support/large_buffer.h"
 
@@ -81,20 +82,12 @@ void runLibraryCall(void* context, int32_t index, void** buffers) {
   auto* ctx = static_cast<CallContext*>(context);
   const LibraryCall& call = (*ctx->calls)[ctx->kernel][static_cast<size_t>(index)];
   const Node& n = *call.stmt->node;
-  auto postOps = [&] {
-    if (!call.separatePostOps) return;
-    const size_t first = n.numOperands() + n.numResults();  // the post-ops' operands follow
-    codegen::cpu::applyPostOps(call.stmt->postOps, n.result(0)->type().staticDims(),
-                               static_cast<float*>(buffers[n.numOperands()]), buffers + first);
-  };
   if (call.fast) {
     Status s = call.fast->run(buffers);
     if (!s) {
       std::lock_guard<std::mutex> lock(*ctx->mu);
       if (*ctx->error) *ctx->error = s;
-      return;
     }
-    postOps();
     return;
   }
   std::vector<Tensor> operands;
@@ -114,7 +107,6 @@ void runLibraryCall(void* context, int32_t index, void** buffers) {
     const Tensor& t = (*results)[r];
     if (t.byteSize()) std::memcpy(buffers[n.numOperands() + r], t.bytes(), t.byteSize());
   }
-  postOps();
 }
 
 // What runs each library call, and why not oneDNN (or not its post-ops) where it is not.
@@ -154,7 +146,7 @@ std::string describeCalls(const CpuProgram::Impl& impl) {
       text += !c.block.empty() ? c.block
               : c.fast         ? c.fast->describe()
                                : "reference kernel (" + c.why + ")";
-      if (c.separatePostOps) text += "; post-ops applied after the call";
+      if (c.separatePostOps) text += "; post-ops as loops after the call";
       if (c.fast && c.separatePostOps) text += " (" + c.why + ")";
       if (c.fast && c.oneThread) text += "; one thread (a small product)";
       text += "\n";
@@ -426,6 +418,25 @@ void prepareCalls(CpuProgram::Impl& impl, const Function& f, const std::vector<P
   held.reset();
 }
 
+// Post-ops a call's library kernel did not take run as a loop nest after the call, scheduled as
+// the CPU schedules its nests (kernel/post_op_loops.h).
+Status postOpsAsLoops(CpuProgram::Impl& impl) {
+  for (size_t k = 0; k < impl.kernels.size(); ++k)
+    for (LibraryCall& c : impl.calls[k]) {
+      if (!c.separatePostOps || c.stmt->postOps.empty()) continue;
+      KILN_ASSIGN_OR_RETURN(kernel::PostOpLoops pieces,
+                            kernel::postOpsAsLoops(impl.kernels[k], *c.stmt));
+      kernel::Kernel nest;
+      nest.kind = impl.kernels[k].kind;
+      nest.body = pieces.loops;
+      nest = kernel::vectorizeInner(kernel::parallelizeOuter(nest, kernel::kParallelThreshold));
+      impl.kernels[k] =
+          kernel::replaceStmt(impl.kernels[k], c.stmt, kernel::block({pieces.call, nest.body}));
+      c.stmt = pieces.call.get();
+    }
+  return Status::ok();
+}
+
 Status checkHeldConstants(CpuProgram::Impl& impl) {
   // A constant without data (an artifact stores it only in its readers' layouts) must be held by
   // every reader: this oneDNN chose the layouts the artifact has.
@@ -560,6 +571,7 @@ Status CpuProgram::buildInto(Impl& impl, std::unique_ptr<Module> module,
   matchBlocks(impl, *f);
   std::erase_if(pending, [](const Pending& p) { return !p.call->block.empty(); });
   prepareCalls(impl, *f, pending);
+  KILN_RETURN_IF_ERROR(postOpsAsLoops(impl));
   KILN_RETURN_IF_ERROR(checkHeldConstants(impl));
   storeBlockedValues(impl, *f);
   if (!options.instrumentation.dumpDir.empty()) {

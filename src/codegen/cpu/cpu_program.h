@@ -27,8 +27,8 @@ using runtime::CompileTimes;
 struct LibraryCall {
   const kernel::Stmt* stmt = nullptr;
   std::unique_ptr<LibraryKernel> fast;
-  // The call's post-ops are applied after the kernel (by applyPostOps) rather than
-  // by the kernel itself.
+  // The library did not take the call's post-ops: they run as a loop nest after the call
+  // (kernel/post_op_loops.h), and the call no longer has them.
   bool separatePostOps = false;
   std::string why;         // why the reference kernel runs, or why the post-ops are separate
   bool oneThread = false;  // a small product kept to one thread of a larger pool

@@ -1,0 +1,81 @@
+// Post-ops as loops. See post_op_loops.h.
+#include "kernel/post_op_loops.h"
+
+#include <cmath>
+#include <functional>
+#include <set>
+
+namespace kiln::kernel {
+namespace {
+
+// A loop variable name used nowhere in `k`.
+std::string freshVar(const Kernel& k, int& counter) {
+  std::set<std::string> used;
+  std::function<void(const StmtRef&)> collect = [&](const StmtRef& s) {
+    if (!s) return;
+    if (!s->var.empty()) used.insert(s->var);
+    for (const std::string& v : s->vars) used.insert(v);
+    for (const StmtRef& b : s->body) collect(b);
+  };
+  collect(k.body);
+  while (used.count("p" + std::to_string(counter))) ++counter;
+  return "p" + std::to_string(counter++);
+}
+
+ExprRef apply(const PostOp& p, ExprRef x, const std::vector<ExprRef>& idx) {
+  auto c = [&](double v) { return floatConst(v, x->type); };
+  switch (p.kind) {
+    case PostOp::Kind::Add:
+    case PostOp::Kind::Mul: {
+      // Dim j of the operand is the result's dim operandDims[j], broadcast when of extent 1.
+      std::vector<ExprRef> at;
+      for (size_t j = 0; j < p.operandShape.size(); ++j)
+        at.push_back(p.operandShape[j] == 1 ? intConst(0)
+                                            : idx[static_cast<size_t>(p.operandDims[j])]);
+      ExprRef operand = load(p.operand, x->type, flatIndex(at, p.operandShape));
+      return binary(p.kind == PostOp::Kind::Add ? BinaryOp::Add : BinaryOp::Mul, x, operand);
+    }
+    case PostOp::Kind::Clamp:
+      if (!std::isinf(p.lo)) x = binary(BinaryOp::Max, x, c(p.lo));
+      if (!std::isinf(p.hi)) x = binary(BinaryOp::Min, x, c(p.hi));
+      return x;
+    case PostOp::Kind::Sigmoid: return unary(UnaryOp::Sigmoid, x);
+    case PostOp::Kind::Tanh: return unary(UnaryOp::Tanh, x);
+    case PostOp::Kind::Gelu: return gelu(x, false);
+    case PostOp::Kind::GeluTanh: return gelu(x, true);
+  }
+  return x;
+}
+
+}  // namespace
+
+StatusOr<PostOpLoops> postOpsAsLoops(const Kernel& k, const Stmt& call) {
+  size_t operands = 0;
+  for (const PostOp& p : call.postOps) operands += !p.operand.empty();
+  if (call.kind != Stmt::Kind::Call || call.args.size() <= operands)
+    return Status::error("kernel " + k.name + ": post-ops of a statement that is no call");
+  auto bare = std::make_shared<Stmt>(call);
+  bare->postOps.clear();
+  bare->args.resize(call.args.size() - operands);
+  const Buffer* result = k.find(bare->args.back());
+  if (!result || result->type != DType::F32)
+    return Status::error("kernel " + k.name + ": call " + call.callee +
+                         " has post-ops but no f32 result buffer");
+  int counter = 0;
+  std::vector<std::string> vars;
+  std::vector<ExprRef> idx;
+  for (int64_t extent : result->shape) {
+    vars.push_back(extent == 1 ? "" : freshVar(k, counter));
+    idx.push_back(extent == 1 ? intConst(0) : var(vars.back()));
+  }
+  ExprRef flat = flatIndex(idx, result->shape);
+  ExprRef x = load(result->name, DType::F32, flat);
+  for (const PostOp& p : call.postOps) x = apply(p, x, idx);
+  StmtRef loops = store(result->name, flat, x);
+  for (size_t d = vars.size(); d-- > 0;)
+    if (!vars[d].empty())
+      loops = forLoop(vars[d], intConst(result->shape[d]), LoopKind::Serial, loops);
+  return PostOpLoops{bare, loops};
+}
+
+}  // namespace kiln::kernel

@@ -1,0 +1,21 @@
+// Post-ops as loops: a library call whose library did not take its post-ops (the CPU's oneDNN
+// refuses some operand broadcasts) becomes the call without them and a loop nest that applies
+// them to its result in place, in order, as kernel IR. The plan's epilogue decision stands; only
+// where it runs changes, and the target schedules the new nest.
+#pragma once
+
+#include "kernel/kernel_ir.h"
+#include "support/status.h"
+
+namespace kiln::kernel {
+
+struct PostOpLoops {
+  StmtRef call;   // the call without post-ops (and without their operand arguments)
+  StmtRef loops;  // serial loops over the call's result applying the post-ops
+};
+
+// The pieces for `call` (a Call with post-ops) of kernel `k`; an error when the call's result
+// buffer is not an f32 buffer of `k`.
+StatusOr<PostOpLoops> postOpsAsLoops(const Kernel& k, const Stmt& call);
+
+}  // namespace kiln::kernel
