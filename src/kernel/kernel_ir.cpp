@@ -656,4 +656,22 @@ Kernel replaceStmt(const Kernel& k, const Stmt* target, StmtRef with) {
   return out;
 }
 
+FreshNames::FreshNames(const Kernel& k) {
+  for (const Buffer& b : k.buffers) used_.insert(b.name);
+  collect(k.body);
+}
+
+std::string FreshNames::fresh(const std::string& prefix) {
+  for (int i = 0;; ++i)
+    if (used_.insert(prefix + std::to_string(i)).second) return prefix + std::to_string(i);
+}
+
+void FreshNames::collect(const StmtRef& s) {
+  if (!s) return;
+  if (!s->var.empty()) used_.insert(s->var);
+  if (!s->buffer.empty()) used_.insert(s->buffer);
+  for (const std::string& v : s->vars) used_.insert(v);
+  for (const StmtRef& b : s->body) collect(b);
+}
+
 }  // namespace kiln::kernel

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -271,6 +272,17 @@ std::vector<const Stmt*> callsOf(const Kernel& k);
 
 // The readable text of a kernel (the format of the example at the top of this file).
 std::string printKernel(const Kernel& k);
+// Names of buffers and loop variables that `k` does not use yet: prefix0, prefix1, ...
+class FreshNames {
+ public:
+  explicit FreshNames(const Kernel& k);
+  std::string fresh(const std::string& prefix);
+
+ private:
+  void collect(const StmtRef& s);
+  std::set<std::string> used_;
+};
+
 // `k` with statement `target` replaced by `with`; the statements off the path to it stay shared.
 Kernel replaceStmt(const Kernel& k, const Stmt* target, StmtRef with);
 // Kernels one after another, a blank line between them (parseKernels reads it back).

@@ -2,25 +2,10 @@
 #include "kernel/post_op_loops.h"
 
 #include <cmath>
-#include <functional>
 #include <set>
 
 namespace kiln::kernel {
 namespace {
-
-// A loop variable name used nowhere in `k`.
-std::string freshVar(const Kernel& k, int& counter) {
-  std::set<std::string> used;
-  std::function<void(const StmtRef&)> collect = [&](const StmtRef& s) {
-    if (!s) return;
-    if (!s->var.empty()) used.insert(s->var);
-    for (const std::string& v : s->vars) used.insert(v);
-    for (const StmtRef& b : s->body) collect(b);
-  };
-  collect(k.body);
-  while (used.count("p" + std::to_string(counter))) ++counter;
-  return "p" + std::to_string(counter++);
-}
 
 ExprRef apply(const PostOp& p, ExprRef x, const std::vector<ExprRef>& idx) {
   auto c = [&](double v) { return floatConst(v, x->type); };
@@ -61,11 +46,11 @@ StatusOr<PostOpLoops> postOpsAsLoops(const Kernel& k, const Stmt& call) {
   if (!result || result->type != DType::F32)
     return Status::error("kernel " + k.name + ": call " + call.callee +
                          " has post-ops but no f32 result buffer");
-  int counter = 0;
+  FreshNames names(k);
   std::vector<std::string> vars;
   std::vector<ExprRef> idx;
   for (int64_t extent : result->shape) {
-    vars.push_back(extent == 1 ? "" : freshVar(k, counter));
+    vars.push_back(extent == 1 ? "" : names.fresh("p"));
     idx.push_back(extent == 1 ? intConst(0) : var(vars.back()));
   }
   ExprRef flat = flatIndex(idx, result->shape);

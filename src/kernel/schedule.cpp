@@ -25,29 +25,6 @@ Kernel rewriteKernel(const Kernel& k, const std::function<StmtRef(StmtRef)>& f) 
   return out;
 }
 
-// Every name of a buffer or loop variable in `k`, so new ones can avoid them.
-class Names {
- public:
-  explicit Names(const Kernel& k) {
-    for (const Buffer& b : k.buffers) used_.insert(b.name);
-    collect(k.body);
-  }
-  std::string fresh(const std::string& prefix) {
-    for (int i = 0;; ++i)
-      if (used_.insert(prefix + std::to_string(i)).second) return prefix + std::to_string(i);
-  }
-
- private:
-  void collect(const StmtRef& s) {
-    if (!s) return;
-    if (!s->var.empty()) used_.insert(s->var);
-    if (!s->buffer.empty()) used_.insert(s->buffer);
-    for (const std::string& v : s->vars) used_.insert(v);
-    for (const StmtRef& b : s->body) collect(b);
-  }
-  std::set<std::string> used_;
-};
-
 // `e` with each node in `replace` replaced (by pointer: expressions are interned).
 ExprRef replaceAll(const ExprRef& e, const std::unordered_map<const Expr*, ExprRef>& replace,
                    std::unordered_map<const Expr*, ExprRef>& memo) {
@@ -163,7 +140,7 @@ std::optional<std::string> rowLoopVar(const StmtRef& s, const ExprRef& n) {
 }
 
 // cacheRows on one block: each Reduce that qualifies, with the later loops and reductions.
-StmtRef cacheRowsInBlock(StmtRef blk, int64_t maxElements, Names& names) {
+StmtRef cacheRowsInBlock(StmtRef blk, int64_t maxElements, FreshNames& names) {
   std::vector<StmtRef>& body = blk->body;
   std::vector<std::pair<std::string, StmtRef>> rows;  // the row buffers, and their Reduce
   for (size_t a = 0; a < body.size(); ++a) {
@@ -284,7 +261,7 @@ StmtRef outerLoops(const Stmt& r, StmtRef inner) {
   return inner;
 }
 
-StmtRef splitReduce(const StmtRef& r, int64_t L, Names& names) {
+StmtRef splitReduce(const StmtRef& r, int64_t L, FreshNames& names) {
   const std::string& v = r->vars.back();
   const int64_t n = r->extents.back()->i;
   const DType t = r->value->type;
@@ -320,7 +297,7 @@ StmtRef splitReduce(const StmtRef& r, int64_t L, Names& names) {
 }  // namespace
 
 Kernel cacheRows(const Kernel& k, int64_t maxElements) {
-  Names names(k);
+  FreshNames names(k);
   return rewriteKernel(k, [&](StmtRef s) {
     return s->kind == Stmt::Kind::Block ? cacheRowsInBlock(s, maxElements, names) : s;
   });
@@ -342,7 +319,7 @@ Kernel vectorizeInner(const Kernel& k) {
 }
 
 Kernel splitReductions(const Kernel& k, int64_t lanes, bool reassociate) {
-  Names names(k);
+  FreshNames names(k);
   return rewriteKernel(k, [&](StmtRef s) {
     if (s->kind != Stmt::Kind::Reduce) return s;
     const ExprRef& n = s->extents.back();
