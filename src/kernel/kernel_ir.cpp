@@ -674,4 +674,22 @@ void FreshNames::collect(const StmtRef& s) {
   for (const StmtRef& b : s->body) collect(b);
 }
 
+std::set<std::string> loadedBuffers(const Kernel& k) {
+  std::set<std::string> out;
+  std::set<const Expr*> seen;
+  std::function<void(const ExprRef&)> expr = [&](const ExprRef& e) {
+    if (!e || !seen.insert(e.get()).second) return;
+    if (e->kind == Expr::Kind::Load) out.insert(e->name);
+    for (const ExprRef& a : e->args) expr(a);
+  };
+  std::function<void(const StmtRef&)> stmt = [&](const StmtRef& s) {
+    if (!s) return;
+    for (const ExprRef& e : {s->extent, s->index, s->value, s->cond}) expr(e);
+    for (const ExprRef& e : s->extents) expr(e);
+    for (const StmtRef& b : s->body) stmt(b);
+  };
+  stmt(k.body);
+  return out;
+}
+
 }  // namespace kiln::kernel

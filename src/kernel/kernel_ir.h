@@ -266,6 +266,9 @@ struct Kernel {
   const Buffer* find(const std::string& name) const;
 };
 
+// The buffers the expressions of `k` load from (library calls' arguments are not loads).
+std::set<std::string> loadedBuffers(const Kernel& k);
+
 // The Call statements of a kernel in pre-order (a Call inside a loop once): the numbering the
 // CPU code generator gives them.
 std::vector<const Stmt*> callsOf(const Kernel& k);

@@ -137,6 +137,29 @@ void forEachValueBuffer(const std::vector<kernel::Kernel>& kernels,
   }
 }
 
+// Calls use(call, buffer, positions) for each constant buffer of each kernel: `call` is the
+// kernel's library call when it has exactly one and no other statement reads the buffer (its
+// loops may read other buffers: post-ops as loops, an epilogue), else null; `positions` are
+// the buffer's positions among that call's arguments. Which constants only library kernels
+// read (HeldConstants, checkHeldConstants).
+template <typename Use>
+void forEachConstantRead(const std::vector<kernel::Kernel>& kernels,
+                         std::vector<std::vector<LibraryCall>>& calls, Use use) {
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    std::vector<const kernel::Stmt*> stmts = kernel::callsOf(kernels[i]);
+    LibraryCall* call = stmts.size() == 1 && calls[i].size() == 1 ? &calls[i][0] : nullptr;
+    std::set<std::string> loaded = kernel::loadedBuffers(kernels[i]);
+    for (const kernel::Buffer& b : kernels[i].buffers) {
+      if (!b.value || b.value->def()->op() != OpCode::Constant) continue;
+      std::vector<size_t> positions;
+      LibraryCall* only = loaded.count(b.name) ? nullptr : call;
+      for (size_t j = 0; only && j < only->stmt->args.size(); ++j)
+        if (only->stmt->args[j] == b.name) positions.push_back(j);
+      use(only, b, positions);
+    }
+  }
+}
+
 // A line per library call: what runs it, and why not oneDNN (or not its post-ops) where not.
 std::string describeCalls(const CpuProgram::Impl& impl) {
   std::string text;
@@ -214,11 +237,10 @@ class CpuProgram::HeldConstants {
   HeldConstants(Impl& impl, const Function& f, bool drop)
       : drop_(drop), dropped_(impl.droppedBytes) {
     if (drop_) dropped_ = 0;
-    forEachValueBuffer(
+    forEachConstantRead(
         impl.kernels, impl.calls,
         [&](LibraryCall* call, const kernel::Buffer& b, const std::vector<size_t>& positions) {
-          if (b.role != kernel::BufferRole::Input || b.value->def()->op() != OpCode::Constant)
-            return;
+          if (b.role != kernel::BufferRole::Input) return;
           Entry& e = values_[b.value];
           ++e.readers;
           if (call && positions == std::vector<size_t>{1}) weightsOf_[call] = b.value;
@@ -441,7 +463,7 @@ Status checkHeldConstants(CpuProgram::Impl& impl) {
   // A constant without data (an artifact stores it only in its readers' layouts) must be held by
   // every reader: this oneDNN chose the layouts the artifact has.
   Status missing = Status::ok();
-  forEachValueBuffer(
+  forEachConstantRead(
       impl.kernels, impl.calls,
       [&](LibraryCall* call, const kernel::Buffer& b, const std::vector<size_t>& positions) {
         const Node* def = b.value->def();
