@@ -13,13 +13,11 @@
 #include <functional>
 #include <map>
 #include <mutex>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 #include <optional>
 #include <set>
 #include <thread>
 
+#include "codegen/cpu/held_constants.h"
 #include "codegen/cpu/object_loader.h"
 #include "compiler/compile.h"
 #include "interp/interpreter.h"
@@ -137,29 +135,6 @@ void forEachValueBuffer(const std::vector<kernel::Kernel>& kernels,
   }
 }
 
-// Calls use(call, buffer, positions) for each constant buffer of each kernel: `call` is the
-// kernel's library call when it has exactly one and no other statement reads the buffer (its
-// loops may read other buffers: post-ops as loops, an epilogue), else null; `positions` are
-// the buffer's positions among that call's arguments. Which constants only library kernels
-// read (HeldConstants, checkHeldConstants).
-template <typename Use>
-void forEachConstantRead(const std::vector<kernel::Kernel>& kernels,
-                         std::vector<std::vector<LibraryCall>>& calls, Use use) {
-  for (size_t i = 0; i < kernels.size(); ++i) {
-    std::vector<const kernel::Stmt*> stmts = kernel::callsOf(kernels[i]);
-    LibraryCall* call = stmts.size() == 1 && calls[i].size() == 1 ? &calls[i][0] : nullptr;
-    std::set<std::string> loaded = kernel::loadedBuffers(kernels[i]);
-    for (const kernel::Buffer& b : kernels[i].buffers) {
-      if (!b.value || b.value->def()->op() != OpCode::Constant) continue;
-      std::vector<size_t> positions;
-      LibraryCall* only = loaded.count(b.name) ? nullptr : call;
-      for (size_t j = 0; only && j < only->stmt->args.size(); ++j)
-        if (only->stmt->args[j] == b.name) positions.push_back(j);
-      use(only, b, positions);
-    }
-  }
-}
-
 // A line per library call: what runs it, and why not oneDNN (or not its post-ops) where not.
 std::string describeCalls(const CpuProgram::Impl& impl) {
   std::string text;
@@ -224,82 +199,6 @@ void CpuProgram::storeBlockedValues(Impl& impl, const Function& f) {
   }
   for (auto& [call, positions] : stored) call->fast->storeBlocked(positions);
 }
-
-// The constants whose every reader is a library kernel holding its own copy of them
-// (LibraryKernel::holdsWeights) and reading them as its weights: their data can be freed
-// (CompileOptions::dropHeldConstants), and an artifact stores them only in the kernels' layouts.
-// Told of each library call once it is prepared (from any thread), it finds such a constant as
-// soon as its last reader holds it. With `drop` it frees the data right then (the constant
-// becomes ConstantData::held), so that a compile does not keep every constant and every held
-// copy at once.
-class CpuProgram::HeldConstants {
- public:
-  HeldConstants(Impl& impl, const Function& f, bool drop)
-      : drop_(drop), dropped_(impl.droppedBytes) {
-    if (drop_) dropped_ = 0;
-    forEachConstantRead(
-        impl.kernels, impl.calls,
-        [&](LibraryCall* call, const kernel::Buffer& b, const std::vector<size_t>& positions) {
-          if (b.role != kernel::BufferRole::Input) return;
-          Entry& e = values_[b.value];
-          ++e.readers;
-          if (call && positions == std::vector<size_t>{1}) weightsOf_[call] = b.value;
-          else e.held = false;
-        });
-    for (const Value* v : f.outputs())
-      if (auto it = values_.find(v); it != values_.end()) it->second.held = false;
-  }
-  ~HeldConstants() {
-    if (untrimmed_ > 0) trim();
-  }
-
-  void prepared(const LibraryCall& call) {
-    auto w = weightsOf_.find(&call);
-    if (w == weightsOf_.end()) return;
-    std::lock_guard<std::mutex> lock(mu_);
-    Entry& e = values_.at(w->second);
-    e.held = e.held && call.fast && call.fast->holdsWeights();
-    if (--e.readers > 0 || !e.held) return;
-    Node* n = const_cast<Node*>(w->second->def());
-    found_.insert(n);
-    if (!drop_ || n->constantData().held) return;
-    int64_t bytes = static_cast<int64_t>(n->constantData().tensor.byteSize());
-    dropped_ += bytes;
-    ConstantData held;
-    held.poolName = n->constantData().poolName;
-    held.held = true;
-    n->setAttr("value", AttrValue(std::in_place_index<8>, std::move(held)));
-    // The constants' storage mostly comes from the heap (the importer's parsed strings), where
-    // freed memory stays this process's until the heap is trimmed: without that a compile would
-    // still hold every constant next to the held copies (measured on the ViT: a peak of 213 MiB
-    // instead of 182).
-    if ((untrimmed_ += bytes) >= (int64_t{16} << 20)) trim();
-  }
-
-  // The constant nodes found held so far.
-  const std::set<const Node*>& found() const { return found_; }
-
- private:
-  // Returns the heap's free memory to the system (glibc; elsewhere nothing).
-  void trim() {
-    untrimmed_ = 0;
-#ifdef __GLIBC__
-    malloc_trim(0);
-#endif
-  }
-
-  struct Entry {
-    int readers = 0;   // reading kernels not yet prepared
-    bool held = true;  // every reader so far holds it as its weights
-  };
-  const bool drop_;
-  std::mutex mu_;
-  std::map<const Value*, Entry> values_;
-  std::map<const LibraryCall*, const Value*> weightsOf_;  // the constant a call reads as weights
-  std::set<const Node*> found_;
-  int64_t& dropped_;
-  int64_t untrimmed_ = 0;  // bytes freed since the heap was last trimmed
-};
 
 namespace {
 
@@ -457,29 +356,6 @@ Status postOpsAsLoops(CpuProgram::Impl& impl) {
       c.stmt = pieces.call.get();
     }
   return Status::ok();
-}
-
-Status checkHeldConstants(CpuProgram::Impl& impl) {
-  // A constant without data (an artifact stores it only in its readers' layouts) must be held by
-  // every reader: this oneDNN chose the layouts the artifact has.
-  Status missing = Status::ok();
-  forEachConstantRead(
-      impl.kernels, impl.calls,
-      [&](LibraryCall* call, const kernel::Buffer& b, const std::vector<size_t>& positions) {
-        const Node* def = b.value->def();
-        if (!missing || def->op() != OpCode::Constant || !def->constantData().held) return;
-        if (call && call->fast && call->fast->holdsWeights() && positions == std::vector<size_t>{1})
-          return;
-        missing = Status::error(
-            "constant @" + def->constantData().poolName +
-            " is stored only in the layout a library kernel chose when the artifact was written, "
-            "and here " +
-            (call && call->fast ? call->stmt->node->describe() + " does not take it in that layout"
-             : call ? call->stmt->node->describe() + " has no library kernel (" + call->why + ")"
-                    : "a loop kernel reads it") +
-            ": compile the model again");
-      });
-  return missing;
 }
 
 // An artifact's object code, linked: the code of each distinct kernel that needs code.
