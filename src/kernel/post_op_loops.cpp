@@ -5,9 +5,9 @@
 #include <set>
 
 namespace kiln::kernel {
-namespace {
 
-ExprRef apply(const PostOp& p, ExprRef x, const std::vector<ExprRef>& idx) {
+ExprRef applyPostOp(const PostOp& p, ExprRef x, const std::vector<ExprRef>& idx,
+                    DType operandType) {
   auto c = [&](double v) { return floatConst(v, x->type); };
   switch (p.kind) {
     case PostOp::Kind::Add:
@@ -17,7 +17,7 @@ ExprRef apply(const PostOp& p, ExprRef x, const std::vector<ExprRef>& idx) {
       for (size_t j = 0; j < p.operandShape.size(); ++j)
         at.push_back(p.operandShape[j] == 1 ? intConst(0)
                                             : idx[static_cast<size_t>(p.operandDims[j])]);
-      ExprRef operand = load(p.operand, x->type, flatIndex(at, p.operandShape));
+      ExprRef operand = cast(load(p.operand, operandType, flatIndex(at, p.operandShape)), x->type);
       return binary(p.kind == PostOp::Kind::Add ? BinaryOp::Add : BinaryOp::Mul, x, operand);
     }
     case PostOp::Kind::Clamp:
@@ -31,8 +31,6 @@ ExprRef apply(const PostOp& p, ExprRef x, const std::vector<ExprRef>& idx) {
   }
   return x;
 }
-
-}  // namespace
 
 StatusOr<PostOpLoops> postOpsAsLoops(const Kernel& k, const Stmt& call) {
   size_t operands = 0;
@@ -55,7 +53,13 @@ StatusOr<PostOpLoops> postOpsAsLoops(const Kernel& k, const Stmt& call) {
   }
   ExprRef flat = flatIndex(idx, result->shape);
   ExprRef x = load(result->name, DType::F32, flat);
-  for (const PostOp& p : call.postOps) x = apply(p, x, idx);
+  for (const PostOp& p : call.postOps) {
+    const Buffer* operand = p.operand.empty() ? nullptr : k.find(p.operand);
+    if (!p.operand.empty() && !operand)
+      return Status::error("kernel " + k.name + ": post-op operand %" + p.operand + " of call " +
+                           call.callee + " is no buffer of the kernel");
+    x = applyPostOp(p, x, idx, operand ? operand->type : DType::F32);
+  }
   StmtRef loops = store(result->name, flat, x);
   for (size_t d = vars.size(); d-- > 0;)
     if (!vars[d].empty())

@@ -4,6 +4,8 @@
 // where it runs changes, and the target schedules the new nest.
 #pragma once
 
+#include <vector>
+
 #include "kernel/kernel_ir.h"
 #include "support/status.h"
 
@@ -13,6 +15,11 @@ struct PostOpLoops {
   StmtRef call;   // the call without post-ops (and without their operand arguments)
   StmtRef loops;  // serial loops over the call's result applying the post-ops
 };
+
+// Post-op `p` applied to `x` at the result's multi-index `idx` (of x's type; an add's or mul's
+// operand is read from its buffer, of `operandType`, and converted to it): the one definition of
+// what each post-op computes, which postOpsAsLoops and expandCalls (expand_calls.h) share.
+ExprRef applyPostOp(const PostOp& p, ExprRef x, const std::vector<ExprRef>& idx, DType operandType);
 
 // The pieces for `call` (a Call with post-ops) of kernel `k`; an error when the call's result
 // buffer is not an f32 buffer of `k`.
