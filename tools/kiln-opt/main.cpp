@@ -21,6 +21,7 @@
 #include "compiler/compile.h"
 #include "fusion/fusion.h"
 #include "ir/text/text.h"
+#include "kernel/expand_calls.h"
 #include "kernel/parse.h"
 #include "kernel/schedule.h"
 #include "kernel/verify.h"
@@ -73,6 +74,7 @@ void printHelp() {
          "  --vectorize-inner      vectorized innermost loops that only store\n"
          "  --split-reductions=N   reductions into N vector partial accumulators\n"
          "  --lower-reductions     Reduce statements into serial loops\n"
+         "  --expand-calls         library calls (dot_general, convolution) into Kiln's loops\n"
          "  --no-reassociate       float sums keep their order (split-reductions, --schedule)\n"
       << kiln::instrumentationFlagsHelp()
       << "  --help                 show this text\n\n"
@@ -87,7 +89,7 @@ bool isSchedulePass(const std::string& flag) {
   for (const char* p :
        {"--schedule=", "--cache-rows=", "--parallelize-outer=", "--split-reductions="})
     if (flag.rfind(p, 0) == 0) return true;
-  return flag == "--vectorize-inner" || flag == "--lower-reductions";
+  return flag == "--vectorize-inner" || flag == "--lower-reductions" || flag == "--expand-calls";
 }
 
 // Runs one --schedule or schedule-pass spec over `kernels`.
@@ -113,7 +115,10 @@ kiln::Status schedule(const std::string& spec, const Options& o,
     else if (name == "parallelize-outer") k = kiln::kernel::parallelizeOuter(k, n);
     else if (name == "vectorize-inner") k = kiln::kernel::vectorizeInner(k);
     else if (name == "split-reductions") k = kiln::kernel::splitReductions(k, n, o.reassociate);
-    else k = kiln::kernel::lowerReductions(k);
+    else if (name == "lower-reductions") k = kiln::kernel::lowerReductions(k);
+    else {
+      KILN_ASSIGN_OR_RETURN(k, kiln::kernel::expandCalls(k));
+    }
   }
   return kiln::Status::ok();
 }
