@@ -29,7 +29,8 @@ double msSince(Clock::time_point t) {
 std::string optionsText(const CompileOptions& o) {
   std::string s = "O" + std::to_string(o.optLevel) + (o.fuse ? " fuse" : " no-fuse") +
                   (o.postOps ? " post-ops" : " no-post-ops") +
-                  (o.reassociate ? " reassociate" : " no-reassociate");
+                  (o.reassociate ? " reassociate" : " no-reassociate") +
+                  (o.libraryCalls ? "" : " no-library-calls");
   for (const auto& [symbol, size] : o.dims) s += " " + symbol + "=" + std::to_string(size);
   return s;
 }
@@ -48,6 +49,7 @@ Status parseOptionsText(const std::string& text, CompileOptions& o) {
   o.fuse = words[1] == "fuse";
   o.postOps = words[2] == "post-ops";
   o.reassociate = words[3] == "reassociate";
+  o.libraryCalls = !(words.size() > 4 && words[4] == "no-library-calls");
   return Status::ok();
 }
 

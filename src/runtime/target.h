@@ -38,6 +38,9 @@ struct CompileOptions {
   bool fuse = true;             // false: one kernel per op
   bool postOps = true;          // false: no library post-ops (fusion::EpiloguePolicy)
   bool reassociate = true;      // false: float sums in the interpreter's order (schedule.h)
+  // false: library calls (matrix products, convolutions) run as Kiln's own loops instead of a
+  // library's kernels (kernel/expand_calls.h; the numerics of the interpreter).
+  bool libraryCalls = true;
   // Free the data of constants that only library kernels read, each holding its own reordered
   // copy (convolution weights in a library's blocked layout, matrix weights with padded rows):
   // about half the weights' memory. Each is freed as soon as its last reader is prepared, before

@@ -34,7 +34,8 @@ Options:
                          time every kernel, and print how close the memory-bound and the
                          contraction kernels come to them (cpu backend)
   -O0                    without the graph optimisation pipeline
-  --input NAME=FILE.npy, --input FILE.npy, --dim SYMBOL=SIZE, --seed N: as for kiln run
+  --input NAME=FILE.npy, --input FILE.npy, --dim SYMBOL=SIZE, --seed N, --no-post-ops,
+  --no-reassociate, --no-library-calls: as for kiln run
   -h, --help             show this help
 )";
 

@@ -30,6 +30,7 @@ Options:
   --kernel-ir            also print each kernel's loop-level IR (what the backends compile)
   --no-post-ops          leave the epilogues of library calls to Kiln's loops (no post-ops)
   --no-reassociate       keep float sums and products of reductions in the interpreter's order
+  --no-library-calls     matrix products and convolutions as Kiln's own loops (no library calls)
 %s  -h, --help             show this help
 )";
 
@@ -42,6 +43,7 @@ struct ExplainOptions {
   bool kernelIr = false;
   bool postOps = true;
   bool reassociate = true;
+  bool libraryCalls = true;
   PassManagerOptions instrumentation;
 };
 
@@ -68,6 +70,8 @@ StatusOr<ExplainOptions> parse(const std::vector<std::string>& args, bool& help)
       o.postOps = false;
     } else if (a == "--no-reassociate") {
       o.reassociate = false;
+    } else if (a == "--no-library-calls") {
+      o.libraryCalls = false;
     } else if (a == "--dim" || a.rfind("--dim=", 0) == 0) {
       std::string v = a == "--dim" ? (i + 1 < args.size() ? args[++i] : "") : a.substr(6);
       KILN_ASSIGN_OR_RETURN(SymbolBindings b, parseSymbolBindings(v));
@@ -97,6 +101,7 @@ Status explain(const ExplainOptions& o) {
   co.fuse = o.fuse;
   co.postOps = o.postOps;
   co.reassociate = o.reassociate;
+  co.libraryCalls = o.libraryCalls;
   co.dims = o.dims;
   co.instrumentation = o.instrumentation;
   // Symbols --dim leaves unbound: the plan with them counted as 1, and no kernels (lowering

@@ -128,6 +128,10 @@ StatusOr<RunOptions> parseRunOptions(const std::vector<std::string>& args) {
       o.reassociate = false;
       continue;
     }
+    if (a == "--no-library-calls") {
+      o.libraryCalls = false;
+      continue;
+    }
     if (a == "--no-cache") {
       o.cache = false;
       continue;
@@ -185,6 +189,8 @@ Options:
                          convolution or matrix product) to Kiln's loops instead of the library
   --no-reassociate       keep float sums and products of reductions in the interpreter's
                          order (by default they split into vectorized partial sums)
+  --no-library-calls     run matrix products and convolutions as Kiln's own loops instead of
+                         a library's kernels (oneDNN), with the interpreter's numerics
 %s  -h, --help             show this help
 
 Exit status: 0 on success, 1 on an error (one line on stderr: "kiln: error: ..."), 2 on a
@@ -198,6 +204,7 @@ runtime::CompileOptions compileOptions(const RunOptions& o, const SymbolBindings
   co.optLevel = o.optLevel;
   co.postOps = o.postOps;
   co.reassociate = o.reassociate;
+  co.libraryCalls = o.libraryCalls;
   co.dropHeldConstants = true;
   co.threads = o.threads;
   co.instrumentation = o.instrumentation;

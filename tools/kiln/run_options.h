@@ -31,8 +31,9 @@ struct RunOptions {
   // 1: the default optimisation pipeline before running (the default); 0: the program as loaded
   // (only specialised to the input shapes).
   int optLevel = 1;
-  bool postOps = true;      // --no-post-ops: epilogues of library calls stay loop nests
-  bool reassociate = true;  // --no-reassociate: float reductions in the interpreter's order
+  bool postOps = true;       // --no-post-ops: epilogues of library calls stay loop nests
+  bool reassociate = true;   // --no-reassociate: float reductions in the interpreter's order
+  bool libraryCalls = true;  // --no-library-calls: matrix products and convolutions as Kiln's loops
   // The compile cache of the cpu backend: --cache-dir DIR, default runtime::defaultCacheDir();
   // --no-cache: none.
   std::string cacheDir;

@@ -7,6 +7,7 @@
 #include "codegen/cpu/cpu_program.h"
 #include "compiler/compile.h"
 #include "ir/text/text.h"
+#include "kernel/expand_calls.h"
 #include "kernel/schedule.h"
 #include "passes/convolution_to_matmul.h"
 
@@ -81,10 +82,14 @@ class CpuTarget final : public runtime::Target {
   // oneDNN's post-ops: f32 matrix products and convolutions (fusion/epilogue.h's default).
   fusion::EpiloguePolicy epiloguePolicy() const override { return {}; }
 
-  // Reductions become vector partial sums, large nests parallel loops (kernel/schedule.h).
+  // Reductions become vector partial sums, large nests parallel loops (kernel/schedule.h);
+  // without library calls, the calls become Kiln's loops first (kernel/expand_calls.h).
   Status schedule(std::vector<kernel::Kernel>& kernels,
                   const CompileOptions& options) const override {
     for (kernel::Kernel& k : kernels) {
+      if (!options.libraryCalls) {
+        KILN_ASSIGN_OR_RETURN(k, kernel::expandCalls(k));
+      }
       k = kernel::cacheRows(k, kernel::kRowCacheElements);
       k = kernel::parallelizeOuter(k, kernel::kParallelThreshold);
       k = kernel::vectorizeInner(k);
