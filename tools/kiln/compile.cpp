@@ -27,6 +27,7 @@ Options:
   -O0                    without the optimisation pipeline
   --no-post-ops          leave the epilogues of library calls to Kiln's loops
   --no-reassociate       keep float sums and products of reductions in the interpreter's order
+  --no-library-calls     matrix products and convolutions as Kiln's own loops (no oneDNN)
   -h, --help             show this help
 )";
 

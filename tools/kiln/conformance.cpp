@@ -36,7 +36,8 @@ const char* kUsage =
     "  --expected FILE       tests expected to pass, one name per line ('#' comments); exit 1\n"
     "                        if one of them does not pass, and list new passes\n"
     "  --write-expected FILE write the names of the tests that passed (a new --expected list)\n"
-    "  --filter SUBSTR       run only tests whose name contains SUBSTR\n"
+    "  --filter SUBSTR       run only tests whose name contains SUBSTR (A|B: A or B)\n"
+    "  --no-library-calls    cpu: matrix products and convolutions as Kiln's own loops\n"
     "  -O0, -O1              run the imported IR as is (-O0, default) or after the default\n"
     "                        optimisation pipeline, specialised to each data set's shapes (-O1)\n"
     "  --jobs N              run N tests at a time (default 1)\n"
@@ -110,6 +111,8 @@ int parseArgs(const std::vector<std::string>& args, Args& a) {
       a.verbose = true;
     } else if (arg == "-O0" || arg == "-O1") {
       a.run.optLevel = arg[2] - '0';
+    } else if (arg == "--no-library-calls") {
+      a.run.libraryCalls = false;
     } else if (arg.rfind("--", 0) == 0) {
       size_t eq = arg.find('=');
       std::string name = arg.substr(0, eq), value;

@@ -93,6 +93,7 @@ StatusOr<std::vector<Tensor>> runOnBackend(const RunOptions& opts, std::unique_p
   for (const Tensor& t : inputs) shapes.push_back(t.dims());
   runtime::CompileOptions co;
   co.optLevel = opts.optLevel;
+  co.libraryCalls = opts.libraryCalls;
   co.threads = 1;
   KILN_ASSIGN_OR_RETURN(co.dims, bindingsFromInputShapes(f, shapes));
   auto exe = runtime::Executable::compile(std::move(m), co);
@@ -289,7 +290,12 @@ std::vector<TestCase> discoverTests(const std::string& dir, const std::string& f
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     if (!e.is_directory(ec)) continue;
     std::string name = e.path().filename().string();
-    if (name.find(filter) == std::string::npos) continue;
+    bool match = false;  // `filter` is substrings separated by '|'
+    for (size_t at = 0, end = 0; !match && end != std::string::npos; at = end + 1) {
+      end = filter.find('|', at);
+      match = name.find(filter.substr(at, end - at)) != std::string::npos;
+    }
+    if (!match) continue;
     tests.push_back({folder, name, e.path().string()});
   }
   std::sort(tests.begin(), tests.end(),

@@ -10,7 +10,8 @@
 
 namespace kiln::conformance {
 
-// The tests of a data folder: its sub-folders, sorted by name, whose name contains `filter`.
+// The tests of a data folder: its sub-folders, sorted by name, whose name contains `filter` (or
+// one of its parts separated by '|': "matmul|gemm").
 // A sub-folder without model.onnx is still a test (reported unsupported), never skipped silently.
 std::vector<TestCase> discoverTests(const std::string& dir, const std::string& filter);
 

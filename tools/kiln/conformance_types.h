@@ -35,8 +35,9 @@ struct RunOptions {
   int timeoutSeconds = 60;       // per test, in its own process
   int64_t memoryLimitMb = 8192;  // address-space limit of each test process; 0 = none
   int jobs = 1;
-  int optLevel = 0;    // 0: the imported IR as is; 1: specialised and optimised (default pipeline)
-  double rtol = 1e-3;  // ONNX backend test tolerances
+  int optLevel = 0;  // 0: the imported IR as is; 1: specialised and optimised (default pipeline)
+  bool libraryCalls = true;  // false: the cpu backend runs contractions as Kiln's loops
+  double rtol = 1e-3;        // ONNX backend test tolerances
   double atol = 1e-7;
 };
 
