@@ -17,6 +17,7 @@ Weights are random (torch.manual_seed), never downloaded; batch-norm statistics 
 train-mode forward passes on random batches before eval(). The output is deterministic.
 """
 import argparse
+import inspect
 import math
 import os
 import sys
@@ -227,9 +228,12 @@ def export(name, out_dir, opset):
     # TrainingMode.PRESERVE exports the eval-mode model as it is: torch's default (EVAL) would fold
     # each BatchNormalization into the convolution before it, a job Kiln's fold-batch-norm pass
     # does itself, so the exported graphs keep their batch norms (inference mode) for Kiln to fold.
+    # torch >= 2.5 defaults to its dynamo exporter, which traces differently; the TorchScript
+    # exporter (Debian's torch 1.13 has only it) keeps the exports alike everywhere.
+    legacy = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
     torch.onnx.export(model, (x,), path, opset_version=opset, input_names=["input"],
                       output_names=["output"], dynamic_axes=dynamic, do_constant_folding=True,
-                      training=torch.onnx.TrainingMode.PRESERVE)
+                      training=torch.onnx.TrainingMode.PRESERVE, **legacy)
     onnx.checker.check_model(onnx.load(path))
     x_np, y_np = x.numpy(), expected.numpy()
     np.save(os.path.join(folder, "input_0.npy"), x_np)

@@ -6,12 +6,11 @@
 #include <set>
 #include <unordered_map>
 
-namespace kiln::kernel {
-namespace {
+#include "kernel/schedule_util.h"
 
-// Rewrites a statement tree bottom-up, copying each node it visits (lowered kernels may share
-// statements with the kernel they came from). `f` sees each rewritten node and returns its
-// replacement.
+namespace kiln::kernel {
+namespace detail {
+
 StmtRef rewrite(const StmtRef& s, const std::function<StmtRef(StmtRef)>& f) {
   if (!s) return s;
   auto out = std::make_shared<Stmt>(*s);
@@ -19,13 +18,6 @@ StmtRef rewrite(const StmtRef& s, const std::function<StmtRef(StmtRef)>& f) {
   return f(out);
 }
 
-Kernel rewriteKernel(const Kernel& k, const std::function<StmtRef(StmtRef)>& f) {
-  Kernel out = k;
-  if (k.kind != "opaque") out.body = rewrite(k.body, f);
-  return out;
-}
-
-// `e` with each node in `replace` replaced (by pointer: expressions are interned).
 ExprRef replaceAll(const ExprRef& e, const std::unordered_map<const Expr*, ExprRef>& replace,
                    std::unordered_map<const Expr*, ExprRef>& memo) {
   auto r = replace.find(e.get());
@@ -43,6 +35,26 @@ ExprRef replaceAll(const ExprRef& e, const std::unordered_map<const Expr*, ExprR
     if (changed) out = withArgs(e, std::move(args));
   }
   memo.emplace(e.get(), out);
+  return out;
+}
+
+bool writesAny(const StmtRef& s, const std::set<std::string>& buffers) {
+  if (!s) return false;
+  if ((s->kind == Stmt::Kind::Store || s->kind == Stmt::Kind::Reduce) && buffers.count(s->buffer))
+    return true;
+  if (s->kind == Stmt::Kind::Call) return true;  // a library call may write anything it names
+  for (const StmtRef& b : s->body)
+    if (writesAny(b, buffers)) return true;
+  return false;
+}
+
+}  // namespace detail
+namespace {
+using namespace detail;
+
+Kernel rewriteKernel(const Kernel& k, const std::function<StmtRef(StmtRef)>& f) {
+  Kernel out = k;
+  if (k.kind != "opaque") out.body = rewrite(k.body, f);
   return out;
 }
 
@@ -95,17 +107,6 @@ std::set<std::string> loadedBuffers(const ExprRef& e) {
       },
       seen);
   return out;
-}
-
-// Whether `s` stores to (or reduces into) any of `buffers`.
-bool writesAny(const StmtRef& s, const std::set<std::string>& buffers) {
-  if (!s) return false;
-  if ((s->kind == Stmt::Kind::Store || s->kind == Stmt::Kind::Reduce) && buffers.count(s->buffer))
-    return true;
-  if (s->kind == Stmt::Kind::Call) return true;  // a library call may write anything it names
-  for (const StmtRef& b : s->body)
-    if (writesAny(b, buffers)) return true;
-  return false;
 }
 
 // Whether some expression of `s` (or below it) contains `e`.

@@ -32,6 +32,7 @@ std::string optionsText(const CompileOptions& o) {
                   (o.reassociate ? " reassociate" : " no-reassociate") +
                   (o.libraryCalls ? "" : " no-library-calls");
   for (const auto& [symbol, size] : o.dims) s += " " + symbol + "=" + std::to_string(size);
+  if (!o.cudaArch.empty()) s += " arch=" + o.cudaArch;
   return s;
 }
 

@@ -18,7 +18,8 @@ std::map<std::string, std::unique_ptr<Target>, std::less<>>& registry() {
   return *targets;
 }
 
-// Targets the build left out and why, as "name: why" lines (KILN_MISSING_TARGETS, set by CMake).
+// Targets the build left out and why, as "name: why" entries separated by | or newlines
+// (KILN_MISSING_TARGETS, set by CMake).
 std::string missingReason(std::string_view name) {
 #ifdef KILN_MISSING_TARGETS
   std::string_view all = KILN_MISSING_TARGETS;
@@ -26,7 +27,7 @@ std::string missingReason(std::string_view name) {
   std::string_view all;
 #endif
   for (size_t at = 0; at < all.size();) {
-    size_t nl = std::min(all.find('\n', at), all.size());
+    size_t nl = std::min(all.find_first_of("\n|", at), all.size());
     std::string_view line = all.substr(at, nl - at);
     if (line.size() > name.size() + 1 && line.substr(0, name.size()) == name &&
         line[name.size()] == ':')

@@ -48,6 +48,8 @@ struct CompileOptions {
   // constants only in their readers' layouts either way.
   bool dropHeldConstants = false;
   SymbolBindings dims;  // sizes of symbolic dimensions (every symbol must be bound)
+  // The cuda target's GPU architecture ("sm_90"); empty: the GPU's, or sm_90 without one.
+  std::string cudaArch;
   // The pass manager's instrumentation (--verify-each, --dump-dir, --time-passes,
   // --print-after). With a dump directory, the target writes its kernel IR (kernels.txt) and
   // code (the CPU: kernels.ll) there too.

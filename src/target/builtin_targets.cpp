@@ -1,12 +1,16 @@
 // The targets this build has (runtime::registerBuiltinTargets): the interpreter always, and the
 // optional components that were built. The one place that knows which: KILN_HAVE_CPU is set by
-// CMake when the CPU target is.
+// CMake when the CPU target is, KILN_HAVE_CUDA
+// when the cuda target is.
 #include <mutex>
 
 #include "runtime/target.h"
 #include "target/interp_target.h"
 #ifdef KILN_HAVE_CPU
 #include "codegen/cpu/cpu_target.h"
+#endif
+#ifdef KILN_HAVE_CUDA
+#include "codegen/cuda/cuda_target.h"
 #endif
 
 namespace kiln::runtime {
@@ -17,6 +21,9 @@ void registerBuiltinTargets() {
     registerTarget(target::makeInterpTarget());
 #ifdef KILN_HAVE_CPU
     registerTarget(codegen::cpu::makeCpuTarget());
+#endif
+#ifdef KILN_HAVE_CUDA
+    registerTarget(codegen::cuda::makeCudaTarget());
 #endif
   });
 }

@@ -11,7 +11,7 @@ config.test_exec_root = config.kiln_obj_root
 
 # The build's targets as features: a test that compiles for the CPU target says
 # "REQUIRES: cpu-target".
-for feature in config.kiln_features.split():
+for feature in config.kiln_features.replace(";", " ").split():
     config.available_features.add(feature)
 
 bin_dir = config.kiln_bin_dir

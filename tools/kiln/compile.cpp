@@ -25,6 +25,8 @@ Options:
   -o, --output FILE      the artifact to write (required)
   --dim SYMBOL=SIZE      size of a symbolic dimension (every symbol needs one)
   -O0                    without the optimisation pipeline
+  --backend NAME         the target: cpu (the default) or cuda (NVRTC; needs no GPU)
+  --cuda-arch SM         the GPU architecture of cuda code (default: the GPU's, or sm_90)
   --no-post-ops          leave the epilogues of library calls to Kiln's loops
   --no-reassociate       keep float sums and products of reductions in the interpreter's order
   --no-library-calls     matrix products and convolutions as Kiln's own loops (no oneDNN)
@@ -73,8 +75,9 @@ int compileCommand(const std::vector<std::string>& args) {
   if (out.empty())
     return reportError(Status::error("no output given (usage: kiln compile PROGRAM -o OUT.kiln)"),
                        kExitUsage);
-  if (!o->inputs.empty() || o->randomInputs || !o->outputDir.empty() || o->backend != "cpu")
-    return reportError(Status::error("kiln compile takes no inputs, outputs or backend"),
+  if (!o->inputs.empty() || o->randomInputs || !o->outputDir.empty() || o->backend == "interp")
+    return reportError(Status::error("kiln compile takes no inputs or outputs, and compiles for "
+                                     "a target (cpu, cuda), not the interpreter"),
                        kExitUsage);
   Status s = compileProgram(*o, out);
   if (!s) return reportError(s, kExitError);

@@ -74,7 +74,7 @@ bool parseInt(const std::string& s, long lo, long hi, long& out) {
 std::string applyOption(const std::string& name, const std::string& value, Args& a) {
   long n = 0;
   if (name == "--backend") {
-    if (!isKnownBackend(value)) return "unknown backend '" + value + "' (known: cpu, interp)";
+    if (!isKnownBackend(value)) return "unknown backend '" + value + "' (known: cpu, cuda, interp)";
     a.run.backend = value;
   } else if (name == "--report") a.report = value;
   else if (name == "--markdown") a.markdown = value;

@@ -85,7 +85,9 @@ struct Child {
   ::dup2(errFd, STDERR_FILENO);
   ::close(errFd);
 #ifndef KILN_CONFORMANCE_ASAN
-  if (opts.memoryLimitMb > 0) {
+  // The CUDA driver reserves address space for the device's memory at cuInit, far past any
+  // host limit: a cuda child runs without one (device allocations fail with their own error).
+  if (opts.memoryLimitMb > 0 && opts.backend != "cuda") {
     rlim_t bytes = static_cast<rlim_t>(opts.memoryLimitMb) << 20;
     struct rlimit lim = {bytes, bytes};
     ::setrlimit(RLIMIT_AS, &lim);

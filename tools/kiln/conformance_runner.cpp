@@ -88,10 +88,11 @@ StatusOr<std::vector<Tensor>> runOnBackend(const RunOptions& opts, std::unique_p
                                            std::span<const Tensor> inputs) {
   const Function& f = *m->entry();
   if (opts.backend == "interp") return interpret(f, inputs);
-  KILN_CHECK(opts.backend == "cpu", "unknown backend " + opts.backend);
+  KILN_CHECK(isKnownBackend(opts.backend), "unknown backend " + opts.backend);
   std::vector<std::vector<int64_t>> shapes;
   for (const Tensor& t : inputs) shapes.push_back(t.dims());
   runtime::CompileOptions co;
+  co.backend = opts.backend;
   co.optLevel = opts.optLevel;
   co.libraryCalls = opts.libraryCalls;
   co.threads = 1;
@@ -280,7 +281,9 @@ const char* outcomeName(Outcome o) {
   return "error";
 }
 
-bool isKnownBackend(const std::string& backend) { return backend == "interp" || backend == "cpu"; }
+bool isKnownBackend(const std::string& backend) {
+  return backend == "interp" || backend == "cpu" || backend == "cuda";
+}
 
 std::vector<TestCase> discoverTests(const std::string& dir, const std::string& filter) {
   std::vector<TestCase> tests;

@@ -125,8 +125,15 @@ Status finishRun(const RunOptions& o, RunSummary& summary, const std::vector<std
   return Status::ok();
 }
 
+// "cpu, 2 threads", "cuda".
+std::string backendSummary(const runtime::Executable& exe) {
+  const std::string name = exe.target().name();
+  if (name != "cpu") return name;
+  return name + ", " + std::to_string(exe.threads()) + " threads";
+}
+
 // A .kiln artifact, or a compile-cache hit: loaded (no passes, no code generation) and run on
-// the cpu backend.
+// the target it was compiled for.
 Status runArtifact(const RunOptions& o, LoadedProgram& program, RunSummary& summary) {
   std::unique_ptr<runtime::Executable> exe = std::move(program.cached);
   auto start = std::chrono::steady_clock::now();
@@ -134,8 +141,6 @@ Status runArtifact(const RunOptions& o, LoadedProgram& program, RunSummary& summ
     summary.stages.push_back({"read+hash", program.loadMs, "the source, for its cache key"});
     summary.notes.push_back("compile cache " + exe->cacheReport());
   } else {
-    if (o.backend != "cpu")
-      return Status::error("a .kiln artifact holds cpu code: run it with --backend cpu");
     if (!o.dims.empty())
       return Status::error("a .kiln artifact has fixed sizes: --dim does not apply");
     runtime::CompileOptions co = loadOptions(o);
@@ -189,7 +194,7 @@ Status runProgram(const RunOptions& o) {
     summary.inputs.push_back({in.name, in.value, in.source});
   }
   std::vector<Tensor> results;
-  if (o.backend == "cpu") {
+  if (o.backend != "interp") {
     size_t before = f.numNodes();
     runtime::CompileOptions co = compileOptions(o, bound.symbols, program.sourceKey);
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Executable> exe,
@@ -207,14 +212,13 @@ Status runProgram(const RunOptions& o) {
                                   "shows them and why edges were not fused)"});
     summary.stages.push_back({"lowering", t.lowering, "kernel IR for each kernel"});
     summary.stages.push_back({"codegen", t.codegen,
-                              std::to_string(exe->uniqueKernels()) +
-                                  " distinct kernels, LLVM -O3 for " + exe->hostCpu() +
-                                  "; library calls: " + exe->libraryCalls()});
+                              std::to_string(exe->uniqueKernels()) + " distinct kernels for " +
+                                  exe->hostCpu() + "; library calls: " + exe->libraryCalls()});
     summary.stages.push_back({"buffers", t.buffers, runtime::describeBufferPlan(exe->buffers())});
     auto start = std::chrono::steady_clock::now();
     KILN_ASSIGN_OR_RETURN(results, exe->run(values));
     summary.runMs = msSince(start);
-    summary.backend = "cpu, " + std::to_string(exe->threads()) + " threads";
+    summary.backend = backendSummary(*exe);
   } else {
     PassManager pm(o.instrumentation);
     if (o.optLevel > 0) {

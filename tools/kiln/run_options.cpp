@@ -67,9 +67,14 @@ Status applyValueFlag(const std::string& flag, const std::string& v, RunOptions&
     if (v.empty()) return usageError("--output-dir expects a directory");
     o.outputDir = v;
   } else if (flag == "--backend") {
-    if (v != "interp" && v != "cpu")
-      return usageError("unknown backend '" + v + "' (available: cpu, interp)");
+    // A known name this build lacks is the compile's error (the registry says why).
+    if (v != "cpu" && v != "cuda" && v != "interp")
+      return usageError("unknown backend '" + v + "' (known: cpu, cuda, interp)");
     o.backend = v;
+  } else if (flag == "--cuda-arch") {
+    if (v.rfind("sm_", 0) != 0 || v.size() < 5)
+      return usageError("--cuda-arch expects a GPU architecture such as sm_90, got '" + v + "'");
+    o.cudaArch = v;
   } else if (flag == "--cache-dir") {
     if (v.empty()) return usageError("--cache-dir expects a directory");
     o.cacheDir = v;
@@ -91,8 +96,8 @@ Status applyValueFlag(const std::string& flag, const std::string& v, RunOptions&
 
 bool takesValue(const std::string& flag) {
   return flag == "--input" || flag == "--seed" || flag == "--dim" || flag == "--output-dir" ||
-         flag == "--backend" || flag == "--threads" || flag == "--cache-dir" ||
-         flag == "--cache-limit";
+         flag == "--backend" || flag == "--cuda-arch" || flag == "--threads" ||
+         flag == "--cache-dir" || flag == "--cache-limit";
 }
 
 }  // namespace
@@ -174,7 +179,10 @@ Options:
   --output-dir DIR       write each output to DIR/NAME.npy (DIR is created when missing); NAME
                          is the output's name in the program, or output_<i> when it has none
   --backend NAME         where to run: cpu (the default), kernels fused and compiled to native
-                         code by LLVM; or interp, the reference interpreter
+                         code by LLVM; cuda, an NVIDIA GPU (CUDA C++ compiled by NVRTC); or
+                         interp, the reference interpreter
+  --cuda-arch SM         the GPU architecture cuda code is for (default: the GPU's, or sm_90
+                         without one)
   --threads N            threads of the cpu backend (default: one per hardware thread)
   -O1                    optimise first with the default pipeline, specialised to the input
                          shapes (the default; docs/passes.md lists its passes)
@@ -200,6 +208,8 @@ usage error.
 runtime::CompileOptions compileOptions(const RunOptions& o, const SymbolBindings& dims,
                                        const std::string& sourceKey) {
   runtime::CompileOptions co;
+  co.backend = o.backend;
+  co.cudaArch = o.cudaArch;
   co.dims = dims;
   co.optLevel = o.optLevel;
   co.postOps = o.postOps;
@@ -218,6 +228,7 @@ runtime::CompileOptions compileOptions(const RunOptions& o, const SymbolBindings
 
 runtime::CompileOptions loadOptions(const RunOptions& o) {
   runtime::CompileOptions co;
+  co.backend = o.backend;
   co.threads = o.threads;
   co.dropHeldConstants = true;
   return co;
@@ -226,7 +237,7 @@ runtime::CompileOptions loadOptions(const RunOptions& o) {
 std::optional<runtime::CompileOptions> cacheProbe(const RunOptions& o) {
   // With --dim the program has symbolic dims, which the import must check against the inputs
   // (the cached function is specialised): no probe.
-  if (o.backend != "cpu" || !o.cache || !o.dims.empty()) return std::nullopt;
+  if (o.backend == "interp" || !o.cache || !o.dims.empty()) return std::nullopt;
   runtime::CompileOptions co = compileOptions(o, {}, "probe");
   co.sourceKey.clear();
   return co;

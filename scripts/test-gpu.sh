@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# On a machine with an NVIDIA GPU (docs/gpu.md): builds the core and the cuda target without
+# LLVM (-DKILN_CPU=OFF), then runs the GPU unit tests, `kiln conformance --backend cuda` on the
+# ONNX backend test folders against the lists the CPU backend passes
+# (tests/conformance/expected-*.txt), and the real models of tools/export_models.py on
+# `--backend cuda` against torch. Exits non-zero when anything fails.
+#   KILN_GPU_BUILD_DIR   the build tree (default build-gpu)
+#   KILN_ONNX_TESTDATA   the folder with node/, simple/, pytorch-*/ (default Debian's)
+#   KILN_GPU_MODELS      comma-separated models to export and check (default: all of
+#                        tools/export_models.py, the benchmark's too)
+#   KILN_GPU_LOG         where each step's output goes (default $BUILD_DIR/gpu-logs)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${KILN_GPU_BUILD_DIR:-build-gpu}
+DATA=${KILN_ONNX_TESTDATA:-/usr/share/libonnx-testdata/data}
+LOG=${KILN_GPU_LOG:-$BUILD_DIR/gpu-logs}
+JOBS=${KILN_JOBS:-$(nproc)}
+PYTHON=${KILN_PYTHON:-python3}
+mkdir -p "$BUILD_DIR" "$LOG"
+failed=()
+step() {  # step NAME COMMAND...: runs it, logs it, records a failure
+  local name=$1
+  shift
+  echo "== $name"
+  if "$@" >"$LOG/$name.log" 2>&1; then tail -n 3 "$LOG/$name.log"; else
+    echo "FAILED: $name (log: $LOG/$name.log)"
+    tail -n 20 "$LOG/$name.log"
+    failed+=("$name")
+  fi
+}
+step configure cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_CPU=OFF \
+  -DKILN_CUDA=ON -DKILN_PYTHON=OFF
+step build cmake --build "$BUILD_DIR" -j "$JOBS"
+KILN="$BUILD_DIR/bin/kiln"
+step unit "$BUILD_DIR/bin/kiln_unit_tests" --gtest_filter='Cuda*:GpuSchedule*'
+for folder in node simple pytorch-converted pytorch-operator; do
+  [ -d "$DATA/$folder" ] || { echo "== conformance $folder: no $DATA/$folder, skipped"; continue; }
+  step "conformance-$folder" "$KILN" conformance --backend cuda -O1 --jobs "$JOBS" \
+    --expected "tests/conformance/expected-$folder.txt" \
+    --report "$LOG/conformance-$folder.json" "$DATA/$folder"
+done
+MODELS_DIR="$BUILD_DIR/models"
+all=$("$PYTHON" -c 'import sys; sys.path.insert(0, "tools"); import export_models as m; print(",".join(m.MODELS))' 2>/dev/null)
+step export "$PYTHON" tools/export_models.py "$MODELS_DIR" --models "${KILN_GPU_MODELS:-$all}"
+for dir in "$MODELS_DIR"/*/; do
+  m=$(basename "$dir")
+  step "model-$m" "$PYTHON" tests/models/check_model.py --kiln "$KILN" --backend cuda \
+    --model-dir "$dir" --work-dir "$BUILD_DIR/model-out/$m"
+done
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "test-gpu: ${#failed[@]} failed: ${failed[*]}"
+  exit 1
+fi
+echo "test-gpu: all passed"

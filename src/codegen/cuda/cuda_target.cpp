@@ -1,0 +1,97 @@
+// The cuda target: its graph passes, schedule, and building and loading its programs. See
+// cuda_target.h.
+#include "codegen/cuda/cuda_target.h"
+
+#include "codegen/cuda/cuda_program.h"
+#include "compiler/compile.h"
+#include "kernel/expand_calls.h"
+#include "kernel/gpu_schedule.h"
+#include "kernel/schedule.h"
+
+namespace kiln::codegen::cuda {
+namespace {
+
+// Threads per block of a launch: 8 warps, enough to hide memory latency with a few blocks per
+// multiprocessor and small enough for any kernel's registers.
+constexpr int64_t kThreadsPerBlock = 256;
+
+// The architecture code is compiled for when no --cuda-arch is given: the GPU's, else the
+// H100/H200's (NVRTC needs no GPU).
+std::string defaultArch() {
+  StatusOr<const Driver*> d = Driver::get();
+  return d ? (*d)->device().arch : "sm_90";
+}
+
+class CudaTarget final : public runtime::Target {
+ public:
+  std::string name() const override { return "cuda"; }
+  std::string machine() const override { return defaultArch(); }
+  std::string describeMachine() const override {
+    StatusOr<const Driver*> d = Driver::get();
+    if (!d)
+      return "no GPU (" + d.status().message() + "); code for sm_90 by " + nvrtcVersionString();
+    const DeviceInfo& i = (*d)->device();
+    return i.name + " (" + i.arch + ", " + std::to_string(i.sms) + " SMs, " +
+           std::to_string(i.memory >> 30) + " GiB), " + nvrtcVersionString();
+  }
+
+  // Attention runs as two matrix products around a softmax kernel until a fused kernel lands.
+  Status graphPasses(Module& module, PassManager& pm, int) const override {
+    return pm.runPass("split-attention", module).status();
+  }
+  fusion::EpiloguePolicy epiloguePolicy() const override { return {}; }
+
+  // Matrix products and convolutions run as Kiln's loops (no library yet); reductions run
+  // serially in each thread; the outer loops of every nest map to the grid.
+  Status schedule(std::vector<kernel::Kernel>& kernels, const CompileOptions&) const override {
+    for (kernel::Kernel& k : kernels) {
+      KILN_ASSIGN_OR_RETURN(k, kernel::expandCalls(k));
+      k = kernel::lowerReductions(k);
+      k = kernel::mapToGpu(k, kThreadsPerBlock);
+    }
+    return Status::ok();
+  }
+
+  StatusOr<std::unique_ptr<runtime::Program>> build(std::unique_ptr<Module> module,
+                                                    fusion::FusionPlan plan,
+                                                    std::vector<kernel::Kernel> kernels,
+                                                    const CompileOptions& options) const override {
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<CudaProgram> p,
+                          CudaProgram::build(std::move(module), std::move(plan), std::move(kernels),
+                                             options, defaultArch()));
+    return std::unique_ptr<runtime::Program>(std::move(p));
+  }
+
+  // The artifact's module and cubin; the driver's fusion, lowering and schedule run again and
+  // must print the source the cubin was compiled from.
+  StatusOr<std::unique_ptr<runtime::Program>>
+  load(const runtime::DecodedArtifact& s, const std::string& source, const CompileOptions& options,
+       std::shared_ptr<const MappedFile> mapping) const override {
+    if (!s.has("cuda.cubin") || !s.has("cuda.arch") || !s.has("cuda.source"))
+      return Status::error(source + ": the artifact has no CUDA code");
+    CompiledModule code;
+    code.cubin = std::string(s["cuda.cubin"]);
+    code.arch = std::string(s["cuda.arch"]);
+    const std::string hash(s["cuda.source"]);
+    KILN_ASSIGN_OR_RETURN(compiler::Reloaded r,
+                          compiler::reload(*this, s, source, options, mapping));
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<CudaProgram> p,
+                          CudaProgram::build(std::move(r.module), std::move(r.plan),
+                                             std::move(r.kernels), options, code.arch, &code));
+    if (p->sourceHash() != hash)
+      return Status::error(source + ": its CUDA code (" + hash +
+                           ") is not what this Kiln prints for its module (" + p->sourceHash() +
+                           "): compile the model again");
+    p->times() = r.times;
+    KILN_RETURN_IF_ERROR(compiler::planProgramBuffers(*p));
+    return std::unique_ptr<runtime::Program>(std::move(p));
+  }
+
+  bool isWeightSection(const std::string& name) const override { return name == "blob"; }
+};
+
+}  // namespace
+
+std::unique_ptr<runtime::Target> makeCudaTarget() { return std::make_unique<CudaTarget>(); }
+
+}  // namespace kiln::codegen::cuda

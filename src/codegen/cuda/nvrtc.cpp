@@ -1,0 +1,74 @@
+// NVRTC. See nvrtc.h.
+#include "codegen/cuda/nvrtc.h"
+
+#include <memory>
+#include <nvrtc.h>
+#include <vector>
+
+namespace kiln::codegen::cuda {
+namespace {
+
+Status check(nvrtcResult r, const std::string& what) {
+  if (r == NVRTC_SUCCESS) return Status::ok();
+  return Status::error(what + ": " + nvrtcGetErrorString(r));
+}
+
+std::string programLog(nvrtcProgram p) {
+  size_t size = 0;
+  if (nvrtcGetProgramLogSize(p, &size) != NVRTC_SUCCESS || size <= 1) return "";
+  std::string log(size, '\0');
+  nvrtcGetProgramLog(p, log.data());
+  log.resize(size - 1);
+  return log;
+}
+
+// One line: the first errors of NVRTC's log (the whole log is in --dump-dir's kernels.cu
+// compile when asked for).
+std::string failure(const std::string& name, const std::string& arch, const std::string& log) {
+  std::string errors;
+  int n = 0;
+  for (size_t at = 0; at < log.size() && n < 3;) {
+    size_t nl = std::min(log.find('\n', at), log.size());
+    std::string line = log.substr(at, nl - at);
+    if (line.find("error") != std::string::npos) {
+      errors += (n++ ? "; " : "") + line;
+    }
+    at = nl + 1;
+  }
+  return "NVRTC could not compile the generated CUDA C++ (" + name + ") for " + arch + ": " +
+         (errors.empty() ? log : errors);
+}
+
+}  // namespace
+
+StatusOr<CompiledModule> compileCuda(const std::string& source, const std::string& name,
+                                     const std::string& arch) {
+  if (arch.rfind("sm_", 0) != 0 || arch.size() < 5)
+    return Status::error("'" + arch + "' is not a GPU architecture (sm_90, ...)");
+  nvrtcProgram prog = nullptr;
+  KILN_RETURN_IF_ERROR(
+      check(nvrtcCreateProgram(&prog, source.c_str(), name.c_str(), 0, nullptr, nullptr), "NVRTC"));
+  std::unique_ptr<_nvrtcProgram, void (*)(_nvrtcProgram*)> owner(
+      prog, [](_nvrtcProgram* p) { nvrtcDestroyProgram(&p); });
+  const std::string archFlag = "--gpu-architecture=" + arch;
+  // -w: the prelude's integer helpers compare unsigned values with 0 in dead branches.
+  std::vector<const char*> options = {archFlag.c_str(), "--std=c++17", "-w"};
+  nvrtcResult r = nvrtcCompileProgram(prog, static_cast<int>(options.size()), options.data());
+  CompiledModule out;
+  out.arch = arch;
+  out.log = programLog(prog);
+  if (r != NVRTC_SUCCESS) return Status::error(failure(name, arch, out.log));
+  size_t size = 0;
+  KILN_RETURN_IF_ERROR(check(nvrtcGetCUBINSize(prog, &size), "NVRTC"));
+  out.cubin.resize(size);
+  KILN_RETURN_IF_ERROR(check(nvrtcGetCUBIN(prog, out.cubin.data()), "NVRTC"));
+  return out;
+}
+
+std::string nvrtcVersionString() {
+  int major = 0, minor = 0;
+  nvrtcVersion(&major, &minor);
+  return "NVRTC " + std::to_string(major) + "." + std::to_string(minor);
+}
+
+}  // namespace kiln::codegen::cuda

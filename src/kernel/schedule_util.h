@@ -1,0 +1,28 @@
+// Helpers the schedule passes share (schedule.cpp, gpu_schedule.cpp): statement rewriting and
+// the facts about statements their rules ask.
+#pragma once
+
+#include <functional>
+#include <set>
+#include <string>
+#include <unordered_map>
+
+#include "kernel/kernel_ir.h"
+
+namespace kiln::kernel::detail {
+
+// Rewrites a statement tree bottom-up, copying each node it visits (lowered kernels may share
+// statements with the kernel they came from). `f` sees each rewritten node and returns its
+// replacement.
+StmtRef rewrite(const StmtRef& s, const std::function<StmtRef(StmtRef)>& f);
+
+// `e` with each node in `replace` replaced (by pointer: expressions are interned); `memo`
+// carries the work between calls that share `replace`.
+ExprRef replaceAll(const ExprRef& e, const std::unordered_map<const Expr*, ExprRef>& replace,
+                   std::unordered_map<const Expr*, ExprRef>& memo);
+
+// Whether `s` stores to (or reduces into) any of `buffers`; a library call counts as writing
+// anything it names.
+bool writesAny(const StmtRef& s, const std::set<std::string>& buffers);
+
+}  // namespace kiln::kernel::detail

@@ -1,0 +1,248 @@
+// The cuda target. Without a GPU (CI): the GPU schedule's structure, and every kernel of the op
+// table's test module printed as CUDA C++ and compiled by NVRTC for sm_90. With one (the tests
+// named CudaDevice.*, scripts/test-gpu.sh): programs run and match the interpreter; without one
+// they are skipped, saying why.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "codegen/cuda/cuda_source.h"
+#include "codegen/cuda/driver.h"
+#include "codegen/cuda/nvrtc.h"
+#include "fusion/fusion.h"
+#include "interp/interpreter.h"
+#include "ir/text/text.h"
+#include "kernel/expand_calls.h"
+#include "kernel/gpu_schedule.h"
+#include "kernel/lower.h"
+#include "kernel/schedule.h"
+#include "kernel/verify.h"
+#include "passes/pass_manager.h"
+#include "passes/specialize_shapes.h"
+#include "runtime/executable.h"
+
+namespace kiln {
+namespace {
+
+std::vector<kernel::Kernel> lowerText(const std::string& text, const SymbolBindings& dims = {}) {
+  auto module = parseModule(text, "t.kir");
+  EXPECT_TRUE(module.isOk()) << module.status().str();
+  if (!module) return {};
+  PassManager pm;
+  if (!dims.empty()) {
+    EXPECT_TRUE(pm.runPass(*makeSpecializeShapesPass(dims), **module).isOk());
+  }
+  std::vector<kernel::Kernel> out;
+  for (const auto& f : (*module)->functions()) {
+    auto kernels = kernel::lowerPlan(*f, fusion::planFusion(*f));
+    EXPECT_TRUE(kernels.isOk()) << kernels.status().str();
+    if (kernels) out.insert(out.end(), kernels->begin(), kernels->end());
+  }
+  return out;
+}
+
+// The cuda target's schedule (codegen/cuda/cuda_target.cpp) with `threads` per block.
+std::vector<kernel::Kernel> scheduleForGpu(std::vector<kernel::Kernel> ks, int64_t threads) {
+  for (kernel::Kernel& k : ks) {
+    auto expanded = kernel::expandCalls(k);
+    EXPECT_TRUE(expanded.isOk()) << expanded.status().str();
+    if (expanded) k = *expanded;
+    k = kernel::mapToGpu(kernel::lowerReductions(k), threads);
+    EXPECT_TRUE(kernel::verifyKernel(k).isOk()) << kernel::verifyKernel(k).str();
+  }
+  return ks;
+}
+
+TEST(GpuSchedule, FlattensTheNestIntoTheGridWithAGuard) {
+  auto ks = lowerText(R"(func @main(%x: f32[3,100]) -> (f32[3,100]) {
+  %y = f32[3,100] exp(%x)
+  return %y
+})");
+  ASSERT_EQ(ks.size(), 1u);
+  std::string text = kernel::printKernel(scheduleForGpu(ks, 256)[0]);
+  // 300 iterations: 2 blocks of 256 threads, the last 212 threads guarded off.
+  EXPECT_NE(text.find("gpu_block for blk0 in [0, 2)"), std::string::npos) << text;
+  EXPECT_NE(text.find("gpu_thread for thr0 in [0, 256)"), std::string::npos) << text;
+  EXPECT_NE(text.find("if (blk0 * 256 + thr0 < 300)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("serial for"), std::string::npos) << text;
+}
+
+TEST(GpuSchedule, ExactGridHasNoGuardAndSmallNestsOneBlock) {
+  auto ks = lowerText(R"(func @main(%x: f32[4,8]) -> (f32[4,8]) {
+  %y = f32[4,8] tanh(%x)
+  return %y
+})");
+  std::string text = kernel::printKernel(scheduleForGpu(ks, 256)[0]);
+  EXPECT_NE(text.find("gpu_block for blk0 in [0, 1)"), std::string::npos) << text;
+  EXPECT_NE(text.find("gpu_thread for thr0 in [0, 32)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("if ("), std::string::npos) << text;
+}
+
+TEST(GpuSchedule, ScratchAroundTheLaunchesBecomesATempAndStaysSerial) {
+  // A reduction over the outer dim keeps a row of accumulators around three nests: each nest is
+  // a launch, the row a temp buffer, and the nests that update it run on one thread.
+  auto ks = lowerText(R"(func @main(%x: f32[4,16]) -> (f32[16]) {
+  %s = f32[16] reduce(%x) {dims = [0], kind = sum}
+  return %s
+})");
+  kernel::Kernel k = scheduleForGpu(ks, 256)[0];
+  ASSERT_FALSE(k.buffers.empty());
+  EXPECT_EQ(k.buffers.back().role, kernel::BufferRole::Temp);
+  EXPECT_EQ(kernel::gpuLaunches(k).size(), 3u);
+  auto source = codegen::cuda::emitCuda({k});
+  ASSERT_TRUE(source.isOk()) << source.status().str();
+  ASSERT_EQ(source->launches[0].size(), 3u);
+  EXPECT_EQ(source->launches[0][0].block, 1);   // zeroing the row writes the scratch
+  EXPECT_EQ(source->launches[0][1].block, 1);   // the accumulation
+  EXPECT_EQ(source->launches[0][2].block, 16);  // the store of the row only reads it
+}
+
+TEST(CudaSource, EveryKernelOfTheOpTableModuleCompilesForSm90) {
+  std::ifstream in(std::string(KILN_SOURCE_DIR) + "/tests/lit/Inputs/all-ops.kir");
+  std::stringstream text;
+  text << in.rdbuf();
+  auto ks = scheduleForGpu(lowerText(text.str(), {{"N", 3}, {"B", 2}, {"S", 40}}), 256);
+  ASSERT_GE(ks.size(), 20u);
+  auto source = codegen::cuda::emitCuda(ks);
+  ASSERT_TRUE(source.isOk()) << source.status().str();
+  auto cubin = codegen::cuda::compileCuda(source->source, "all-ops.cu", "sm_90");
+  ASSERT_TRUE(cubin.isOk()) << cubin.status().str();
+  EXPECT_GT(cubin->cubin.size(), 1000u);
+  EXPECT_EQ(cubin->arch, "sm_90");
+}
+
+TEST(CudaSource, BadArchitectureIsAnError) {
+  auto cubin = codegen::cuda::compileCuda("extern \"C\" __global__ void f() {}", "f.cu", "x86");
+  ASSERT_FALSE(cubin.isOk());
+  EXPECT_NE(cubin.status().message().find("'x86' is not a GPU architecture"), std::string::npos);
+}
+
+// ---- on a GPU ----
+
+#define KILN_REQUIRE_GPU()                                                     \
+  do {                                                                         \
+    auto driver = codegen::cuda::Driver::get();                                \
+    if (!driver) GTEST_SKIP() << "no GPU here: " << driver.status().message(); \
+  } while (0)
+
+constexpr const char* kMixed =
+    R"(func @main(%x: f32[8,32], %w: f32[32,16]) -> (f32[8,16], f32[8,32], f32[32]) {
+  %m = f32[8,16] dot_general(%x, %w) {lhs_contracting = [1], rhs_contracting = [0]}
+  %s = f32[8,32] softmax(%x) {axis = 1}
+  %r = f32[32] reduce(%x) {dims = [0], kind = max}
+  return %m, %s, %r
+})";
+
+std::vector<Tensor> mixedInputs() {
+  Tensor x(DType::F32, {8, 32}), w(DType::F32, {32, 16});
+  for (int64_t i = 0; i < x.numElements(); ++i) x.setDouble(i, std::sin(0.37 * double(i)));
+  for (int64_t i = 0; i < w.numElements(); ++i) w.setDouble(i, std::cos(0.11 * double(i)));
+  return {x, w};
+}
+
+// Relative to the output's largest magnitude: f32 math functions on the GPU differ from the
+// interpreter's (double libm) by a few ulp; 1e-5 is far above that and far below any wrong index.
+void expectClose(const std::vector<Tensor>& got, const std::vector<Tensor>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t o = 0; o < got.size(); ++o) {
+    ASSERT_EQ(got[o].numElements(), want[o].numElements());
+    double scale = 0;
+    for (int64_t i = 0; i < want[o].numElements(); ++i)
+      scale = std::max(scale, std::abs(want[o].getDouble(i)));
+    for (int64_t i = 0; i < want[o].numElements(); ++i)
+      ASSERT_NEAR(got[o].getDouble(i), want[o].getDouble(i), 1e-5 * scale) << o << " " << i;
+  }
+}
+
+std::unique_ptr<runtime::Executable> compileMixed() {
+  auto module = parseModule(kMixed, "mixed.kir");
+  EXPECT_TRUE(module.isOk()) << module.status().str();
+  runtime::CompileOptions o;
+  o.backend = "cuda";
+  auto exe = runtime::Executable::compile(std::move(*module), o);
+  EXPECT_TRUE(exe.isOk()) << exe.status().str();
+  return exe ? std::move(*exe) : nullptr;
+}
+
+std::vector<Tensor> interpretMixed() {
+  auto module = parseModule(kMixed, "mixed.kir");
+  auto want = interpret(*(*module)->entry(), mixedInputs());
+  EXPECT_TRUE(want.isOk()) << want.status().str();
+  return want ? *want : std::vector<Tensor>{};
+}
+
+TEST(CudaDevice, RunsAndMatchesTheInterpreter) {
+  KILN_REQUIRE_GPU();
+  auto exe = compileMixed();
+  ASSERT_TRUE(exe);
+  auto got = exe->run(mixedInputs());
+  ASSERT_TRUE(got.isOk()) << got.status().str();
+  expectClose(*got, interpretMixed());
+  // A second run reuses the first's device memory and stream.
+  auto again = exe->run(mixedInputs());
+  ASSERT_TRUE(again.isOk()) << again.status().str();
+  expectClose(*again, interpretMixed());
+}
+
+TEST(CudaDevice, FourThreadsRunOneExecutable) {
+  KILN_REQUIRE_GPU();
+  auto exe = compileMixed();
+  ASSERT_TRUE(exe);
+  std::vector<Tensor> want = interpretMixed();
+  std::vector<std::thread> threads;
+  std::vector<int> ok(4, 0);
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 20; ++i) {
+        auto got = exe->run(mixedInputs());
+        if (!got) return;
+        for (int64_t e = 0; e < want[0].numElements(); ++e)
+          if (std::abs((*got)[0].getDouble(e) - want[0].getDouble(e)) > 1e-3) return;
+      }
+      ok[t] = 1;
+    });
+  for (std::thread& t : threads) t.join();
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(ok[t], 1) << "thread " << t;
+}
+
+TEST(CudaDevice, ArtifactLoadsAndRuns) {
+  KILN_REQUIRE_GPU();
+  auto exe = compileMixed();
+  ASSERT_TRUE(exe);
+  auto loaded = runtime::Executable::load(exe->serialize(), "mixed.kiln");
+  ASSERT_TRUE(loaded.isOk()) << loaded.status().str();
+  auto got = (*loaded)->run(mixedInputs());
+  ASSERT_TRUE(got.isOk()) << got.status().str();
+  expectClose(*got, interpretMixed());
+}
+
+TEST(CudaDevice, ArtifactForAnotherArchitectureIsRefused) {
+  KILN_REQUIRE_GPU();
+  auto module = parseModule(kMixed, "mixed.kir");
+  ASSERT_TRUE(module.isOk());
+  runtime::CompileOptions o;
+  o.backend = "cuda";
+  o.cudaArch = "sm_80";
+  auto exe = runtime::Executable::compile(std::move(*module), o);
+  ASSERT_TRUE(exe.isOk()) << exe.status().str();
+  auto got = (*exe)->run(mixedInputs());
+  ASSERT_FALSE(got.isOk());
+  EXPECT_NE(got.status().message().find("compiled for sm_80"), std::string::npos)
+      << got.status().message();
+}
+
+TEST(CudaTarget, WithoutAGpuRunningIsAClearError) {
+  if (codegen::cuda::Driver::get()) GTEST_SKIP() << "this machine has a GPU";
+  auto exe = compileMixed();
+  ASSERT_TRUE(exe);
+  auto got = exe->run(mixedInputs());
+  ASSERT_FALSE(got.isOk());
+  EXPECT_NE(got.status().message().find("CUDA driver"), std::string::npos)
+      << got.status().message();
+}
+
+}  // namespace
+}  // namespace kiln
