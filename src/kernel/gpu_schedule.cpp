@@ -2,6 +2,8 @@
 #include "kernel/gpu_schedule.h"
 
 #include <algorithm>
+#include <functional>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -22,13 +24,24 @@ struct TopLevel {
   std::set<std::string> scratch;
 };
 
+bool hasLoop(const StmtRef& s) {
+  if (!s) return false;
+  if (s->kind == Stmt::Kind::For) return true;
+  if (s->kind != Stmt::Kind::Block && s->kind != Stmt::Kind::Alloc) return false;
+  for (const StmtRef& b : s->body)
+    if (hasLoop(b)) return true;
+  return false;
+}
+
+// A scratch buffer declared around loops becomes a temp, each loop a launch; around statements
+// without loops (a whole-tensor reduction into an accumulator), it stays one launch's own.
 void collect(const StmtRef& s, TopLevel& out) {
   if (!s) return;
   if (s->kind == Stmt::Kind::Block) {
     for (const StmtRef& b : s->body) collect(b, out);
     return;
   }
-  if (s->kind == Stmt::Kind::Alloc && s->scope == MemoryScope::Local) {
+  if (s->kind == Stmt::Kind::Alloc && s->scope == MemoryScope::Local && hasLoop(s->body[0])) {
     Buffer b;
     b.name = s->buffer;
     b.type = s->type;
@@ -71,40 +84,241 @@ StmtRef substituteVars(const StmtRef& s, const std::unordered_map<const Expr*, E
   });
 }
 
-StmtRef launch(const StmtRef& s, bool opaque, const std::set<std::string>& scratch,
-               int64_t threadsPerBlock, FreshNames& names) {
-  std::vector<StmtRef> chain;
-  StmtRef body = s;
+// The loops at the top of a nest that map to the grid, and what they wrap.
+struct Chain {
+  std::vector<StmtRef> loops;
+  StmtRef body;
+  int64_t n = 1;  // their iterations
+};
+
+Chain chainOf(const StmtRef& s, bool opaque, const std::set<std::string>& scratch) {
+  Chain c;
+  c.body = s;
   for (StmtRef cur = s; mappable(cur, opaque, scratch); cur = unwrap(cur->body[0])) {
-    chain.push_back(cur);
-    body = cur->body[0];
+    c.loops.push_back(cur);
+    c.body = cur->body[0];
+    c.n *= cur->extent->i;
   }
-  int64_t n = 1;
-  for (const StmtRef& c : chain) n *= c->extent->i;
-  const int64_t threads = std::min(threadsPerBlock, n);
-  const int64_t blocks = (n + threads - 1) / threads;
-  const std::string bv = names.fresh("blk"), tv = names.fresh("thr");
-  ExprRef g = binary(BinaryOp::Add, binary(BinaryOp::Mul, var(bv), intConst(threads)), var(tv));
+  return c;
+}
+
+// c.body with each loop variable of the chain recovered from the flat index g.
+StmtRef substituteChain(const Chain& c, const ExprRef& g) {
   std::unordered_map<const Expr*, ExprRef> replace;
   std::vector<ExprRef> keep;  // the replaced variables stay interned while `replace` names them
-  int64_t stride = n;
-  for (size_t i = 0; i < chain.size(); ++i) {
-    const int64_t extent = chain[i]->extent->i;
+  int64_t stride = c.n;
+  for (size_t i = 0; i < c.loops.size(); ++i) {
+    const int64_t extent = c.loops[i]->extent->i;
     stride /= extent;
     ExprRef q = binary(BinaryOp::Div, g, intConst(stride));
     if (i > 0) q = binary(BinaryOp::Rem, q, intConst(extent));
-    keep.push_back(var(chain[i]->var));
+    keep.push_back(var(c.loops[i]->var));
     replace[keep.back().get()] = q;
   }
-  body = substituteVars(body, replace);
-  if (blocks * threads != n) body = ifThen(binary(BinaryOp::Lt, g, intConst(n)), body);
+  return substituteVars(c.body, replace);
+}
+
+StmtRef threadPerIteration(const Chain& c, int64_t threadsPerBlock, FreshNames& names) {
+  const int64_t threads = std::min(threadsPerBlock, c.n);
+  const int64_t blocks = (c.n + threads - 1) / threads;
+  const std::string bv = names.fresh("blk"), tv = names.fresh("thr");
+  ExprRef g = binary(BinaryOp::Add, binary(BinaryOp::Mul, var(bv), intConst(threads)), var(tv));
+  StmtRef body = substituteChain(c, g);
+  if (blocks * threads != c.n) body = ifThen(binary(BinaryOp::Lt, g, intConst(c.n)), body);
   return forLoop(bv, intConst(blocks), LoopKind::GpuBlock,
                  forLoop(tv, intConst(threads), LoopKind::GpuThread, body));
 }
 
+int64_t reduceLength(const Stmt& s) {
+  int64_t n = 1;
+  for (const ExprRef& e : s.extents) n *= e->kind == Expr::Kind::Const ? e->i : 0;
+  return n;
+}
+
+int64_t longestReduce(const StmtRef& s) {
+  if (!s) return 0;
+  int64_t most = s->kind == Stmt::Kind::Reduce ? reduceLength(*s) : 0;
+  for (const StmtRef& b : s->body) most = std::max(most, longestReduce(b));
+  return most;
+}
+
+void collectLoads(const ExprRef& e, std::set<std::string>& out, std::set<const Expr*>& seen) {
+  if (!e || !seen.insert(e.get()).second) return;
+  if (e->kind == Expr::Kind::Load) out.insert(e->name);
+  for (const ExprRef& a : e->args) collectLoads(a, out, seen);
+}
+
+std::set<std::string> loadsOf(const StmtRef& s) {
+  std::set<std::string> out;
+  std::set<const Expr*> seen;
+  std::function<void(const StmtRef&)> walk = [&](const StmtRef& t) {
+    if (!t) return;
+    for (const ExprRef& e : {t->index, t->value, t->cond, t->extent}) collectLoads(e, out, seen);
+    for (const StmtRef& b : t->body) walk(b);
+  };
+  walk(s);
+  return out;
+}
+
+// The stores of a loop body made only of stores (and blocks), or nullopt.
+std::optional<std::set<std::string>> storeTargets(const StmtRef& s) {
+  if (!s) return std::set<std::string>{};
+  if (s->kind == Stmt::Kind::Store) return std::set<std::string>{s->buffer};
+  if (s->kind != Stmt::Kind::Block) return std::nullopt;
+  std::set<std::string> out;
+  for (const StmtRef& b : s->body) {
+    std::optional<std::set<std::string>> t = storeTargets(b);
+    if (!t) return std::nullopt;
+    out.insert(t->begin(), t->end());
+  }
+  return out;
+}
+
+// A row's body split over the threads of its block (mapToGpu's row per block).
+class BlockRow {
+ public:
+  BlockRow(std::string thr, int64_t threads, bool reassociate, FreshNames& names)
+      : thr_(std::move(thr)), threads_(threads), reassociate_(reassociate), names_(names) {}
+
+  const std::string& threadVar() const { return thr_; }
+
+  std::optional<StmtRef> rewrite(const StmtRef& s) {
+    switch (s->kind) {
+      case Stmt::Kind::Block: {
+        std::vector<StmtRef> out;
+        for (const StmtRef& b : s->body) {
+          if (readsWritten(b)) out.push_back(barrier());
+          std::optional<StmtRef> r = rewrite(b);
+          if (!r) return std::nullopt;
+          out.push_back(*r);
+        }
+        return block(std::move(out));
+      }
+      case Stmt::Kind::Alloc: {
+        if (s->scope != MemoryScope::Local) return std::nullopt;
+        locals_.insert(s->buffer);
+        std::optional<StmtRef> body = rewrite(s->body[0]);
+        if (!body) return std::nullopt;
+        return alloc(s->buffer, s->type, s->size, s->scope, *body);
+      }
+      case Stmt::Kind::Store:
+        if (locals_.count(s->buffer)) return s;  // each thread keeps its own copy
+        written_.insert(s->buffer);
+        return ifThen(isFirst(), s);
+      case Stmt::Kind::Reduce: return reduce(*s);
+      case Stmt::Kind::For: return loop(s);
+      default: return std::nullopt;
+    }
+  }
+
+ private:
+  ExprRef thread() const { return var(thr_); }
+  ExprRef isFirst() const { return binary(BinaryOp::Eq, thread(), intConst(0)); }
+
+  bool readsWritten(const StmtRef& s) {
+    if (written_.empty()) return false;
+    for (const std::string& b : loadsOf(s))
+      if (written_.count(b)) {
+        written_.clear();
+        return true;
+      }
+    return false;
+  }
+
+  // for q in [0, ceil(n / T)): body at f = q * T + thread, guarded when T does not divide n.
+  StmtRef strided(int64_t n, const std::vector<ExprRef>& extents,
+                  const std::vector<std::string>& vars, StmtRef body) {
+    const std::string q = names_.fresh("q");
+    ExprRef f = binary(BinaryOp::Add, binary(BinaryOp::Mul, var(q), intConst(threads_)), thread());
+    std::unordered_map<const Expr*, ExprRef> replace;
+    std::vector<ExprRef> keep;
+    int64_t stride = n;
+    for (size_t i = 0; i < vars.size(); ++i) {
+      stride /= extents[i]->i;
+      ExprRef at = binary(BinaryOp::Div, f, intConst(stride));
+      if (i > 0) at = binary(BinaryOp::Rem, at, intConst(extents[i]->i));
+      keep.push_back(var(vars[i]));
+      replace[keep.back().get()] = at;
+    }
+    body = substituteVars(body, replace);
+    if (n % threads_ != 0) body = ifThen(binary(BinaryOp::Lt, f, intConst(n)), body);
+    return forLoop(q, intConst((n + threads_ - 1) / threads_), LoopKind::Serial, body);
+  }
+
+  std::optional<StmtRef> loop(const StmtRef& s) {
+    if (s->extent->kind != Expr::Kind::Const) return std::nullopt;
+    std::optional<std::set<std::string>> targets = storeTargets(s->body[0]);
+    if (!targets) return std::nullopt;
+    for (const std::string& t : *targets)
+      if (locals_.count(t)) return s;  // every thread fills its own copy whole
+    written_.insert(targets->begin(), targets->end());
+    return strided(s->extent->i, {s->extent}, {s->var}, s->body[0]);
+  }
+
+  // Each thread combines a strided part, then a tree in shared memory; every thread (its copy
+  // of a local accumulator) or thread 0 (memory) combines the total into the accumulator.
+  std::optional<StmtRef> reduce(const Stmt& s) {
+    const DType t = s.value->type;
+    const int64_t n = reduceLength(s);
+    if (n <= 0 || (!reassociate_ && reduceDependsOnOrder(s.reduce, t))) return std::nullopt;
+    const std::string part = names_.fresh("part"), tree = names_.fresh("tree");
+    ExprRef partValue = load(part, t, intConst(0));
+    StmtRef accumulate = store(part, intConst(0), reduceCombine(s.reduce, partValue, s.value));
+    std::vector<StmtRef> treeSteps = {store(tree, thread(), partValue), barrier()};
+    for (int64_t step = threads_ / 2; step >= 1; step /= 2) {
+      ExprRef other = load(tree, t, binary(BinaryOp::Add, thread(), intConst(step)));
+      ExprRef mine = load(tree, t, thread());
+      treeSteps.push_back(ifThen(binary(BinaryOp::Lt, thread(), intConst(step)),
+                                 store(tree, thread(), reduceCombine(s.reduce, mine, other))));
+      treeSteps.push_back(barrier());
+    }
+    ExprRef acc = load(s.buffer, t, s.index);
+    StmtRef total =
+        store(s.buffer, s.index, reduceCombine(s.reduce, acc, load(tree, t, intConst(0))));
+    if (!locals_.count(s.buffer)) {
+      written_.insert(s.buffer);
+      total = ifThen(isFirst(), total);
+    }
+    treeSteps.push_back(total);
+    StmtRef body = block({store(part, intConst(0), reduceIdentity(s.reduce, t)),
+                          strided(n, s.extents, s.vars, accumulate),
+                          alloc(tree, t, threads_, MemoryScope::Shared, block(treeSteps))});
+    return alloc(part, t, 1, MemoryScope::Local, body);
+  }
+
+  std::string thr_;
+  int64_t threads_;
+  bool reassociate_;
+  FreshNames& names_;
+  std::set<std::string> locals_;   // per-thread buffers declared in the row
+  std::set<std::string> written_;  // memory written since the last barrier
+};
+
+std::optional<StmtRef> rowPerBlock(const Chain& c, int64_t threadsPerBlock, bool reassociate,
+                                   FreshNames& names) {
+  const int64_t longest = longestReduce(c.body);
+  if (longest < kMinBlockRow) return std::nullopt;
+  int64_t threads = 32;
+  while (threads < longest && threads < threadsPerBlock) threads *= 2;
+  const std::string bv = names.fresh("blk");
+  BlockRow row(names.fresh("thr"), threads, reassociate, names);
+  std::optional<StmtRef> body = row.rewrite(substituteChain(c, var(bv)));
+  if (!body) return std::nullopt;
+  return forLoop(bv, intConst(c.n), LoopKind::GpuBlock,
+                 forLoop(row.threadVar(), intConst(threads), LoopKind::GpuThread, *body));
+}
+
+StmtRef launch(const StmtRef& s, bool opaque, const std::set<std::string>& scratch,
+               int64_t threadsPerBlock, bool reassociate, FreshNames& names) {
+  Chain c = chainOf(s, opaque, scratch);
+  if (!opaque)
+    if (std::optional<StmtRef> r = rowPerBlock(c, threadsPerBlock, reassociate, names)) return *r;
+  return threadPerIteration(c, threadsPerBlock, names);
+}
+
 }  // namespace
 
-Kernel mapToGpu(const Kernel& k, int64_t threadsPerBlock) {
+Kernel mapToGpu(const Kernel& k, int64_t threadsPerBlock, bool reassociate) {
   TopLevel top;
   collect(k.body, top);
   FreshNames names(k);
@@ -113,7 +327,9 @@ Kernel mapToGpu(const Kernel& k, int64_t threadsPerBlock) {
   std::vector<StmtRef> launches;
   for (const StmtRef& s : top.stmts) {
     if (s->kind == Stmt::Kind::Call) launches.push_back(s);  // the target runs it
-    else launches.push_back(launch(s, k.kind == "opaque", top.scratch, threadsPerBlock, names));
+    else
+      launches.push_back(
+          launch(s, k.kind == "opaque", top.scratch, threadsPerBlock, reassociate, names));
   }
   out.body = block(std::move(launches));
   return out;

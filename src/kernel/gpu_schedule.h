@@ -16,8 +16,18 @@ namespace kiln::kernel {
 // their n iterations, each loop variable recovered from g; the guard is there only when B * T
 // overhangs n. A nest without such a loop runs on one thread. Scratch buffers declared around
 // the launches become the kernel's temp buffers (device memory, which its launches share, in
-// order). T = min(threadsPerBlock, n). Reduce statements must be lowered first.
-Kernel mapToGpu(const Kernel& k, int64_t threadsPerBlock);
+// order). T = min(threadsPerBlock, n).
+//
+// A nest whose body reduces rows of at least kMinBlockRow elements runs a row per block instead
+// (blockIdx is the row): its Reduce statements split over the block's threads, each combining a
+// strided part (consecutive threads read consecutive elements), then a tree in shared memory;
+// its loops that store to memory split over the threads too, and its stores to memory outside
+// loops run on thread 0 (a barrier follows a write that the row reads back). T is the row's
+// length rounded up to a power of two, at least a warp and at most threadsPerBlock. A float sum
+// or product splits only with `reassociate`; a body of another shape keeps a row per thread.
+// The Reduce statements left (a row per thread) must be lowered after (lowerReductions).
+inline constexpr int64_t kMinBlockRow = 32;
+Kernel mapToGpu(const Kernel& k, int64_t threadsPerBlock, bool reassociate = true);
 
 // The launches of a kernel mapToGpu scheduled: its top-level statements.
 std::vector<StmtRef> gpuLaunches(const Kernel& k);

@@ -50,7 +50,7 @@ std::vector<kernel::Kernel> scheduleForGpu(std::vector<kernel::Kernel> ks, int64
     auto expanded = kernel::expandCalls(k);
     EXPECT_TRUE(expanded.isOk()) << expanded.status().str();
     if (expanded) k = *expanded;
-    k = kernel::mapToGpu(kernel::lowerReductions(k), threads);
+    k = kernel::lowerReductions(kernel::mapToGpu(k, threads));
     EXPECT_TRUE(kernel::verifyKernel(k).isOk()) << kernel::verifyKernel(k).str();
   }
   return ks;
@@ -98,6 +98,36 @@ TEST(GpuSchedule, ScratchAroundTheLaunchesBecomesATempAndStaysSerial) {
   EXPECT_EQ(source->launches[0][0].block, 1);   // zeroing the row writes the scratch
   EXPECT_EQ(source->launches[0][1].block, 1);   // the accumulation
   EXPECT_EQ(source->launches[0][2].block, 16);  // the store of the row only reads it
+}
+
+TEST(GpuSchedule, LongRowsRunARowPerBlockWithATreeInSharedMemory) {
+  // 1000-element rows: 64 blocks of 256 threads, each thread a strided part of the row, then
+  // a tree of 8 halving steps in shared memory; the whole-tensor sum is one block.
+  auto ks = lowerText(R"(func @main(%x: f32[64,1000]) -> (f32[64,1000], f32[]) {
+  %z = f32[64,1000] softmax(%x) {axis = 1}
+  %t = f32[] reduce(%x) {dims = [0, 1], kind = sum}
+  return %z, %t
+})");
+  ASSERT_EQ(ks.size(), 2u);
+  ks = scheduleForGpu(ks, 256);
+  std::string softmax = kernel::printKernel(ks[0]);
+  EXPECT_NE(softmax.find("gpu_block for blk0 in [0, 64)"), std::string::npos) << softmax;
+  EXPECT_NE(softmax.find("gpu_thread for thr0 in [0, 256)"), std::string::npos) << softmax;
+  EXPECT_NE(softmax.find("shared %tree0: f32[256]"), std::string::npos) << softmax;
+  EXPECT_NE(softmax.find("%x[blk0 * 1000 + (q0 * 256 + thr0)]"), std::string::npos) << softmax;
+  EXPECT_NE(softmax.find("if (thr0 < 1)"), std::string::npos) << softmax;
+  auto source = codegen::cuda::emitCuda(ks);
+  ASSERT_TRUE(source.isOk()) << source.status().str();
+  ASSERT_EQ(source->launches[1].size(), 1u);
+  EXPECT_EQ(source->launches[1][0].grid, 1);
+  EXPECT_EQ(source->launches[1][0].block, 256);
+  // Without reassociation a float sum keeps its order: a row per thread.
+  auto inOrder = lowerText(R"(func @main(%x: f32[64,1000]) -> (f32[64]) {
+  %m = f32[64] reduce(%x) {dims = [1], kind = sum}
+  return %m
+})");
+  std::string text = kernel::printKernel(kernel::mapToGpu(inOrder[0], 256, false));
+  EXPECT_EQ(text.find("shared"), std::string::npos) << text;
 }
 
 TEST(CudaSource, EveryKernelOfTheOpTableModuleCompilesForSm90) {

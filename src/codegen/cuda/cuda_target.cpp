@@ -41,13 +41,15 @@ class CudaTarget final : public runtime::Target {
   }
   fusion::EpiloguePolicy epiloguePolicy() const override { return {}; }
 
-  // Matrix products and convolutions run as Kiln's loops (no library yet); reductions run
-  // serially in each thread; the outer loops of every nest map to the grid.
-  Status schedule(std::vector<kernel::Kernel>& kernels, const CompileOptions&) const override {
+  // Matrix products and convolutions run as Kiln's loops (no library yet); the outer loops of
+  // every nest map to the grid, rows of a warp or more to a block each (gpu_schedule.h), and
+  // the reductions left run serially in their thread.
+  Status schedule(std::vector<kernel::Kernel>& kernels,
+                  const CompileOptions& options) const override {
     for (kernel::Kernel& k : kernels) {
       KILN_ASSIGN_OR_RETURN(k, kernel::expandCalls(k));
+      k = kernel::mapToGpu(k, kThreadsPerBlock, options.reassociate);
       k = kernel::lowerReductions(k);
-      k = kernel::mapToGpu(k, kThreadsPerBlock);
     }
     return Status::ok();
   }
