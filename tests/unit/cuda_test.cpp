@@ -11,6 +11,7 @@
 
 #include "codegen/cuda/cuda_source.h"
 #include "codegen/cuda/driver.h"
+#include "codegen/cuda/gemm.h"
 #include "codegen/cuda/nvrtc.h"
 #include "fusion/fusion.h"
 #include "interp/interpreter.h"
@@ -142,6 +143,50 @@ TEST(CudaSource, EveryKernelOfTheOpTableModuleCompilesForSm90) {
   ASSERT_TRUE(cubin.isOk()) << cubin.status().str();
   EXPECT_GT(cubin->cubin.size(), 1000u);
   EXPECT_EQ(cubin->arch, "sm_90");
+}
+
+// The GEMM shape of the one dot_general call of `text`'s first kernel, or why there is none.
+std::string gemmOf(const std::string& text) {
+  auto ks = lowerText(text);
+  if (ks.empty() || kernel::callsOf(ks[0]).empty()) return "no call";
+  std::string why;
+  auto g = codegen::cuda::gemmShape(ks[0], *kernel::callsOf(ks[0])[0], &why);
+  return g ? g->str() : "refused: " + why;
+}
+
+TEST(CudaGemm, ShapesOfDotGeneralCalls) {
+  EXPECT_EQ(gemmOf(R"(func @main(%a: f32[3,4,5], %b: f32[3,5,6]) -> (f32[3,4,6]) {
+  %c = f32[3,4,6] dot_general(%a, %b) {lhs_batch = [0], rhs_batch = [0], lhs_contracting = [2], rhs_contracting = [1]}
+  return %c
+})"),
+            "f32 3 x [4 x 5] . [5 x 6]");
+  // Free dims flatten: [2, 8, 32] . [32, 16] is one [16 x 32] . [32 x 16] product.
+  EXPECT_EQ(gemmOf(R"(func @main(%a: f32[2,8,32], %b: f32[32,16]) -> (f32[2,8,16]) {
+  %c = f32[2,8,16] dot_general(%a, %b) {lhs_contracting = [2], rhs_contracting = [0]}
+  return %c
+})"),
+            "f32 [16 x 32] . [32 x 16]");
+  // q . k^T of attention: the rhs contracts its last dim.
+  EXPECT_EQ(gemmOf(R"(func @main(%a: f32[4,7,8], %b: f32[4,9,8]) -> (f32[4,7,9]) {
+  %c = f32[4,7,9] dot_general(%a, %b) {lhs_batch = [0], rhs_batch = [0], lhs_contracting = [2], rhs_contracting = [2]}
+  return %c
+})"),
+            "f32 4 x [7 x 8] . [8 x 9]^T");
+  EXPECT_EQ(gemmOf(R"(func @main(%a: f32[5,4], %b: f32[5,6]) -> (f32[4,6]) {
+  %c = f32[4,6] dot_general(%a, %b) {lhs_contracting = [0], rhs_contracting = [0]}
+  return %c
+})"),
+            "f32 [4 x 5]^T . [5 x 6]");
+  EXPECT_EQ(gemmOf(R"(func @main(%a: f32[2,5,3], %b: f32[5,6]) -> (f32[2,3,6]) {
+  %c = f32[2,3,6] dot_general(%a, %b) {lhs_contracting = [1], rhs_contracting = [0]}
+  return %c
+})"),
+            "refused: free dims on both sides of the contracting dim");
+  EXPECT_EQ(gemmOf(R"(func @main(%a: i32[4,5], %b: i32[5,6]) -> (i32[4,6]) {
+  %c = i32[4,6] dot_general(%a, %b) {lhs_contracting = [1], rhs_contracting = [0]}
+  return %c
+})"),
+            "refused: operands of i32 and i32 (cuBLASLt here takes f32, f16 and bf16)");
 }
 
 TEST(CudaSource, BadArchitectureIsAnError) {

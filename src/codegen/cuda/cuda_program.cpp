@@ -32,6 +32,9 @@ struct CudaProgram::Device {
   const Driver* driver = nullptr;
   GpuModule module = nullptr;
   std::vector<std::vector<GpuFunction>> functions;  // per kernel, per launch (null: a call)
+  // Per kernel, per launch: a library call's product and its arguments' buffer indices.
+  std::vector<std::vector<std::unique_ptr<Gemm>>> gemms;
+  std::vector<std::vector<std::vector<size_t>>> callArgs;
   DevicePtr weights = 0;
   std::map<const Value*, int64_t> weightOffsets;
   std::mutex mu;
@@ -86,8 +89,34 @@ void CudaProgram::setBuffers(BufferPlan buffers) {
     m.outputOffsets.push_back(at);
     at += alignUp(bytesOf(o));
   }
+  m.workspaceOffset = -1;
+  for (const std::vector<Launch>& ls : m.source.launches)
+    for (const Launch& l : ls)
+      if (l.call) m.workspaceOffset = at;
+  if (m.workspaceOffset >= 0) at += kGemmWorkspace;
   m.runBytes = at;
 }
+
+namespace {
+
+// The product of a library call of `k` and its arguments' buffer indices.
+StatusOr<std::pair<std::unique_ptr<Gemm>, std::vector<size_t>>>
+prepareCall(const kernel::Kernel& k, const kernel::Stmt& call) {
+  std::string why;
+  std::optional<GemmShape> shape = gemmShape(k, call, &why);
+  if (!shape || call.args.size() != 3 || !call.postOps.empty())
+    return Status::error("kernel " + k.name + ": library call " + call.callee +
+                         " has no GPU kernel (" + (why.empty() ? "post-ops" : why) + ")");
+  std::vector<size_t> args;
+  for (const std::string& a : call.args)
+    for (size_t b = 0; b < k.buffers.size(); ++b)
+      if (k.buffers[b].name == a) args.push_back(b);
+  if (args.size() != 3) return Status::error("kernel " + k.name + ": a call's buffers are missing");
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Gemm> gemm, Gemm::create(*shape));
+  return std::make_pair(std::move(gemm), std::move(args));
+}
+
+}  // namespace
 
 // Loads the module and uploads the weights, once.
 StatusOr<std::shared_ptr<CudaProgram::Device>> CudaProgram::device() const {
@@ -102,14 +131,22 @@ StatusOr<std::shared_ptr<CudaProgram::Device>> CudaProgram::device() const {
   auto d = std::make_shared<Device>();
   d->driver = driver;
   KILN_ASSIGN_OR_RETURN(d->module, driver->loadModule(m.code.cubin));
-  for (const std::vector<Launch>& ls : m.source.launches) {
+  for (size_t i = 0; i < m.source.launches.size(); ++i) {
     d->functions.emplace_back();
-    for (const Launch& l : ls) {
+    d->gemms.emplace_back();
+    d->callArgs.emplace_back();
+    for (const Launch& l : m.source.launches[i]) {
       GpuFunction fn = nullptr;
+      std::unique_ptr<Gemm> gemm;
+      std::vector<size_t> args;
       if (!l.call) {
         KILN_ASSIGN_OR_RETURN(fn, driver->function(d->module, l.function));
+      } else {
+        KILN_ASSIGN_OR_RETURN(std::tie(gemm, args), prepareCall(m.kernels[i], *l.call));
       }
       d->functions.back().push_back(fn);
+      d->gemms.back().push_back(std::move(gemm));
+      d->callArgs.back().push_back(std::move(args));
     }
   }
   int64_t total = 0;
@@ -256,11 +293,15 @@ Status CudaProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>&
     for (DevicePtr& p : ptrs) args.push_back(&p);
     const std::vector<Launch>& launches = m.source.launches[i];
     for (size_t j = 0; j < launches.size(); ++j) {
-      if (launches[j].call)
-        return Status::error("kernel " + m.kernels[i].name + ": library call " +
-                             launches[j].call->callee + " has no GPU kernel");
-      Status launched = drv.launch(d->functions[i][j], launches[j].grid, launches[j].block,
-                                   run.stream(), args.data());
+      Status launched = Status::ok();
+      if (const Gemm* gemm = d->gemms[i][j].get()) {
+        const std::vector<size_t>& a = d->callArgs[i][j];
+        launched = gemm->run(ptrs[a[0]], ptrs[a[1]], ptrs[a[2]],
+                             run.base() + static_cast<DevicePtr>(m.workspaceOffset), run.stream());
+      } else {
+        launched = drv.launch(d->functions[i][j], launches[j].grid, launches[j].block, run.stream(),
+                              args.data());
+      }
       if (!launched) return launched.prefix("kernel " + m.kernels[i].name);
     }
     KILN_RETURN_IF_ERROR(mark());
@@ -299,14 +340,28 @@ int CudaProgram::uniqueKernels() const {
   return n;
 }
 
+std::string CudaProgram::libraryCalls() const {
+  int n = 0;
+  for (const auto& ls : impl_->source.launches)
+    for (const Launch& l : ls) n += l.call ? 1 : 0;
+  if (n == 0) return "none (Kiln's own CUDA kernels)";
+  return "cuBLASLt: " + std::to_string(n) + " dot_general";
+}
+
+// A line per launch: its function with grid and block, or its library call's product.
 std::string CudaProgram::libraryCallDetails() const {
   const Impl& m = *impl_;
   std::string text;
   for (size_t i = 0; i < m.kernels.size(); ++i)
     for (const Launch& l : m.source.launches[i]) {
-      if (l.call) continue;
-      text += m.kernels[i].name + ": " + l.function + " grid " + std::to_string(l.grid) +
-              " block " + std::to_string(l.block) + "\n";
+      text += m.kernels[i].name + ": ";
+      if (l.call) {
+        std::optional<GemmShape> g = gemmShape(m.kernels[i], *l.call, nullptr);
+        text += "cuBLASLt " + (g ? g->str() : std::string("?")) + "\n";
+      } else {
+        text += l.function + " grid " + std::to_string(l.grid) + " block " +
+                std::to_string(l.block) + "\n";
+      }
     }
   return text;
 }

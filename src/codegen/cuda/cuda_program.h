@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/cuda/cublaslt.h"
 #include "codegen/cuda/cuda_source.h"
 #include "codegen/cuda/driver.h"
 #include "codegen/cuda/nvrtc.h"
@@ -35,8 +36,10 @@ class CudaProgram final : public runtime::Program {
     CompileTimes times;
     CudaSource source;
     CompiledModule code;
-    // The run memory's layout: the arena at 0, then each input and each output.
+    // The run memory's layout: the arena at 0, then each input and each output, then the
+    // library calls' workspace (workspaceOffset; -1: none).
     std::vector<int64_t> inputOffsets, outputOffsets;
+    int64_t workspaceOffset = -1;
     int64_t runBytes = 0;
     mutable std::mutex mu;
     mutable std::shared_ptr<Device> device;  // null until the first run
@@ -62,7 +65,7 @@ class CudaProgram final : public runtime::Program {
   int threads() const override { return 1; }
   int uniqueKernels() const override;
   int64_t droppedConstantBytes() const override { return -1; }
-  std::string libraryCalls() const override { return "none (Kiln's own CUDA kernels)"; }
+  std::string libraryCalls() const override;
   std::string libraryCallDetails() const override;
   void artifactParts(runtime::ArtifactParts& parts) const override;
   std::vector<runtime::RunTogether> runTogether() const override { return {}; }

@@ -2,10 +2,14 @@
 // cuda_target.h.
 #include "codegen/cuda/cuda_target.h"
 
+#include <algorithm>
+
 #include "codegen/cuda/cuda_program.h"
+#include "codegen/cuda/gemm.h"
 #include "compiler/compile.h"
 #include "kernel/expand_calls.h"
 #include "kernel/gpu_schedule.h"
+#include "kernel/post_op_loops.h"
 #include "kernel/schedule.h"
 
 namespace kiln::codegen::cuda {
@@ -20,6 +24,23 @@ constexpr int64_t kThreadsPerBlock = 256;
 std::string defaultArch() {
   StatusOr<const Driver*> d = Driver::get();
   return d ? (*d)->device().arch : "sm_90";
+}
+
+// `k` with its calls on cuBLASLt where it takes them all (CompileOptions::libraryCalls), else
+// as Kiln's loops (kernel/expand_calls.h).
+StatusOr<kernel::Kernel> libraryCallsOrLoops(kernel::Kernel k, const CompileOptions& options) {
+  std::vector<const kernel::Stmt*> calls = kernel::callsOf(k);
+  bool library = options.libraryCalls && !calls.empty();
+  for (const kernel::Stmt* c : calls) library = library && gemmShape(k, *c, nullptr).has_value();
+  if (!library) return kernel::expandCalls(k);
+  for (;;) {  // cuBLASLt's epilogues are not used yet: post-ops run as loops after the call
+    calls = kernel::callsOf(k);
+    auto c = std::find_if(calls.begin(), calls.end(),
+                          [](const kernel::Stmt* s) { return !s->postOps.empty(); });
+    if (c == calls.end()) return k;
+    KILN_ASSIGN_OR_RETURN(kernel::PostOpLoops split, kernel::postOpsAsLoops(k, **c));
+    k = kernel::replaceStmt(k, *c, kernel::block({split.call, split.loops}));
+  }
 }
 
 class CudaTarget final : public runtime::Target {
@@ -41,13 +62,14 @@ class CudaTarget final : public runtime::Target {
   }
   fusion::EpiloguePolicy epiloguePolicy() const override { return {}; }
 
-  // Matrix products and convolutions run as Kiln's loops (no library yet); the outer loops of
-  // every nest map to the grid, rows of a warp or more to a block each (gpu_schedule.h), and
-  // the reductions left run serially in their thread.
+  // Matrix products cuBLASLt takes stay library calls (their post-ops a loop nest after them),
+  // other calls run as Kiln's loops; the outer loops of every nest map to the grid, rows of a
+  // warp or more to a block each (gpu_schedule.h), and the reductions left run serially in
+  // their thread.
   Status schedule(std::vector<kernel::Kernel>& kernels,
                   const CompileOptions& options) const override {
     for (kernel::Kernel& k : kernels) {
-      KILN_ASSIGN_OR_RETURN(k, kernel::expandCalls(k));
+      KILN_ASSIGN_OR_RETURN(k, libraryCallsOrLoops(k, options));
       k = kernel::mapToGpu(k, kThreadsPerBlock, options.reassociate);
       k = kernel::lowerReductions(k);
     }

@@ -1,0 +1,128 @@
+// cuBLASLt. See cublaslt.h. A row-major product C[M, N] = A[M, K] B[K, N] is, in cuBLASLt's
+// column-major terms, C^T (N x M) = B^T (N x K) A^T (K x M): the rhs is cuBLASLt's first
+// operand, the lhs its second, and a transposed operand is a transpose op on its memory.
+#include "codegen/cuda/cublaslt.h"
+
+#include <cstdio>
+#include <cublasLt.h>
+#include <mutex>
+
+namespace kiln::codegen::cuda {
+namespace {
+
+Status check(cublasStatus_t s, const std::string& what) {
+  if (s == CUBLAS_STATUS_SUCCESS) return Status::ok();
+  return Status::error("cuBLASLt: " + what + " failed (status " + std::to_string(int(s)) + ")");
+}
+
+StatusOr<cublasLtHandle_t> handle() {
+  static std::once_flag once;
+  static cublasLtHandle_t h = nullptr;
+  static cublasStatus_t status = CUBLAS_STATUS_NOT_INITIALIZED;
+  std::call_once(once, [] { status = cublasLtCreate(&h); });
+  KILN_RETURN_IF_ERROR(check(status, "cublasLtCreate"));
+  return h;
+}
+
+cudaDataType_t dataType(DType t) {
+  if (t == DType::F16) return CUDA_R_16F;
+  if (t == DType::BF16) return CUDA_R_16BF;
+  return CUDA_R_32F;
+}
+
+}  // namespace
+
+struct Gemm::Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulHeuristicResult_t algo = {};
+  ~Plan() {
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (c) cublasLtMatrixLayoutDestroy(c);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+namespace {
+
+// A column-major rows x cols layout with leading dimension `ld`, `batch` of them `stride`
+// elements apart.
+Status layout(cublasLtMatrixLayout_t* l, DType t, int64_t rows, int64_t cols, int64_t ld,
+              int64_t batch, int64_t stride) {
+  KILN_RETURN_IF_ERROR(check(
+      cublasLtMatrixLayoutCreate(l, dataType(t), uint64_t(rows), uint64_t(cols), ld), "layout"));
+  if (batch == 1) return Status::ok();
+  int32_t count = static_cast<int32_t>(batch);
+  KILN_RETURN_IF_ERROR(check(cublasLtMatrixLayoutSetAttribute(
+                                 *l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count),
+                             "batch count"));
+  return check(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                &stride, sizeof stride),
+               "batch stride");
+}
+
+Status describePlan(Gemm::Plan& p, const GemmShape& g) {
+  KILN_RETURN_IF_ERROR(
+      check(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul desc"));
+  cublasOperation_t opA = g.rhsTransposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opB = g.lhsTransposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  KILN_RETURN_IF_ERROR(
+      check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA),
+            "transa"));
+  KILN_RETURN_IF_ERROR(
+      check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB),
+            "transb"));
+  const int64_t n = g.n, m = g.m, k = g.k;
+  KILN_RETURN_IF_ERROR(g.rhsTransposed ? layout(&p.a, g.type, k, n, k, g.batch, n * k)
+                                       : layout(&p.a, g.type, n, k, n, g.batch, n * k));
+  KILN_RETURN_IF_ERROR(g.lhsTransposed ? layout(&p.b, g.type, m, k, m, g.batch, m * k)
+                                       : layout(&p.b, g.type, k, m, k, g.batch, m * k));
+  return layout(&p.c, g.type, n, m, n, g.batch, n * m);
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Gemm>> Gemm::create(const GemmShape& shape) {
+  KILN_ASSIGN_OR_RETURN(cublasLtHandle_t h, handle());
+  std::unique_ptr<Gemm> g(new Gemm());
+  g->shape_ = shape;
+  g->plan_ = std::make_unique<Plan>();
+  Plan& p = *g->plan_;
+  KILN_RETURN_IF_ERROR(describePlan(p, shape));
+  cublasLtMatmulPreference_t pref = nullptr;
+  KILN_RETURN_IF_ERROR(check(cublasLtMatmulPreferenceCreate(&pref), "preference"));
+  uint64_t workspace = kGemmWorkspace;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                       sizeof workspace);
+  int found = 0;
+  cublasStatus_t s =
+      cublasLtMatmulAlgoGetHeuristic(h, p.desc, p.a, p.b, p.c, p.c, pref, 1, &p.algo, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  KILN_RETURN_IF_ERROR(check(s, "the algorithm heuristic for " + shape.str()));
+  if (found == 0) return Status::error("cuBLASLt has no algorithm for " + shape.str());
+  return g;
+}
+
+Gemm::~Gemm() = default;
+
+Status Gemm::run(DevicePtr lhs, DevicePtr rhs, DevicePtr out, DevicePtr workspace,
+                 Stream stream) const {
+  KILN_ASSIGN_OR_RETURN(cublasLtHandle_t h, handle());
+  const float one = 1.0f, zero = 0.0f;
+  const Plan& p = *plan_;
+  return check(cublasLtMatmul(h, p.desc, &one, reinterpret_cast<const void*>(rhs), p.a,
+                              reinterpret_cast<const void*>(lhs), p.b, &zero,
+                              reinterpret_cast<const void*>(out), p.c, reinterpret_cast<void*>(out),
+                              p.c, &p.algo.algo, reinterpret_cast<void*>(workspace),
+                              size_t(kGemmWorkspace), static_cast<cudaStream_t>(stream)),
+               "a product " + shape_.str());
+}
+
+std::string Gemm::describe() const {
+  char waves[32];
+  std::snprintf(waves, sizeof waves, "%.2f", double(plan_->algo.wavesCount));
+  return "cuBLASLt " + shape_.str() + ", " + waves + " waves";
+}
+
+}  // namespace kiln::codegen::cuda

@@ -1,0 +1,84 @@
+// GEMM shapes of dot_general calls. See gemm.h.
+#include "codegen/cuda/gemm.h"
+
+#include <algorithm>
+
+namespace kiln::codegen::cuda {
+namespace {
+
+std::vector<int64_t> ints(const AttrMap& a, const char* name) {
+  auto it = a.find(name);
+  if (it == a.end() || attrKind(it->second) != AttrKind::Ints) return {};
+  return std::get<4>(it->second);
+}
+
+int64_t product(const std::vector<int64_t>& shape, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to; ++i) p *= shape[i];
+  return p;
+}
+
+// One operand: `batch` leading dims, then its free dims and its contracting dim `c` either
+// first or last; the free dims' product (they flatten: they are adjacent), or nullopt.
+std::optional<int64_t> freeExtent(const std::vector<int64_t>& shape, size_t batch, int64_t c,
+                                  bool* kLast) {
+  const size_t rank = shape.size();
+  if (rank < batch + 1) return std::nullopt;
+  if (static_cast<size_t>(c) == rank - 1) {
+    *kLast = true;
+    return product(shape, batch, rank - 1);
+  }
+  if (static_cast<size_t>(c) == batch) {
+    *kLast = false;
+    return product(shape, batch + 1, rank);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string GemmShape::str() const {
+  return std::string(dtypeName(type)) + " " + (batch > 1 ? std::to_string(batch) + " x " : "") +
+         "[" + std::to_string(m) + " x " + std::to_string(k) + "]" + (lhsTransposed ? "^T" : "") +
+         " . [" + std::to_string(k) + " x " + std::to_string(n) + "]" + (rhsTransposed ? "^T" : "");
+}
+
+std::optional<GemmShape> gemmShape(const kernel::Kernel& k, const kernel::Stmt& call,
+                                   std::string* why) {
+  auto no = [&](const std::string& reason) -> std::optional<GemmShape> {
+    if (why) *why = reason;
+    return std::nullopt;
+  };
+  if (call.op != OpCode::DotGeneral || call.args.size() < 3) return no("not a dot_general");
+  const kernel::Buffer* lhs = k.find(call.args[0]);
+  const kernel::Buffer* rhs = k.find(call.args[1]);
+  const kernel::Buffer* out = k.find(call.args[2]);
+  if (!lhs || !rhs || !out) return no("its operands are not buffers of the kernel");
+  const DType t = out->type;
+  if (lhs->type != t || rhs->type != t || (t != DType::F32 && t != DType::F16 && t != DType::BF16))
+    return no("operands of " + std::string(dtypeName(lhs->type)) + " and " +
+              std::string(dtypeName(rhs->type)) + " (cuBLASLt here takes f32, f16 and bf16)");
+  const std::vector<int64_t> lb = ints(call.attrs, "lhs_batch"), rb = ints(call.attrs, "rhs_batch");
+  const std::vector<int64_t> lc = ints(call.attrs, "lhs_contracting");
+  const std::vector<int64_t> rc = ints(call.attrs, "rhs_contracting");
+  if (lc.size() != 1 || rc.size() != 1) return no("more than one contracting dim");
+  for (size_t i = 0; i < lb.size(); ++i)
+    if (lb[i] != static_cast<int64_t>(i) || rb[i] != static_cast<int64_t>(i))
+      return no("batch dims that do not lead in the same order");
+  GemmShape g;
+  g.type = t;
+  g.batch = product(lhs->shape, 0, lb.size());
+  bool lhsKLast = true, rhsKLast = false;
+  std::optional<int64_t> m = freeExtent(lhs->shape, lb.size(), lc[0], &lhsKLast);
+  std::optional<int64_t> n = freeExtent(rhs->shape, rb.size(), rc[0], &rhsKLast);
+  if (!m || !n) return no("free dims on both sides of the contracting dim");
+  g.lhsTransposed = !lhsKLast;  // [M, K] is the natural row-major lhs, [K, N] the rhs
+  g.rhsTransposed = rhsKLast;
+  g.m = *m;
+  g.n = *n;
+  g.k = lhs->shape[static_cast<size_t>(lc[0])];
+  if (g.m == 0 || g.n == 0 || g.k == 0) return no("an empty product");
+  return g;
+}
+
+}  // namespace kiln::codegen::cuda

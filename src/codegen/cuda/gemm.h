@@ -1,0 +1,30 @@
+// Which dot_general calls a GPU matrix-product library (cuBLASLt) takes, as one strided batch
+// of row-major products C[b] = op(A[b]) op(B[b]). Decided from the call's attributes and buffer
+// shapes alone (no toolkit), so the schedule records the choice and its reason.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "kernel/kernel_ir.h"
+
+namespace kiln::codegen::cuda {
+
+struct GemmShape {
+  int64_t batch = 1, m = 1, n = 1, k = 1;
+  bool lhsTransposed = false;  // the lhs is stored [batch, K, M]
+  bool rhsTransposed = false;  // the rhs is stored [batch, N, K]
+  DType type = DType::F32;
+  std::string str() const;  // "f32 12 x [128 x 64] . [64 x 128]"
+};
+
+// The product `call` (a dot_general of kernel `k`; its post-ops aside) as a GemmShape, or nullopt
+// with `why` saying what the library cannot take: operand and result types other than one of
+// f32, f16, bf16; more than one contracting dim; free dims on both sides of the contracting
+// one; batch dims not leading in the same order. Free dims flatten: x[B, S, H] . w[H, O] is
+// one [B * S, H] . [H, O] product.
+std::optional<GemmShape> gemmShape(const kernel::Kernel& k, const kernel::Stmt& call,
+                                   std::string* why);
+
+}  // namespace kiln::codegen::cuda
