@@ -79,6 +79,10 @@ int32_t kiln_num_inputs(const kiln_executable* exe);
 int32_t kiln_num_outputs(const kiln_executable* exe);
 int32_t kiln_input_info(const kiln_executable* exe, int32_t index, const char** name,
                         kiln_dtype* dtype, int32_t* rank, const int64_t** dims);
+/* The outputs kiln_run returns, in order: name (the model's output name, also where the output
+ * is a graph input or another output), dtype, rank and dims; -1 for an index out of range. */
+int32_t kiln_output_info(const kiln_executable* exe, int32_t index, const char** name,
+                         kiln_dtype* dtype, int32_t* rank, const int64_t** dims);
 
 /* Runs the executable: 0 on success with *outputs (an array of *num_outputs tensors, free it with
  * kiln_free_outputs), non-zero with *error set otherwise. Thread-safe. */

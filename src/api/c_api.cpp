@@ -14,6 +14,8 @@ struct kiln_executable {
   std::unique_ptr<kiln::Executable> exe;
   std::vector<std::vector<int64_t>> inputDims;
   std::vector<std::string> inputNames;
+  std::vector<std::vector<int64_t>> outputDims;
+  std::vector<std::string> outputNames;  // the source's names (Executable::outputNames)
 };
 
 namespace {
@@ -50,6 +52,8 @@ kiln_executable* wrap(std::unique_ptr<kiln::Executable> exe) {
     h->inputDims.push_back(f.parameter(i)->type().staticDims());
     h->inputNames.push_back(f.parameter(i)->name());
   }
+  for (const kiln::Value* v : f.outputs()) h->outputDims.push_back(v->type().staticDims());
+  h->outputNames = h->exe->outputNames();
   return h;
 }
 
@@ -123,6 +127,18 @@ int32_t kiln_input_info(const kiln_executable* exe, int32_t index, const char** 
   const auto& d = exe->inputDims[static_cast<size_t>(index)];
   if (name) *name = exe->inputNames[static_cast<size_t>(index)].c_str();
   if (dtype) *dtype = static_cast<kiln_dtype>(p->type().dtype());
+  if (rank) *rank = static_cast<int32_t>(d.size());
+  if (dims) *dims = d.data();
+  return 0;
+}
+
+int32_t kiln_output_info(const kiln_executable* exe, int32_t index, const char** name,
+                         kiln_dtype* dtype, int32_t* rank, const int64_t** dims) {
+  if (!exe || index < 0 || index >= kiln_num_outputs(exe)) return -1;
+  const kiln::Value* v = exe->exe->function().outputs()[static_cast<size_t>(index)];
+  const auto& d = exe->outputDims[static_cast<size_t>(index)];
+  if (name) *name = exe->outputNames[static_cast<size_t>(index)].c_str();
+  if (dtype) *dtype = static_cast<kiln_dtype>(v->type().dtype());
   if (rank) *rank = static_cast<int32_t>(d.size());
   if (dims) *dims = d.data();
   return 0;

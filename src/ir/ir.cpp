@@ -82,6 +82,18 @@ void Function::erase(Node* n) {
   nodes_.erase(n->self_);
 }
 
+void Function::setOutputs(std::vector<Value*> outs) {
+  std::vector<std::string> names;
+  for (const Value* v : outs) names.push_back(v->name());
+  setOutputs(std::move(outs), std::move(names));
+}
+
+void Function::setOutputs(std::vector<Value*> outs, std::vector<std::string> names) {
+  KILN_CHECK(outs.size() == names.size(), "setOutputs: one name per output");
+  outputs_ = std::move(outs);
+  outputNames_ = std::move(names);
+}
+
 void Function::replaceAllUsesWith(Value* from, Value* to) {
   if (from == to) return;
   std::vector<Use> uses = from->uses_;

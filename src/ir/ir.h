@@ -122,8 +122,17 @@ class Function {
   Value* parameter(size_t i) const { return params_[i]->result(); }
   const std::vector<Node*>& parameterNodes() const { return params_; }
 
+  // The results, each with its name: the program's interface (a .kir `return %y`, an ONNX graph
+  // output). A name belongs to the output, not to the value: one value may be returned under
+  // several names, and a parameter under a name of its own (ONNX Identity of a graph input).
+  // Replacing an output's value (setOutput, replaceAllUsesWith) keeps its name.
   const std::vector<Value*>& outputs() const { return outputs_; }
-  void setOutputs(std::vector<Value*> outs) { outputs_ = std::move(outs); }
+  const std::vector<std::string>& outputNames() const { return outputNames_; }
+  const std::string& outputName(size_t i) const { return outputNames_[i]; }
+  // Outputs named after their values.
+  void setOutputs(std::vector<Value*> outs);
+  // Outputs with names of their own (`names` has one per output).
+  void setOutputs(std::vector<Value*> outs, std::vector<std::string> names);
   void setOutput(size_t i, Value* v) { outputs_[i] = v; }
 
   // Creates a node without any checks (the verifier checks later). Inserted before `before`, or at
@@ -144,6 +153,7 @@ class Function {
   std::list<std::unique_ptr<Node>> nodes_;
   std::vector<Node*> params_;
   std::vector<Value*> outputs_;
+  std::vector<std::string> outputNames_;  // one per output
 };
 
 class Module {

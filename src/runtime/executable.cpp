@@ -163,7 +163,7 @@ StatusOr<std::unique_ptr<Executable>> Executable::compile(std::unique_ptr<Module
   impl->options = options;
   // The outputs' names are the program's interface: taken before the passes, which may replace
   // an output by another value (max(h, h) by h).
-  for (const Value* v : module->entry()->outputs()) impl->outputNames.push_back(v->name());
+  impl->outputNames = module->entry()->outputNames();
   KILN_ASSIGN_OR_RETURN(compiler::Compiled c,
                         compiler::compile(std::move(module), *target, options));
   impl->program = std::move(c.program);

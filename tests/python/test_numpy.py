@@ -109,6 +109,22 @@ def test_onnx_path_bytes_dims_and_cache(tmp_path, backend):
     assert exe.outputs[0][:3] == ("y", "float32", (3, 4))
 
 
+def test_onnx_outputs_keep_their_names_when_they_alias(tmp_path, backend):
+    # y = Identity(x) and x itself are the input; r and r2 = Identity(r) are one value.
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [3]) for n in ["y", "r", "r2", "x"]]
+    nodes = [helper.make_node("Identity", ["x"], ["y"]), helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("Identity", ["r"], ["r2"])]
+    model = helper.make_model(helper.make_graph(nodes, "aliases", [x], outs),
+                              opset_imports=[helper.make_opsetid("", 13)])
+    exe = kiln.compile(model.SerializeToString(), backend=backend)
+    assert [o[0] for o in exe.outputs] == ["y", "r", "r2", "x"]
+    data = np.array([-1, 2, -3], np.float32)
+    r2, y = exe.run(["r2", "y"], {"x": data})
+    np.testing.assert_array_equal(y, data)
+    np.testing.assert_array_equal(r2, np.maximum(data, 0))
+
+
 def test_artifact_round_trip_and_dump_dir(tmp_path, backend):
     dumps = tmp_path / "dumps"
     exe = kiln.compile(write_kir(tmp_path, binary_kir("mul", "f32")), backend=backend,

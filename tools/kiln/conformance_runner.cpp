@@ -202,8 +202,7 @@ bool runDataSet(const std::string& model, const std::vector<std::string>& names,
     }
     args.push_back(asBf16IfStoredAsU16((*inputs)[it - names.begin()], f->parameter(p)->type()));
   }
-  std::vector<std::string> outputNames;
-  for (const Value* v : f->outputs()) outputNames.push_back(v->name());
+  std::vector<std::string> outputNames = f->outputNames();
   auto outputs = runOnBackend(opts, std::move(*module), args);
   if (!outputs) {
     r.outcome = Outcome::Error;

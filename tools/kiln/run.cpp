@@ -79,11 +79,7 @@ std::vector<std::string> outputNames(const std::vector<std::string>& given) {
   return names;
 }
 
-std::vector<std::string> outputNames(const Function& f) {
-  std::vector<std::string> given;
-  for (const Value* v : f.outputs()) given.push_back(v->name());
-  return outputNames(given);
-}
+std::vector<std::string> outputNames(const Function& f) { return outputNames(f.outputNames()); }
 
 // Writes each output to dir/NAME.npy (names made unique); bf16 goes out as f32, with a note.
 Status writeOutputs(const std::string& dir, std::vector<TensorRow>& outputs,

@@ -266,6 +266,7 @@ Status Importer::importInputs(Scope& scope) {
 
 Status Importer::importOutputs(Scope& scope) {
   std::vector<Value*> outs;
+  std::vector<std::string> names;
   std::unordered_set<const Value*> renamed;
   for (const pb::ValueInfoProto& vi : model_.graph().output()) {
     Value* v = scope.lookup(vi.name());
@@ -282,12 +283,14 @@ Status Importer::importOutputs(Scope& scope) {
                                   Status::error("no node or input produces it")));
       continue;
     }
-    // Outputs carry their graph output names, except parameters (which keep the input name)
-    // and a value returned twice.
+    // Each output is named after its graph output, also where its value is a graph input or
+    // another output (Identity, Max of one input). The value itself takes the output's name for
+    // readable dumps, unless it is a parameter (named after its input) or returned already.
     if (v->def()->op() != OpCode::Parameter && renamed.insert(v).second) v->setName(vi.name());
     outs.push_back(v);
+    names.push_back(vi.name());
   }
-  if (unsupported_.empty()) f_->setOutputs(std::move(outs));
+  if (unsupported_.empty()) f_->setOutputs(std::move(outs), std::move(names));
   return Status::ok();
 }
 

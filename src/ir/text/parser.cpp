@@ -317,6 +317,7 @@ Status Parser::parseStatement(Function* f) {
 Status Parser::parseReturn(Function* f, const std::vector<TensorType>& resultTypes) {
   Token retTok = take();
   std::vector<Value*> outs;
+  std::vector<std::string> names;
   std::vector<Token> outToks;
   if (!at(Tok::ValueName)) return expected("a value to return (%name)");
   while (true) {
@@ -324,6 +325,13 @@ Status Parser::parseReturn(Function* f, const std::vector<TensorType>& resultTyp
     Token t = take();
     KILN_ASSIGN_OR_RETURN(Value * v, useValue(t));
     outs.push_back(v);
+    // `%x as "y"`: an output named apart from its value; else it takes the value's name.
+    names.push_back(v->name());
+    if (atWord("as")) {
+      take();
+      if (!at(Tok::String)) return expected("the output's name as a string (\"name\")");
+      names.back() = take().str;
+    }
     outToks.push_back(std::move(t));
     if (!at(Tok::Comma)) break;
     take();
@@ -338,7 +346,7 @@ Status Parser::parseReturn(Function* f, const std::vector<TensorType>& resultTyp
                                      outs[i]->type().str() + " but @" + f->name() +
                                      " declares result " + std::to_string(i) + " as " +
                                      resultTypes[i].str());
-  f->setOutputs(std::move(outs));
+  f->setOutputs(std::move(outs), std::move(names));
   return Status::ok();
 }
 

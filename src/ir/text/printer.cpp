@@ -1,7 +1,8 @@
 // The .kir printer: modules and functions as text that parseModule reads back to the same IR.
 //
 // Names: values keep their source names; unnamed values get %0, %1, ... (skipping numbers used as
-// names), and a repeated name gets a .1, .2 suffix. Constants print inline when small, as
+// names), and a repeated name gets a .1, .2 suffix. An output whose name is not the name its
+// value prints with is returned as `%x as "y"`. Constants print inline when small, as
 // splat(v) when large and uniform, and otherwise as @name with the bytes in a `data` entry at the
 // end of the module. An element whose text would not read back to the same bits (a NaN with a
 // payload, a bool byte other than 0 or 1) forces the out-of-line form, so printing never loses
@@ -159,7 +160,10 @@ class DataNames {
 
 }  // namespace
 
-std::map<const Value*, std::string> printedValueNames(const Function& f) {
+namespace {
+
+// The names the printer gives the values of `f`, without the '%' and quotes.
+std::map<const Value*, std::string> rawValueNames(const Function& f) {
   std::map<const Value*, std::string> names;
   std::set<std::string> used;
   std::vector<const Value*> values;
@@ -182,8 +186,16 @@ std::map<const Value*, std::string> printedValueNames(const Function& f) {
     }
     used.insert(name);
     assigned.insert(name);
-    names[v] = nameText('%', name);
+    names[v] = name;
   }
+  return names;
+}
+
+}  // namespace
+
+std::map<const Value*, std::string> printedValueNames(const Function& f) {
+  std::map<const Value*, std::string> names = rawValueNames(f);
+  for (auto& [v, name] : names) name = nameText('%', name);
   return names;
 }
 
@@ -231,12 +243,26 @@ class FunctionPrinter {
     for (size_t i = 0; i < f_.outputs().size(); ++i) {
       if (i) out += ", ";
       out += valueRef(f_.outputs()[i]);
+      if (!outputNamedAfterValue(i)) out += " as " + quoteString(f_.outputName(i));
     }
     out += "\n}\n";
   }
 
  private:
-  void assignNames() { names_ = printedValueNames(f_); }
+  void assignNames() {
+    rawNames_ = rawValueNames(f_);
+    for (const auto& [v, name] : rawNames_) names_[v] = nameText('%', name);
+  }
+
+  // An output without `as` takes the name its value prints with (parseReturn); an unnamed
+  // value's output is unnamed too.
+  bool outputNamedAfterValue(size_t i) const {
+    const Value* v = f_.outputs()[i];
+    const std::string& name = f_.outputName(i);
+    auto it = rawNames_.find(v);
+    if (it == rawNames_.end()) return false;
+    return name == it->second || (name.empty() && v->name().empty());
+  }
 
   std::string valueRef(const Value* v) const {
     auto it = names_.find(v);
@@ -333,7 +359,8 @@ class FunctionPrinter {
   const Function& f_;
   const DataNames& data_;
   const PrintOptions& opts_;
-  std::map<const Value*, std::string> names_;
+  std::map<const Value*, std::string> names_;     // as printed: %x, %"a b"
+  std::map<const Value*, std::string> rawNames_;  // without the sigil and quotes
 };
 
 }  // namespace

@@ -87,8 +87,21 @@ def short_data():
     return model(nodes, [], [helper.make_tensor_value_info("y", F, None)], [t])
 
 
+def aliased_outputs():
+    # Outputs whose values are a graph input or another output: y = Identity(x), m = Max(x) (one
+    # input), r = Relu(x) and r2 = Identity(r) (one value, two names), and x itself.
+    nodes = [
+        helper.make_node("Identity", ["x"], ["y"]),
+        helper.make_node("Max", ["x"], ["m"]),
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("Identity", ["r"], ["r2"]),
+    ]
+    outs = [helper.make_tensor_value_info(n, F, None) for n in ["y", "m", "r", "r2", "x"]]
+    return model(nodes, [helper.make_tensor_value_info("x", F, [2, 3])], outs)
+
+
 MODELS = {f.__name__: f for f in [conv_relu, shape_subgraph, broadcast_matmul, softmax_opset11,
-                                  unsupported, cycle, bad_broadcast, short_data]}
+                                  unsupported, cycle, bad_broadcast, short_data, aliased_outputs]}
 
 if __name__ == "__main__":
     name, out = sys.argv[1], sys.argv[2]
