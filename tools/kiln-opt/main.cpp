@@ -6,6 +6,7 @@
 //   kiln-opt model.kir --lower --schedule=cpu     (kernel IR after the CPU target's schedule)
 //   kiln-opt model.kir --lower --split-reductions=16 --lower-reductions   (schedule passes)
 //   kiln-opt kernels.txt --kernels --schedule=cpu (kernel IR in: parsed, verified, scheduled)
+//   kiln-opt model.kir --lower --map-gpu=256 --lower-reductions --emit-cuda   (CUDA C++)
 //
 // Any error is one line on stderr, "kiln-opt: file:line:col: error: message", and exit status 1.
 #include <cstdio>
@@ -18,10 +19,12 @@
 #include <string>
 #include <vector>
 
+#include "codegen/cuda/cuda_source.h"
 #include "compiler/compile.h"
 #include "fusion/fusion.h"
 #include "ir/text/text.h"
 #include "kernel/expand_calls.h"
+#include "kernel/gpu_schedule.h"
 #include "kernel/parse.h"
 #include "kernel/schedule.h"
 #include "kernel/verify.h"
@@ -43,6 +46,7 @@ struct Options {
   // ("split-reductions=16", "lower-reductions", ...).
   std::vector<std::string> schedule;
   bool reassociate = true;
+  bool emitCuda = false;  // print the scheduled kernels as CUDA C++, not kernel IR
   kiln::PassManagerOptions instrumentation;
 };
 
@@ -67,7 +71,8 @@ void printHelp() {
          "                         lowering before any target's code generation), not the module\n"
          "  --kernels              the input is kernel IR (as --lower prints it), not a module:\n"
          "                         parse and verify it, run the schedule passes, print it\n"
-         "  --schedule=TARGET      after --lower, run that target's schedule passes (cpu)\n"
+         "  --schedule=TARGET      after --lower, run that target's schedule passes (cpu, cuda)\n"
+         "  --emit-cuda            print the kernels (scheduled for the GPU) as CUDA C++\n"
          "schedule passes (after --lower, in the order given; kernel/schedule.h):\n"
          "  --cache-rows=N         store a reduced row's costly values for a later loop (N max)\n"
          "  --parallelize-outer=N  parallel outer loops of nests of at least N statements\n"
@@ -75,7 +80,9 @@ void printHelp() {
          "  --split-reductions=N   reductions into N vector partial accumulators\n"
          "  --lower-reductions     Reduce statements into serial loops\n"
          "  --expand-calls         library calls (dot_general, convolution) into Kiln's loops\n"
-         "  --no-reassociate       float sums keep their order (split-reductions, --schedule)\n"
+         "  --map-gpu=N            each nest a GPU launch of N threads per block (gpu_schedule.h)\n"
+         "  --no-reassociate       float sums keep their order (split-reductions, map-gpu,\n"
+         "                         --schedule)\n"
       << kiln::instrumentationFlagsHelp()
       << "  --help                 show this text\n\n"
          "passes (options: --specialize-shapes=N=1,S=128, --layout-assignment=nhwc|nchw|keep):\n";
@@ -86,8 +93,8 @@ void printHelp() {
 }
 
 bool isSchedulePass(const std::string& flag) {
-  for (const char* p :
-       {"--schedule=", "--cache-rows=", "--parallelize-outer=", "--split-reductions="})
+  for (const char* p : {"--schedule=", "--cache-rows=", "--parallelize-outer=",
+                        "--split-reductions=", "--map-gpu="})
     if (flag.rfind(p, 0) == 0) return true;
   return flag == "--vectorize-inner" || flag == "--lower-reductions" || flag == "--expand-calls";
 }
@@ -116,6 +123,7 @@ kiln::Status schedule(const std::string& spec, const Options& o,
     else if (name == "vectorize-inner") k = kiln::kernel::vectorizeInner(k);
     else if (name == "split-reductions") k = kiln::kernel::splitReductions(k, n, o.reassociate);
     else if (name == "lower-reductions") k = kiln::kernel::lowerReductions(k);
+    else if (name == "map-gpu") k = kiln::kernel::mapToGpu(k, n, o.reassociate);
     else {
       KILN_ASSIGN_OR_RETURN(k, kiln::kernel::expandCalls(k));
     }
@@ -154,6 +162,8 @@ kiln::StatusOr<Options> parseArgs(int argc, char** argv) {
       o.kernels = true;
     } else if (a == "--no-reassociate") {
       o.reassociate = false;
+    } else if (a == "--emit-cuda") {
+      o.emitCuda = true;
     } else if (isSchedulePass(a)) {
       o.schedule.push_back(a.substr(2));
     } else if (a.size() > 2 && a.compare(0, 2, "--") == 0) {
@@ -175,6 +185,8 @@ kiln::StatusOr<Options> parseArgs(int argc, char** argv) {
                                "need a module");
   if (!o.schedule.empty() && !o.lower && !o.kernels)
     return kiln::Status::error("--" + o.schedule[0] + " schedules kernel IR: it needs --lower");
+  if (o.emitCuda && !o.lower && !o.kernels)
+    return kiln::Status::error("--emit-cuda prints kernels: it needs --lower or --kernels");
   return o;
 }
 
@@ -204,13 +216,17 @@ kiln::Status writeOutput(const std::string& path, const std::string& text) {
   return kiln::Status::ok();
 }
 
-// The schedule passes of `o` over `kernels`, each kernel verified before and after, printed.
+// The schedule passes of `o` over `kernels`, each kernel verified before and after, printed
+// (as kernel IR, or with --emit-cuda as CUDA C++).
 kiln::StatusOr<std::string> scheduleAndPrint(std::vector<kiln::kernel::Kernel>& kernels,
                                              const Options& o) {
   for (const kiln::kernel::Kernel& k : kernels) KILN_RETURN_IF_ERROR(kiln::kernel::verifyKernel(k));
   for (const std::string& spec : o.schedule) KILN_RETURN_IF_ERROR(schedule(spec, o, kernels));
   for (const kiln::kernel::Kernel& k : kernels) KILN_RETURN_IF_ERROR(kiln::kernel::verifyKernel(k));
-  return kiln::kernel::printKernels(kernels);
+  if (!o.emitCuda) return kiln::kernel::printKernels(kernels);
+  KILN_ASSIGN_OR_RETURN(kiln::codegen::cuda::CudaSource cuda,
+                        kiln::codegen::cuda::emitCuda(kernels));
+  return cuda.source;
 }
 
 // The fusion plan and/or kernel IR of the module's entry function, as --plan-fusion and --lower
