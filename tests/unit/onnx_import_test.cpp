@@ -446,6 +446,42 @@ TEST(OnnxImport, ExternalDataErrors) {
   }
 }
 
+TEST(OnnxImport, ExternalDataThroughALinkOutOfTheFolderIsRefused) {
+  TempDir dir;
+  const fs::path folder = dir.path() / "model", elsewhere = dir.path() / "elsewhere";
+  fs::create_directories(folder);
+  fs::create_directories(elsewhere);
+  std::vector<float> secret{1.5f, -2}, weights{3, 4};
+  writeFile(elsewhere / "secret.bin", std::string(reinterpret_cast<const char*>(secret.data()), 8));
+  writeFile(folder / "weights.bin", std::string(reinterpret_cast<const char*>(weights.data()), 8));
+  fs::create_symlink(elsewhere / "secret.bin", folder / "link.bin");
+  fs::create_directory_symlink(elsewhere, folder / "sub");
+  fs::create_symlink("weights.bin", folder / "inside.bin");
+  fs::create_directory_symlink(folder, dir.path() / "alias");
+  auto importFrom = [&](const fs::path& base, const std::string& location) {
+    ModelBuilder mb;
+    externalInit(mb, location, 0, 2);
+    mb.output("w");
+    return mb.import(base.string());
+  };
+  const std::string real = fs::canonical(elsewhere / "secret.bin").string();
+  for (const std::string location : {"link.bin", "sub/secret.bin"}) {
+    auto m = importFrom(folder, location);
+    ASSERT_FALSE(m.isOk()) << location;
+    EXPECT_NE(m.status().message().find(
+                  "initializer 'w': external data location '" + location + "' resolves to '" +
+                  real + "', outside the model's folder '" + fs::canonical(folder).string() + "'"),
+              std::string::npos)
+        << m.status().message();
+  }
+  // Links that stay inside the folder are followed, also when the folder is reached by one.
+  for (const fs::path& base : {folder, dir.path() / "alias"}) {
+    auto m = importFrom(base, "inside.bin");
+    ASSERT_TRUE(m.isOk()) << m.status().message();
+    EXPECT_EQ(values(run(**m, {})[0]), weights);
+  }
+}
+
 TEST(OnnxImport, CorruptAndTruncatedBytesAreRejected) {
   auto bad = ko::importModelBytes(std::string("\xff\xff\xff\xff garbage", 13), ".");
   ASSERT_FALSE(bad.isOk());

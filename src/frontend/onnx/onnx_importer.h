@@ -12,7 +12,9 @@
 
 namespace kiln::onnx {
 
-// Imports a model file; external data files are resolved relative to the model's folder.
+// Imports a model file; external data files are resolved relative to the model's folder, and
+// must stay in it: a location that is absolute, has '..', or whose real path (symbolic links
+// followed) lies outside the folder's real path is an error.
 // The function is named "main"; parameters are the graph inputs that are not initializers,
 // named as in the model; outputs are named after the graph outputs. The file is parsed through a
 // small buffer, and the constants take over the parsed weights' storage: the weights are in

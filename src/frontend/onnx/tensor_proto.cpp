@@ -101,6 +101,36 @@ Status checkExternalPath(const std::string& location, const std::string& what) {
   return Status::ok();
 }
 
+// True if `p` is `folder` or lies under it, compared part by part (both canonical paths), so
+// that /models2/w.bin is not under /models.
+bool isUnder(const fs::path& p, const fs::path& folder) {
+  auto q = p.begin();
+  for (const fs::path& part : folder)
+    if (q == p.end() || *q++ != part) return false;
+  return true;
+}
+
+// The real path of the external data file `location` (symbolic links followed, in the folder's
+// path too). Refuses a file whose real path lies outside the model folder's real path: a link
+// inside the folder must not make the model read a file elsewhere (and leak it as a weight).
+StatusOr<fs::path> resolveInsideFolder(const std::string& baseDir, const std::string& location,
+                                       const std::string& what) {
+  std::error_code ec;
+  fs::path folder = fs::canonical(baseDir.empty() ? "." : baseDir, ec);
+  if (ec)
+    return Status::error(what + ": cannot resolve the model's folder '" + baseDir + "' (" +
+                         ec.message() + ")");
+  fs::path given = fs::path(baseDir.empty() ? "." : baseDir) / location;
+  fs::path real = fs::canonical(given, ec);
+  if (ec || !fs::is_regular_file(real, ec))
+    return Status::error(what + ": external data file '" + given.string() + "' does not exist");
+  if (!isUnder(real, folder))
+    return Status::error(what + ": external data location '" + location + "' resolves to '" +
+                         real.string() + "', outside the model's folder '" + folder.string() +
+                         "' (through a symbolic link); external data must stay in the folder");
+  return real;
+}
+
 struct ExternalSpan {
   fs::path path;
   int64_t offset = 0;
@@ -123,10 +153,8 @@ StatusOr<ExternalSpan> locateExternal(const TP& t, int64_t bytes, const std::str
     }
   }
   KILN_RETURN_IF_ERROR(checkExternalPath(location, what));
-  fs::path path = fs::path(baseDir.empty() ? "." : baseDir) / location;
+  KILN_ASSIGN_OR_RETURN(fs::path path, resolveInsideFolder(baseDir, location, what));
   std::error_code ec;
-  if (!fs::is_regular_file(path, ec))
-    return Status::error(what + ": external data file '" + path.string() + "' does not exist");
   auto size = static_cast<int64_t>(fs::file_size(path, ec));
   if (ec) return Status::error(what + ": cannot read the size of '" + path.string() + "'");
   if (length < 0) length = bytes;

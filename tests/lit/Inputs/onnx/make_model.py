@@ -1,6 +1,7 @@
 """Writes small ONNX models for the importer's lit tests: make_model.py NAME OUT.onnx.
 
 Each model is built with onnx.helper at test time, so the tests need no binary files."""
+import os
 import sys
 
 import numpy as np
@@ -103,9 +104,31 @@ def aliased_outputs():
 MODELS = {f.__name__: f for f in [conv_relu, shape_subgraph, broadcast_matmul, softmax_opset11,
                                   unsupported, cycle, bad_broadcast, short_data, aliased_outputs]}
 
+
+def external_link(out):
+    # OUT's folder gets model.onnx, whose initializer w (f32[2]) is external data at link.bin,
+    # a symbolic link to a file outside the folder (OUT's folder/../elsewhere/secret.bin).
+    folder = os.path.dirname(os.path.abspath(out))
+    elsewhere = os.path.join(os.path.dirname(folder), "elsewhere")
+    os.makedirs(elsewhere, exist_ok=True)
+    secret = os.path.join(elsewhere, "secret.bin")
+    np.array([1.5, -2.0], np.float32).tofile(secret)
+    link = os.path.join(folder, "link.bin")
+    if os.path.lexists(link):
+        os.remove(link)
+    os.symlink(secret, link)
+    w = TensorProto(name="w", data_type=F, dims=[2], data_location=TensorProto.EXTERNAL)
+    for key, value in [("location", "link.bin"), ("offset", "0"), ("length", "8")]:
+        w.external_data.add(key=key, value=value)
+    nodes = [helper.make_node("Identity", ["w"], ["y"])]
+    onnx.save(model(nodes, [], [helper.make_tensor_value_info("y", F, None)], [w]), out)
+
+
 if __name__ == "__main__":
     name, out = sys.argv[1], sys.argv[2]
-    if name == "corrupt":
+    if name == "external_link":
+        external_link(out)
+    elif name == "corrupt":
         with open(out, "wb") as f:
             f.write(b"\x0a\xff\xff\xff\xff\x0f not a model")
     else:
