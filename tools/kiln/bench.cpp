@@ -86,6 +86,31 @@ StatusOr<BenchOptions> parse(const std::vector<std::string>& args, bool& help) {
   return b;
 }
 
+// The inputs bound to their values while importing: a "bound:" line each, or for --json a
+// "bound_inputs" member with their names ("" when there are none).
+std::string boundInputs(const LoadedProgram& p, bool json) {
+  if (p.bound.empty()) return "";
+  std::string s = json ? ", \"bound_inputs\": [" : "";
+  for (size_t i = 0; i < p.bound.size(); ++i) {
+    if (!json) {
+      s += "bound: " + describeBound(p.bound[i]) + "\n";
+      continue;
+    }
+    s += i ? ", \"" : "\"";
+    for (char c : p.bound[i].name) {
+      if (c != '"' && c != '\\' && static_cast<unsigned char>(c) >= 0x20) {
+        s += c;
+        continue;
+      }
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned char>(c));
+      s += escaped;
+    }
+    s += "\"";
+  }
+  return json ? s + "]" : s;
+}
+
 double msSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
@@ -93,7 +118,8 @@ double msSince(std::chrono::steady_clock::time_point t) {
 Status bench(const BenchOptions& b) {
   const RunOptions& o = b.run;
   std::optional<runtime::CompileOptions> probe = cacheProbe(o);
-  KILN_ASSIGN_OR_RETURN(LoadedProgram program, loadProgram(o.program, probe ? &*probe : nullptr));
+  KILN_ASSIGN_OR_RETURN(LoadedProgram program,
+                        loadProgram(o.program, probe ? &*probe : nullptr, &o.inputs));
   runtime::CompileTimes times;
   std::function<Status()> runOnce;
   std::unique_ptr<runtime::Executable> exe;
@@ -113,7 +139,8 @@ Status bench(const BenchOptions& b) {
     cache = "hit";
   }
   const Function& f = exe ? exe->function() : *program.module->entry();
-  KILN_ASSIGN_OR_RETURN(BoundInputs bound, bindInputs(f, o));
+  KILN_ASSIGN_OR_RETURN(RunOptions params, forParameters(o, program));
+  KILN_ASSIGN_OR_RETURN(BoundInputs bound, bindInputs(f, params, &program.read));
   std::vector<Tensor> values;
   for (BoundInput& in : bound.inputs) values.push_back(in.value);
   int threads = 1;
@@ -164,15 +191,17 @@ Status bench(const BenchOptions& b) {
         "\"lowering\": %.3f, \"codegen\": %.3f, \"buffers\": %.3f, \"cache_load\": %.3f}, "
         "\"cache\": \"%s\", "
         "\"run_ms\": {\"median\": %.4f, \"min\": %.4f, \"max\": %.4f, \"repeat\": %d, "
-        "\"warmup\": %d}%s%s}\n",
+        "\"warmup\": %d}%s%s%s}\n",
         o.program.c_str(), o.backend.c_str(), threads, o.optLevel, compile, program.loadMs,
         times.passes, times.fusion, times.lowering, times.codegen, times.buffers, times.cacheLoad,
         cache.c_str(), median, ms.front(), ms.back(), b.repeat, b.warmup,
-        roofline.empty() ? "" : ", \"roofline\": ", roofline.c_str());
+        roofline.empty() ? "" : ", \"roofline\": ", roofline.c_str(),
+        boundInputs(program, true).c_str());
     return Status::ok();
   }
   std::printf("program: %s (backend %s, %d thread%s, -O%d)\n", o.program.c_str(), o.backend.c_str(),
               threads, threads == 1 ? "" : "s", o.optLevel);
+  std::fputs(boundInputs(program, false).c_str(), stdout);
   if (times.cacheLoad > 0)
     std::printf("compile: %.1f ms (read %.1f, %s load %.1f: parse %.1f, fusion %.1f, lowering "
                 "%.1f, link %.1f, buffers %.1f)\n",

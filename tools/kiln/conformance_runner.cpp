@@ -133,15 +133,11 @@ StatusOr<std::unique_ptr<Module>> importForDataSet(const std::string& model,
                                                    const std::vector<std::string>& names,
                                                    const std::vector<Tensor>& inputs,
                                                    const RunOptions& opts) {
-  onnx::ImportOptions io;
-  for (size_t i = 0; i < names.size(); ++i) io.inputValues[names[i]] = inputs[i];
-  // The data set fixes the sizes of the inputs' named dims (dim_param): shape arithmetic on them
-  // (a split into as many pieces as a dim is long) then imports.
-  auto params = onnx::graphInputDimParams(model);
-  if (params && params->size() == inputs.size())
-    for (size_t i = 0; i < inputs.size(); ++i)
-      for (size_t d = 0; d < (*params)[i].size() && d < inputs[i].dims().size(); ++d)
-        if (!(*params)[i][d].empty()) io.dimValues.emplace((*params)[i][d], inputs[i].dims()[d]);
+  // The data set also fixes the sizes of the inputs' named dims (dim_param): shape arithmetic on
+  // them (a split into as many pieces as a dim is long) then imports.
+  std::map<std::string, Tensor> values;
+  for (size_t i = 0; i < names.size(); ++i) values[names[i]] = inputs[i];
+  KILN_ASSIGN_OR_RETURN(onnx::ImportOptions io, onnx::importOptionsForInputs(model, values));
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, onnx::importModelFile(model, io));
   // The cpu backend compiles (and optimises) the module itself.
   if (opts.optLevel == 0 || opts.backend != "interp") return m;

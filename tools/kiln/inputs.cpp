@@ -26,25 +26,25 @@ Status inputError(const std::string& name, const std::string& message) {
   return Status::error("input '" + name + "': " + message);
 }
 
-std::string inputList(const Function& f) {
-  if (f.numParameters() == 0) return "the program has no inputs";
+std::string inputList(const std::vector<std::string>& names) {
+  if (names.empty()) return "the program has no inputs";
   std::string s = "the program's inputs are: ";
-  for (size_t i = 0; i < f.numParameters(); ++i) s += (i ? ", " : "") + parameterName(f, i);
+  for (size_t i = 0; i < names.size(); ++i) s += (i ? ", " : "") + names[i];
   return s;
 }
 
-// The file bound to each parameter ("" where none is). Named inputs first; then each unnamed
-// one takes the next parameter not bound by name.
-StatusOr<std::vector<std::string>> assignFiles(const Function& f,
+}  // namespace
+
+StatusOr<std::vector<std::string>> assignFiles(const std::vector<std::string>& names,
                                                const std::vector<InputArg>& args) {
-  size_t n = f.numParameters();
+  size_t n = names.size();
   std::vector<std::string> files(n);
   std::vector<bool> named(n, false);
   for (const InputArg& a : args) {
     if (a.name.empty()) continue;
     size_t i = 0;
-    while (i < n && parameterName(f, i) != a.name) ++i;
-    if (i == n) return Status::error("unknown input '" + a.name + "' (" + inputList(f) + ")");
+    while (i < n && names[i] != a.name) ++i;
+    if (i == n) return Status::error("unknown input '" + a.name + "' (" + inputList(names) + ")");
     if (named[i]) return Status::error("input '" + a.name + "' is given twice");
     named[i] = true;
     files[i] = a.file;
@@ -54,12 +54,14 @@ StatusOr<std::vector<std::string>> assignFiles(const Function& f,
     if (!a.name.empty()) continue;
     while (next < n && named[next]) ++next;
     if (next == n)
-      return Status::error("too many inputs: no input is left for " + a.file + " (" + inputList(f) +
-                           ")");
+      return Status::error("too many inputs: no input is left for " + a.file + " (" +
+                           inputList(names) + ")");
     files[next++] = a.file;
   }
   return files;
 }
+
+namespace {
 
 // Checks an array read from `file` against the parameter type, recording the sizes it gives
 // to symbolic dimensions. A bf16 parameter takes f32 data (numpy has no bf16), rounded.
@@ -167,6 +169,15 @@ StatusOr<Tensor> randomInput(const std::string& name, const TensorType& type,
   return t;
 }
 
+// The array in `file`, from `read` when it was read already.
+StatusOr<Tensor> readOnce(const std::string& file, const std::map<std::string, Tensor>* read) {
+  if (read) {
+    auto it = read->find(file);
+    if (it != read->end()) return it->second;
+  }
+  return readNpy(file);
+}
+
 }  // namespace
 
 std::string parameterName(const Function& f, size_t i) {
@@ -174,15 +185,18 @@ std::string parameterName(const Function& f, size_t i) {
   return name.empty() ? "arg" + std::to_string(i) : name;
 }
 
-StatusOr<BoundInputs> bindInputs(const Function& f, const RunOptions& o) {
-  KILN_ASSIGN_OR_RETURN(std::vector<std::string> files, assignFiles(f, o.inputs));
+StatusOr<BoundInputs> bindInputs(const Function& f, const RunOptions& o,
+                                 const std::map<std::string, Tensor>* read) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < f.numParameters(); ++i) names.push_back(parameterName(f, i));
+  KILN_ASSIGN_OR_RETURN(std::vector<std::string> files, assignFiles(names, o.inputs));
   KILN_ASSIGN_OR_RETURN(Symbols symbols, symbolsFromDims(f, o.dims));
   std::vector<BoundInput> bound(f.numParameters());
   // Files first, so that the symbol sizes they fix apply to the random inputs.
   for (size_t i = 0; i < files.size(); ++i) {
     bound[i].name = parameterName(f, i);
     if (files[i].empty()) continue;
-    StatusOr<Tensor> t = readNpy(files[i]);
+    StatusOr<Tensor> t = readOnce(files[i], read);
     if (!t) return inputError(bound[i].name, files[i] + ": " + t.status().message());
     KILN_RETURN_IF_ERROR(checkInput(bound[i].name, f.parameter(i)->type(), files[i], *t, symbols));
     bound[i].value = std::move(t).value();

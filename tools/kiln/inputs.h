@@ -26,9 +26,17 @@ struct BoundInputs {
   std::map<std::string, int64_t> symbols;  // the size of each symbolic dim of the parameters
 };
 
+// The file given for each of the inputs `names` ("" where none is): named arguments by name,
+// then each positional one takes the next input not named. Errors: unknown or repeated names,
+// more files than inputs.
+StatusOr<std::vector<std::string>> assignFiles(const std::vector<std::string>& names,
+                                               const std::vector<InputArg>& args);
+
 // A value for every parameter of `f`. Errors name the input and the cause:
 // unknown or repeated names, missing inputs, unreadable files, dtype/shape mismatches
 // ("input 'x': expected f32[2,3], got f64[2,3] from x.npy"), conflicting or missing symbol sizes.
-StatusOr<BoundInputs> bindInputs(const Function& f, const RunOptions& o);
+// `read` holds files read already (by path), which are not read again.
+StatusOr<BoundInputs> bindInputs(const Function& f, const RunOptions& o,
+                                 const std::map<std::string, Tensor>* read = nullptr);
 
 }  // namespace kiln::cli

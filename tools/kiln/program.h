@@ -1,14 +1,26 @@
 // Loading a program for the kiln tool: the one place that chooses a frontend by file extension.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "ir/ir.h"
+#include "run_options.h"
 #include "runtime/executable.h"
 #include "support/mapped_file.h"
 
 namespace kiln::cli {
+
+// An ONNX graph input that the importer needed as a constant (a Reshape's shape, pads, axes, a
+// count) and that was bound to the value of its --input file: the module holds the value.
+struct BoundValue {
+  std::string name;
+  std::string file;
+  Tensor value;
+};
 
 struct LoadedProgram {
   std::unique_ptr<Module> module;  // null for an artifact
@@ -19,13 +31,34 @@ struct LoadedProgram {
   std::string sourceKey;
   // A compile-cache hit (loadProgram's `cache`): the executable, with no module imported.
   std::unique_ptr<runtime::Executable> cached;
+  // ONNX inputs bound to their values while importing (their files are part of `sourceKey`).
+  std::vector<BoundValue> bound;
+  // When the model was imported with the input files' values: the --input arguments of the
+  // inputs left as parameters, each named, and the files read (by path).
+  std::optional<std::vector<InputArg>> parameterInputs;
+  std::map<std::string, Tensor> read;
+  std::map<std::string, int64_t> fixedDims;  // named dims the input files made static
 };
 
 // Reads, parses and verifies the program at `path` (an artifact is only read: Executable::load
 // checks it). Errors carry the file (and line:col where the frontend knows it). With `cache`
 // (compile options with a cache directory), a .kir or ONNX program whose compile the cache
 // holds is not parsed or imported: `cached` holds the executable instead of `module`.
+// An ONNX model that does not import as it is is imported again with the values of the `inputs`
+// files (onnx::importOptionsForInputs, as `kiln conformance` does with each data set): inputs
+// it needs as constants are bound to them, and the named dims of the given inputs take their
+// sizes. A needed input without a file is an error naming it and the --input option. `inputs`
+// is null for a command that takes no --input (explain, compile): the model imports as it is.
 StatusOr<LoadedProgram> loadProgram(const std::string& path,
-                                    const runtime::CompileOptions* cache = nullptr);
+                                    const runtime::CompileOptions* cache = nullptr,
+                                    const std::vector<InputArg>* inputs = nullptr);
+
+// "input 'shape' (i64[2], shape.npy) is bound to its value: ...", a line of the report.
+std::string describeBound(const BoundValue& b);
+
+// `o` with the --input arguments left for the program's parameters (`p.parameterInputs` when
+// the model was imported with the input files' values), and without the --dim sizes the files
+// fixed already (an error when they disagree).
+StatusOr<RunOptions> forParameters(const RunOptions& o, const LoadedProgram& p);
 
 }  // namespace kiln::cli

@@ -173,7 +173,8 @@ Status runProgram(const RunOptions& o) {
   summary.program = o.program;
   summary.backend = o.backend;
   std::optional<runtime::CompileOptions> probe = cacheProbe(o);
-  KILN_ASSIGN_OR_RETURN(LoadedProgram program, loadProgram(o.program, probe ? &*probe : nullptr));
+  KILN_ASSIGN_OR_RETURN(LoadedProgram program,
+                        loadProgram(o.program, probe ? &*probe : nullptr, &o.inputs));
   if (program.format == "kiln" || program.cached) return runArtifact(o, program, summary);
   Function& f = *program.module->entry();
   summary.function = f.name();
@@ -183,11 +184,16 @@ Status runProgram(const RunOptions& o) {
   // Output names are the program's interface: taken before the passes, which may replace an
   // output by another value (max(h, h) by h).
   std::vector<std::string> names = outputNames(f);
-  KILN_ASSIGN_OR_RETURN(BoundInputs bound, bindInputs(f, o));
+  KILN_ASSIGN_OR_RETURN(RunOptions params, forParameters(o, program));
+  KILN_ASSIGN_OR_RETURN(BoundInputs bound, bindInputs(f, params, &program.read));
   std::vector<Tensor> values;
   for (BoundInput& in : bound.inputs) {
     values.push_back(in.value);
     summary.inputs.push_back({in.name, in.value, in.source});
+  }
+  for (const BoundValue& b : program.bound) {
+    summary.inputs.push_back({b.name, b.value, b.file + " (bound)"});
+    summary.notes.push_back(describeBound(b));
   }
   std::vector<Tensor> results;
   if (o.backend != "interp") {

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,8 +24,25 @@ struct ImportOptions {
   std::map<std::string, int64_t> dimValues;
 };
 
+// What an import learnt about the graph inputs, filled in whether or not it succeeds.
+struct ImportReport {
+  // Graph inputs whose values some node needed while importing (a Reshape's shape, pads, axes,
+  // a count). Without a value in ImportOptions::inputValues such an input fails the import.
+  std::set<std::string> neededInputs;
+  // Those of them bound to their given values: constants of the module, not parameters.
+  std::set<std::string> boundInputs;
+};
+
 StatusOr<std::unique_ptr<Module>> importModelFile(const std::string& path,
-                                                  const ImportOptions& options);
+                                                  const ImportOptions& options,
+                                                  ImportReport* report = nullptr);
+
+// Options that give the graph inputs named in `values` those values where the importer needs
+// them (inputValues), and fix the named dims (dim_param) of those inputs to the values' sizes
+// (dimValues), so that shape arithmetic on them imports too. A model is then imported for these
+// inputs, as the ONNX test runner does with each data set and `kiln run` with its input files.
+StatusOr<ImportOptions> importOptionsForInputs(const std::string& path,
+                                               std::map<std::string, Tensor> values);
 
 // Imports a serialized ModelProto held in memory; external data is resolved relative to
 // `baseDir`.
@@ -37,10 +55,6 @@ StatusOr<std::vector<Unsupported>> checkModelBytes(std::string_view bytes,
 // The graph inputs of the model at `path` that are not initializers, in the graph's order: the
 // names the ONNX test data's input_<i>.pb files belong to.
 StatusOr<std::vector<std::string>> graphInputNames(const std::string& path);
-
-// The dim_param name of each dimension of those inputs, in the same order ("" for a dimension
-// without one).
-StatusOr<std::vector<std::vector<std::string>>> graphInputDimParams(const std::string& path);
 
 // A parameter of the imported function is named after its graph input, so a caller matches
 // input values to parameters by name (bound inputs are not parameters).

@@ -515,23 +515,26 @@ StatusOr<pb::ModelProto> parseModelFile(const std::string& path) {
 // Imports a parsed model. Its main graph's initializers are converted first, once, taking over
 // their raw data (the model is not used afterwards).
 StatusOr<std::unique_ptr<Module>> importParsed(pb::ModelProto& model, const std::string& baseDir,
-                                               const ImportOptions& options) {
+                                               const ImportOptions& options,
+                                               ImportReport* report = nullptr) {
   std::map<const pb::TensorProto*, StatusOr<Tensor>> converted;
   for (pb::TensorProto& t : *model.mutable_graph()->mutable_initializer()) {
     std::string* raw = t.has_raw_data() ? t.mutable_raw_data() : nullptr;
     converted.emplace(&t, tensorFromProto(t, baseDir, "initializer '" + t.name() + "'", raw));
   }
-  std::set<std::string> bound;
+  ImportReport local;
+  ImportReport& seen = report ? *report : local;
   // Graph inputs are bound to their given values only where a node needs them; each round binds
   // the inputs the previous round found it needed.
   while (true) {
-    Importer imp(model, baseDir, Mode::Import, options, bound);
+    Importer imp(model, baseDir, Mode::Import, options, seen.boundInputs);
     imp.useConvertedInitializers(&converted);
     auto r = imp.run();
+    seen.neededInputs.insert(imp.neededInputs().begin(), imp.neededInputs().end());
     if (r) return r;
     bool added = false;
     for (const std::string& name : imp.neededInputs())
-      if (options.inputValues.count(name)) added |= bound.insert(name).second;
+      if (options.inputValues.count(name)) added |= seen.boundInputs.insert(name).second;
     if (!added) return r.status();
   }
 }
@@ -555,10 +558,10 @@ StatusOr<std::vector<Unsupported>> checkModelBytes(std::string_view bytes,
   return list;
 }
 
-StatusOr<std::unique_ptr<Module>> importModelFile(const std::string& path,
-                                                  const ImportOptions& options) {
+StatusOr<std::unique_ptr<Module>>
+importModelFile(const std::string& path, const ImportOptions& options, ImportReport* report) {
   KILN_ASSIGN_OR_RETURN(pb::ModelProto model, parseModelFile(path));
-  auto r = importParsed(model, parentDir(path), options);
+  auto r = importParsed(model, parentDir(path), options, report);
   if (!r) {
     Status s = r.status();
     return s.prefix(path);
@@ -580,33 +583,54 @@ StatusOr<std::vector<Unsupported>> checkModelFile(const std::string& path) {
   return r;
 }
 
-StatusOr<std::vector<std::string>> graphInputNames(const std::string& path) {
+namespace {
+
+// A graph input that is not an initializer: its name and the dim_param of each dim ("" where
+// it has none).
+struct GraphInput {
+  std::string name;
+  std::vector<std::string> dimParams;
+};
+
+StatusOr<std::vector<GraphInput>> graphInputs(const std::string& path) {
   KILN_ASSIGN_OR_RETURN(std::string bytes, readFileLimited(path, "model file"));
   auto model = parseModel(bytes);
   if (!model) return Status(model.status()).prefix(path);
   std::set<std::string> initializers;
   for (const pb::TensorProto& t : model->graph().initializer()) initializers.insert(t.name());
+  std::vector<GraphInput> inputs;
+  for (const pb::ValueInfoProto& vi : model->graph().input()) {
+    if (initializers.count(vi.name())) continue;
+    inputs.push_back({vi.name(), {}});
+    if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape()) continue;
+    for (const auto& d : vi.type().tensor_type().shape().dim())
+      inputs.back().dimParams.push_back(d.has_dim_param() ? d.dim_param() : "");
+  }
+  return inputs;
+}
+
+}  // namespace
+
+StatusOr<std::vector<std::string>> graphInputNames(const std::string& path) {
+  KILN_ASSIGN_OR_RETURN(std::vector<GraphInput> inputs, graphInputs(path));
   std::vector<std::string> names;
-  for (const pb::ValueInfoProto& vi : model->graph().input())
-    if (!initializers.count(vi.name())) names.push_back(vi.name());
+  for (GraphInput& in : inputs) names.push_back(std::move(in.name));
   return names;
 }
 
-StatusOr<std::vector<std::vector<std::string>>> graphInputDimParams(const std::string& path) {
-  KILN_ASSIGN_OR_RETURN(std::string bytes, readFileLimited(path, "model file"));
-  auto model = parseModel(bytes);
-  if (!model) return Status(model.status()).prefix(path);
-  std::set<std::string> initializers;
-  for (const pb::TensorProto& t : model->graph().initializer()) initializers.insert(t.name());
-  std::vector<std::vector<std::string>> params;
-  for (const pb::ValueInfoProto& vi : model->graph().input()) {
-    if (initializers.count(vi.name())) continue;
-    params.emplace_back();
-    if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape()) continue;
-    for (const auto& d : vi.type().tensor_type().shape().dim())
-      params.back().push_back(d.has_dim_param() ? d.dim_param() : "");
+StatusOr<ImportOptions> importOptionsForInputs(const std::string& path,
+                                               std::map<std::string, Tensor> values) {
+  KILN_ASSIGN_OR_RETURN(std::vector<GraphInput> inputs, graphInputs(path));
+  ImportOptions o;
+  for (const GraphInput& in : inputs) {
+    auto it = values.find(in.name);
+    if (it == values.end()) continue;
+    const std::vector<int64_t>& dims = it->second.dims();
+    for (size_t d = 0; d < in.dimParams.size() && d < dims.size(); ++d)
+      if (!in.dimParams[d].empty()) o.dimValues.emplace(in.dimParams[d], dims[d]);
   }
-  return params;
+  o.inputValues = std::move(values);
+  return o;
 }
 
 StatusOr<Tensor> readTensorProtoFile(const std::string& path) {

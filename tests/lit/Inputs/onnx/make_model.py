@@ -101,8 +101,33 @@ def aliased_outputs():
     return model(nodes, [helper.make_tensor_value_info("x", F, [2, 3])], outs)
 
 
+def reshape_by_input():
+    # y = Reshape(data, shape): the importer needs the value of the graph input `shape`.
+    nodes = [helper.make_node("Reshape", ["data", "shape"], ["y"], name="reshape")]
+    return model(nodes, [helper.make_tensor_value_info("data", F, [2, 3]),
+                         helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+                 [helper.make_tensor_value_info("y", F, None)])
+
+
+def reshape_by_dim_arithmetic():
+    # y = Reshape(x, [N * 3, 1]) for x: [N, 3]: arithmetic on the named dim N, which imports once
+    # N has a size.
+    i64 = lambda name, v: numpy_helper.from_array(np.array(v, dtype=np.int64), name)
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+        helper.make_node("Mul", ["n", "three"], ["n3"]),
+        helper.make_node("Concat", ["n3", "one"], ["target"], axis=0),
+        helper.make_node("Reshape", ["x", "target"], ["y"]),
+    ]
+    return model(nodes, [helper.make_tensor_value_info("x", F, ["N", 3])],
+                 [helper.make_tensor_value_info("y", F, None)],
+                 [i64("zero", [0]), i64("three", [3]), i64("one", [1])])
+
+
 MODELS = {f.__name__: f for f in [conv_relu, shape_subgraph, broadcast_matmul, softmax_opset11,
-                                  unsupported, cycle, bad_broadcast, short_data, aliased_outputs]}
+                                  unsupported, cycle, bad_broadcast, short_data, aliased_outputs,
+                                  reshape_by_input, reshape_by_dim_arithmetic]}
 
 
 def external_link(out):
