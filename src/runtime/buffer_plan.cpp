@@ -9,8 +9,8 @@
 namespace kiln::runtime {
 namespace {
 
-int64_t alignUp(int64_t n) {
-  return (n + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+int64_t alignUp(int64_t n, int64_t alignment) {
+  return (n + alignment - 1) / alignment * alignment;
 }
 
 // The indices of the loads of `buffer` in `e`, each node of the expression DAG visited once.
@@ -83,7 +83,7 @@ struct Item {
 }  // namespace
 
 StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Kernel>& kernels,
-                                 const std::vector<RunTogether>& together) {
+                                 const std::vector<RunTogether>& together, int64_t alignment) {
   BufferPlan p;
   std::map<const Value*, int> outputIndex;
   for (size_t i = 0; i < f.outputs().size(); ++i) outputIndex.emplace(f.outputs()[i], int(i));
@@ -192,16 +192,17 @@ StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Ke
     std::vector<std::pair<int64_t, int64_t>> busy;
     for (const auto& [other, off] : placed) {
       const Item& o = items[other];
-      if (o.first <= it.last && it.first <= o.last) busy.push_back({off, off + alignUp(o.bytes)});
+      if (o.first <= it.last && it.first <= o.last)
+        busy.push_back({off, off + alignUp(o.bytes, alignment)});
     }
     std::sort(busy.begin(), busy.end());
     int64_t offset = 0;
     for (const auto& [lo, hi] : busy) {
-      if (offset + alignUp(it.bytes) <= lo) break;
+      if (offset + alignUp(it.bytes, alignment) <= lo) break;
       offset = std::max(offset, hi);
     }
     placed.push_back({idx, offset});
-    p.arenaBytes = std::max(p.arenaBytes, offset + alignUp(it.bytes));
+    p.arenaBytes = std::max(p.arenaBytes, offset + alignUp(it.bytes, alignment));
     if (it.value) p.values[it.value].offset = offset;
     else p.temps[static_cast<size_t>(it.kernel)][static_cast<size_t>(it.temp)] = offset;
   }

@@ -50,8 +50,10 @@ struct RunTogether {
   int first = 0, last = 0;
   std::vector<const Value*> unstored;
 };
+// Arena offsets are multiples of `alignment` (a power of two).
 StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Kernel>& kernels,
-                                 const std::vector<RunTogether>& together = {});
+                                 const std::vector<RunTogether>& together = {},
+                                 int64_t alignment = kBufferAlignment);
 
 // "arena 1.2 MiB (liveness lower bound 1.1 MiB, 3 values in place)".
 std::string describeBufferPlan(const BufferPlan& p);

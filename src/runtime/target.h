@@ -116,6 +116,8 @@ class Program {
   // plan the driver makes with them (compiler::planProgramBuffers), before the first run.
   virtual std::vector<RunTogether> runTogether() const = 0;
   virtual void setBuffers(BufferPlan buffers) = 0;
+  // The alignment of its arena's buffers (bytes): what its kernels and libraries assume.
+  virtual int64_t bufferAlignment() const { return kBufferAlignment; }
 };
 
 class Target {

@@ -95,6 +95,13 @@ StatusOr<std::unique_ptr<Gemm>> Gemm::create(const GemmShape& shape) {
   uint64_t workspace = kGemmWorkspace;
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
                                        sizeof workspace);
+  // Every matrix is 256-byte aligned (kCudaAlignment), which the heuristic also assumes by
+  // default; said here so that the two cannot drift apart.
+  uint32_t align = kCudaAlignment;
+  for (auto a :
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    cublasLtMatmulPreferenceSetAttribute(pref, a, &align, sizeof align);
   int found = 0;
   cublasStatus_t s =
       cublasLtMatmulAlgoGetHeuristic(h, p.desc, p.a, p.b, p.c, p.c, pref, 1, &p.algo, &found);

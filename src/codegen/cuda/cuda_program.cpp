@@ -15,10 +15,7 @@ using runtime::Storage;
 
 namespace {
 
-int64_t alignUp(int64_t n) {
-  const int64_t a = runtime::kBufferAlignment;
-  return (n + a - 1) / a * a;
-}
+int64_t alignUp(int64_t n) { return (n + kCudaAlignment - 1) / kCudaAlignment * kCudaAlignment; }
 
 int64_t bytesOf(const Value* v) {
   return v->type().numElements().value_or(0) * static_cast<int64_t>(dtypeSize(v->type().dtype()));

@@ -70,6 +70,8 @@ class CudaProgram final : public runtime::Program {
   void artifactParts(runtime::ArtifactParts& parts) const override;
   std::vector<runtime::RunTogether> runTogether() const override { return {}; }
   void setBuffers(BufferPlan buffers) override;
+  // 256 bytes, as cuMemAlloc aligns: cuBLASLt's algorithms assume it of every matrix.
+  int64_t bufferAlignment() const override { return kCudaAlignment; }
 
   const CudaSource& source() const { return impl_->source; }
   const CompiledModule& code() const { return impl_->code; }

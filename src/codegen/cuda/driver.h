@@ -16,6 +16,10 @@ using GpuFunction = void*;   // CUfunction
 using GpuModule = void*;     // CUmodule
 using Event = void*;         // CUevent
 
+// The alignment of device buffers: cuMemAlloc's, and what cuBLASLt's algorithms assume of every
+// matrix (a product given a less aligned pointer fails with CUBLAS_STATUS_INVALID_VALUE).
+inline constexpr int64_t kCudaAlignment = 256;
+
 struct DeviceInfo {
   std::string name;  // "NVIDIA H200"
   std::string arch;  // "sm_90"
