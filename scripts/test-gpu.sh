@@ -3,7 +3,7 @@
 # LLVM (-DKILN_CPU=OFF), then runs the GPU unit tests, `kiln conformance --backend cuda` on the
 # ONNX backend test folders against the lists the CPU backend passes
 # (tests/conformance/expected-*.txt), and the real models of tools/export_models.py on
-# `--backend cuda` against torch. Exits non-zero when anything fails.
+# `--backend cuda` against torch in f32, f16 and bf16. Exits non-zero when anything fails.
 #   KILN_GPU_BUILD_DIR   the build tree (default build-gpu)
 #   KILN_ONNX_TESTDATA   the folder with node/, simple/, pytorch-*/ (default Debian's)
 #   KILN_GPU_MODELS      comma-separated models to export and check (default: all of
@@ -42,10 +42,14 @@ done
 MODELS_DIR="$BUILD_DIR/models"
 all=$("$PYTHON" -c 'import sys; sys.path.insert(0, "tools"); import export_models as m; print(",".join(m.MODELS))' 2>/dev/null)
 step export "$PYTHON" tools/export_models.py "$MODELS_DIR" --models "${KILN_GPU_MODELS:-$all}"
+# f32 against torch at 1e-4, f16 and bf16 at docs/gpu.md's tolerances.
 for dir in "$MODELS_DIR"/*/; do
   m=$(basename "$dir")
-  step "model-$m" "$PYTHON" tests/models/check_model.py --kiln "$KILN" --backend cuda \
-    --model-dir "$dir" --work-dir "$BUILD_DIR/model-out/$m"
+  for p in f32:1e-4 f16:1e-2 bf16:5e-2; do
+    step "model-$m-${p%%:*}" "$PYTHON" tests/models/check_model.py --kiln "$KILN" \
+      --backend cuda --precision "${p%%:*}" --tolerance "${p##*:}" --model-dir "$dir" \
+      --work-dir "$BUILD_DIR/model-out/$m-${p%%:*}"
+  done
 done
 if [ ${#failed[@]} -gt 0 ]; then
   echo "test-gpu: ${#failed[@]} failed: ${failed[*]}"

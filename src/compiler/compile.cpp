@@ -55,6 +55,10 @@ Status graphPasses(Module& module, const runtime::Target& target, PassManager& p
     std::unique_ptr<Pass> p = makeSpecializeShapesPass(options.dims);
     KILN_RETURN_IF_ERROR(pm.runPass(*p, module).status());
   }
+  if (options.precision == "f16" || options.precision == "bf16")
+    KILN_RETURN_IF_ERROR(pm.runPass("lower-precision-" + options.precision, module).status());
+  else if (options.precision != "f32" && options.precision != "tf32")
+    return Status::error("unknown precision '" + options.precision + "' (f32, tf32, f16, bf16)");
   return target.graphPasses(module, pm, options.optLevel);
 }
 

@@ -33,6 +33,7 @@ std::string optionsText(const CompileOptions& o) {
                   (o.libraryCalls ? "" : " no-library-calls");
   for (const auto& [symbol, size] : o.dims) s += " " + symbol + "=" + std::to_string(size);
   if (!o.cudaArch.empty()) s += " arch=" + o.cudaArch;
+  if (o.precision != "f32") s += " precision=" + o.precision;
   return s;
 }
 
@@ -51,6 +52,10 @@ Status parseOptionsText(const std::string& text, CompileOptions& o) {
   o.postOps = words[2] == "post-ops";
   o.reassociate = words[3] == "reassociate";
   o.libraryCalls = !(words.size() > 4 && words[4] == "no-library-calls");
+  for (const std::string& w : words) {
+    if (w.rfind("precision=", 0) == 0) o.precision = w.substr(10);
+    if (w.rfind("arch=", 0) == 0) o.cudaArch = w.substr(5);
+  }
   return Status::ok();
 }
 

@@ -50,6 +50,10 @@ struct CompileOptions {
   SymbolBindings dims;  // sizes of symbolic dimensions (every symbol must be bound)
   // The cuda target's GPU architecture ("sm_90"); empty: the GPU's, or sm_90 without one.
   std::string cudaArch;
+  // "f32" (the default), "tf32" (f32 values, matrix products on TF32 tensor cores where the
+  // target has them: cuda), "f16" or "bf16" (values computed and stored in the low type, sums and
+  // statistics in f32: passes/lower_precision.h). The signature stays f32.
+  std::string precision = "f32";
   // The pass manager's instrumentation (--verify-each, --dump-dir, --time-passes,
   // --print-after). With a dump directory, the target writes its kernel IR (kernels.txt) and
   // code (the CPU: kernels.ll) there too.

@@ -33,6 +33,8 @@ def main():
     p.add_argument("--opt-level", type=int, choices=[0, 1], default=1,
                    help="kiln run -O level: 1 runs the default pipeline first, 0 does not")
     p.add_argument("--tolerance", type=float, default=1e-4)
+    p.add_argument("--precision", default="f32", choices=["f32", "tf32", "f16", "bf16"],
+                   help="kiln run --precision (give a tolerance that suits it)")
     p.add_argument("--kiln-opt", help="the kiln-opt executable: check the kernel IR round trip")
     p.add_argument("--aot", action="store_true",
                    help="compile ahead of time (kiln compile) and run the artifact")
@@ -64,7 +66,8 @@ def main():
             os.makedirs(dump[1])
         runs = [("compile-cache miss", run + inputs + dump), ("compile-cache hit", run + inputs)]
     else:
-        runs = [("", ["run", "--backend", args.backend, f"-O{args.opt_level}", model] + inputs)]
+        runs = [("", ["run", "--backend", args.backend, f"-O{args.opt_level}", model,
+                      "--precision", args.precision] + inputs)]
     for what, cmd in runs:
         for old in glob.glob(os.path.join(args.work_dir, "*.npy")):
             os.remove(old)

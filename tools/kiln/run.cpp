@@ -164,7 +164,7 @@ Status runArtifact(const RunOptions& o, LoadedProgram& program, RunSummary& summ
   start = std::chrono::steady_clock::now();
   KILN_ASSIGN_OR_RETURN(std::vector<Tensor> results, exe->run(values));
   summary.runMs = msSince(start);
-  summary.backend = "cpu, " + std::to_string(exe->threads()) + " threads";
+  summary.backend = backendSummary(*exe);
   return finishRun(o, summary, outputNames(exe->outputNames()), results);
 }
 
@@ -238,6 +238,11 @@ Status runProgram(const RunOptions& o) {
       auto start = std::chrono::steady_clock::now();
       KILN_ASSIGN_OR_RETURN(std::string what, specialize(*program.module, f, pm, bound.symbols));
       summary.stages.push_back({"specialize-shapes", msSince(start), what});
+    }
+    if (o.precision == "f16" || o.precision == "bf16") {
+      auto start = std::chrono::steady_clock::now();
+      KILN_RETURN_IF_ERROR(pm.runPass("lower-precision-" + o.precision, *program.module).status());
+      summary.stages.push_back({"lower-precision", msSince(start), "values in " + o.precision});
     }
     if (o.instrumentation.timePasses) std::fputs(pm.timingReport().c_str(), stderr);
     auto start = std::chrono::steady_clock::now();

@@ -71,6 +71,10 @@ Status applyValueFlag(const std::string& flag, const std::string& v, RunOptions&
     if (v != "cpu" && v != "cuda" && v != "interp")
       return usageError("unknown backend '" + v + "' (known: cpu, cuda, interp)");
     o.backend = v;
+  } else if (flag == "--precision") {
+    if (v != "f32" && v != "tf32" && v != "f16" && v != "bf16")
+      return usageError("--precision expects f32, tf32, f16 or bf16, got '" + v + "'");
+    o.precision = v;
   } else if (flag == "--cuda-arch") {
     if (v.rfind("sm_", 0) != 0 || v.size() < 5)
       return usageError("--cuda-arch expects a GPU architecture such as sm_90, got '" + v + "'");
@@ -96,8 +100,8 @@ Status applyValueFlag(const std::string& flag, const std::string& v, RunOptions&
 
 bool takesValue(const std::string& flag) {
   return flag == "--input" || flag == "--seed" || flag == "--dim" || flag == "--output-dir" ||
-         flag == "--backend" || flag == "--cuda-arch" || flag == "--threads" ||
-         flag == "--cache-dir" || flag == "--cache-limit";
+         flag == "--backend" || flag == "--cuda-arch" || flag == "--precision" ||
+         flag == "--threads" || flag == "--cache-dir" || flag == "--cache-limit";
 }
 
 }  // namespace
@@ -183,6 +187,9 @@ Options:
                          interp, the reference interpreter
   --cuda-arch SM         the GPU architecture cuda code is for (default: the GPU's, or sm_90
                          without one)
+  --precision P          f32 (the default); tf32: matrix products on TF32 tensor cores (cuda);
+                         f16 or bf16: values computed and stored in that type, sums and
+                         statistics in f32; inputs and outputs stay f32
   --threads N            threads of the cpu backend (default: one per hardware thread)
   -O1                    optimise first with the default pipeline, specialised to the input
                          shapes (the default; docs/passes.md lists its passes)
@@ -210,6 +217,7 @@ runtime::CompileOptions compileOptions(const RunOptions& o, const SymbolBindings
   runtime::CompileOptions co;
   co.backend = o.backend;
   co.cudaArch = o.cudaArch;
+  co.precision = o.precision;
   co.dims = dims;
   co.optLevel = o.optLevel;
   co.postOps = o.postOps;

@@ -28,7 +28,8 @@ struct RunOptions {
   std::string outputDir;                // empty: outputs are not written
   std::string backend = "cpu";
   std::string cudaArch;  // --cuda-arch: the cuda target's GPU architecture (empty: the GPU's)
-  int threads = 0;       // --threads: the CPU backend's thread pool (0: one per hardware thread)
+  std::string precision = "f32";  // --precision: f32, tf32, f16 or bf16
+  int threads = 0;  // --threads: the CPU backend's thread pool (0: one per hardware thread)
   // 1: the default optimisation pipeline before running (the default); 0: the program as loaded
   // (only specialised to the input shapes).
   int optLevel = 1;

@@ -64,7 +64,9 @@ Status layout(cublasLtMatrixLayout_t* l, DType t, int64_t rows, int64_t cols, in
 
 Status describePlan(Gemm::Plan& p, const GemmShape& g) {
   KILN_RETURN_IF_ERROR(
-      check(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul desc"));
+      check(cublasLtMatmulDescCreate(
+                &p.desc, g.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F),
+            "matmul desc"));
   cublasOperation_t opA = g.rhsTransposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t opB = g.lhsTransposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   KILN_RETURN_IF_ERROR(

@@ -98,9 +98,10 @@ namespace {
 
 // The product of a library call of `k` and its arguments' buffer indices.
 StatusOr<std::pair<std::unique_ptr<Gemm>, std::vector<size_t>>>
-prepareCall(const kernel::Kernel& k, const kernel::Stmt& call) {
+prepareCall(const kernel::Kernel& k, const kernel::Stmt& call, bool tf32) {
   std::string why;
   std::optional<GemmShape> shape = gemmShape(k, call, &why);
+  if (shape) shape->tf32 = tf32 && shape->type == DType::F32;
   if (!shape || call.args.size() != 3 || !call.postOps.empty())
     return Status::error("kernel " + k.name + ": library call " + call.callee +
                          " has no GPU kernel (" + (why.empty() ? "post-ops" : why) + ")");
@@ -139,7 +140,8 @@ StatusOr<std::shared_ptr<CudaProgram::Device>> CudaProgram::device() const {
       if (!l.call) {
         KILN_ASSIGN_OR_RETURN(fn, driver->function(d->module, l.function));
       } else {
-        KILN_ASSIGN_OR_RETURN(std::tie(gemm, args), prepareCall(m.kernels[i], *l.call));
+        KILN_ASSIGN_OR_RETURN(std::tie(gemm, args),
+                              prepareCall(m.kernels[i], *l.call, m.options.precision == "tf32"));
       }
       d->functions.back().push_back(fn);
       d->gemms.back().push_back(std::move(gemm));

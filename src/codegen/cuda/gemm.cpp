@@ -38,9 +38,10 @@ std::optional<int64_t> freeExtent(const std::vector<int64_t>& shape, size_t batc
 }  // namespace
 
 std::string GemmShape::str() const {
-  return std::string(dtypeName(type)) + " " + (batch > 1 ? std::to_string(batch) + " x " : "") +
-         "[" + std::to_string(m) + " x " + std::to_string(k) + "]" + (lhsTransposed ? "^T" : "") +
-         " . [" + std::to_string(k) + " x " + std::to_string(n) + "]" + (rhsTransposed ? "^T" : "");
+  return std::string(tf32 ? "tf32" : dtypeName(type)) + " " +
+         (batch > 1 ? std::to_string(batch) + " x " : "") + "[" + std::to_string(m) + " x " +
+         std::to_string(k) + "]" + (lhsTransposed ? "^T" : "") + " . [" + std::to_string(k) +
+         " x " + std::to_string(n) + "]" + (rhsTransposed ? "^T" : "");
 }
 
 std::optional<GemmShape> gemmShape(const kernel::Kernel& k, const kernel::Stmt& call,

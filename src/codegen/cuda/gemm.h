@@ -16,6 +16,7 @@ struct GemmShape {
   bool lhsTransposed = false;  // the lhs is stored [batch, K, M]
   bool rhsTransposed = false;  // the rhs is stored [batch, N, K]
   DType type = DType::F32;
+  bool tf32 = false;        // f32 products on TF32 tensor cores (--precision tf32)
   std::string str() const;  // "f32 12 x [128 x 64] . [64 x 128]"
 };
 
