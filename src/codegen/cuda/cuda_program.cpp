@@ -1,6 +1,7 @@
 // The cuda target's program. See cuda_program.h.
 #include "codegen/cuda/cuda_program.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <set>
@@ -332,10 +333,11 @@ Status CudaProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>&
   return Status::ok();
 }
 
+// Kernels with generated code (each one or more launches; identical kernels are not shared yet).
 int CudaProgram::uniqueKernels() const {
   int n = 0;
   for (const auto& ls : impl_->source.launches)
-    for (const Launch& l : ls) n += l.call ? 0 : 1;
+    n += std::any_of(ls.begin(), ls.end(), [](const Launch& l) { return !l.call; }) ? 1 : 0;
   return n;
 }
 
