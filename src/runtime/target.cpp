@@ -69,4 +69,16 @@ std::vector<std::string> targetNames() {
   return names;
 }
 
+void prepareOutputs(const Function& f, std::vector<Tensor>& outputs) {
+  bool reuse = outputs.size() == f.outputs().size();
+  for (size_t o = 0; reuse && o < outputs.size(); ++o)
+    reuse = outputs[o].defined() && outputs[o].type() == f.outputs()[o]->type() &&
+            outputs[o].isUnique();
+  if (!reuse) {
+    outputs.clear();
+    for (const Value* v : f.outputs())
+      outputs.push_back(Tensor::uninitialized(v->type().dtype(), v->type().staticDims()));
+  }
+}
+
 }  // namespace kiln::runtime

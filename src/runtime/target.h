@@ -124,6 +124,10 @@ class Program {
   virtual int64_t bufferAlignment() const { return kBufferAlignment; }
 };
 
+// Outputs of f's types for a run to write: `outputs` as they are when they fit and no one else
+// holds them (a caller reusing its tensors run after run), else new ones.
+void prepareOutputs(const Function& f, std::vector<Tensor>& outputs);
+
 class Target {
  public:
   virtual ~Target() = default;

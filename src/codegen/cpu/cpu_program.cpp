@@ -513,18 +513,6 @@ namespace {
 // Outputs are written whole by their kernels (or copied after them), so they start
 // uninitialised; the caller's tensors are reused when they have the right types and are not
 // shared.
-void prepareOutputs(const Function& f, std::vector<Tensor>& outputs) {
-  bool reuse = outputs.size() == f.outputs().size();
-  for (size_t o = 0; reuse && o < outputs.size(); ++o)
-    reuse = outputs[o].defined() && outputs[o].type() == f.outputs()[o]->type() &&
-            outputs[o].isUnique();
-  if (!reuse) {
-    outputs.clear();
-    for (const Value* v : f.outputs())
-      outputs.push_back(Tensor::uninitialized(v->type().dtype(), v->type().staticDims()));
-  }
-}
-
 // An arena for one run: a finished run's, or a new one.
 std::shared_ptr<std::byte> takeArena(const CpuProgram::Impl& m) {
   std::shared_ptr<std::byte> arena;
@@ -569,7 +557,7 @@ Status CpuProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& 
                            std::vector<double>* kernelMs) const {
   const Impl& m = *impl_;
   const Function& f = *m.f;
-  prepareOutputs(f, outputs);
+  runtime::prepareOutputs(f, outputs);
   std::shared_ptr<std::byte> arena = takeArena(m);
   // Back to the free list when this run ends, however it ends.
   struct ArenaReturn {

@@ -210,18 +210,6 @@ class RunMemory {
   bool ok_ = false;
 };
 
-void prepareOutputs(const Function& f, std::vector<Tensor>& outputs) {
-  bool reuse = outputs.size() == f.outputs().size();
-  for (size_t o = 0; reuse && o < outputs.size(); ++o)
-    reuse = outputs[o].defined() && outputs[o].type() == f.outputs()[o]->type() &&
-            outputs[o].isUnique();
-  if (!reuse) {
-    outputs.clear();
-    for (const Value* v : f.outputs())
-      outputs.push_back(Tensor::uninitialized(v->type().dtype(), v->type().staticDims()));
-  }
-}
-
 // Where each value of one run lies on the device.
 struct Addresses {
   const CudaProgram::Impl& m;
@@ -262,7 +250,7 @@ Status CudaProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>&
   const Impl& m = *impl_;
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<Device> d, device());
   const Driver& drv = *d->driver;
-  prepareOutputs(*m.f, outputs);
+  runtime::prepareOutputs(*m.f, outputs);
   RunMemory run(*d);
   KILN_RETURN_IF_ERROR(run.open(m.runBytes));
   const Addresses at{m, *d, run.base()};
