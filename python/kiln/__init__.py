@@ -45,13 +45,18 @@ def _register_dynamo_backend():
 
 
 def backends():
-    """The targets this build of Kiln has ("cpu", "interp"): what `backend=` may name."""
+    """The targets this build of Kiln has ("cpu", "cuda", "interp"): what `backend=` may name."""
     return _kiln.backends()
 
 
-def _options(backend, threads, dims, opt_level, cache_dir, dump_dir):
+_PRECISIONS = ("f32", "tf32", "f16", "bf16")
+
+
+def _options(backend, threads, dims, opt_level, cache_dir, dump_dir, precision="f32"):
     if not isinstance(backend, str):
         raise TypeError(f"backend must be a str such as 'cpu', got {type(backend).__name__}")
+    if precision not in _PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(_PRECISIONS)}, got {precision!r}")
     dims = {str(k): int(v) for k, v in (dims or {}).items()}
     return _kiln.options(
         backend=backend,
@@ -60,6 +65,7 @@ def _options(backend, threads, dims, opt_level, cache_dir, dump_dir):
         opt_level=int(opt_level),
         cache_dir=os.fspath(cache_dir) if cache_dir else "",
         dump_dir=os.fspath(dump_dir) if dump_dir else "",
+        precision=precision,
     )
 
 
@@ -84,6 +90,7 @@ def compile(
     cache_dir=None,
     dump_dir=None,
     example_inputs=None,
+    precision="f32",
 ):
     """Compiles `source` into an executable.
 
@@ -91,18 +98,21 @@ def compile(
         Kiln artifact (.kiln, from `kiln compile` or Executable.save); the bytes of an ONNX
         model; or a torch.nn.Module, captured into Kiln's IR with `example_inputs` (a tuple of
         tensors giving the shapes and dtypes it is compiled for).
-    backend: a target of this build (kiln.backends()): "cpu", or "interp" (the reference
-        interpreter).
+    backend: a target of this build (kiln.backends()): "cpu", "cuda" (an NVIDIA GPU;
+        docs/gpu.md), or "interp" (the reference interpreter).
     threads: threads a run uses (0: all the machine has).
     dims: sizes of the model's symbolic dimensions, e.g. {"N": 8}.
     opt_level: 1 runs the graph optimisation pipeline, 0 none.
     cache_dir: the persistent compile cache's directory (None: no cache).
     dump_dir: a directory to write the IR into after each stage (00-import.kir, ...).
+    precision: "f32" (the default), "tf32" (cuda matrix products on TF32 tensor cores), "f16"
+        or "bf16" (values computed and stored in that type; inputs and outputs stay f32;
+        tolerances in docs/gpu.md).
 
     Returns an Executable (for a torch module, a kiln.capture.CapturedModule around one). Raises
     CompileError (UnsupportedOpError listing every unsupported op) when Kiln cannot compile it.
     """
-    options = _options(backend, threads, dims, opt_level, cache_dir, dump_dir)
+    options = _options(backend, threads, dims, opt_level, cache_dir, dump_dir, precision)
     if _is_torch_module(source):
         from . import capture
 
@@ -158,7 +168,7 @@ def compile_kir(text, *, blob=b"", filename="<python>.kir", **options):
 
 def _defaults(options):
     allowed = {"backend": "cpu", "threads": 0, "dims": None, "opt_level": 1,
-               "cache_dir": None, "dump_dir": None}
+               "cache_dir": None, "dump_dir": None, "precision": "f32"}
     unknown = set(options) - set(allowed)
     if unknown:
         raise TypeError(f"unknown options: {', '.join(sorted(unknown))}")

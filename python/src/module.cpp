@@ -37,9 +37,11 @@ struct PyExecutable {
 
 CompileOptions makeOptions(const std::string& backend, int threads,
                            const std::map<std::string, int64_t>& dims, int optLevel,
-                           const std::string& cacheDir, const std::string& dumpDir) {
+                           const std::string& cacheDir, const std::string& dumpDir,
+                           const std::string& precision) {
   CompileOptions o;
   o.backend = backend;
+  o.precision = precision;
   o.threads = threads;
   o.optLevel = optLevel;
   o.cacheDir = cacheDir;
@@ -330,7 +332,7 @@ PYBIND11_MODULE(_kiln, m) {
     return runtime::targetNames();
   });
   m.def("options", &makeOptions, py::arg("backend"), py::arg("threads"), py::arg("dims"),
-        py::arg("opt_level"), py::arg("cache_dir"), py::arg("dump_dir"));
+        py::arg("opt_level"), py::arg("cache_dir"), py::arg("dump_dir"), py::arg("precision"));
   py::class_<CompileOptions>(m, "CompileOptions");
   m.def("compile_onnx", &compileOnnx, py::arg("path"), py::arg("options"));
   m.def("compile_kir", &compileKir, py::arg("text"), py::arg("filename"), py::arg("blob"),

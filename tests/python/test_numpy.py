@@ -177,3 +177,18 @@ def test_explain_is_data(tmp_path, backend):
                for d in info["decisions"])
     assert info["memory"]["arena_bytes"] >= 0 and "arena" in info["memory"]["summary"]
     assert "fusion plan for @main" in info["text"]
+
+
+@pytest.mark.parametrize("precision,tolerance", [("f16", 1e-2), ("bf16", 5e-2)])
+def test_precision_keeps_f32_in_and_out(tmp_path, backend, precision, tolerance):
+    # Values computed in the low type, the signature f32: within docs/gpu.md's tolerance of the
+    # f32 result and not equal to it (the low type rounds 0.1-spaced inputs).
+    path = write_kir(tmp_path, binary_kir("mul", "f32"))
+    x = np.linspace(0.1, 2.0, 6, dtype=np.float32).reshape(2, 3)
+    want = kiln.compile(path, backend=backend)(x, x)
+    got = kiln.compile(path, backend=backend, precision=precision)(x, x)
+    assert got.dtype == np.float32
+    err = np.max(np.abs(got - want)) / np.max(np.abs(want))
+    assert 0 < err <= tolerance
+    with pytest.raises(ValueError, match="precision must be one of"):
+        kiln.compile(path, backend=backend, precision="f8")
