@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <onnx/onnx_pb.h>
+#include <unistd.h>
 
 #include "frontend/onnx/import_options.h"
 #include "interp/interpreter.h"
@@ -39,7 +40,10 @@ std::string reshapeModelFile() {
   n->add_input("shape");
   n->add_output("y");
   g->add_output()->set_name("y");
-  std::string path = testing::TempDir() + "/kiln_input_values.onnx";
+  // One file per test and process: CTest runs the tests of this file in parallel.
+  const testing::TestInfo* test = testing::UnitTest::GetInstance()->current_test_info();
+  std::string path = testing::TempDir() + "/kiln_input_values_" + test->name() + "_" +
+                     std::to_string(::getpid()) + ".onnx";
   std::string bytes = m.SerializeAsString();
   FILE* f = std::fopen(path.c_str(), "wb");
   EXPECT_NE(f, nullptr);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <onnx/onnx_pb.h>
+#include <unistd.h>
 
 #include "frontend/onnx/import_options.h"
 #include "interp/interpreter.h"
@@ -128,7 +129,8 @@ TEST(OutputNames, CppApiExecutableNamesEveryOutput) {
 }
 
 TEST(OutputNames, CApiOutputInfoGivesTheModelsNames) {
-  const std::string path = testing::TempDir() + "/kiln_output_names.onnx";
+  const std::string path =
+      testing::TempDir() + "/kiln_output_names_" + std::to_string(::getpid()) + ".onnx";
   {
     std::string bytes = aliasedOutputsModel();
     FILE* file = std::fopen(path.c_str(), "wb");
