@@ -142,21 +142,13 @@ int64_t longestReduce(const StmtRef& s) {
   return most;
 }
 
-void collectLoads(const ExprRef& e, std::set<std::string>& out, std::set<const Expr*>& seen) {
-  if (!e || !seen.insert(e.get()).second) return;
-  if (e->kind == Expr::Kind::Load) out.insert(e->name);
-  for (const ExprRef& a : e->args) collectLoads(a, out, seen);
-}
-
+// The buffers the expressions of `s` and the statements below it read.
 std::set<std::string> loadsOf(const StmtRef& s) {
   std::set<std::string> out;
-  std::set<const Expr*> seen;
-  std::function<void(const StmtRef&)> walk = [&](const StmtRef& t) {
-    if (!t) return;
-    for (const ExprRef& e : {t->index, t->value, t->cond, t->extent}) collectLoads(e, out, seen);
-    for (const StmtRef& b : t->body) walk(b);
-  };
-  walk(s);
+  if (!s) return out;
+  for (const ExprRef& e : {s->index, s->value, s->cond, s->extent})
+    if (e) out.merge(detail::loadedBuffers(e));
+  for (const StmtRef& b : s->body) out.merge(loadsOf(b));
   return out;
 }
 

@@ -48,6 +48,20 @@ bool writesAny(const StmtRef& s, const std::set<std::string>& buffers) {
   return false;
 }
 
+std::set<std::string> loadedBuffers(const ExprRef& e) {
+  std::set<std::string> out;
+  std::vector<const Expr*> stack = {e.get()};
+  std::set<const Expr*> seen;
+  while (!stack.empty()) {
+    const Expr* x = stack.back();
+    stack.pop_back();
+    if (!x || !seen.insert(x).second) continue;
+    if (x->kind == Expr::Kind::Load) out.insert(x->name);
+    for (const ExprRef& a : x->args) stack.push_back(a.get());
+  }
+  return out;
+}
+
 }  // namespace detail
 namespace {
 using namespace detail;
@@ -95,18 +109,6 @@ bool isTranscendental(const Expr& e) {
     case UnaryOp::Sigmoid: return true;
     default: return false;
   }
-}
-
-std::set<std::string> loadedBuffers(const ExprRef& e) {
-  std::set<std::string> out;
-  std::set<const Expr*> seen;
-  visit(
-      e,
-      [&](const Expr& x) {
-        if (x.kind == Expr::Kind::Load) out.insert(x.name);
-      },
-      seen);
-  return out;
 }
 
 // Whether some expression of `s` (or below it) contains `e`.

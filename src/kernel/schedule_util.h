@@ -21,6 +21,9 @@ StmtRef rewrite(const StmtRef& s, const std::function<StmtRef(StmtRef)>& f);
 ExprRef replaceAll(const ExprRef& e, const std::unordered_map<const Expr*, ExprRef>& replace,
                    std::unordered_map<const Expr*, ExprRef>& memo);
 
+// The buffers the loads of `e` read.
+std::set<std::string> loadedBuffers(const ExprRef& e);
+
 // Whether `s` stores to (or reduces into) any of `buffers`; a library call counts as writing
 // anything it names.
 bool writesAny(const StmtRef& s, const std::set<std::string>& buffers);
