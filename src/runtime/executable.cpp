@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <future>
@@ -13,6 +15,7 @@
 #include "compiler/compile.h"
 #include "runtime/source_key.h"
 #include "support/hash.h"
+#include "support/large_buffer.h"
 #include "support/version.h"
 
 namespace kiln::runtime {
@@ -52,12 +55,73 @@ Status parseOptionsText(const std::string& text, CompileOptions& o) {
   o.postOps = words[2] == "post-ops";
   o.reassociate = words[3] == "reassociate";
   o.libraryCalls = !(words.size() > 4 && words[4] == "no-library-calls");
-  for (const std::string& w : words) {
-    if (w.rfind("precision=", 0) == 0) o.precision = w.substr(10);
-    if (w.rfind("arch=", 0) == 0) o.cudaArch = w.substr(5);
+  o.dims.clear();
+  for (size_t i = 4; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    size_t eq = w.find('=');
+    if (eq == std::string::npos) continue;
+    if (w.rfind("precision=", 0) == 0) {
+      o.precision = w.substr(10);
+    } else if (w.rfind("arch=", 0) == 0) {
+      o.cudaArch = w.substr(5);
+    } else {
+      // A symbol's size (optionsText writes them as SYMBOL=SIZE).
+      char* end = nullptr;
+      long long v = std::strtoll(w.c_str() + eq + 1, &end, 10);
+      if (*end || v < 0)
+        return Status::error("the artifact's options '" + text + "' are not readable");
+      o.dims[w.substr(0, eq)] = v;
+    }
   }
   return Status::ok();
 }
+
+// An artifact's "source" section: the file its module was read from (ModuleSource), a line
+// each for "format", "path" and "key".
+std::string sourceText(const ModuleSource& s) {
+  if (s.path.empty()) return "";
+  return "format " + s.format + "\npath " + s.path + "\nkey " + s.key + "\n";
+}
+
+ModuleSource parseSourceText(const std::vector<std::string>& lines) {
+  ModuleSource s;
+  for (const std::string& l : lines) {
+    size_t sp = l.find(' ');
+    std::string word = l.substr(0, sp), rest = sp == std::string::npos ? "" : l.substr(sp + 1);
+    if (word == "format") s.format = rest;
+    if (word == "path") s.path = s.name = rest;
+    if (word == "key") s.key = rest;
+  }
+  return s;
+}
+
+// A copy of `m` to compile again from: its text, and its constants in one blob that the copy
+// parsed back borrows.
+ModuleSource keptModule(const Module& m) {
+  Blob blob;
+  PrintOptions po;
+  po.blob = &blob;
+  po.inlineConstantLimit = 16;
+  auto text = std::make_shared<const std::string>(printModule(m, po));
+  std::shared_ptr<std::byte> bytes = allocateLarge(std::max<uint64_t>(blob.size, 1));
+  uint64_t at = 0;
+  for (std::string_view piece : blob.pieces) {
+    if (!piece.empty()) std::memcpy(bytes.get() + at, piece.data(), piece.size());
+    at += piece.size();
+  }
+  uint64_t size = blob.size;
+  ModuleSource s;
+  s.name = "module @" + m.entry()->name();
+  s.load = [text, bytes, size]() -> StatusOr<std::unique_ptr<Module>> {
+    std::string_view view(reinterpret_cast<const char*>(bytes.get()), size);
+    return parseModule(*text, "<kept module>", view, bytes);
+  };
+  return s;
+}
+
+// How many specialisations besides the first an executable keeps; past it the least recently
+// used goes (a later run of its sizes loads it from the compile cache, or compiles it again).
+constexpr size_t kMaxSpecializations = 8;
 
 }  // namespace
 
@@ -69,6 +133,23 @@ struct Executable::Impl {
   std::string cacheReport;               // what the compile cache did
   std::string loadedFrom;                // the artifact it was loaded from
   std::vector<std::string> outputNames;  // as the source named them (outputNames())
+  Guards guards;                         // the input dims the source left symbolic
+  ModuleSource source;                   // how to compile again
+
+  // The specialisations for other sizes of the guarded symbols, each ready once compiled (a
+  // run that finds one being compiled waits for it). Under `mu`.
+  struct Built {
+    std::shared_ptr<const Executable> exe;
+    Status status;
+  };
+  struct Kept {
+    std::shared_future<Built> ready;
+    uint64_t lastUse = 0;
+  };
+  mutable std::mutex mu;
+  mutable std::map<SymbolBindings, Kept> kept;
+  mutable uint64_t uses = 0;
+  mutable int recompiles = 0;
 };
 
 Executable::Executable(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -153,7 +234,24 @@ StatusOr<std::unique_ptr<Executable>> Executable::fromCache(const CompileOptions
 }
 
 StatusOr<std::unique_ptr<Executable>> Executable::compile(std::unique_ptr<Module> module,
-                                                          const CompileOptions& options) {
+                                                          const CompileOptions& options,
+                                                          std::optional<ModuleSource> source) {
+  if (!module->entry()) return Status::error("the module has no function");
+  std::vector<TensorType> sourceTypes = parameterTypes(*module->entry());
+  bool symbolic = std::any_of(sourceTypes.begin(), sourceTypes.end(),
+                              [](const TensorType& t) { return !t.isStatic(); });
+  if (!source) source = symbolic && options.recompile ? keptModule(*module) : ModuleSource{};
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Executable> exe,
+                        build(std::move(module), options, sourceTypes, *source));
+  // A cache hit records the source of the compile that wrote it: this one is the caller's.
+  exe->impl_->source = std::move(*source);
+  return exe;
+}
+
+StatusOr<std::unique_ptr<Executable>> Executable::build(std::unique_ptr<Module> module,
+                                                        const CompileOptions& options,
+                                                        const std::vector<TensorType>& sourceTypes,
+                                                        const ModuleSource& source) {
   KILN_ASSIGN_OR_RETURN(const Target* target, findTarget(options.backend));
   if (!module->entry()) return Status::error("the module has no function");
   std::string cachePath = cacheEntryPath(options, *target), cacheReport;
@@ -173,6 +271,8 @@ StatusOr<std::unique_ptr<Executable>> Executable::compile(std::unique_ptr<Module
                         compiler::compile(std::move(module), *target, options));
   impl->program = std::move(c.program);
   impl->passTimings = std::move(c.passTimings);
+  impl->guards = guardsOf(sourceTypes, parameterTypes(impl->program->function()));
+  impl->source = source;
   auto exe = std::unique_ptr<Executable>(new Executable(std::move(impl)));
   if (!cachePath.empty()) {
     std::error_code ec;
@@ -204,6 +304,8 @@ void Executable::artifactParts(ArtifactParts& parts) const {
   std::string outputs;
   for (const std::string& name : m.outputNames) outputs += name + "\n";
   parts.add("outputs", outputs);
+  if (!m.guards.empty()) parts.add("guards", guardsText(m.guards));
+  if (!m.source.path.empty()) parts.add("source", sourceText(m.source));
   m.program->artifactParts(parts);
 }
 
@@ -290,6 +392,12 @@ StatusOr<std::unique_ptr<Executable>> Executable::load(std::string_view bytes,
   impl->program = std::move(*program);
   if (impl->outputNames.size() != impl->program->function().outputs().size())
     return Status::error(source + ": its output names do not match its module's outputs");
+  if (s.has("guards")) {
+    StatusOr<Guards> guards = parseGuards(s["guards"], parameterTypes(impl->program->function()));
+    if (!guards) return Status(guards.status()).prefix(source);
+    impl->guards = std::move(*guards);
+  }
+  if (s.has("source")) impl->source = parseSourceText(sectionLines(s["source"]));
   impl->program->times().passes = msSince(start) - impl->program->times().total();
   impl->loadedFrom = source;
   // Parsing touched the pages of the text, the code and the constants it read. Those still used
@@ -312,15 +420,148 @@ Status Executable::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& 
   if (inputs.size() != f.numParameters())
     return Status::error("expected " + std::to_string(f.numParameters()) + " inputs, got " +
                          std::to_string(inputs.size()));
-  for (size_t i = 0; i < inputs.size(); ++i)
-    if (inputs[i].type() != f.parameter(i)->type())
-      return Status::error("input " + std::to_string(i) + " ('" + f.parameter(i)->name() +
-                           "'): expected " + f.parameter(i)->type().str() + ", got " +
-                           inputs[i].type().str());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].type() == f.parameter(i)->type()) continue;
+    if (!impl_->guards.empty()) return runOther(inputs, outputs, kernelMs);
+    return Status::error("input " + std::to_string(i) + " ('" + f.parameter(i)->name() +
+                         "'): expected " + f.parameter(i)->type().str() + ", got " +
+                         inputs[i].type().str());
+  }
   return impl_->program->runInto(inputs, outputs, kernelMs);
 }
 
+// Inputs whose types differ from the compiled ones: through the guards to the specialisation
+// for their sizes.
+Status Executable::runOther(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
+                            std::vector<double>* kernelMs) const {
+  const Impl& m = *impl_;
+  const Function& f = m.program->function();
+  std::vector<TensorType> have;
+  for (const Tensor& t : inputs) have.push_back(t.type());
+  std::vector<std::string> names;
+  for (size_t i = 0; i < f.numParameters(); ++i) names.push_back(f.parameter(i)->name());
+  KILN_ASSIGN_OR_RETURN(SymbolBindings sizes, bindGuards(m.guards, parameterTypes(f), names, have));
+  std::string changes = describeChanges(m.guards, sizes);
+  KILN_CHECK(!changes.empty(), "inputs of other types whose guarded sizes did not change");
+  if (!m.options.recompile || !m.source.load) {
+    // The first guarded dim that changed, for the message.
+    for (const DimGuard& g : m.guards.dims) {
+      auto [input, dim] = g.checks.front();
+      int64_t size = sizes.at(g.symbol);
+      if (size == g.value) continue;
+      std::string where = "input " + std::to_string(input) + " ('" + names[input] + "') dim " +
+                          std::to_string(dim) + ": " + g.symbol + " is " + std::to_string(size) +
+                          ", but ";
+      std::string what = m.source.name.empty() ? "the executable" : m.source.name;
+      std::string why =
+          !m.options.recompile
+              ? "recompiling is off"
+              : "it cannot compile again: " +
+                    (m.source.path.empty() ? std::string("its source is not known")
+                                           : "nothing reads its source " + m.source.path + " here");
+      return Status::error(where + what + " was compiled for " + g.symbol + "=" +
+                           std::to_string(g.value) + ", and " + why);
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Executable> other, specialization(sizes, changes));
+  return other->runInto(inputs, outputs, kernelMs);
+}
+
+StatusOr<std::shared_ptr<const Executable>>
+Executable::specialization(const SymbolBindings& sizes, const std::string& changes) const {
+  const Impl& m = *impl_;
+  std::shared_future<Impl::Built> ready;
+  std::promise<Impl::Built> promise;
+  bool compileHere = false;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    auto it = m.kept.find(sizes);
+    if (it == m.kept.end()) {
+      // The least recently used one goes when the map is full (one being compiled stays).
+      if (m.kept.size() >= kMaxSpecializations) {
+        auto oldest = m.kept.end();
+        for (auto k = m.kept.begin(); k != m.kept.end(); ++k) {
+          bool done =
+              k->second.ready.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+          if (done && (oldest == m.kept.end() || k->second.lastUse < oldest->second.lastUse))
+            oldest = k;
+        }
+        if (oldest != m.kept.end()) m.kept.erase(oldest);
+      }
+      it = m.kept.emplace(sizes, Impl::Kept{promise.get_future().share(), 0}).first;
+      compileHere = true;
+    }
+    it->second.lastUse = ++m.uses;
+    ready = it->second.ready;
+  }
+  if (compileHere) {
+    std::fputs(("kiln: recompiling " + (m.source.name.empty() ? "module" : m.source.name) + ": " +
+                changes + "\n")
+                   .c_str(),
+               stderr);
+    Impl::Built built;
+    try {
+      StatusOr<std::unique_ptr<Executable>> exe = compileFor(sizes);
+      if (exe) built.exe = std::move(*exe);
+      else built.status = exe.status();
+    } catch (const std::exception& e) {
+      built.status = Status::error(std::string("recompiling failed: ") + e.what());
+    }
+    {
+      std::lock_guard<std::mutex> lock(m.mu);
+      ++m.recompiles;
+      // A failed compile is not kept: the next run of these sizes tries again.
+      if (!built.exe) m.kept.erase(sizes);
+    }
+    promise.set_value(std::move(built));
+  }
+  const Impl::Built& built = ready.get();
+  if (!built.exe) return Status(built.status).prefix("recompiling for " + changes);
+  return built.exe;
+}
+
+StatusOr<std::unique_ptr<Executable>> Executable::compileFor(const SymbolBindings& sizes) const {
+  const Impl& m = *impl_;
+  CompileOptions o = m.options;
+  for (const auto& [symbol, size] : sizes) o.dims[symbol] = size;
+  o.instrumentation = PassManagerOptions{};  // the first compile's dumps stay as they are
+  if (o.sourceKey.empty()) o.sourceKey = m.source.key;
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Executable> hit, fromCache(o));
+  if (hit) return hit;
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Module> module, m.source.load());
+  if (!module->entry()) return Status::error("the module has no function");
+  std::vector<TensorType> sourceTypes = parameterTypes(*module->entry());
+  // The specialisation has no source of its own: only this executable's guards dispatch to it.
+  return build(std::move(module), o, sourceTypes, ModuleSource{});
+}
+
 const Function& Executable::function() const { return impl_->program->function(); }
+const Guards& Executable::guards() const { return impl_->guards; }
+const ModuleSource& Executable::source() const { return impl_->source; }
+void Executable::setSource(ModuleSource source) { impl_->source = std::move(source); }
+
+std::vector<TensorType> Executable::inputTypes() const {
+  std::vector<TensorType> types = parameterTypes(function());
+  for (const DimGuard& g : impl_->guards.dims)
+    for (auto [input, dim] : g.checks) {
+      std::vector<Dim> dims = types[input].dims();
+      dims[dim] = Dim::symbol(g.symbol);
+      types[input] = TensorType(types[input].dtype(), dims);
+    }
+  return types;
+}
+
+std::vector<SymbolBindings> Executable::specializations() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::vector<SymbolBindings> sizes;
+  for (const auto& [s, k] : impl_->kept) sizes.push_back(s);
+  return sizes;
+}
+
+int Executable::recompiles() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->recompiles;
+}
 const std::vector<std::string>& Executable::outputNames() const { return impl_->outputNames; }
 int64_t Executable::droppedConstantBytes() const { return impl_->program->droppedConstantBytes(); }
 const fusion::FusionPlan& Executable::plan() const { return impl_->program->plan(); }

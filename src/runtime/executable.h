@@ -5,26 +5,51 @@
 // unless optLevel 0) and has it build the program: fusion planning, lowering to kernel IR, code
 // generation and buffer assignment. Around that it keeps the compile cache and the artifact's
 // container. run() is thread-safe: each call has its own arena and outputs.
+//
+// An executable remembers which of its input dims the source left symbolic (its guards,
+// runtime/guards.h) and how to get the source again (a ModuleSource). A run whose inputs differ
+// from the compiled sizes in such a dim compiles the source again for their sizes (through the
+// compile cache) and keeps that specialisation, so that switching back does not compile again;
+// it logs one line to stderr ("kiln: recompiling model.onnx: dim N=12 (compiled for N=8)").
+// With CompileOptions::recompile false that is an error naming the dim and both sizes instead.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "runtime/guards.h"
 #include "runtime/target.h"
 
 namespace kiln::runtime {
+
+// Where an executable's source module comes from again, to compile it for other sizes of its
+// guarded dims.
+struct ModuleSource {
+  std::string name;  // for messages: "model.onnx"
+  // The file it was read from, which artifacts record (all empty for none): its format ("onnx",
+  // "kir"), its absolute path and its sourceKey (source_key.h) when known.
+  std::string format, path, key;
+  // The module as the frontend first gave it (before the passes); null: it cannot be had again.
+  std::function<StatusOr<std::unique_ptr<Module>>()> load;
+};
 
 // $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln (empty when neither is set).
 std::string defaultCacheDir();
 
 class Executable {
  public:
-  static StatusOr<std::unique_ptr<Executable>> compile(std::unique_ptr<Module> module,
-                                                       const CompileOptions& options);
+  // `source` gives the module again for recompiles; without one, a module with symbolic input
+  // dims is kept as a copy (printed with its constants into a blob) when options.recompile is
+  // set. A ModuleSource whose load is null: this executable does not recompile.
+  static StatusOr<std::unique_ptr<Executable>>
+  compile(std::unique_ptr<Module> module, const CompileOptions& options,
+          std::optional<ModuleSource> source = std::nullopt);
   // The executable the compile cache holds for `options` (its cacheDir and sourceKey, and the
   // options that shape the code), or null when it holds none that loads: compile() then builds
   // it, reporting a rejected entry. Lets a frontend skip importing a model whose compile is
@@ -52,8 +77,10 @@ class Executable {
   StatusOr<uint64_t> writeArtifact(const std::string& path) const;
   ~Executable();
 
-  // One tensor per parameter, in order, of the types the executable was compiled for. Returns
-  // one tensor per function output.
+  // One tensor per parameter, in order, of the types the executable was compiled for, or of
+  // other sizes in its guarded dims (see the top of this file). Returns one tensor per function
+  // output. Thread-safe, recompiles included: a size being compiled by one run is waited for
+  // by others, and runs of sizes compiled already go on meanwhile.
   // kernelMs (optional): the wall time of each kernel of this run, in plan order.
   StatusOr<std::vector<Tensor>> run(std::span<const Tensor> inputs,
                                     std::vector<double>* kernelMs = nullptr) const;
@@ -62,7 +89,21 @@ class Executable {
   Status runInto(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
                  std::vector<double>* kernelMs = nullptr) const;
 
+  // The function as first compiled (the sizes of options.dims); specialisations for other sizes
+  // are not reported here.
   const Function& function() const;
+  // The input dims the source left symbolic, with the sizes function() has for them.
+  const Guards& guards() const;
+  // The inputs' types run() accepts: function()'s, with each guarded dim symbolic.
+  std::vector<TensorType> inputTypes() const;
+  // How it compiles again; set by the frontend for an executable from an artifact or the compile
+  // cache (whose recorded source, if any, has a path but no load). Call before any run.
+  const ModuleSource& source() const;
+  void setSource(ModuleSource source);
+  // The sizes of the guarded symbols of each specialisation kept now besides function()'s, and
+  // how many compiles (or compile-cache loads) runs have made.
+  std::vector<SymbolBindings> specializations() const;
+  int recompiles() const;
   // The outputs' names as the source program named them ("" for an unnamed one), which the
   // passes may have changed in function() (an output replaced by an equal value).
   const std::vector<std::string>& outputNames() const;
@@ -93,6 +134,19 @@ class Executable {
 
  private:
   struct Impl;
+  // compile() without the recompile source: the cache, the driver, the cache entry written
+  // (with the guards of `sourceTypes`, the parameters' types before the passes, and the file of
+  // `source`).
+  static StatusOr<std::unique_ptr<Executable>> build(std::unique_ptr<Module> module,
+                                                     const CompileOptions& options,
+                                                     const std::vector<TensorType>& sourceTypes,
+                                                     const ModuleSource& source);
+  // The executable for inputs of `sizes` (a kept specialisation, or one compiled now).
+  StatusOr<std::shared_ptr<const Executable>> specialization(const SymbolBindings& sizes,
+                                                             const std::string& changes) const;
+  StatusOr<std::unique_ptr<Executable>> compileFor(const SymbolBindings& sizes) const;
+  Status runOther(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
+                  std::vector<double>* kernelMs) const;
   static std::string cacheEntryPath(const CompileOptions& options, const Target& target);
   static int evictCacheEntries(const std::string& dir, uint64_t limit, const std::string& keep);
   static StatusOr<std::unique_ptr<Executable>> loadCacheEntry(const std::string& path,

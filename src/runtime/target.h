@@ -48,6 +48,10 @@ struct CompileOptions {
   // constants only in their readers' layouts either way.
   bool dropHeldConstants = false;
   SymbolBindings dims;  // sizes of symbolic dimensions (every symbol must be bound)
+  // A run whose inputs differ from `dims` in a symbolic dim of the source compiles again for
+  // their sizes (runtime/guards.h, Executable::run); false: that is an error instead. Does not
+  // shape the code (not part of cache keys or artifacts).
+  bool recompile = true;
   // The cuda target's GPU architecture ("sm_90"); empty: the GPU's, or sm_90 without one.
   std::string cudaArch;
   // "f32" (the default), "tf32" (f32 values, matrix products on TF32 tensor cores where the
