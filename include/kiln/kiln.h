@@ -58,6 +58,10 @@ typedef struct kiln_options {
   const char* const* dim_names;
   const int64_t* dim_values;
   const char* cache_dir; /* the compile cache directory; NULL (default): no cache */
+  /* 1 (default): a run whose inputs differ from the compiled sizes in a symbolic dimension
+   * compiles the model again for them (logged on stderr, kept for later runs); 0: that run fails
+   * with an error naming the dimension, its size and the compiled size. */
+  int32_t recompile;
 } kiln_options;
 
 typedef struct kiln_executable kiln_executable;
@@ -69,12 +73,13 @@ kiln_options kiln_default_options(void);
 kiln_executable* kiln_compile_onnx(const char* path, const kiln_options* options, char** error);
 
 /* Loads a .kiln artifact (`kiln compile MODEL -o OUT.kiln`) without compiling: only
- * options->threads applies. NULL on failure with *error set: a corrupted artifact, or one from
+ * options->threads, recompile and cache_dir apply (a recompile reads the model file the artifact
+ * was compiled from). NULL on failure with *error set: a corrupted artifact, or one from
  * another Kiln version or for another CPU, is refused with a message saying so. */
 kiln_executable* kiln_load_artifact(const char* path, const kiln_options* options, char** error);
 
 /* The inputs the executable expects, in order: name, dtype, rank and dims (dims is valid as long
- * as the executable). Returns -1 for an index out of range. */
+ * as the executable; the sizes it was compiled for, which a symbolic dimension may change). Returns -1 for an index out of range. */
 int32_t kiln_num_inputs(const kiln_executable* exe);
 int32_t kiln_num_outputs(const kiln_executable* exe);
 int32_t kiln_input_info(const kiln_executable* exe, int32_t index, const char** name,

@@ -10,6 +10,7 @@
 """
 
 import os
+import weakref
 
 from . import _kiln
 from ._kiln import (
@@ -52,7 +53,8 @@ def backends():
 _PRECISIONS = ("f32", "tf32", "f16", "bf16")
 
 
-def _options(backend, threads, dims, opt_level, cache_dir, dump_dir, precision="f32"):
+def _options(backend, threads, dims, opt_level, cache_dir, dump_dir, precision="f32",
+             recompile=True):
     if not isinstance(backend, str):
         raise TypeError(f"backend must be a str such as 'cpu', got {type(backend).__name__}")
     if precision not in _PRECISIONS:
@@ -66,6 +68,7 @@ def _options(backend, threads, dims, opt_level, cache_dir, dump_dir, precision="
         cache_dir=os.fspath(cache_dir) if cache_dir else "",
         dump_dir=os.fspath(dump_dir) if dump_dir else "",
         precision=precision,
+        recompile=bool(recompile),
     )
 
 
@@ -91,6 +94,7 @@ def compile(
     dump_dir=None,
     example_inputs=None,
     precision="f32",
+    recompile=True,
 ):
     """Compiles `source` into an executable.
 
@@ -108,11 +112,16 @@ def compile(
     precision: "f32" (the default), "tf32" (cuda matrix products on TF32 tensor cores), "f16"
         or "bf16" (values computed and stored in that type; inputs and outputs stay f32;
         tolerances in docs/gpu.md).
+    recompile: True (the default): a run whose inputs differ from the compiled sizes in a
+        symbolic dim of the model (an ONNX dim_param) compiles it again for them, logging one
+        line to stderr, and keeps that specialisation; False: such a run raises RunError naming
+        the dim, its size and the compiled size.
 
     Returns an Executable (for a torch module, a kiln.capture.CapturedModule around one). Raises
     CompileError (UnsupportedOpError listing every unsupported op) when Kiln cannot compile it.
     """
-    options = _options(backend, threads, dims, opt_level, cache_dir, dump_dir, precision)
+    options = _options(backend, threads, dims, opt_level, cache_dir, dump_dir, precision,
+                       recompile)
     if _is_torch_module(source):
         from . import capture
 
@@ -152,12 +161,19 @@ def _compile_onnx_bytes(data, options):
     import tempfile
 
     fd, path = tempfile.mkstemp(suffix=".onnx", prefix="kiln-")
+    exe = None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        return _kiln.compile_onnx(path, options)
+        exe = _kiln.compile_onnx(path, options)
+        return exe
     finally:
-        os.unlink(path)
+        # A model with symbolic dims is imported again to recompile for other sizes: its file
+        # stays while the executable lives.
+        if exe is not None and exe.guards:
+            weakref.finalize(exe, os.unlink, path)
+        else:
+            os.unlink(path)
 
 
 def compile_kir(text, *, blob=b"", filename="<python>.kir", **options):
@@ -168,7 +184,7 @@ def compile_kir(text, *, blob=b"", filename="<python>.kir", **options):
 
 def _defaults(options):
     allowed = {"backend": "cpu", "threads": 0, "dims": None, "opt_level": 1,
-               "cache_dir": None, "dump_dir": None, "precision": "f32"}
+               "cache_dir": None, "dump_dir": None, "precision": "f32", "recompile": True}
     unknown = set(options) - set(allowed)
     if unknown:
         raise TypeError(f"unknown options: {', '.join(sorted(unknown))}")

@@ -116,6 +116,22 @@ py::dict memoryData(const runtime::BufferPlan& p, const Function& f, const Names
 
 }  // namespace
 
+py::list guards(const runtime::Executable& exe) {
+  const Function& f = exe.function();
+  py::list out;
+  for (const runtime::DimGuard& g : exe.guards().dims) {
+    py::dict d;
+    d["symbol"] = g.symbol;
+    d["value"] = g.value;
+    py::list checks;
+    for (auto [input, dim] : g.checks)
+      checks.append(py::make_tuple(f.parameter(input)->name(), dim));
+    d["checks"] = checks;
+    out.append(d);
+  }
+  return out;
+}
+
 py::dict explain(const runtime::Executable& exe) {
   const Function& f = exe.function();
   const fusion::FusionPlan& plan = exe.plan();
@@ -153,6 +169,7 @@ py::dict explain(const runtime::Executable& exe) {
   out["memory"] = memoryData(exe.buffers(), f, names);
   out["library_calls"] = calls;
   out["text"] = fusion::explainPlan(f, plan);
+  out["guards"] = guards(exe);
   return out;
 }
 

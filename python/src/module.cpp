@@ -29,6 +29,7 @@ namespace py = pybind11;
 // One compiled model as Python sees it.
 struct PyExecutable {
   std::unique_ptr<Executable> exe;
+  std::vector<InputSlot> inputs;             // what each input takes (a symbolic dim: any size)
   std::vector<std::string> outputNames;      // the source's names; "output<i>" for unnamed ones
   std::map<std::string, size_t> inputIndex;  // parameter name -> position
 };
@@ -38,9 +39,10 @@ struct PyExecutable {
 CompileOptions makeOptions(const std::string& backend, int threads,
                            const std::map<std::string, int64_t>& dims, int optLevel,
                            const std::string& cacheDir, const std::string& dumpDir,
-                           const std::string& precision) {
+                           const std::string& precision, bool recompile) {
   CompileOptions o;
   o.backend = backend;
+  o.recompile = recompile;
   o.precision = precision;
   o.threads = threads;
   o.optLevel = optLevel;
@@ -54,7 +56,11 @@ CompileOptions makeOptions(const std::string& backend, int threads,
 std::unique_ptr<PyExecutable> wrap(std::unique_ptr<Executable> exe) {
   auto p = std::make_unique<PyExecutable>();
   const Function& f = exe->function();
-  for (size_t i = 0; i < f.numParameters(); ++i) p->inputIndex[f.parameter(i)->name()] = i;
+  std::vector<TensorType> types = exe->inputTypes();
+  for (size_t i = 0; i < f.numParameters(); ++i) {
+    p->inputIndex[f.parameter(i)->name()] = i;
+    p->inputs.push_back({f.parameter(i)->name(), types[i]});
+  }
   p->outputNames = exe->outputNames();
   p->outputNames.resize(f.outputs().size());
   for (size_t i = 0; i < p->outputNames.size(); ++i)
@@ -91,18 +97,32 @@ std::unique_ptr<PyExecutable> compileKir(const std::string& text, const std::str
   StatusOr<std::unique_ptr<Executable>> exe = [&]() -> StatusOr<std::unique_ptr<Executable>> {
     py::gil_scoped_release release;
     std::string_view bytes(static_cast<const char*>(info.ptr), size);
+    // The constants borrow from a 64-byte aligned copy (Tensor::borrowed), not from Python's
+    // buffer, whose owner cannot be released without the GIL. The copy and the text are also
+    // the source a recompile (inputs of other sizes in a symbolic dim) parses again.
+    auto source = [&] {
+      std::shared_ptr<std::byte> copy = allocateLarge(std::max<size_t>(size, 1));
+      if (size) std::memcpy(copy.get(), info.ptr, size);
+      auto kept = std::make_shared<const std::string>(text);
+      ModuleSource s;
+      s.name = filename;
+      s.load = [kept, copy, size, filename]() -> StatusOr<std::unique_ptr<Module>> {
+        std::string_view owned(reinterpret_cast<const char*>(copy.get()), size);
+        return parseModule(*kept, filename, owned, copy);
+      };
+      return s;
+    };
     if (!o.cacheDir.empty()) {
       o.sourceKey = "kir-text " + hex64(chunkedHash64(bytes) ^ hash64(text, size));
       KILN_ASSIGN_OR_RETURN(std::unique_ptr<Executable> cached, Executable::fromCache(o));
-      if (cached) return cached;
+      if (cached) {
+        if (!cached->guards().empty()) cached->setSource(source());
+        return cached;
+      }
     }
-    // The constants borrow from a 64-byte aligned copy (Tensor::borrowed), not from Python's
-    // buffer, whose owner cannot be released without the GIL.
-    std::shared_ptr<std::byte> copy = allocateLarge(std::max<size_t>(size, 1));
-    if (size) std::memcpy(copy.get(), info.ptr, size);
-    std::string_view owned(reinterpret_cast<const char*>(copy.get()), size);
-    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, parseModule(text, filename, owned, copy));
-    return compileModule(std::move(m), o);
+    ModuleSource s = source();
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, s.load());
+    return compileModule(std::move(m), o, std::move(s));
   }();
   if (!exe) fail(Error::Kind::Compile, exe.status());
   return wrap(std::move(*exe));
@@ -126,10 +146,9 @@ std::string inputList(const Function& f) {
 
 // Runs with the inputs in parameter order; returns every output.
 py::list runOrdered(const PyExecutable& self, const std::vector<py::handle>& slots) {
-  const Function& f = self.exe->function();
   RunInputs in;
   in.tensors.reserve(slots.size());
-  for (size_t i = 0; i < slots.size(); ++i) addInput(slots[i], *f.parameter(i), i, in);
+  for (size_t i = 0; i < slots.size(); ++i) addInput(slots[i], self.inputs[i], i, in);
   std::vector<Tensor> outputs;
   Status s;
   {
@@ -205,7 +224,7 @@ double timeNative(const PyExecutable& self, const py::list& inputs, int iteratio
   if (slots.size() != f.numParameters())
     throw Error{Error::Kind::InvalidInput, "expected inputs: " + inputList(f), {}};
   RunInputs in;
-  for (size_t i = 0; i < slots.size(); ++i) addInput(slots[i], *f.parameter(i), i, in);
+  for (size_t i = 0; i < slots.size(); ++i) addInput(slots[i], self.inputs[i], i, in);
   std::vector<Tensor> outputs;
   py::gil_scoped_release release;
   auto start = std::chrono::steady_clock::now();
@@ -277,6 +296,16 @@ void bindExecutable(py::module_& m) {
       .def_property_readonly("compile_ms", &compileTimes)
       .def_property_readonly("library_calls",
                              [](const PyExecutable& s) { return s.exe->libraryCalls(); })
+      .def_property_readonly("guards", [](const PyExecutable& s) { return guards(*s.exe); })
+      .def_property_readonly("specializations",
+                             [](const PyExecutable& s) {
+                               py::list l;
+                               for (const SymbolBindings& b : s.exe->specializations())
+                                 l.append(py::cast(b));
+                               return l;
+                             })
+      .def_property_readonly("recompiles",
+                             [](const PyExecutable& s) { return s.exe->recompiles(); })
       .def("ir", [](const PyExecutable& s) { return printFunction(s.exe->function()); })
       .def("_time_native", &timeNative, py::arg("inputs"), py::arg("iterations"));
 }
@@ -332,7 +361,8 @@ PYBIND11_MODULE(_kiln, m) {
     return runtime::targetNames();
   });
   m.def("options", &makeOptions, py::arg("backend"), py::arg("threads"), py::arg("dims"),
-        py::arg("opt_level"), py::arg("cache_dir"), py::arg("dump_dir"), py::arg("precision"));
+        py::arg("opt_level"), py::arg("cache_dir"), py::arg("dump_dir"), py::arg("precision"),
+        py::arg("recompile"));
   py::class_<CompileOptions>(m, "CompileOptions");
   m.def("compile_onnx", &compileOnnx, py::arg("path"), py::arg("options"));
   m.def("compile_kir", &compileKir, py::arg("text"), py::arg("filename"), py::arg("blob"),

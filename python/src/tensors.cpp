@@ -96,7 +96,7 @@ std::string shapeText(const std::vector<int64_t>& dims) {
   return s + (dims.size() == 1 ? ",)" : ")");
 }
 
-[[noreturn]] void badInput(const Value& param, size_t index, const std::string& got) {
+[[noreturn]] void badInput(const InputSlot& param, size_t index, const std::string& got) {
   const TensorType& t = param.type();
   std::string want = t.str();
   if (t.isStatic()) {
@@ -111,14 +111,14 @@ std::string shapeText(const std::vector<int64_t>& dims) {
 // Checks an input's element type and dims against the parameter's. what() describes the input;
 // it is called only for the error, so that a run builds no text.
 template <typename What>
-void checkType(const Value& param, size_t index, std::optional<DType> dtype,
+void checkType(const InputSlot& param, size_t index, std::optional<DType> dtype,
                const std::vector<int64_t>& dims, What what, bool acceptF32) {
   const TensorType& want = param.type();
   bool dtypeOk = dtype && (*dtype == want.dtype() ||
                            (acceptF32 && *dtype == DType::F32 && want.dtype() == DType::BF16));
   bool dimsOk = want.rank() == static_cast<int64_t>(dims.size());
   for (size_t i = 0; dimsOk && i < dims.size(); ++i)
-    dimsOk = want.dim(i).isStatic() && want.dim(i).value() == dims[i];
+    dimsOk = want.dim(i).isSymbolic() || want.dim(i).value() == dims[i];
   if (!dtypeOk || !dimsOk) badInput(param, index, what() + " of shape " + shapeText(dims));
 }
 
@@ -134,7 +134,7 @@ Tensor bf16FromF32(const float* src, const std::vector<int64_t>& dims) {
   return t;
 }
 
-void addNumpy(py::array a, const Value& param, size_t index, RunInputs& in) {
+void addNumpy(py::array a, const InputSlot& param, size_t index, RunInputs& in) {
   std::vector<int64_t> dims(a.shape(), a.shape() + a.ndim());
   std::optional<DType> dtype = fromNumpy(a.dtype());
   auto what = [&] { return "numpy " + std::string(py::str(a.dtype())) + " array"; };
@@ -201,7 +201,7 @@ std::pair<py::object, py::object> frameworkOf(py::handle obj) {
   return cache[type] = {convert, convert.is_none() ? py::object(py::none()) : mod};
 }
 
-void addDLPack(py::handle obj, const Value& param, size_t index, RunInputs& in) {
+void addDLPack(py::handle obj, const InputSlot& param, size_t index, RunInputs& in) {
   py::object capsule;
   try {
     capsule = obj.attr("__dlpack__")();
@@ -331,7 +331,7 @@ RunInputs::~RunInputs() {
     if (m->deleter) m->deleter(m);
 }
 
-void addInput(py::handle obj, const Value& param, size_t index, RunInputs& in) {
+void addInput(py::handle obj, const InputSlot& param, size_t index, RunInputs& in) {
   if (py::isinstance<py::array>(obj)) {
     addNumpy(py::reinterpret_borrow<py::array>(obj), param, index, in);
   } else if (py::hasattr(obj, "__dlpack__")) {

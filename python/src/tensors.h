@@ -35,9 +35,18 @@ class RunInputs {
   py::object framework = py::none();
 };
 
-// Converts `obj` for parameter `param` (number `index`) and appends it to `in`. Throws
+// An input as a run takes it: its name and the type it accepts, in which a symbolic dim (one the
+// executable recompiles for, Executable::inputTypes) takes any size.
+struct InputSlot {
+  std::string name_;
+  TensorType type_;
+  const std::string& name() const { return name_; }
+  const TensorType& type() const { return type_; }
+};
+
+// Converts `obj` for input `param` (number `index`) and appends it to `in`. Throws
 // Error(InvalidInput) naming the input and the type it expects when `obj` does not fit.
-void addInput(py::handle obj, const Value& param, size_t index, RunInputs& in);
+void addInput(py::handle obj, const InputSlot& param, size_t index, RunInputs& in);
 
 // The outputs as numpy arrays, or as tensors of in.framework when an input came through DLPack.
 // Outputs that share bytes with an input or a constant are copied first (Python may write to

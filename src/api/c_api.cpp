@@ -39,6 +39,7 @@ kiln_options kiln_default_options(void) {
   o.dim_names = nullptr;
   o.dim_values = nullptr;
   o.cache_dir = nullptr;
+  o.recompile = 1;
   return o;
 }
 
@@ -67,6 +68,8 @@ kiln_executable* kiln_load_artifact(const char* path, const kiln_options* option
     }
     kiln::CompileOptions co;
     co.threads = options ? options->threads : 0;
+    co.recompile = options ? options->recompile != 0 : true;
+    if (options && options->cache_dir) co.cacheDir = options->cache_dir;
     co.dropHeldConstants = true;  // the C API does not serialize
     auto exe = kiln::loadArtifact(path, co);
     if (!exe) {
@@ -91,6 +94,7 @@ kiln_executable* kiln_compile_onnx(const char* path, const kiln_options* options
     co.backend = o.backend ? o.backend : "cpu";
     co.threads = o.threads;
     co.optLevel = o.opt_level;
+    co.recompile = o.recompile != 0;
     co.dropHeldConstants = true;  // the C API does not serialize
     if (o.cache_dir) co.cacheDir = o.cache_dir;
     for (int32_t i = 0; i < o.num_dims; ++i) {
