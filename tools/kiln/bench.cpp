@@ -36,7 +36,7 @@ Options:
                          contraction kernels come to them (cpu backend)
   -O0                    without the graph optimisation pipeline
   --input NAME=FILE.npy, --input FILE.npy, --dim SYMBOL=SIZE, --seed N, --no-post-ops,
-  --no-reassociate, --no-library-calls: as for kiln run
+  --no-reassociate, --no-library-calls, --no-recompile: as for kiln run
   -h, --help             show this help
 )";
 
@@ -140,7 +140,8 @@ Status bench(const BenchOptions& b) {
   }
   const Function& f = exe ? exe->function() : *program.module->entry();
   KILN_ASSIGN_OR_RETURN(RunOptions params, forParameters(o, program));
-  KILN_ASSIGN_OR_RETURN(BoundInputs bound, bindInputs(f, params, &program.read));
+  KILN_ASSIGN_OR_RETURN(BoundInputs bound, exe ? bindExecutableInputs(*exe, params)
+                                               : bindInputs(f, params, &program.read));
   std::vector<Tensor> values;
   for (BoundInput& in : bound.inputs) values.push_back(in.value);
   int threads = 1;
@@ -148,7 +149,8 @@ Status bench(const BenchOptions& b) {
     if (!exe) {
       runtime::CompileOptions co = compileOptions(o, bound.symbols, program.sourceKey);
       co.instrumentation = PassManagerOptions{};
-      KILN_ASSIGN_OR_RETURN(exe, runtime::Executable::compile(std::move(program.module), co));
+      KILN_ASSIGN_OR_RETURN(exe, runtime::Executable::compile(std::move(program.module), co,
+                                                              sourceOf(o.program, program)));
       times = exe->times();
       const std::string& report = exe->cacheReport();
       cache = report.empty() ? "off" : report.substr(0, report.find_first_of(":, ("));
@@ -164,6 +166,18 @@ Status bench(const BenchOptions& b) {
     }
     times.passes = msSince(start);
     runOnce = [&]() { return interpret(f, values).status(); };
+  }
+  // Inputs of other sizes than an artifact's: its recompile first, timed apart.
+  double recompileMs = -1;
+  if (exe && o.backend != "interp") {
+    bool other = false;
+    for (size_t i = 0; i < values.size(); ++i)
+      other |= values[i].type() != exe->function().parameter(i)->type();
+    if (other) {
+      auto start = std::chrono::steady_clock::now();
+      KILN_RETURN_IF_ERROR(runOnce());
+      recompileMs = msSince(start);
+    }
   }
   for (int i = 0; i < b.warmup; ++i) KILN_RETURN_IF_ERROR(runOnce());
   std::vector<double> ms;
@@ -191,12 +205,13 @@ Status bench(const BenchOptions& b) {
         "\"lowering\": %.3f, \"codegen\": %.3f, \"buffers\": %.3f, \"cache_load\": %.3f}, "
         "\"cache\": \"%s\", "
         "\"run_ms\": {\"median\": %.4f, \"min\": %.4f, \"max\": %.4f, \"repeat\": %d, "
-        "\"warmup\": %d}%s%s%s}\n",
+        "\"warmup\": %d}%s%s%s%s}\n",
         o.program.c_str(), o.backend.c_str(), threads, o.optLevel, compile, program.loadMs,
         times.passes, times.fusion, times.lowering, times.codegen, times.buffers, times.cacheLoad,
         cache.c_str(), median, ms.front(), ms.back(), b.repeat, b.warmup,
         roofline.empty() ? "" : ", \"roofline\": ", roofline.c_str(),
-        boundInputs(program, true).c_str());
+        boundInputs(program, true).c_str(),
+        recompileMs < 0 ? "" : (", \"recompile_ms\": " + std::to_string(recompileMs)).c_str());
     return Status::ok();
   }
   std::printf("program: %s (backend %s, %d thread%s, -O%d)\n", o.program.c_str(), o.backend.c_str(),
@@ -213,6 +228,9 @@ Status bench(const BenchOptions& b) {
                 "%.1f, buffers %.1f; cache %s)\n",
                 compile, program.loadMs, times.passes, times.fusion, times.lowering, times.codegen,
                 times.buffers, cache.c_str());
+  if (recompileMs >= 0)
+    std::printf("recompile: %.1f ms (the first run, for inputs of other sizes than compiled)\n",
+                recompileMs);
   std::printf(
       "run: median %.3f ms, min %.3f ms, max %.3f ms over %d runs (after %d warm-up runs)\n",
       median, ms.front(), ms.back(), b.repeat, b.warmup);

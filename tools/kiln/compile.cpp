@@ -39,7 +39,10 @@ Status compileProgram(const RunOptions& o, const std::string& out) {
   runtime::CompileOptions co = compileOptions(o, o.dims, "");
   co.dropHeldConstants = true;  // the artifact stores held constants in their kernels' layouts
   auto start = std::chrono::steady_clock::now();
-  KILN_ASSIGN_OR_RETURN(auto exe, runtime::Executable::compile(std::move(program.module), co));
+  // The artifact records the source file: a run with other sizes of its symbolic dims compiles
+  // it again for them.
+  KILN_ASSIGN_OR_RETURN(auto exe, runtime::Executable::compile(std::move(program.module), co,
+                                                               sourceOf(o.program, program)));
   KILN_ASSIGN_OR_RETURN(uint64_t bytes, exe->writeArtifact(out));
   double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

@@ -92,6 +92,21 @@ StatusOr<ExplainOptions> parse(const std::vector<std::string>& args, bool& help)
   return o;
 }
 
+// The guards: the input dims the source left symbolic, which a run checks before it uses this
+// compile (`sourceTypes`: the parameters' types before the passes).
+void printGuards(const std::vector<TensorType>& sourceTypes, const Function& compiled) {
+  runtime::Guards guards = runtime::guardsOf(sourceTypes, runtime::parameterTypes(compiled));
+  if (guards.empty()) return;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < compiled.numParameters(); ++i)
+    names.push_back(compiled.parameter(i)->name());
+  std::string lines = runtime::describeGuards(guards, names);
+  for (size_t at = 0; at < lines.size(); at = lines.find('\n', at) + 1) lines.insert(at, "  ");
+  std::printf("\nguards (a run whose inputs have other sizes in these symbolic dims compiles "
+              "again for them; with --no-recompile it is an error):\n%s",
+              lines.c_str());
+}
+
 Status explain(const ExplainOptions& o) {
   KILN_ASSIGN_OR_RETURN(LoadedProgram program, loadProgram(o.program));
   KILN_ASSIGN_OR_RETURN(const runtime::Target* target, runtime::findTarget(o.backend));
@@ -111,12 +126,14 @@ Status explain(const ExplainOptions& o) {
     for (size_t r = 0; r < n->numResults(); ++r)
       for (const Dim& d : n->result(r)->type().dims())
         symbolic |= d.isSymbolic() && !o.dims.count(d.symbolName());
+  std::vector<TensorType> sourceTypes = runtime::parameterTypes(*program.module->entry());
   KILN_ASSIGN_OR_RETURN(
       compiler::Compiled c,
       compiler::compile(std::move(program.module), *target, co,
                         symbolic ? compiler::Stage::Planned : compiler::Stage::Lowered));
   if (o.instrumentation.timePasses) std::fputs(c.passTimings.c_str(), stderr);
   std::fputs(fusion::explainPlan(*c.module->entry(), c.plan).c_str(), stdout);
+  printGuards(sourceTypes, *c.module->entry());
   if (symbolic) {
     std::puts("\nmemory: not planned (symbolic dimensions; give their sizes with --dim)");
     return Status::ok();

@@ -94,10 +94,11 @@ Status checkInput(const std::string& name, const TensorType& want, const std::st
 }
 
 // The sizes given with --dim, each of which must name a symbol of some parameter.
-StatusOr<Symbols> symbolsFromDims(const Function& f, const std::map<std::string, int64_t>& dims) {
+StatusOr<Symbols> symbolsFromDims(const std::vector<TensorType>& types,
+                                  const std::map<std::string, int64_t>& dims) {
   std::set<std::string> known;
-  for (size_t i = 0; i < f.numParameters(); ++i) {
-    for (const Dim& d : f.parameter(i)->type().dims())
+  for (const TensorType& t : types) {
+    for (const Dim& d : t.dims())
       if (d.isSymbolic()) known.insert(d.symbolName());
   }
   Symbols symbols;
@@ -188,23 +189,35 @@ std::string parameterName(const Function& f, size_t i) {
 StatusOr<BoundInputs> bindInputs(const Function& f, const RunOptions& o,
                                  const std::map<std::string, Tensor>* read) {
   std::vector<std::string> names;
-  for (size_t i = 0; i < f.numParameters(); ++i) names.push_back(parameterName(f, i));
+  std::vector<TensorType> types;
+  for (size_t i = 0; i < f.numParameters(); ++i) {
+    names.push_back(parameterName(f, i));
+    types.push_back(f.parameter(i)->type());
+  }
+  return bindInputs(names, types, o, read);
+}
+
+StatusOr<BoundInputs> bindInputs(const std::vector<std::string>& names,
+                                 const std::vector<TensorType>& types, const RunOptions& o,
+                                 const std::map<std::string, Tensor>* read,
+                                 const SymbolBindings& defaults) {
   KILN_ASSIGN_OR_RETURN(std::vector<std::string> files, assignFiles(names, o.inputs));
-  KILN_ASSIGN_OR_RETURN(Symbols symbols, symbolsFromDims(f, o.dims));
-  std::vector<BoundInput> bound(f.numParameters());
+  KILN_ASSIGN_OR_RETURN(Symbols symbols, symbolsFromDims(types, o.dims));
+  std::vector<BoundInput> bound(types.size());
   // Files first, so that the symbol sizes they fix apply to the random inputs.
   for (size_t i = 0; i < files.size(); ++i) {
-    bound[i].name = parameterName(f, i);
+    bound[i].name = names[i];
     if (files[i].empty()) continue;
     StatusOr<Tensor> t = readOnce(files[i], read);
     if (!t) return inputError(bound[i].name, files[i] + ": " + t.status().message());
-    KILN_RETURN_IF_ERROR(checkInput(bound[i].name, f.parameter(i)->type(), files[i], *t, symbols));
+    KILN_RETURN_IF_ERROR(checkInput(bound[i].name, types[i], files[i], *t, symbols));
     bound[i].value = std::move(t).value();
     bound[i].source = files[i];
   }
+  for (const auto& [symbol, size] : defaults) symbols.emplace(symbol, SymbolSize{size, "default"});
   for (size_t i = 0; i < files.size(); ++i) {
     if (!files[i].empty()) continue;
-    const TensorType& type = f.parameter(i)->type();
+    const TensorType& type = types[i];
     if (!o.randomInputs)
       return Status::error("missing input '" + bound[i].name + "' (" + type.str() +
                            "): give it with --input " + bound[i].name +

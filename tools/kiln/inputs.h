@@ -38,5 +38,11 @@ StatusOr<std::vector<std::string>> assignFiles(const std::vector<std::string>& n
 // `read` holds files read already (by path), which are not read again.
 StatusOr<BoundInputs> bindInputs(const Function& f, const RunOptions& o,
                                  const std::map<std::string, Tensor>* read = nullptr);
+// The same for inputs of these names and types (an executable's Executable::inputTypes());
+// symbols no file or --dim sizes take their size from `defaults` (the compiled sizes).
+StatusOr<BoundInputs> bindInputs(const std::vector<std::string>& names,
+                                 const std::vector<TensorType>& types, const RunOptions& o,
+                                 const std::map<std::string, Tensor>* read = nullptr,
+                                 const SymbolBindings& defaults = {});
 
 }  // namespace kiln::cli

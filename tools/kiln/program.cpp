@@ -11,6 +11,7 @@
 #include "frontend/onnx/import_options.h"
 #include "inputs.h"
 #include "ir/text/text.h"
+#include "kiln/kiln.hpp"
 #include "runtime/source_key.h"
 #include "support/hash.h"
 #include "support/mapped_file.h"
@@ -102,6 +103,24 @@ StatusOr<std::unique_ptr<Module>> importOnnx(const std::string& path,
 }
 
 }  // namespace
+
+StatusOr<BoundInputs> bindExecutableInputs(runtime::Executable& exe, const RunOptions& o) {
+  const Function& f = exe.function();
+  std::vector<std::string> names;
+  for (size_t i = 0; i < f.numParameters(); ++i) names.push_back(parameterName(f, i));
+  SymbolBindings compiled;
+  for (const runtime::DimGuard& g : exe.guards().dims) compiled[g.symbol] = g.value;
+  const runtime::ModuleSource& recorded = exe.source();
+  if (!recorded.path.empty() && !recorded.load)
+    exe.setSource(kiln::fileSource(recorded.format, recorded.path, recorded.key));
+  return bindInputs(names, exe.inputTypes(), o, nullptr, compiled);
+}
+
+runtime::ModuleSource sourceOf(const std::string& path, const LoadedProgram& p) {
+  if (!p.bound.empty() || p.parameterInputs || (p.format != "onnx" && p.format != "kir"))
+    return runtime::ModuleSource{};
+  return kiln::fileSource(p.format, path, p.sourceKey);
+}
 
 std::string describeBound(const BoundValue& b) {
   return "input '" + b.name + "' (" + b.value.type().str() + ", " + b.file +

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "inputs.h"
 #include "ir/ir.h"
 #include "run_options.h"
 #include "runtime/executable.h"
@@ -52,6 +53,16 @@ struct LoadedProgram {
 StatusOr<LoadedProgram> loadProgram(const std::string& path,
                                     const runtime::CompileOptions* cache = nullptr,
                                     const std::vector<InputArg>* inputs = nullptr);
+
+// The inputs of an executable loaded from an artifact or the compile cache: bound against its
+// input types (Executable::inputTypes: a symbolic dim of the source may take another size, by a
+// file or --dim; the compiled size otherwise). Makes the source file the artifact records
+// readable for the recompile other sizes need.
+StatusOr<BoundInputs> bindExecutableInputs(runtime::Executable& exe, const RunOptions& o);
+
+// The source of a program loaded from a file, for the executable compiled from it: its file
+// when imported as it is (an artifact records it, and recompiles from it), else none.
+runtime::ModuleSource sourceOf(const std::string& path, const LoadedProgram& p);
 
 // "input 'shape' (i64[2], shape.npy) is bound to its value: ...", a line of the report.
 std::string describeBound(const BoundValue& b);

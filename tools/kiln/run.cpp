@@ -137,8 +137,6 @@ Status runArtifact(const RunOptions& o, LoadedProgram& program, RunSummary& summ
     summary.stages.push_back({"read+hash", program.loadMs, "the source, for its cache key"});
     summary.notes.push_back("compile cache " + exe->cacheReport());
   } else {
-    if (!o.dims.empty())
-      return Status::error("a .kiln artifact has fixed sizes: --dim does not apply");
     runtime::CompileOptions co = loadOptions(o);
     size_t bytes = program.artifact.bytes().size();
     KILN_ASSIGN_OR_RETURN(exe,
@@ -155,7 +153,7 @@ Status runArtifact(const RunOptions& o, LoadedProgram& program, RunSummary& summ
            std::to_string(exe->uniqueKernels()) +
            " distinct, linked from object code; library calls: " + exe->libraryCalls()});
   summary.stages.push_back({"buffers", 0, runtime::describeBufferPlan(exe->buffers())});
-  KILN_ASSIGN_OR_RETURN(BoundInputs bound, bindInputs(f, o));
+  KILN_ASSIGN_OR_RETURN(BoundInputs bound, bindExecutableInputs(*exe, o));
   std::vector<Tensor> values;
   for (BoundInput& in : bound.inputs) {
     values.push_back(in.value);
@@ -164,6 +162,11 @@ Status runArtifact(const RunOptions& o, LoadedProgram& program, RunSummary& summ
   start = std::chrono::steady_clock::now();
   KILN_ASSIGN_OR_RETURN(std::vector<Tensor> results, exe->run(values));
   summary.runMs = msSince(start);
+  if (exe->recompiles() > 0) {
+    std::string sizes;
+    for (const SymbolBindings& s : exe->specializations()) sizes += describeBindings(s);
+    summary.notes.push_back("recompiled for " + sizes + " (the run's time includes it)");
+  }
   summary.backend = backendSummary(*exe);
   return finishRun(o, summary, outputNames(exe->outputNames()), results);
 }
@@ -199,8 +202,9 @@ Status runProgram(const RunOptions& o) {
   if (o.backend != "interp") {
     size_t before = f.numNodes();
     runtime::CompileOptions co = compileOptions(o, bound.symbols, program.sourceKey);
-    KILN_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Executable> exe,
-                          runtime::Executable::compile(std::move(program.module), co));
+    KILN_ASSIGN_OR_RETURN(
+        std::unique_ptr<runtime::Executable> exe,
+        runtime::Executable::compile(std::move(program.module), co, sourceOf(o.program, program)));
     const runtime::CompileTimes& t = exe->times();
     if (!exe->cacheReport().empty()) summary.notes.push_back("compile cache " + exe->cacheReport());
     if (o.instrumentation.timePasses) std::fputs(exe->passTimings().c_str(), stderr);

@@ -145,6 +145,10 @@ StatusOr<RunOptions> parseRunOptions(const std::vector<std::string>& args) {
       o.cache = false;
       continue;
     }
+    if (a == "--no-recompile") {
+      o.recompile = false;
+      continue;
+    }
     if (a.size() > 1 && a[0] == '-') {
       size_t eq = a.find('=');
       std::string flag = a.substr(0, eq);
@@ -206,6 +210,9 @@ Options:
                          order (by default they split into vectorized partial sums)
   --no-library-calls     run matrix products and convolutions as Kiln's own loops instead of
                          a library's kernels (oneDNN), with the interpreter's numerics
+  --no-recompile         inputs that differ from a .kiln artifact's sizes in a symbolic dim are
+                         an error (naming the dim, its size and the compiled size) instead of
+                         compiling the artifact's source model again for them
 %s  -h, --help             show this help
 
 Exit status: 0 on success, 1 on an error (one line on stderr: "kiln: error: ..."), 2 on a
@@ -223,6 +230,7 @@ runtime::CompileOptions compileOptions(const RunOptions& o, const SymbolBindings
   co.postOps = o.postOps;
   co.reassociate = o.reassociate;
   co.libraryCalls = o.libraryCalls;
+  co.recompile = o.recompile;
   co.dropHeldConstants = true;
   co.threads = o.threads;
   co.instrumentation = o.instrumentation;
@@ -239,6 +247,11 @@ runtime::CompileOptions loadOptions(const RunOptions& o) {
   co.backend = o.backend;
   co.threads = o.threads;
   co.dropHeldConstants = true;
+  co.recompile = o.recompile;
+  if (o.cache) {
+    co.cacheDir = o.cacheDir.empty() ? runtime::defaultCacheDir() : o.cacheDir;
+    co.cacheLimitBytes = o.cacheLimitMiB << 20;
+  }
   return co;
 }
 

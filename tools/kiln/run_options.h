@@ -36,6 +36,9 @@ struct RunOptions {
   bool postOps = true;       // --no-post-ops: epilogues of library calls stay loop nests
   bool reassociate = true;   // --no-reassociate: float reductions in the interpreter's order
   bool libraryCalls = true;  // --no-library-calls: matrix products and convolutions as Kiln's loops
+  // --no-recompile: inputs of other sizes in a symbolic dim than an artifact's are an error
+  // instead of a compile for them (CompileOptions::recompile).
+  bool recompile = true;
   // The compile cache of the cpu backend: --cache-dir DIR, default runtime::defaultCacheDir();
   // --no-cache: none.
   std::string cacheDir;
@@ -54,7 +57,8 @@ runtime::CompileOptions compileOptions(const RunOptions& o, const SymbolBindings
                                        const std::string& sourceKey);
 
 // The options of loading a .kiln artifact for `o`: its threads, and the constants that library
-// kernels hold in their own layout freed (run and bench never serialize).
+// kernels hold in their own layout freed (run and bench never serialize); recompiles (inputs of
+// other sizes in a symbolic dim) go through the compile cache.
 runtime::CompileOptions loadOptions(const RunOptions& o);
 
 // The compile options to look the program up in the compile cache before importing it
