@@ -50,6 +50,7 @@ Status graphPasses(Module& module, const runtime::Target& target, PassManager& p
   if (options.optLevel > 0) {
     PipelineOptions po;
     po.specialize = options.dims;
+    po.target = target.layoutTarget(options);
     KILN_RETURN_IF_ERROR(runDefaultPipeline(module, pm, po).status());
   } else if (!options.dims.empty()) {
     std::unique_ptr<Pass> p = makeSpecializeShapesPass(options.dims);

@@ -36,6 +36,7 @@ std::string targetDimensionNumbers(ConvLayout layout, int64_t numSpatial) {
   if (layout == ConvLayout::ChannelsFirst) return defaultConvDimensionNumbers(numSpatial);
   std::string sp;
   for (int64_t i = 0; i < numSpatial; ++i) sp += static_cast<char>('0' + i);
+  if (layout == ConvLayout::ChannelsLastOhwi) return "b" + sp + "f_o" + sp + "i->b" + sp + "f";
   return "b" + sp + "f_" + sp + "io->b" + sp + "f";
 }
 
@@ -259,10 +260,11 @@ bool assignInFunction(Function& f, const LayoutTarget& target) {
 
 StatusOr<LayoutTarget> parseLayoutTarget(std::string_view text) {
   if (text == "nhwc") return LayoutTarget{ConvLayout::ChannelsLast};
+  if (text == "nhwc-ohwi") return LayoutTarget{ConvLayout::ChannelsLastOhwi};
   if (text == "nchw") return LayoutTarget{ConvLayout::ChannelsFirst};
   if (text == "keep") return LayoutTarget{ConvLayout::Keep};
   return Status::error("unknown layout target '" + std::string(text) +
-                       "' (expected nhwc, nchw or keep)");
+                       "' (expected nhwc, nhwc-ohwi, nchw or keep)");
 }
 
 StatusOr<bool> assignLayout(Module& m, const LayoutTarget& target) {

@@ -16,6 +16,7 @@ enum class ConvLayout {
   Keep,           // leave every convolution as it is
   ChannelsFirst,  // NCHW input/output, OIHW kernel: "bf01_oi01->bf01"
   ChannelsLast,   // NHWC input/output, HWIO kernel: "b01f_01io->b01f"
+  ChannelsLastOhwi,  // NHWC input/output, OHWI kernel: "b01f_o01i->b01f" (cuDNN's NHWC)
 };
 
 // What a backend prefers. New preferences (matmul operand layouts, blocked formats) go here as
@@ -27,7 +28,8 @@ struct LayoutTarget {
   static LayoutTarget cpu() { return LayoutTarget{ConvLayout::ChannelsLast}; }
 };
 
-// "nhwc" (channels last), "nchw" (channels first) or "keep" (kiln-opt --layout-assignment=nchw).
+// "nhwc" (channels last), "nhwc-ohwi", "nchw" (channels first) or "keep"
+// (kiln-opt --layout-assignment=nchw).
 StatusOr<LayoutTarget> parseLayoutTarget(std::string_view text);
 
 // Rewrites every convolution whose dimension_numbers differ from the target's into one in the

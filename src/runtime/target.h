@@ -22,6 +22,7 @@
 #include "ir/tensor.h"
 #include "ir/text/text.h"
 #include "kernel/kernel_ir.h"
+#include "passes/layout_assignment.h"
 #include "passes/pass_manager.h"
 #include "passes/specialize_shapes.h"
 #include "runtime/artifact.h"
@@ -143,6 +144,9 @@ class Target {
   // Its own graph passes, after the default pipeline the driver runs (at -O0 only what its
   // lowering needs).
   virtual Status graphPasses(Module& module, PassManager& pm, int optLevel) const = 0;
+  // The layouts its kernels prefer, which the default pipeline's layout assignment gives
+  // convolutions (the CPU's NHWC unless a target says otherwise).
+  virtual LayoutTarget layoutTarget(const CompileOptions&) const { return LayoutTarget::cpu(); }
   // What its library calls apply as they write their results: the planner decides each call's
   // post-ops from it (fusion/epilogue.h).
   virtual fusion::EpiloguePolicy epiloguePolicy() const = 0;
