@@ -263,6 +263,9 @@ struct Kernel {
   std::string kind;             // the fusion kind: "loop", "reduction", ..., "opaque"
   std::vector<Buffer> buffers;  // inputs, then outputs, then temps
   StmtRef body;
+  // The schedule's decisions with their reasons ("convolution on cuDNN", ...), for `kiln
+  // explain`; not part of the kernel's text.
+  std::vector<std::string> notes;
   const Buffer* find(const std::string& name) const;
 };
 

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include "codegen/cuda/conv.h"
 #include "codegen/cuda/cuda_source.h"
 #include "codegen/cuda/driver.h"
 #include "codegen/cuda/gemm.h"
@@ -189,6 +190,51 @@ TEST(CudaGemm, ShapesOfDotGeneralCalls) {
             "refused: operands of i32 and i32 (cuBLASLt here takes f32, f16 and bf16)");
 }
 
+// The cuDNN shape of the one convolution call of `text`'s first kernel, or why there is none.
+std::string convOf(const std::string& text) {
+  auto ks = lowerText(text);
+  if (ks.empty() || kernel::callsOf(ks[0]).empty()) return "no call";
+  std::string why;
+  auto c = codegen::cuda::convShape(ks[0], *kernel::callsOf(ks[0])[0], &why);
+  return c ? c->str() : "refused: " + why;
+}
+
+TEST(CudaConv, ShapesOfConvolutionCalls) {
+  EXPECT_EQ(convOf(R"(func @main(%x: f32[2,4,9,9], %w: f32[6,2,3,3]) -> (f32[2,6,5,5]) {
+  %y = f32[2,6,5,5] convolution(%x, %w) {window_strides = [2, 2], padding_low = [1, 1], padding_high = [1, 1], feature_group_count = 2}
+  return %y
+})"),
+            "f32 [2, 4, 9, 9] * [6, 2, 3, 3] stride 2, 2 pad 1, 1 groups 2");
+  // cuDNN's NHWC: OHWI kernels.
+  EXPECT_EQ(convOf(R"(func @main(%x: f16[1,8,8,4], %w: f16[5,3,3,4]) -> (f16[1,6,6,5]) {
+  %y = f16[1,6,6,5] convolution(%x, %w) {dimension_numbers = "b01f_o01i->b01f"}
+  return %y
+})"),
+            "f16 NHWC [1, 4, 8, 8] * [5, 4, 3, 3]");
+  // A 1-D convolution is a 2-D one of height 1.
+  EXPECT_EQ(convOf(R"(func @main(%x: f32[1,2,20], %w: f32[3,2,3]) -> (f32[1,3,16]) {
+  %y = f32[1,3,16] convolution(%x, %w) {rhs_dilation = [2]}
+  return %y
+})"),
+            "f32 [1, 2, 1, 20] * [3, 2, 1, 3] dilation 1, 2");
+  EXPECT_EQ(convOf(R"(func @main(%x: f32[1,2,5,5], %w: f32[3,2,3,3]) -> (f32[1,3,9,9]) {
+  %y = f32[1,3,9,9] convolution(%x, %w) {lhs_dilation = [2, 2], padding_low = [1, 1], padding_high = [1, 1]}
+  return %y
+})"),
+            "refused: lhs dilation (a transposed convolution)");
+  EXPECT_EQ(convOf(R"(func @main(%x: f32[1,2,5,5], %w: f32[3,2,2,2]) -> (f32[1,3,5,5]) {
+  %y = f32[1,3,5,5] convolution(%x, %w) {padding_low = [0, 0], padding_high = [1, 1]}
+  return %y
+})"),
+            "refused: padding that differs between the two sides of a dim");
+  // The CPU's NHWC with HWIO kernels is not a cuDNN layout.
+  EXPECT_EQ(convOf(R"(func @main(%x: f32[1,8,8,4], %w: f32[3,3,4,5]) -> (f32[1,6,6,5]) {
+  %y = f32[1,6,6,5] convolution(%x, %w) {dimension_numbers = "b01f_01io->b01f"}
+  return %y
+})"),
+            "refused: dimension numbers other than bf01_oi01->bf01 and b01f_o01i->b01f");
+}
+
 TEST(CudaSource, BadArchitectureIsAnError) {
   auto cubin = codegen::cuda::compileCuda("extern \"C\" __global__ void f() {}", "f.cu", "x86");
   ASSERT_FALSE(cubin.isOk());
@@ -256,10 +302,13 @@ TEST(CudaDevice, RunsAndMatchesTheInterpreter) {
   auto got = exe->run(mixedInputs());
   ASSERT_TRUE(got.isOk()) << got.status().str();
   expectClose(*got, interpretMixed());
-  // A second run reuses the first's device memory and stream.
-  auto again = exe->run(mixedInputs());
-  ASSERT_TRUE(again.isOk()) << again.status().str();
-  expectClose(*again, interpretMixed());
+  // Later runs reuse the first's device memory and stream; the second captures the launches
+  // into a CUDA graph, the third and fourth replay it.
+  for (int run = 1; run < 4; ++run) {
+    auto again = exe->run(mixedInputs());
+    ASSERT_TRUE(again.isOk()) << again.status().str();
+    expectClose(*again, interpretMixed());
+  }
 }
 
 TEST(CudaDevice, FourThreadsRunOneExecutable) {
@@ -307,6 +356,65 @@ TEST(CudaDevice, ArtifactForAnotherArchitectureIsRefused) {
   ASSERT_FALSE(got.isOk());
   EXPECT_NE(got.status().message().find("compiled for sm_80"), std::string::npos)
       << got.status().message();
+}
+
+// Convolutions with a bias and relu after them (a loop nest after the cuDNN call), a grouped
+// strided one and a dilated 1-D one, in every precision: cuDNN runs all three, NCHW in f32,
+// NHWC otherwise. Tolerances relative to the output's largest magnitude: f32 on FMA units 1e-5
+// (as above); tf32 and f16 round operands to 10 mantissa bits (2^-11 relative each, summed over
+// up to 36 products) 1e-2; bf16 to 7 bits, 5e-2 (docs/gpu.md).
+constexpr const char* kConvs =
+    R"(func @main(%x: f32[2,4,9,9], %w: f32[6,2,3,3], %b: f32[6], %s: f32[1,2,20], %v: f32[3,2,3]) -> (f32[2,6,5,5], f32[1,3,16]) {
+  %c = f32[2,6,5,5] convolution(%x, %w) {window_strides = [2, 2], padding_low = [1, 1], padding_high = [1, 1], feature_group_count = 2}
+  %bb = f32[2,6,5,5] broadcast_in_dim(%b) {dims = [1]}
+  %a = f32[2,6,5,5] add(%c, %bb)
+  %zero = f32[] constant() {value = [0.0]}
+  %zb = f32[2,6,5,5] broadcast_in_dim(%zero) {dims = []}
+  %r = f32[2,6,5,5] max(%a, %zb)
+  %d = f32[1,3,16] convolution(%s, %v) {rhs_dilation = [2]}
+  return %r, %d
+})";
+
+std::vector<Tensor> convInputs() {
+  std::vector<Tensor> in = {Tensor(DType::F32, {2, 4, 9, 9}), Tensor(DType::F32, {6, 2, 3, 3}),
+                            Tensor(DType::F32, {6}), Tensor(DType::F32, {1, 2, 20}),
+                            Tensor(DType::F32, {3, 2, 3})};
+  for (size_t t = 0; t < in.size(); ++t)
+    for (int64_t i = 0; i < in[t].numElements(); ++i)
+      in[t].setDouble(i, std::sin(0.37 * double(i) + double(t)));
+  return in;
+}
+
+TEST(CudaDevice, ConvolutionsRunOnCudnnInEveryPrecision) {
+  KILN_REQUIRE_GPU();
+  auto reference = parseModule(kConvs, "convs.kir");
+  ASSERT_TRUE(reference.isOk()) << reference.status().str();
+  auto want = interpret(*(*reference)->entry(), convInputs());
+  ASSERT_TRUE(want.isOk()) << want.status().str();
+  for (auto [precision, tolerance] : {std::pair<const char*, double>{"f32", 1e-5},
+                                      {"tf32", 1e-2}, {"f16", 1e-2}, {"bf16", 5e-2}}) {
+    SCOPED_TRACE(precision);
+    auto module = parseModule(kConvs, "convs.kir");
+    runtime::CompileOptions o;
+    o.backend = "cuda";
+    o.precision = precision;
+    auto exe = runtime::Executable::compile(std::move(*module), o);
+    ASSERT_TRUE(exe.isOk()) << exe.status().str();
+    EXPECT_EQ((*exe)->libraryCalls(), "2 cuDNN convolution");
+    for (int run = 0; run < 3; ++run) {  // eager, captured into a CUDA graph, replayed
+      auto got = (*exe)->run(convInputs());
+      ASSERT_TRUE(got.isOk()) << got.status().str();
+      ASSERT_EQ(got->size(), want->size());
+      for (size_t o = 0; o < got->size(); ++o) {
+        double scale = 0, worst = 0;
+        for (int64_t i = 0; i < (*want)[o].numElements(); ++i)
+          scale = std::max(scale, std::abs((*want)[o].getDouble(i)));
+        for (int64_t i = 0; i < (*want)[o].numElements(); ++i)
+          worst = std::max(worst, std::abs((*got)[o].getDouble(i) - (*want)[o].getDouble(i)));
+        EXPECT_LE(worst, tolerance * scale) << "run " << run << ", output " << o;
+      }
+    }
+  }
 }
 
 TEST(CudaTarget, WithoutAGpuRunningIsAClearError) {

@@ -19,12 +19,18 @@ constexpr const char* kUsage = R"(usage: kiln explain PROGRAM [options]
 
 Compiles PROGRAM (.kir or .onnx) as `kiln run` would, without running it, and prints the fusion
 plan: each kernel with its ops, the bytes it reads and writes and its flops, the fused edges with
-how they were fused, and every producer -> consumer edge left unfused with the reason.
+how they were fused, and every producer -> consumer edge left unfused with the reason; then the
+memory plan, the library calls, the schedule's decisions, and what the target's code runs: each
+launch (on a GPU with its grid and block, and its registers and shared memory once the module
+loads) and each library call with the implementation its library picked.
 
 Options:
   --dim SYMBOL=SIZE      size of a symbolic dimension (e.g. --dim N=8); symbols left unbound are
                          counted as 1 in the costs
-  --backend NAME         the target whose graph passes run first (default: cpu)
+  --backend NAME         the target to compile for (default: cpu)
+  --precision P          f32 (default), tf32, f16 or bf16, as in `kiln run`
+  --cuda-arch SM         the cuda target's architecture (default: the GPU's, else sm_90)
+  --no-code              stop after scheduling: no code, no launches
   -O0                    explain the program as loaded, without the optimisation pipeline
   --no-fusion            one kernel per op (the baseline the plan is measured against)
   --kernel-ir            also print each kernel's loop-level IR (what the backends compile)
@@ -44,6 +50,9 @@ struct ExplainOptions {
   bool postOps = true;
   bool reassociate = true;
   bool libraryCalls = true;
+  bool code = true;
+  std::string precision = "f32";
+  std::string cudaArch;
   PassManagerOptions instrumentation;
 };
 
@@ -72,6 +81,19 @@ StatusOr<ExplainOptions> parse(const std::vector<std::string>& args, bool& help)
       o.reassociate = false;
     } else if (a == "--no-library-calls") {
       o.libraryCalls = false;
+    } else if (a == "--no-code") {
+      o.code = false;
+    } else if (a == "--precision") {
+      o.precision = i + 1 < args.size() ? args[++i] : "";
+      if (o.precision != "f32" && o.precision != "tf32" && o.precision != "f16" &&
+          o.precision != "bf16")
+        return Status::error("--precision expects f32, tf32, f16 or bf16, got '" + o.precision +
+                             "'");
+    } else if (a == "--cuda-arch") {
+      o.cudaArch = i + 1 < args.size() ? args[++i] : "";
+      if (o.cudaArch.rfind("sm_", 0) != 0 || o.cudaArch.size() < 5)
+        return Status::error("--cuda-arch expects a GPU architecture such as sm_90, got '" +
+                             o.cudaArch + "'");
     } else if (a == "--dim" || a.rfind("--dim=", 0) == 0) {
       std::string v = a == "--dim" ? (i + 1 < args.size() ? args[++i] : "") : a.substr(6);
       KILN_ASSIGN_OR_RETURN(SymbolBindings b, parseSymbolBindings(v));
@@ -92,6 +114,24 @@ StatusOr<ExplainOptions> parse(const std::vector<std::string>& args, bool& help)
   return o;
 }
 
+// The library calls: which epilogue ops the library applies as post-ops, and why the rest
+// stays a loop nest; then the schedule's decisions.
+void printCalls(const std::vector<kernel::Kernel>& kernels) {
+  std::string calls, notes;
+  for (const kernel::Kernel& k : kernels) {
+    for (const kernel::Stmt* s : kernel::callsOf(k)) {
+      calls += "  " + k.name + "  " + s->callee;
+      for (size_t i = 0; i < s->postOps.size(); ++i)
+        calls += std::string(i ? ", " : "  post-ops ") + kernel::postOpName(s->postOps[i].kind);
+      if (!s->note.empty()) calls += "; epilogue loop after it: " + s->note;
+      calls += "\n";
+    }
+    for (const std::string& n : k.notes) notes += "  " + k.name + "  " + n + "\n";
+  }
+  if (!calls.empty()) std::printf("\nlibrary calls:\n%s", calls.c_str());
+  if (!notes.empty()) std::printf("\nschedule:\n%s", notes.c_str());
+}
+
 // The guards: the input dims the source left symbolic, which a run checks before it uses this
 // compile (`sourceTypes`: the parameters' types before the passes).
 void printGuards(const std::vector<TensorType>& sourceTypes, const Function& compiled) {
@@ -107,9 +147,7 @@ void printGuards(const std::vector<TensorType>& sourceTypes, const Function& com
               lines.c_str());
 }
 
-Status explain(const ExplainOptions& o) {
-  KILN_ASSIGN_OR_RETURN(LoadedProgram program, loadProgram(o.program));
-  KILN_ASSIGN_OR_RETURN(const runtime::Target* target, runtime::findTarget(o.backend));
+runtime::CompileOptions compileOptions(const ExplainOptions& o) {
   runtime::CompileOptions co;
   co.backend = o.backend;
   co.optLevel = o.optLevel;
@@ -117,41 +155,45 @@ Status explain(const ExplainOptions& o) {
   co.postOps = o.postOps;
   co.reassociate = o.reassociate;
   co.libraryCalls = o.libraryCalls;
+  co.precision = o.precision;
+  co.cudaArch = o.cudaArch;
   co.dims = o.dims;
   co.instrumentation = o.instrumentation;
+  return co;
+}
+
+Status explain(const ExplainOptions& o) {
+  KILN_ASSIGN_OR_RETURN(LoadedProgram program, loadProgram(o.program));
+  KILN_ASSIGN_OR_RETURN(const runtime::Target* target, runtime::findTarget(o.backend));
   // Symbols --dim leaves unbound: the plan with them counted as 1, and no kernels (lowering
-  // needs static shapes). Otherwise the compile driver, stopped after lowering.
+  // needs static shapes). Otherwise the compile driver, stopped after scheduling or with the
+  // program (its code).
   bool symbolic = false;
   for (const auto& n : program.module->entry()->nodes())
     for (size_t r = 0; r < n->numResults(); ++r)
       for (const Dim& d : n->result(r)->type().dims())
         symbolic |= d.isSymbolic() && !o.dims.count(d.symbolName());
+  const compiler::Stage stop = symbolic  ? compiler::Stage::Planned
+                               : o.code ? compiler::Stage::Program
+                                        : compiler::Stage::Lowered;
   std::vector<TensorType> sourceTypes = runtime::parameterTypes(*program.module->entry());
-  KILN_ASSIGN_OR_RETURN(
-      compiler::Compiled c,
-      compiler::compile(std::move(program.module), *target, co,
-                        symbolic ? compiler::Stage::Planned : compiler::Stage::Lowered));
+  KILN_ASSIGN_OR_RETURN(compiler::Compiled c, compiler::compile(std::move(program.module), *target,
+                                                                compileOptions(o), stop));
   if (o.instrumentation.timePasses) std::fputs(c.passTimings.c_str(), stderr);
-  std::fputs(fusion::explainPlan(*c.module->entry(), c.plan).c_str(), stdout);
-  printGuards(sourceTypes, *c.module->entry());
+  const runtime::Program* p = c.program.get();
+  std::fputs(fusion::explainPlan(p ? p->function() : *c.module->entry(), p ? p->plan() : c.plan)
+                 .c_str(),
+             stdout);
+  printGuards(sourceTypes, p ? p->function() : *c.module->entry());
   if (symbolic) {
     std::puts("\nmemory: not planned (symbolic dimensions; give their sizes with --dim)");
     return Status::ok();
   }
-  const std::vector<kernel::Kernel>& kernels = c.kernels;
-  std::printf("\nmemory: %s\n", runtime::describeBufferPlan(*c.buffers).c_str());
-  // The library calls: which epilogue ops the library applies as post-ops, and why the rest
-  // stays a loop nest.
-  std::string calls;
-  for (const kernel::Kernel& k : kernels)
-    for (const kernel::Stmt* s : kernel::callsOf(k)) {
-      calls += "  " + k.name + "  " + s->callee;
-      for (size_t i = 0; i < s->postOps.size(); ++i)
-        calls += std::string(i ? ", " : "  post-ops ") + kernel::postOpName(s->postOps[i].kind);
-      if (!s->note.empty()) calls += "; epilogue loop after it: " + s->note;
-      calls += "\n";
-    }
-  if (!calls.empty()) std::printf("\nlibrary calls:\n%s", calls.c_str());
+  const std::vector<kernel::Kernel>& kernels = p ? p->kernels() : c.kernels;
+  std::printf("\nmemory: %s\n",
+              runtime::describeBufferPlan(p ? p->buffers() : *c.buffers).c_str());
+  printCalls(kernels);
+  if (p) std::printf("\ncode (%s):\n%s", p->libraryCalls().c_str(), p->libraryCallDetails().c_str());
   if (o.kernelIr) {
     std::puts("\nkernel IR:");
     for (const kernel::Kernel& k : kernels) std::printf("\n%s", kernel::printKernel(k).c_str());

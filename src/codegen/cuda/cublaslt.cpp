@@ -94,7 +94,7 @@ StatusOr<std::unique_ptr<Gemm>> Gemm::create(const GemmShape& shape) {
   KILN_RETURN_IF_ERROR(describePlan(p, shape));
   cublasLtMatmulPreference_t pref = nullptr;
   KILN_RETURN_IF_ERROR(check(cublasLtMatmulPreferenceCreate(&pref), "preference"));
-  uint64_t workspace = kGemmWorkspace;
+  uint64_t workspace = kCallWorkspace;
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
                                        sizeof workspace);
   // Every matrix is 256-byte aligned (kCudaAlignment), which the heuristic also assumes by
@@ -115,8 +115,8 @@ StatusOr<std::unique_ptr<Gemm>> Gemm::create(const GemmShape& shape) {
 
 Gemm::~Gemm() = default;
 
-Status Gemm::run(DevicePtr lhs, DevicePtr rhs, DevicePtr out, DevicePtr workspace,
-                 Stream stream) const {
+Status Gemm::run(const DevicePtr* args, DevicePtr workspace, Stream stream) const {
+  const DevicePtr lhs = args[0], rhs = args[1], out = args[2];
   KILN_ASSIGN_OR_RETURN(cublasLtHandle_t h, handle());
   const float one = 1.0f, zero = 0.0f;
   const Plan& p = *plan_;
@@ -124,7 +124,7 @@ Status Gemm::run(DevicePtr lhs, DevicePtr rhs, DevicePtr out, DevicePtr workspac
                               reinterpret_cast<const void*>(lhs), p.b, &zero,
                               reinterpret_cast<const void*>(out), p.c, reinterpret_cast<void*>(out),
                               p.c, &p.algo.algo, reinterpret_cast<void*>(workspace),
-                              size_t(kGemmWorkspace), static_cast<cudaStream_t>(stream)),
+                              size_t(kCallWorkspace), static_cast<cudaStream_t>(stream)),
                "a product " + shape_.str());
 }
 

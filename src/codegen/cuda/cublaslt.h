@@ -6,26 +6,22 @@
 #include <memory>
 #include <string>
 
-#include "codegen/cuda/driver.h"
 #include "codegen/cuda/gemm.h"
-#include "support/status.h"
+#include "codegen/cuda/library_call.h"
 
 namespace kiln::codegen::cuda {
 
-// Device memory a product may use as scratch (cuBLASLt's recommendation for Hopper).
-inline constexpr int64_t kGemmWorkspace = int64_t(32) << 20;
-
-class Gemm {
+class Gemm final : public LibraryCall {
  public:
   // Needs the driver's context current (Driver::get).
   static StatusOr<std::unique_ptr<Gemm>> create(const GemmShape& shape);
-  ~Gemm();
+  ~Gemm() override;
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
 
-  // out = lhs . rhs (row-major, as the shape says) on `stream`.
-  Status run(DevicePtr lhs, DevicePtr rhs, DevicePtr out, DevicePtr workspace, Stream stream) const;
-  std::string describe() const;  // "cuBLASLt f32 [128 x 64] . [64 x 32], 1 wave"
+  // args: lhs, rhs, out; out = lhs . rhs (row-major, as the shape says).
+  Status run(const DevicePtr* args, DevicePtr workspace, Stream stream) const override;
+  std::string describe() const override;  // "cuBLASLt f32 [128 x 64] . [64 x 32], 1.00 waves"
 
   struct Plan;
 

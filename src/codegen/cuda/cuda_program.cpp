@@ -2,6 +2,8 @@
 #include "codegen/cuda/cuda_program.h"
 
 #include <algorithm>
+#include <atomic>
+#include <functional>
 #include <chrono>
 #include <cstring>
 #include <set>
@@ -30,20 +32,30 @@ struct CudaProgram::Device {
   const Driver* driver = nullptr;
   GpuModule module = nullptr;
   std::vector<std::vector<GpuFunction>> functions;  // per kernel, per launch (null: a call)
-  // Per kernel, per launch: a library call's product and its arguments' buffer indices.
-  std::vector<std::vector<std::unique_ptr<Gemm>>> gemms;
+  // Per kernel, per launch: a library call and its arguments' buffer indices.
+  std::vector<std::vector<std::unique_ptr<LibraryCall>>> calls;
   std::vector<std::vector<std::vector<size_t>>> callArgs;
   DevicePtr weights = 0;
   std::map<const Value*, int64_t> weightOffsets;
   std::mutex mu;
-  std::vector<std::pair<DevicePtr, Stream>> free;  // run memory and its stream
+  // Finished runs' memory and stream, with the CUDA graph of their launches once captured.
+  struct Slot {
+    DevicePtr memory = 0;
+    Stream stream = nullptr;
+    GraphExec graph = nullptr;
+    int runs = 0;
+  };
+  std::vector<Slot> free;
+  std::atomic<bool> graphs{true};  // false once a capture failed: every run issues its launches
+  std::string graphsOff;           // why (under mu)
 
   ~Device() {
     if (!driver) return;
     if (!driver->makeCurrent()) return;
-    for (auto& [memory, stream] : free) {
-      driver->free(memory);
-      driver->destroyStream(stream);
+    for (Slot& s : free) {
+      driver->destroyGraph(s.graph);
+      driver->free(s.memory);
+      driver->destroyStream(s.stream);
     }
     driver->free(weights);
     driver->unloadModule(module);
@@ -91,28 +103,23 @@ void CudaProgram::setBuffers(BufferPlan buffers) {
   for (const std::vector<Launch>& ls : m.source.launches)
     for (const Launch& l : ls)
       if (l.call) m.workspaceOffset = at;
-  if (m.workspaceOffset >= 0) at += kGemmWorkspace;
+  if (m.workspaceOffset >= 0) at += kCallWorkspace;
   m.runBytes = at;
 }
 
 namespace {
 
-// The product of a library call of `k` and its arguments' buffer indices.
-StatusOr<std::pair<std::unique_ptr<Gemm>, std::vector<size_t>>>
+// The library call `call` of `k` made for the device, and its arguments' buffer indices.
+StatusOr<std::pair<std::unique_ptr<LibraryCall>, std::vector<size_t>>>
 prepareCall(const kernel::Kernel& k, const kernel::Stmt& call, bool tf32) {
-  std::string why;
-  std::optional<GemmShape> shape = gemmShape(k, call, &why);
-  if (shape) shape->tf32 = tf32 && shape->type == DType::F32;
-  if (!shape || call.args.size() != 3 || !call.postOps.empty())
-    return Status::error("kernel " + k.name + ": library call " + call.callee +
-                         " has no GPU kernel (" + (why.empty() ? "post-ops" : why) + ")");
   std::vector<size_t> args;
   for (const std::string& a : call.args)
     for (size_t b = 0; b < k.buffers.size(); ++b)
       if (k.buffers[b].name == a) args.push_back(b);
-  if (args.size() != 3) return Status::error("kernel " + k.name + ": a call's buffers are missing");
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Gemm> gemm, Gemm::create(*shape));
-  return std::make_pair(std::move(gemm), std::move(args));
+  if (args.size() != call.args.size())
+    return Status::error("kernel " + k.name + ": a call's buffers are missing");
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<LibraryCall> lib, makeLibraryCall(k, call, tf32));
+  return std::make_pair(std::move(lib), std::move(args));
 }
 
 }  // namespace
@@ -132,20 +139,20 @@ StatusOr<std::shared_ptr<CudaProgram::Device>> CudaProgram::device() const {
   KILN_ASSIGN_OR_RETURN(d->module, driver->loadModule(m.code.cubin));
   for (size_t i = 0; i < m.source.launches.size(); ++i) {
     d->functions.emplace_back();
-    d->gemms.emplace_back();
+    d->calls.emplace_back();
     d->callArgs.emplace_back();
     for (const Launch& l : m.source.launches[i]) {
       GpuFunction fn = nullptr;
-      std::unique_ptr<Gemm> gemm;
+      std::unique_ptr<LibraryCall> lib;
       std::vector<size_t> args;
       if (!l.call) {
         KILN_ASSIGN_OR_RETURN(fn, driver->function(d->module, l.function));
       } else {
-        KILN_ASSIGN_OR_RETURN(std::tie(gemm, args),
+        KILN_ASSIGN_OR_RETURN(std::tie(lib, args),
                               prepareCall(m.kernels[i], *l.call, m.options.precision == "tf32"));
       }
       d->functions.back().push_back(fn);
-      d->gemms.back().push_back(std::move(gemm));
+      d->calls.back().push_back(std::move(lib));
       d->callArgs.back().push_back(std::move(args));
     }
   }
@@ -167,46 +174,50 @@ StatusOr<std::shared_ptr<CudaProgram::Device>> CudaProgram::device() const {
 
 namespace {
 
-// One run's device memory and stream: a finished run's, or new ones; back to the device's free
-// list when the run ends well, freed when it did not (work may still be in flight).
+// One run's device memory and stream (with its CUDA graph): a finished run's, or new ones; back
+// to the device's free list when the run ends well, freed when it did not (work may still be in
+// flight).
 class RunMemory {
  public:
+  using Slot = CudaProgram::Device::Slot;
   explicit RunMemory(CudaProgram::Device& d) : d_(d) {}
   RunMemory(const RunMemory&) = delete;
   RunMemory& operator=(const RunMemory&) = delete;
   ~RunMemory() {
-    if (!base_ && !stream_) return;
+    if (!s_.memory && !s_.stream) return;
     if (ok_) {
+      ++s_.runs;
       std::lock_guard<std::mutex> lock(d_.mu);
-      d_.free.emplace_back(base_, stream_);
+      d_.free.push_back(s_);
       return;
     }
-    d_.driver->synchronize(stream_);
-    d_.driver->free(base_);
-    d_.driver->destroyStream(stream_);
+    d_.driver->synchronize(s_.stream);
+    d_.driver->destroyGraph(s_.graph);
+    d_.driver->free(s_.memory);
+    d_.driver->destroyStream(s_.stream);
   }
 
   Status open(int64_t bytes) {
     {
       std::lock_guard<std::mutex> lock(d_.mu);
       if (!d_.free.empty()) {
-        std::tie(base_, stream_) = d_.free.back();
+        s_ = d_.free.back();
         d_.free.pop_back();
         return Status::ok();
       }
     }
-    KILN_ASSIGN_OR_RETURN(stream_, d_.driver->createStream());
-    KILN_ASSIGN_OR_RETURN(base_, d_.driver->allocate(bytes));
+    KILN_ASSIGN_OR_RETURN(s_.stream, d_.driver->createStream());
+    KILN_ASSIGN_OR_RETURN(s_.memory, d_.driver->allocate(bytes));
     return Status::ok();
   }
-  DevicePtr base() const { return base_; }
-  Stream stream() const { return stream_; }
+  DevicePtr base() const { return s_.memory; }
+  Stream stream() const { return s_.stream; }
+  Slot& slot() { return s_; }
   void succeeded() { ok_ = true; }
 
  private:
   CudaProgram::Device& d_;
-  DevicePtr base_ = 0;
-  Stream stream_ = nullptr;
+  Slot s_;
   bool ok_ = false;
 };
 
@@ -245,6 +256,63 @@ struct Addresses {
 
 }  // namespace
 
+namespace {
+
+// Issues every kernel's launches and library calls on `stream`, calling `mark` after each kernel.
+Status issueKernels(const CudaProgram::Impl& m, const CudaProgram::Device& d, const Addresses& at,
+                    Stream stream, const std::function<Status()>& mark) {
+  std::vector<DevicePtr> ptrs, callPtrs;
+  std::vector<void*> args;
+  for (size_t i = 0; i < m.kernels.size(); ++i) {
+    at.kernel(i, ptrs);
+    args.clear();
+    for (DevicePtr& p : ptrs) args.push_back(&p);
+    const std::vector<Launch>& launches = m.source.launches[i];
+    for (size_t j = 0; j < launches.size(); ++j) {
+      Status launched = Status::ok();
+      if (const LibraryCall* lib = d.calls[i][j].get()) {
+        callPtrs.clear();
+        for (size_t a : d.callArgs[i][j]) callPtrs.push_back(ptrs[a]);
+        launched =
+            lib->run(callPtrs.data(), at.base + static_cast<DevicePtr>(m.workspaceOffset), stream);
+      } else {
+        launched = d.driver->launch(d.functions[i][j], launches[j].grid, launches[j].block, stream,
+                                    args.data());
+      }
+      if (!launched) return launched.prefix("kernel " + m.kernels[i].name);
+    }
+    KILN_RETURN_IF_ERROR(mark());
+  }
+  return Status::ok();
+}
+
+// The run's kernels as a CUDA graph: a run memory's second run captures them (its first has
+// loaded every library's kernels), later runs replay the graph, so a run costs one launch. A
+// capture that fails turns graphs off for the program, and the run issues its launches.
+Status replayOrIssue(CudaProgram::Device& d, const CudaProgram::Impl& m, const Addresses& at,
+                     RunMemory& run) {
+  const Driver& drv = *d.driver;
+  const auto none = [] { return Status::ok(); };
+  RunMemory::Slot& slot = run.slot();
+  if (!slot.graph && slot.runs >= 1 && d.graphs) {
+    KILN_RETURN_IF_ERROR(drv.beginCapture(run.stream()));
+    Status issued = issueKernels(m, d, at, run.stream(), none);
+    StatusOr<GraphExec> graph = drv.endCapture(run.stream());
+    if (issued && graph) {
+      slot.graph = *graph;
+    } else {
+      if (graph) drv.destroyGraph(*graph);
+      std::lock_guard<std::mutex> lock(d.mu);
+      d.graphs = false;
+      d.graphsOff = (issued ? graph.status() : issued).message();
+    }
+  }
+  if (slot.graph) return drv.launchGraph(slot.graph, run.stream());
+  return issueKernels(m, d, at, run.stream(), none);
+}
+
+}  // namespace
+
 Status CudaProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
                             std::vector<double>* kernelMs) const {
   const Impl& m = *impl_;
@@ -267,32 +335,15 @@ Status CudaProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>&
     }
   } eventsFree{drv, events};
   auto mark = [&]() -> Status {
-    if (!kernelMs) return Status::ok();
     KILN_ASSIGN_OR_RETURN(Event e, drv.createEvent());
     events.push_back(e);
     return drv.record(e, run.stream());
   };
-  KILN_RETURN_IF_ERROR(mark());
-  std::vector<DevicePtr> ptrs;
-  std::vector<void*> args;
-  for (size_t i = 0; i < m.kernels.size(); ++i) {
-    at.kernel(i, ptrs);
-    args.clear();
-    for (DevicePtr& p : ptrs) args.push_back(&p);
-    const std::vector<Launch>& launches = m.source.launches[i];
-    for (size_t j = 0; j < launches.size(); ++j) {
-      Status launched = Status::ok();
-      if (const Gemm* gemm = d->gemms[i][j].get()) {
-        const std::vector<size_t>& a = d->callArgs[i][j];
-        launched = gemm->run(ptrs[a[0]], ptrs[a[1]], ptrs[a[2]],
-                             run.base() + static_cast<DevicePtr>(m.workspaceOffset), run.stream());
-      } else {
-        launched = drv.launch(d->functions[i][j], launches[j].grid, launches[j].block, run.stream(),
-                              args.data());
-      }
-      if (!launched) return launched.prefix("kernel " + m.kernels[i].name);
-    }
+  if (kernelMs) {  // a profile: each kernel between events, no graph
     KILN_RETURN_IF_ERROR(mark());
+    KILN_RETURN_IF_ERROR(issueKernels(m, *d, at, run.stream(), mark));
+  } else {
+    KILN_RETURN_IF_ERROR(replayOrIssue(*d, m, at, run));
   }
   for (size_t o = 0; o < outputs.size(); ++o) {
     const Value* v = m.f->outputs()[o];
@@ -330,26 +381,45 @@ int CudaProgram::uniqueKernels() const {
 }
 
 std::string CudaProgram::libraryCalls() const {
-  int n = 0;
-  for (const auto& ls : impl_->source.launches)
-    for (const Launch& l : ls) n += l.call ? 1 : 0;
-  if (n == 0) return "none (Kiln's own CUDA kernels)";
-  return "cuBLASLt: " + std::to_string(n) + " dot_general";
+  std::map<std::string, int> count;  // "cuDNN convolution" -> 20
+  for (size_t i = 0; i < impl_->kernels.size(); ++i)
+    for (const Launch& l : impl_->source.launches[i])
+      if (l.call)
+        ++count[libraryFor(impl_->kernels[i], *l.call, nullptr).value_or("?") + " " +
+                std::string(opName(l.call->op))];
+  if (count.empty()) return "none (Kiln's own CUDA kernels)";
+  std::string text;
+  for (const auto& [what, n] : count)
+    text += (text.empty() ? "" : ", ") + std::to_string(n) + " " + what;
+  return text;
 }
 
-// A line per launch: its function with grid and block, or its library call's product.
+// A line per launch: its function with grid and block, or its library call. With a GPU the
+// module is loaded: each function's registers and shared memory, each call's algorithm.
 std::string CudaProgram::libraryCallDetails() const {
   const Impl& m = *impl_;
-  std::string text;
+  StatusOr<std::shared_ptr<Device>> d = device();
+  std::string text = d ? "" : "  (" + d.status().message() + ": no registers or algorithms)\n";
+  if (d) {
+    std::lock_guard<std::mutex> lock((*d)->mu);
+    text += (*d)->graphs ? "  (a run memory's second run captures these launches into a CUDA "
+                           "graph; later runs replay it)\n"
+                         : "  (CUDA graphs off: " + (*d)->graphsOff + ")\n";
+  }
   for (size_t i = 0; i < m.kernels.size(); ++i)
-    for (const Launch& l : m.source.launches[i]) {
-      text += m.kernels[i].name + ": ";
-      if (l.call) {
-        std::optional<GemmShape> g = gemmShape(m.kernels[i], *l.call, nullptr);
-        text += "cuBLASLt " + (g ? g->str() : std::string("?")) + "\n";
+    for (size_t j = 0; j < m.source.launches[i].size(); ++j) {
+      const Launch& l = m.source.launches[i][j];
+      text += "  " + m.kernels[i].name + "  ";
+      if (l.call && d) {
+        text += (*d)->calls[i][j]->describe() + "\n";
+      } else if (l.call) {
+        text += libraryFor(m.kernels[i], *l.call, nullptr).value_or("?") + " " + l.call->callee +
+                "\n";
       } else {
         text += l.function + " grid " + std::to_string(l.grid) + " block " +
-                std::to_string(l.block) + "\n";
+                std::to_string(l.block);
+        if (d) text += ", " + (*d)->driver->describeFunction((*d)->functions[i][j]);
+        text += "\n";
       }
     }
   return text;

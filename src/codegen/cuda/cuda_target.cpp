@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "codegen/cuda/cuda_program.h"
-#include "codegen/cuda/gemm.h"
+#include "codegen/cuda/library_call.h"
 #include "compiler/compile.h"
 #include "kernel/expand_calls.h"
 #include "kernel/gpu_schedule.h"
@@ -26,14 +26,28 @@ std::string defaultArch() {
   return d ? (*d)->device().arch : "sm_90";
 }
 
-// `k` with its calls on cuBLASLt where it takes them all (CompileOptions::libraryCalls), else
-// as Kiln's loops (kernel/expand_calls.h).
+// `k` with its calls on a library where one takes them all (library_call.h;
+// CompileOptions::libraryCalls), else as Kiln's loops (kernel/expand_calls.h); the choice and its
+// reason go into the kernel's notes.
 StatusOr<kernel::Kernel> libraryCallsOrLoops(kernel::Kernel k, const CompileOptions& options) {
   std::vector<const kernel::Stmt*> calls = kernel::callsOf(k);
-  bool library = options.libraryCalls && !calls.empty();
-  for (const kernel::Stmt* c : calls) library = library && gemmShape(k, *c, nullptr).has_value();
-  if (!library) return kernel::expandCalls(k);
-  for (;;) {  // cuBLASLt's epilogues are not used yet: post-ops run as loops after the call
+  if (calls.empty()) return k;
+  std::vector<std::string> notes;
+  bool library = options.libraryCalls;
+  for (const kernel::Stmt* c : calls) {
+    std::string why = "--no-library-calls";
+    std::optional<std::string> lib = options.libraryCalls ? libraryFor(k, *c, &why) : std::nullopt;
+    notes.push_back(c->callee +
+                    (lib ? " on " + *lib : " as Kiln's loops: " + why));
+    library = library && lib.has_value();
+  }
+  if (!library) {
+    KILN_ASSIGN_OR_RETURN(k, kernel::expandCalls(k));
+    k.notes.insert(k.notes.end(), notes.begin(), notes.end());
+    return k;
+  }
+  k.notes.insert(k.notes.end(), notes.begin(), notes.end());
+  for (;;) {  // the libraries' epilogues are not used yet: post-ops run as loops after the call
     calls = kernel::callsOf(k);
     auto c = std::find_if(calls.begin(), calls.end(),
                           [](const kernel::Stmt* s) { return !s->postOps.empty(); });
@@ -61,9 +75,15 @@ class CudaTarget final : public runtime::Target {
     return pm.runPass("split-attention", module).status();
   }
   fusion::EpiloguePolicy epiloguePolicy() const override { return {}; }
+  // cuDNN's tensor-core convolutions want NHWC (OHWI kernels); f32 ones on FMA units run as
+  // fast or faster in NCHW, which also needs no transposes around ONNX's NCHW graphs.
+  LayoutTarget layoutTarget(const CompileOptions& options) const override {
+    return LayoutTarget{options.precision == "f32" ? ConvLayout::ChannelsFirst
+                                                   : ConvLayout::ChannelsLastOhwi};
+  }
 
-  // Matrix products cuBLASLt takes stay library calls (their post-ops a loop nest after them),
-  // other calls run as Kiln's loops; the outer loops of every nest map to the grid, rows of a
+  // Matrix products cuBLASLt takes and convolutions cuDNN takes stay library calls (their
+  // post-ops a loop nest after them), other calls run as Kiln's loops; the outer loops of every nest map to the grid, rows of a
   // warp or more to a block each (gpu_schedule.h), and the reductions left run serially in
   // their thread.
   Status schedule(std::vector<kernel::Kernel>& kernels,

@@ -40,7 +40,13 @@ namespace kiln::codegen::cuda {
   X(cuEventDestroy) \
   X(cuEventRecord) \
   X(cuEventSynchronize) \
-  X(cuEventElapsedTime)
+  X(cuEventElapsedTime) \
+  X(cuStreamBeginCapture) \
+  X(cuStreamEndCapture) \
+  X(cuGraphInstantiateWithFlags) \
+  X(cuGraphLaunch) \
+  X(cuGraphExecDestroy) \
+  X(cuGraphDestroy)
 // clang-format on
 
 struct Driver::Api {
@@ -149,6 +155,42 @@ StatusOr<int> Driver::sharedBytes(GpuFunction f) const {
 }
 StatusOr<int> Driver::localBytes(GpuFunction f) const {
   return attribute(*this, *api_, f, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES);
+}
+
+Status Driver::beginCapture(Stream s) const {
+  return check(api_->cuStreamBeginCapture_(static_cast<CUstream>(s),
+                                           CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+               "starting a CUDA graph capture");
+}
+
+StatusOr<GraphExec> Driver::endCapture(Stream s) const {
+  CUgraph graph = nullptr;
+  KILN_RETURN_IF_ERROR(check(api_->cuStreamEndCapture_(static_cast<CUstream>(s), &graph),
+                             "ending a CUDA graph capture"));
+  CUgraphExec exec = nullptr;
+  Status made = check(api_->cuGraphInstantiateWithFlags_(&exec, graph, 0),
+                      "instantiating a CUDA graph");
+  api_->cuGraphDestroy_(graph);
+  KILN_RETURN_IF_ERROR(made);
+  return static_cast<GraphExec>(exec);
+}
+
+Status Driver::launchGraph(GraphExec g, Stream s) const {
+  return check(api_->cuGraphLaunch_(static_cast<CUgraphExec>(g), static_cast<CUstream>(s)),
+               "launching a CUDA graph");
+}
+
+void Driver::destroyGraph(GraphExec g) const {
+  if (g) api_->cuGraphExecDestroy_(static_cast<CUgraphExec>(g));
+}
+
+std::string Driver::describeFunction(GpuFunction f) const {
+  StatusOr<int> regs = registers(f), shared = sharedBytes(f), local = localBytes(f);
+  if (!regs || !shared || !local) return "attributes unknown";
+  std::string s = std::to_string(*regs) + " registers";
+  if (*shared) s += ", " + std::to_string(*shared) + " B shared";
+  if (*local) s += ", " + std::to_string(*local) + " B local (spills)";
+  return s;
 }
 
 Status Driver::launch(GpuFunction f, int64_t grid, int64_t block, Stream s, void** args) const {

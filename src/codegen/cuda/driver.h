@@ -15,6 +15,7 @@ using Stream = void*;        // CUstream
 using GpuFunction = void*;   // CUfunction
 using GpuModule = void*;     // CUmodule
 using Event = void*;         // CUevent
+using GraphExec = void*;     // CUgraphExec
 
 // The alignment of device buffers: cuMemAlloc's, and what cuBLASLt's algorithms assume of every
 // matrix (a product given a less aligned pointer fails with CUBLAS_STATUS_INVALID_VALUE).
@@ -44,6 +45,7 @@ class Driver {
   StatusOr<int> registers(GpuFunction f) const;
   StatusOr<int> sharedBytes(GpuFunction f) const;
   StatusOr<int> localBytes(GpuFunction f) const;
+  std::string describeFunction(GpuFunction f) const;  // "32 registers, 1024 B shared"
   Status launch(GpuFunction f, int64_t grid, int64_t block, Stream s, void** args) const;
 
   // An allocation of `bytes`; an error names the size asked for and the memory free.
@@ -61,6 +63,13 @@ class Driver {
   Status record(Event e, Stream s) const;
   // Milliseconds between two recorded events (waits for the second).
   StatusOr<float> elapsed(Event start, Event end) const;
+
+  // CUDA graphs: work issued on `s` between beginCapture and endCapture (by this thread) is
+  // recorded, not run; endCapture returns it instantiated, to be launched any number of times.
+  Status beginCapture(Stream s) const;
+  StatusOr<GraphExec> endCapture(Stream s) const;
+  Status launchGraph(GraphExec g, Stream s) const;
+  void destroyGraph(GraphExec g) const;
 
   // The driver's message for a result code, prefixed by what failed.
   Status check(int result, const std::string& what) const;

@@ -1,0 +1,208 @@
+// cuDNN convolutions. See cudnn.h. Kiln uses cuDNN's descriptor API for single convolutions
+// (cuDNN 9 marks it deprecated in favour of its graph API, which fused epilogues will need).
+#include "codegen/cuda/cudnn.h"
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#include <cudnn.h>
+
+#include <mutex>
+#include <vector>
+
+namespace kiln::codegen::cuda {
+namespace {
+
+Status check(cudnnStatus_t s, const std::string& what) {
+  if (s == CUDNN_STATUS_SUCCESS) return Status::ok();
+  return Status::error("cuDNN: " + what + " failed (" + cudnnGetErrorString(s) + ")");
+}
+
+// Handles, one per concurrent run: cuDNN is thread-safe only across handles, and a handle made
+// once is reused (making one loads cuDNN's kernels).
+class Handles {
+ public:
+  StatusOr<cudnnHandle_t> acquire() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!free_.empty()) {
+        cudnnHandle_t h = free_.back();
+        free_.pop_back();
+        return h;
+      }
+    }
+    cudnnHandle_t h = nullptr;
+    KILN_RETURN_IF_ERROR(check(cudnnCreate(&h), "cudnnCreate"));
+    return h;
+  }
+  void release(cudnnHandle_t h) {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.push_back(h);
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<cudnnHandle_t> free_;
+};
+
+Handles& handles() {
+  static Handles* h = new Handles();  // never destroyed: handles outlive static destructors
+  return *h;
+}
+
+struct HandleLease {
+  cudnnHandle_t h = nullptr;
+  ~HandleLease() {
+    if (h) handles().release(h);
+  }
+};
+
+cudnnDataType_t dataType(DType t) {
+  if (t == DType::F16) return CUDNN_DATA_HALF;
+  if (t == DType::BF16) return CUDNN_DATA_BFLOAT16;
+  return CUDNN_DATA_FLOAT;
+}
+
+const char* algoName(cudnnConvolutionFwdAlgo_t a) {
+  switch (a) {
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM: return "implicit gemm";
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM: return "implicit precomputed gemm";
+    case CUDNN_CONVOLUTION_FWD_ALGO_GEMM: return "gemm";
+    case CUDNN_CONVOLUTION_FWD_ALGO_DIRECT: return "direct";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT: return "fft";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING: return "fft tiling";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD: return "winograd";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED: return "winograd nonfused";
+    default: return "?";
+  }
+}
+
+std::vector<int> ints(std::vector<int64_t> v) { return std::vector<int>(v.begin(), v.end()); }
+
+}  // namespace
+
+struct Conv::Plan {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  cudnnMathType_t math = CUDNN_FMA_MATH;
+  size_t workspace = 0;
+  ~Plan() {
+    if (x) cudnnDestroyTensorDescriptor(x);
+    if (y) cudnnDestroyTensorDescriptor(y);
+    if (w) cudnnDestroyFilterDescriptor(w);
+    if (conv) cudnnDestroyConvolutionDescriptor(conv);
+  }
+};
+
+namespace {
+
+Status describePlan(Conv::Plan& p, const ConvShape& c) {
+  const cudnnDataType_t t = dataType(c.type);
+  std::vector<int64_t> x = {c.batch, c.inFeatures}, w = {c.outFeatures, c.inFeatures / c.groups},
+                       y = {c.batch, c.outFeatures};
+  x.insert(x.end(), c.in.begin(), c.in.end());
+  w.insert(w.end(), c.window.begin(), c.window.end());
+  y.insert(y.end(), c.out.begin(), c.out.end());
+  const int rank = static_cast<int>(x.size());
+  // Dims are given in NCHW order whatever the layout; the format says how memory holds them.
+  const cudnnTensorFormat_t format = c.channelsLast ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+  KILN_RETURN_IF_ERROR(check(cudnnCreateTensorDescriptor(&p.x), "a tensor descriptor"));
+  KILN_RETURN_IF_ERROR(check(cudnnCreateTensorDescriptor(&p.y), "a tensor descriptor"));
+  KILN_RETURN_IF_ERROR(check(cudnnCreateFilterDescriptor(&p.w), "a filter descriptor"));
+  KILN_RETURN_IF_ERROR(check(cudnnCreateConvolutionDescriptor(&p.conv), "a convolution"));
+  KILN_RETURN_IF_ERROR(check(
+      cudnnSetTensorNdDescriptorEx(p.x, format, t, rank, ints(x).data()), "input"));
+  KILN_RETURN_IF_ERROR(check(
+      cudnnSetTensorNdDescriptorEx(p.y, format, t, rank, ints(y).data()), "result"));
+  KILN_RETURN_IF_ERROR(check(
+      cudnnSetFilterNdDescriptor(p.w, t, format, rank, ints(w).data()), "kernel"));
+  // f16 and bf16 accumulate in f32 (cuDNN's "pseudo" configurations).
+  KILN_RETURN_IF_ERROR(check(
+      cudnnSetConvolutionNdDescriptor(p.conv, rank - 2, ints(c.pad).data(),
+                                      ints(c.stride).data(), ints(c.dilation).data(),
+                                      CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+      "the convolution " + c.str()));
+  KILN_RETURN_IF_ERROR(check(cudnnSetConvolutionGroupCount(p.conv, int(c.groups)), "groups"));
+  std::vector<int> out(static_cast<size_t>(rank));
+  KILN_RETURN_IF_ERROR(check(cudnnGetConvolutionNdForwardOutputDim(p.conv, p.x, p.w, rank,
+                                                                   out.data()),
+                             "the result shape"));
+  if (out != ints(y)) return Status::error("cuDNN: the result of " + c.str() + " has another shape");
+  return Status::ok();
+}
+
+// The first algorithm of the heuristic's ranking that runs with the math asked for and fits
+// the workspace. f32 (not tf32) stays off tensor cores: cuDNN's default math would use TF32.
+Status pickAlgorithm(cudnnHandle_t h, Conv::Plan& p, const ConvShape& c) {
+  int count = 0;
+  KILN_RETURN_IF_ERROR(
+      check(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &count), "the algorithm count"));
+  std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<size_t>(count));
+  int found = 0;
+  KILN_RETURN_IF_ERROR(check(cudnnGetConvolutionForwardAlgorithm_v7(h, p.x, p.w, p.conv, p.y,
+                                                                    count, &found, perf.data()),
+                             "the algorithm heuristic for " + c.str()));
+  const bool strict = c.type == DType::F32 && !c.tf32;
+  for (int i = 0; i < found; ++i) {
+    const cudnnConvolutionFwdAlgoPerf_t& r = perf[static_cast<size_t>(i)];
+    if (r.status != CUDNN_STATUS_SUCCESS) continue;
+    const cudnnMathType_t math = strict ? CUDNN_FMA_MATH : r.mathType;
+    if (cudnnSetConvolutionMathType(p.conv, math) != CUDNN_STATUS_SUCCESS) continue;
+    size_t bytes = 0;
+    if (cudnnGetConvolutionForwardWorkspaceSize(h, p.x, p.w, p.conv, p.y, r.algo, &bytes) !=
+            CUDNN_STATUS_SUCCESS ||
+        bytes > size_t(kCallWorkspace))
+      continue;
+    p.algo = r.algo;
+    p.math = math;
+    p.workspace = bytes;
+    return Status::ok();
+  }
+  return Status::error("cuDNN has no algorithm for " + c.str() + " within " +
+                       std::to_string(kCallWorkspace >> 20) + " MiB of workspace");
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Conv>> Conv::create(const ConvShape& shape) {
+  std::unique_ptr<Conv> conv(new Conv());
+  conv->shape_ = shape;
+  conv->plan_ = std::make_unique<Plan>();
+  KILN_RETURN_IF_ERROR(describePlan(*conv->plan_, shape));
+  HandleLease lease;
+  KILN_ASSIGN_OR_RETURN(lease.h, handles().acquire());
+  KILN_RETURN_IF_ERROR(pickAlgorithm(lease.h, *conv->plan_, shape));
+  return conv;
+}
+
+Conv::~Conv() = default;
+
+Status Conv::run(const DevicePtr* args, DevicePtr workspace, Stream stream) const {
+  HandleLease lease;
+  KILN_ASSIGN_OR_RETURN(lease.h, handles().acquire());
+  KILN_RETURN_IF_ERROR(check(cudnnSetStream(lease.h, static_cast<cudaStream_t>(stream)),
+                             "cudnnSetStream"));
+  const float one = 1.0f, zero = 0.0f;
+  const Plan& p = *plan_;
+  return check(cudnnConvolutionForward(lease.h, &one, p.x, reinterpret_cast<const void*>(args[0]),
+                                       p.w, reinterpret_cast<const void*>(args[1]), p.conv, p.algo,
+                                       reinterpret_cast<void*>(workspace), p.workspace, &zero, p.y,
+                                       reinterpret_cast<void*>(args[2])),
+               "the convolution " + shape_.str());
+}
+
+std::string Conv::describe() const {
+  return "cuDNN " + shape_.str() + ", " + algoName(plan_->algo) +
+         (plan_->math == CUDNN_FMA_MATH ? "" : ", tensor cores");
+}
+
+std::string cudnnVersionString() {
+  const size_t v = cudnnGetVersion();  // 91900 for 9.19.0
+  return "cuDNN " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
+         std::to_string(v % 100);
+}
+
+}  // namespace kiln::codegen::cuda
+
+#pragma GCC diagnostic pop

@@ -1,0 +1,39 @@
+// A library call of a cuda program (a matrix product on cuBLASLt, a convolution on cuDNN): which
+// library takes a call is decided from its attributes and shapes alone (no toolkit, so that the
+// schedule can say it on a machine without a GPU); the call itself is made once per program on
+// the device and run at every launch.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "codegen/cuda/driver.h"
+#include "kernel/kernel_ir.h"
+#include "support/status.h"
+
+namespace kiln::codegen::cuda {
+
+// Device memory each library call may use as scratch (cuBLASLt's recommendation for Hopper; it
+// also bounds the cuDNN algorithms taken).
+inline constexpr int64_t kCallWorkspace = int64_t(32) << 20;
+
+class LibraryCall {
+ public:
+  virtual ~LibraryCall() = default;
+  // Runs on `stream` with the call's buffers (its arguments in order) and the workspace.
+  virtual Status run(const DevicePtr* args, DevicePtr workspace, Stream stream) const = 0;
+  virtual std::string describe() const = 0;  // "cuDNN f32 [1, 3, 224, 224] * ..., algorithm 1"
+};
+
+// The library that takes `call` of kernel `k` ("cuBLASLt", "cuDNN"), or nullopt with `why`
+// saying, per library, why it does not.
+std::optional<std::string> libraryFor(const kernel::Kernel& k, const kernel::Stmt& call,
+                                      std::string* why);
+
+// The call made for the device (the driver's context current); `tf32` puts f32 products and
+// convolutions on TF32 tensor cores.
+StatusOr<std::unique_ptr<LibraryCall>> makeLibraryCall(const kernel::Kernel& k,
+                                                       const kernel::Stmt& call, bool tf32);
+
+}  // namespace kiln::codegen::cuda
