@@ -37,9 +37,9 @@ bool avx512() {
   return yes;
 }
 
-memory::desc stridedDesc(std::vector<Axis> axes) {
+memory::desc stridedDesc(std::vector<Axis> axes, bool denseUnitDims) {
   for (size_t i = axes.size(); i-- > 0;) {
-    if (axes[i].ext != 1) continue;
+    if (axes[i].ext != 1 || !denseUnitDims) continue;
     int64_t span = 1;
     for (size_t j = i + 1; j < axes.size(); ++j)
       span = std::max(span, axes[j].ext * axes[j].stride);
@@ -51,6 +51,17 @@ memory::desc stridedDesc(std::vector<Axis> axes) {
     strides.push_back(a.stride);
   }
   return memory::desc(dims, memory::data_type::f32, strides);
+}
+
+bool slowImplementation(const std::string& impl) {
+  // The implementation's name is what precedes the ISA ("ref:any", "jit:avx512_core").
+  const std::string name = impl.substr(0, impl.find(':'));
+  return name == "ref" || name.rfind("ref_", 0) == 0 || name == "simple" ||
+         name.rfind("simple_", 0) == 0;
+}
+
+Status slowImplementationError(const std::string& what, const std::string& impl) {
+  return Status::error("oneDNN has only its reference implementation (" + impl + ") for " + what);
 }
 
 std::vector<int64_t> rowMajor(const std::vector<int64_t>& dims) {
@@ -82,9 +93,12 @@ StatusOr<std::vector<int64_t>> f32Dims(const Value* v, const char* what) {
 bool oneDnnAvx512() { return onednn::avx512(); }
 bool oneDnnWinograd() { return onednn::avx512(); }
 
-StatusOr<std::unique_ptr<LibraryKernel>>
-createOneDnnKernel(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads,
-                   const PackedWeights* prepacked) {
+namespace {
+
+StatusOr<std::unique_ptr<LibraryKernel>> create(const Node& n,
+                                                const std::vector<kernel::PostOp>& postOps,
+                                                int threads, const PackedWeights* prepacked,
+                                                bool probe) {
   if (n.numOperands() != 2 || n.numResults() != 1)
     return Status::error(n.describe() + ": expected two operands and one result");
   try {
@@ -92,9 +106,10 @@ createOneDnnKernel(const Node& n, const std::vector<kernel::PostOp>& postOps, in
     // split by it), so creation runs under the same limit as run().
     onednn::OmpThreadsScope scope(threads);
     StatusOr<std::unique_ptr<LibraryKernel>> k = Status::error("not a dot_general or convolution");
-    if (n.op() == OpCode::DotGeneral) k = onednn::createMatmul(n, postOps, threads, prepacked);
+    if (n.op() == OpCode::DotGeneral)
+      k = onednn::createMatmul(n, postOps, threads, prepacked, probe);
     else if (n.op() == OpCode::Convolution)
-      k = onednn::createConvolution(n, postOps, threads, prepacked);
+      k = onednn::createConvolution(n, postOps, threads, prepacked, probe);
     if (!k) return Status(k.status()).prefix(n.describe() + ": no oneDNN kernel");
     return k;
   } catch (const dnnl::error& e) {
@@ -102,6 +117,21 @@ createOneDnnKernel(const Node& n, const std::vector<kernel::PostOp>& postOps, in
   } catch (const std::exception& e) {
     return Status::error(n.describe() + ": no oneDNN kernel: " + e.what());
   }
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<LibraryKernel>>
+createOneDnnKernel(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads,
+                   const PackedWeights* prepacked) {
+  return create(n, postOps, threads, prepacked, /*probe=*/false);
+}
+
+StatusOr<std::string> probeOneDnnKernel(const Node& n, const std::vector<kernel::PostOp>& postOps,
+                                        int threads) {
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<LibraryKernel> k,
+                        create(n, postOps, threads, nullptr, /*probe=*/true));
+  return k->describe();
 }
 
 }  // namespace kiln::codegen::cpu

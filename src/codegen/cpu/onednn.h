@@ -11,9 +11,12 @@
 //    strided descriptors.
 //  - f32 convolution of rank 3, 4 or 5 (1-D, 2-D, 3-D) with any dimension_numbers, strides,
 //    non-negative padding, rhs_dilation and feature_group_count -> convolution_forward
-//    (inference). lhs_dilation and batch_group_count other than 1 are refused.
+//    (inference). batch_group_count other than 1 is refused.
+//  - f32 convolution with lhs_dilation (a transposed convolution) and constant weights ->
+//    deconvolution_forward, the kernel flipped back once when the kernel is created.
 // Everything else (other dtypes, symbolic or zero extents, negative padding, ...) is an error
-// that says why; the caller then runs the reference kernel.
+// that says why, and so is a primitive for which oneDNN has only a reference implementation
+// (slowImplementation): the caller then takes another formulation.
 //
 // Post-ops (kernel_ir.h, PostOp) become oneDNN post-ops: add and mul are binary post-ops whose
 // operand is described over the dst's axes (broadcast axes have extent 1), clamp is relu or
@@ -117,5 +120,13 @@ bool oneDnnWinograd();
 StatusOr<std::unique_ptr<LibraryKernel>>
 createOneDnnKernel(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads,
                    const PackedWeights* prepacked = nullptr);
+
+// What createOneDnnKernel would make of `n` with `postOps`, found without making it (the
+// primitive descriptors only: no code generated, no weights reordered): the kernel's
+// description, which names oneDNN's implementation, or why there is none. A slow implementation
+// (a reference one, onednn_internal.h slowImplementation) is an error, as in createOneDnnKernel:
+// the CPU target's schedule asks this for every call and takes another formulation then.
+StatusOr<std::string> probeOneDnnKernel(const Node& n, const std::vector<kernel::PostOp>& postOps,
+                                        int threads);
 
 }  // namespace kiln::codegen::cpu

@@ -52,7 +52,7 @@ createBlockedConvolution(const Node& n, const std::vector<kernel::PostOp>& postO
                          const memory::desc& src, const memory::desc& weights,
                          const memory::desc& dst, MakePd makePd, bool winograd,
                          const std::string& what, const std::vector<std::vector<int64_t>>& axisDims,
-                         const PackedWeights* prepacked) {
+                         const PackedWeights* prepacked, bool probe) {
   using Tag = memory::format_tag;
   const bool b16 = channelBlock() == 16;
   const std::string layout = b16 ? "nChw16c" : "nChw8c";
@@ -114,8 +114,10 @@ createBlockedConvolution(const Node& n, const std::vector<kernel::PostOp>& postO
   if (!pd)
     pd = makePd(srcB, in.weights, dstB, in.attr, dnnl::algorithm::convolution_direct, biasDesc);
   const std::string impl = pd->impl_info_str();
-  if (impl.rfind("ref", 0) == 0)
-    return Status::error("oneDNN has only its reference implementation in " + layout);
+  if (slowImplementation(impl)) return slowImplementationError(what + " in " + layout, impl);
+  if (probe)
+    return makeProbedKernel(kernelDescription(what, impl, in, HeldWeights{}, post) + ", " + layout +
+                            ")");
   KILN_ASSIGN_OR_RETURN(HeldWeights held,
                         packWeights(in.constant, in.held, weights, pd->weights_desc(), prepacked));
   std::string desc = kernelDescription(what, impl, in, held, post);
@@ -182,20 +184,6 @@ bool blockedOneByOne(const Node& n) {
   return false;
 }
 
-// A convolution's operands and result as oneDNN axes (batch, feature, spatial...: src and dst
-// over the IR's strides, weights (groups,) out, in, spatial...), with its window parameters as
-// oneDNN counts them.
-struct ConvAxes {
-  std::vector<Axis> src, wei, dst;
-  std::vector<std::vector<int64_t>> dstDims;  // the result dims each dst axis covers
-  std::string what;                           // "convolution (nhwc, ohwi -> nhwc, 3x3, ..."
-  std::vector<int64_t> window;                // the kernel's spatial extents
-  std::vector<int64_t> strides;
-  Dims dStrides, dDilation, dLo, dHi;
-  int64_t groups = 1, inC = 0, kO = 0;
-  size_t ns = 0;  // spatial dims
-};
-
 // A convolution's description ("convolution (nhwc, ohwi -> nhwc, 3x3, stride 2x2").
 std::string convolutionName(const ConvDimensionNumbers& dn, size_t rank,
                             const std::vector<int64_t>& window, const std::vector<int64_t>& strides,
@@ -214,7 +202,9 @@ std::string convolutionName(const ConvDimensionNumbers& dn, size_t rank,
   return what;
 }
 
-StatusOr<ConvAxes> convAxes(const Node& n) {
+}  // namespace
+
+StatusOr<ConvAxes> convAxes(const Node& n, bool transposed) {
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> xd, f32Dims(n.operand(0), "input"));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> kd, f32Dims(n.operand(1), "kernel"));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> od, f32Dims(n.result(0), "result"));
@@ -229,7 +219,8 @@ StatusOr<ConvAxes> convAxes(const Node& n) {
   for (const auto* l : {&strides, &lo, &hi, &lhsDil, &rhsDil})
     if (l->size() != ns) return Status::error("window attributes need one entry per spatial dim");
   for (size_t s = 0; s < ns; ++s) {
-    if (lhsDil[s] != 1) return Status::error("lhs_dilation is not supported");
+    if (lhsDil[s] != 1 && !transposed) return Status::error("lhs_dilation is not supported");
+    if (lhsDil[s] < 1) return Status::error("lhs_dilation must be >= 1");
     if (strides[s] < 1 || rhsDil[s] < 1) return Status::error("strides and dilations must be >= 1");
     if (lo[s] < 0 || hi[s] < 0) return Status::error("negative padding is not supported");
   }
@@ -245,6 +236,7 @@ StatusOr<ConvAxes> convAxes(const Node& n) {
 
   ConvAxes c;
   c.groups = groups, c.inC = inC, c.kO = kO, c.ns = ns, c.strides = strides;
+  c.lhsDil = lhsDil, c.rhsDil = rhsDil, c.lo = lo, c.hi = hi;
   std::vector<int64_t> xs = rowMajor(xd), ks = rowMajor(kd), os = rowMajor(od);
   c.src = {{at(xd, dn.inputBatch), at(xs, dn.inputBatch)}, {inC, at(xs, dn.inputFeature)}};
   c.dst = {{at(od, dn.outputBatch), at(os, dn.outputBatch)}, {kO, at(os, dn.outputFeature)}};
@@ -258,6 +250,7 @@ StatusOr<ConvAxes> convAxes(const Node& n) {
     c.wei.push_back({at(kd, dn.kernelSpatial[s]), at(ks, dn.kernelSpatial[s])});
     c.dst.push_back({at(od, dn.outputSpatial[s]), at(os, dn.outputSpatial[s])});
     c.window.push_back(at(kd, dn.kernelSpatial[s]));
+    c.kernelSpatial.push_back(dn.kernelSpatial[s]);
     c.dStrides.push_back(strides[s]);
     c.dDilation.push_back(rhsDil[s] - 1);  // oneDNN counts the holes: 0 is dense
     c.dLo.push_back(lo[s]);
@@ -267,11 +260,52 @@ StatusOr<ConvAxes> convAxes(const Node& n) {
   return c;
 }
 
+namespace {
+
+// The convolution on the IR layout, its unit dims described dense (a stride that spans the dims
+// inside them); where oneDNN has only its reference implementation so, with the unit dims' own
+// strides (a one-channel nhwc operand is then nhwc to oneDNN, not nchw: brgconv instead of
+// ref:any for a spectrogram's or a waveform's first layer).
+template <typename MakeAnyPd>
+StatusOr<std::unique_ptr<LibraryKernel>>
+onIrLayout(const Node& n, const ConvAxes& conv, const std::vector<kernel::PostOp>& postOps,
+           int threads, const PackedWeights* prepacked, bool probe, MakeAnyPd makeAnyPd) {
+  auto onLayout = [&](const memory::desc& src, const memory::desc& wei, const memory::desc& dst,
+                      const std::string& what) {
+    auto makePd = [&](const memory::desc& w, const dnnl::primitive_attr& attr,
+                      const memory::desc* bias) {
+      std::optional<memory::desc> vector;
+      if (bias) vector = channelVector(*bias);
+      return makeAnyPd(src, w, dst, attr, dnnl::algorithm::convolution_direct,
+                       vector ? &*vector : nullptr);
+    };
+    return finish<dnnl::convolution_forward>(n, threads, src, wei, dst, makePd, what, postOps,
+                                             conv.dstDims, prepacked, /*biasAxis=*/1, probe);
+  };
+  auto k = onLayout(stridedDesc(conv.src), stridedDesc(conv.wei), stridedDesc(conv.dst), conv.what);
+  // (memory::desc's == ignores the strides of unit dims; oneDNN's layout checks do not.)
+  auto unit = [](const std::vector<Axis>& axes) {
+    return std::any_of(axes.begin(), axes.end(), [](const Axis& a) { return a.ext == 1; });
+  };
+  if (k || !(unit(conv.src) || unit(conv.wei) || unit(conv.dst))) return k;
+  // Why not dense unit strides (the error's own words unless it is the reference kernel).
+  std::string why = k.status().message();
+  if (why.find("reference implementation") != std::string::npos)
+    why = "on dense ones oneDNN has only its reference kernel";
+  auto u = onLayout(stridedDesc(conv.src, false), stridedDesc(conv.wei, false),
+                    stridedDesc(conv.dst, false),
+                    conv.what + ", unit dims on the IR's strides (" + why + ")");
+  return u ? std::move(u) : std::move(k);
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<LibraryKernel>>
 createConvolution(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads,
-                  const PackedWeights* prepacked) {
+                  const PackedWeights* prepacked, bool probe) {
+  const std::vector<int64_t> lhs = n.attrInts("lhs_dilation");
+  if (std::any_of(lhs.begin(), lhs.end(), [](int64_t d) { return d != 1; }))
+    return createDeconvolution(n, postOps, threads, prepacked, probe);
   KILN_ASSIGN_OR_RETURN(const ConvAxes conv, convAxes(n));
   const std::vector<int64_t>& window = conv.window;
   const Dims &dStrides = conv.dStrides, &dDilation = conv.dDilation, &dLo = conv.dLo,
@@ -316,18 +350,10 @@ createConvolution(const Node& n, const std::vector<kernel::PostOp>& postOps, int
     bool winograd =
         window == std::vector<int64_t>{3, 3} && dStrides == Dims{1, 1} && dDilation == Dims{0, 0};
     auto blocked = createBlockedConvolution(n, postOps, threads, srcMd, weiMd, dstMd, makeAnyPd,
-                                            winograd, conv.what, conv.dstDims, prepacked);
+                                            winograd, conv.what, conv.dstDims, prepacked, probe);
     if (blocked) return blocked;
   }
-  auto makePd = [&](const memory::desc& w, const dnnl::primitive_attr& attr,
-                    const memory::desc* bias) {
-    std::optional<memory::desc> vector;
-    if (bias) vector = channelVector(*bias);
-    return makeAnyPd(srcMd, w, dstMd, attr, dnnl::algorithm::convolution_direct,
-                     vector ? &*vector : nullptr);
-  };
-  return finish<dnnl::convolution_forward>(n, threads, srcMd, weiMd, dstMd, makePd, conv.what,
-                                           postOps, conv.dstDims, prepacked, /*biasAxis=*/1);
+  return onIrLayout(n, conv, postOps, threads, prepacked, probe, makeAnyPd);
 }
 
 }  // namespace kiln::codegen::cpu::onednn

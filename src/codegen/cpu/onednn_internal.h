@@ -76,9 +76,22 @@ struct Axis {
 };
 
 // A plain f32 descriptor with explicit strides. A unit dim's stride is irrelevant to addressing;
-// it is set to the span of the dims inside it so that the descriptor looks dense to oneDNN's
-// implementation checks (which compare strides with extents).
-memory::desc stridedDesc(std::vector<Axis> axes);
+// with `denseUnitDims` it is set to the span of the dims inside it (in oneDNN's logical order) so
+// that the descriptor looks dense to oneDNN's implementation checks (which compare strides with
+// extents); without, it keeps the stride given (the IR buffer's own row-major stride), which is
+// what makes a one-channel nhwc operand look like nhwc rather than nchw.
+memory::desc stridedDesc(std::vector<Axis> axes, bool denseUnitDims = true);
+
+// Whether oneDNN implementation `impl` (primitive_desc::impl_info_str()) is one Kiln never runs:
+// a reference implementation, plain C loops written for correctness ("ref:any", "ref_*",
+// "simple:*"), measured at 0.1-6 GFLOP/s where the jit kernels run at 50-150 (docs/codegen.md,
+// "No slow library kernels"). gemm-based convolutions (im2col + sgemm, "gemm:jit") are not such:
+// they are blocked and vectorised.
+bool slowImplementation(const std::string& impl);
+
+// The error a kernel creation returns for a slow implementation (the caller then takes another
+// formulation; CpuTarget's schedule turns the call into Kiln's loops when none is left).
+Status slowImplementationError(const std::string& what, const std::string& impl);
 
 std::vector<int64_t> rowMajor(const std::vector<int64_t>& dims);
 
@@ -199,6 +212,10 @@ std::string kernelDescription(const std::string& what, const std::string& impl,
 // The calling thread's stream, made on its first call.
 dnnl::stream& threadStream();
 
+// A kernel that only says what createOneDnnKernel would make (probeOneDnnKernel): its run() is an
+// error.
+std::unique_ptr<LibraryKernel> makeProbedKernel(std::string description);
+
 // A oneDNN primitive with its memory descriptors, ready to run on Kiln's buffers.
 std::unique_ptr<LibraryKernel>
 makeOneDnnKernel(dnnl::primitive prim, memory::desc src, memory::desc weights, memory::desc dst,
@@ -238,25 +255,25 @@ finish(const Node& n, int threads, const memory::desc& src, const memory::desc& 
        const memory::desc& dst, MakePd makePd, const std::string& what,
        const std::vector<kernel::PostOp>& postOps,
        const std::vector<std::vector<int64_t>>& axisDims, const PackedWeights* prepacked,
-       int biasAxis, const memory::desc* constantLayout = nullptr) {
+       int biasAxis, bool probe, const memory::desc* constantLayout = nullptr) {
   KILN_ASSIGN_OR_RETURN(PostOpsPlan post, planPostOps(postOps, n.result(0)->type().staticDims(),
                                                       axisDims, nullptr, biasAxis));
   PrimitiveInputs in = primitiveInputs(n, weights, post, !postOps.empty(), constantLayout);
   auto pd = makePd(in.weights, in.attr, post.bias ? &post.bias->desc : nullptr);
   // The bias memory as the primitive takes it (a convolution's is 1-D, makePd's conversion).
   if (post.bias) post.bias->desc = pd.bias_desc();
-  // A reference implementation would be far slower than the optimized one without post-ops
-  // plus a pass over the result: the caller then applies them itself.
+  // A reference implementation is never used: the caller takes another formulation (with
+  // post-ops: the kernel without them and a pass over the result).
   const std::string impl = pd.impl_info_str();
-  if (!postOps.empty() && impl.rfind("ref", 0) == 0)
-    return Status::error("oneDNN has only its reference implementation (" + impl +
-                         ") with these post-ops");
+  if (slowImplementation(impl))
+    return slowImplementationError(postOps.empty() ? what : what + " with these post-ops", impl);
   // oneDNN 2.6's gemm-based convolution addresses a binary post-op operand that is not
   // per-channel (a residual) wrongly: measured against the interpreter, see docs/codegen.md.
   if (n.op() == OpCode::Convolution && post.nonChannelOperand &&
       impl.find("gemm") != std::string::npos)
     return Status::error("oneDNN's " + impl +
                          " convolution mis-addresses post-op operands that are not per-channel");
+  if (probe) return makeProbedKernel(kernelDescription(what, impl, in, HeldWeights{}, post) + ")");
   KILN_ASSIGN_OR_RETURN(HeldWeights held,
                         packWeights(in.constant, in.held, weights, pd.weights_desc(), prepacked));
   std::string desc = kernelDescription(what, impl, in, held, post) + ")";
@@ -264,14 +281,41 @@ finish(const Node& n, int threads, const memory::desc& src, const memory::desc& 
                           std::move(post.bias), std::move(post.binaries), threads, std::move(desc));
 }
 
+// The primitives of each node: `probe` stops once the implementation is known (no primitive,
+// no weights reordered) and returns makeProbedKernel's stand-in.
+
 // onednn_matmul.cpp: dot_general -> matmul.
 StatusOr<std::unique_ptr<LibraryKernel>> createMatmul(const Node& n,
                                                       const std::vector<kernel::PostOp>& postOps,
-                                                      int threads, const PackedWeights* prepacked);
+                                                      int threads, const PackedWeights* prepacked,
+                                                      bool probe);
 
-// onednn_convolution.cpp: convolution -> convolution_forward.
+// onednn_convolution.cpp: convolution -> convolution_forward; one with lhs_dilation (a transposed
+// convolution) -> createDeconvolution.
 StatusOr<std::unique_ptr<LibraryKernel>>
 createConvolution(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads,
-                  const PackedWeights* prepacked);
+                  const PackedWeights* prepacked, bool probe);
+
+// A convolution's operands and result as oneDNN axes (batch, feature, spatial...: src and dst
+// over the IR's strides, weights (groups,) out, in, spatial...), with its window parameters as
+// oneDNN counts them. lhs_dilation is refused unless `transposed` (then in `lhsDil`).
+struct ConvAxes {
+  std::vector<Axis> src, wei, dst;
+  std::vector<std::vector<int64_t>> dstDims;  // the result dims each dst axis covers
+  std::string what;                           // "convolution (nhwc, ohwi -> nhwc, 3x3, ..."
+  std::vector<int64_t> window;                // the kernel's spatial extents
+  std::vector<int64_t> strides, lhsDil, rhsDil, lo, hi;
+  std::vector<int64_t> kernelSpatial;  // the kernel operand's spatial dims (IR order)
+  Dims dStrides, dDilation, dLo, dHi;
+  int64_t groups = 1, inC = 0, kO = 0;
+  size_t ns = 0;  // spatial dims
+};
+StatusOr<ConvAxes> convAxes(const Node& n, bool transposed = false);
+
+// onednn_deconvolution.cpp: a convolution with lhs_dilation (the transposed convolution ONNX's
+// ConvTranspose imports as) -> deconvolution_forward with the constant kernel flipped back.
+StatusOr<std::unique_ptr<LibraryKernel>>
+createDeconvolution(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads,
+                    const PackedWeights* prepacked, bool probe);
 
 }  // namespace kiln::codegen::cpu::onednn

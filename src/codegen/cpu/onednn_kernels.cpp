@@ -138,6 +138,19 @@ struct ArgSet {
   }
 };
 
+// What a kernel would be (probeOneDnnKernel): a description and nothing to run.
+class ProbedKernel final : public LibraryKernel {
+ public:
+  explicit ProbedKernel(std::string description) : description_(std::move(description)) {}
+  Status run(void* const*) const override {
+    return Status::error(description_ + ": a probe, not a kernel");
+  }
+  std::string describe() const override { return description_; }
+
+ private:
+  std::string description_;
+};
+
 // A oneDNN primitive with its memory descriptors, ready to run on Kiln's buffers.
 class OneDnnKernel final : public LibraryKernel {
  public:
@@ -362,6 +375,10 @@ class BlockedConvolution final : public LibraryKernel {
 };
 
 }  // namespace
+
+std::unique_ptr<LibraryKernel> makeProbedKernel(std::string description) {
+  return std::make_unique<ProbedKernel>(std::move(description));
+}
 
 std::unique_ptr<LibraryKernel>
 makeOneDnnKernel(dnnl::primitive prim, memory::desc src, memory::desc weights, memory::desc dst,

@@ -163,7 +163,8 @@ StatusOr<MatmulAxes> matmulAxes(const Node& n) {
 
 StatusOr<std::unique_ptr<LibraryKernel>> createMatmul(const Node& n,
                                                       const std::vector<kernel::PostOp>& postOps,
-                                                      int threads, const PackedWeights* prepacked) {
+                                                      int threads, const PackedWeights* prepacked,
+                                                      bool probe) {
   KILN_ASSIGN_OR_RETURN(const MatmulAxes x, matmulAxes(n));
   bool lhsT = x.srcK.ext > 1 && x.m > 1 && x.srcK.stride != 1;
   bool rhsT = x.wK.ext > 1 && x.wN.ext > 1 && x.wN.stride != 1;
@@ -185,7 +186,7 @@ StatusOr<std::unique_ptr<LibraryKernel>> createMatmul(const Node& n,
                                         attr, cpuEngine());
   };
   return finish<dnnl::matmul>(n, threads, srcMd, weiMd, dstMd, makePd, what, postOps, x.dstDims,
-                              prepacked, /*biasAxis=*/static_cast<int>(x.dst.size()) - 1,
+                              prepacked, /*biasAxis=*/static_cast<int>(x.dst.size()) - 1, probe,
                               padded ? &*padded : nullptr);
 }
 
