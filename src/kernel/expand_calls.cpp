@@ -2,6 +2,7 @@
 #include "kernel/expand_calls.h"
 
 #include <algorithm>
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -358,15 +359,17 @@ StatusOr<StmtRef> expandCall(const Kernel& k, const Stmt& call, FreshNames& name
   return body;
 }
 
-// `s` with the calls below it expanded; `s` itself where it has none.
-StatusOr<StmtRef> expandIn(const Kernel& k, const StmtRef& s, FreshNames& names) {
+// `s` with the calls below it that `which` selects expanded; `s` itself where it has none.
+StatusOr<StmtRef> expandIn(const Kernel& k, const StmtRef& s, FreshNames& names,
+                           const std::function<bool(const Stmt&)>& which) {
   if (!s) return s;
-  if (s->kind == Stmt::Kind::Call && (s->op == OpCode::DotGeneral || s->op == OpCode::Convolution))
+  if (s->kind == Stmt::Kind::Call &&
+      (s->op == OpCode::DotGeneral || s->op == OpCode::Convolution) && (!which || which(*s)))
     return expandCall(k, *s, names);
   std::vector<StmtRef> body;
   bool changed = false;
   for (const StmtRef& b : s->body) {
-    KILN_ASSIGN_OR_RETURN(StmtRef e, expandIn(k, b, names));
+    KILN_ASSIGN_OR_RETURN(StmtRef e, expandIn(k, b, names, which));
     changed = changed || e != b;
     body.push_back(std::move(e));
   }
@@ -378,10 +381,10 @@ StatusOr<StmtRef> expandIn(const Kernel& k, const StmtRef& s, FreshNames& names)
 
 }  // namespace
 
-StatusOr<Kernel> expandCalls(const Kernel& k) {
+StatusOr<Kernel> expandCalls(const Kernel& k, const std::function<bool(const Stmt&)>& which) {
   FreshNames names(k);
   Kernel out = k;
-  KILN_ASSIGN_OR_RETURN(out.body, expandIn(k, k.body, names));
+  KILN_ASSIGN_OR_RETURN(out.body, expandIn(k, k.body, names, which));
   return out;
 }
 

@@ -29,15 +29,19 @@
 // so it works on kernel IR that parseKernels read. Calls of other ops stay as they are.
 #pragma once
 
+#include <functional>
+
 #include "kernel/kernel_ir.h"
 #include "support/status.h"
 
 namespace kiln::kernel {
 
-// `k` with every dot_general and convolution Call, anywhere in its body, replaced by its loops.
-// An error names the kernel, the call and why: attributes that do not fit the operands' shapes,
-// a result buffer of another shape than the op's, operands of different or bool types, post-op
-// operands that are not buffers of the kernel, post-ops on an integer result.
-StatusOr<Kernel> expandCalls(const Kernel& k);
+// `k` with every dot_general and convolution Call, anywhere in its body, that `which` selects
+// (all of them without it) replaced by its loops. An error names the kernel, the call and why:
+// attributes that do not fit the operands' shapes, a result buffer of another shape than the op's,
+// operands of different or bool types, post-op operands that are not buffers of the kernel,
+// post-ops on an integer result.
+StatusOr<Kernel> expandCalls(const Kernel& k,
+                             const std::function<bool(const Stmt&)>& which = nullptr);
 
 }  // namespace kiln::kernel

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <optional>
 
+#include "codegen/cpu/choose_library_calls.h"
 #include "codegen/cpu/cpu_program.h"
 #include "compiler/compile.h"
 #include "ir/text/text.h"
@@ -82,13 +83,17 @@ class CpuTarget final : public runtime::Target {
   // oneDNN's post-ops: f32 matrix products and convolutions (fusion/epilogue.h's default).
   fusion::EpiloguePolicy epiloguePolicy() const override { return {}; }
 
-  // Reductions become vector partial sums, large nests parallel loops (kernel/schedule.h);
-  // without library calls, the calls become Kiln's loops first (kernel/expand_calls.h).
+  // Each library call runs on oneDNN where oneDNN has a fast kernel for it, else in another
+  // formulation, chosen here with its reason (choose_library_calls.h); without library calls,
+  // every call becomes Kiln's loops (kernel/expand_calls.h). Then reductions become vector
+  // partial sums, large nests parallel loops (kernel/schedule.h).
   Status schedule(std::vector<kernel::Kernel>& kernels,
                   const CompileOptions& options) const override {
     for (kernel::Kernel& k : kernels) {
       if (!options.libraryCalls) {
         KILN_ASSIGN_OR_RETURN(k, kernel::expandCalls(k));
+      } else {
+        KILN_RETURN_IF_ERROR(chooseLibraryCalls(k, options));
       }
       k = kernel::cacheRows(k, kernel::kRowCacheElements);
       k = kernel::parallelizeOuter(k, kernel::kParallelThreshold);

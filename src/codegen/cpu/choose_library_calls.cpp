@@ -1,0 +1,54 @@
+// Choosing how each library call runs on the CPU. See choose_library_calls.h.
+#include "codegen/cpu/choose_library_calls.h"
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "codegen/cpu/onednn.h"
+#include "kernel/expand_calls.h"
+
+namespace kiln::codegen::cpu {
+namespace {
+
+// Why oneDNN did not take a call: its error without the node's name, which the note's kernel
+// and callee already give.
+std::string reason(const Status& s) {
+  const std::string& m = s.message();
+  const std::string marker = "no oneDNN kernel: ";
+  size_t at = m.find(marker);
+  return at == std::string::npos ? m : m.substr(at + marker.size());
+}
+
+}  // namespace
+
+Status chooseLibraryCalls(kernel::Kernel& k, const runtime::CompileOptions& options) {
+  std::set<const kernel::Stmt*> loops;
+  for (const kernel::Stmt* s : kernel::callsOf(k)) {
+    if (!s->node || (s->op != OpCode::DotGeneral && s->op != OpCode::Convolution)) continue;
+    StatusOr<std::string> full = probeOneDnnKernel(*s->node, s->postOps, options.threads);
+    if (full) {
+      k.notes.push_back(s->callee + ": " + *full);
+      continue;
+    }
+    // Why there is no kernel at all: without post-ops, where they were the first refusal.
+    Status why = full.status();
+    if (!s->postOps.empty()) {
+      StatusOr<std::string> bare = probeOneDnnKernel(*s->node, {}, options.threads);
+      if (bare) {
+        k.notes.push_back(s->callee + ": " + *bare + "; post-ops as loops after it (" +
+                          reason(why) + ")");
+        continue;
+      }
+      why = bare.status();
+    }
+    k.notes.push_back(s->callee + ": Kiln's loops (" + reason(why) + ")");
+    loops.insert(s);
+  }
+  if (loops.empty()) return Status::ok();
+  KILN_ASSIGN_OR_RETURN(
+      k, kernel::expandCalls(k, [&](const kernel::Stmt& s) { return loops.count(&s) > 0; }));
+  return Status::ok();
+}
+
+}  // namespace kiln::codegen::cpu
