@@ -442,7 +442,8 @@ Status Executable::runOther(std::span<const Tensor> inputs, std::vector<Tensor>&
   for (size_t i = 0; i < f.numParameters(); ++i) names.push_back(f.parameter(i)->name());
   KILN_ASSIGN_OR_RETURN(SymbolBindings sizes, bindGuards(m.guards, parameterTypes(f), names, have));
   std::string changes = describeChanges(m.guards, sizes);
-  KILN_CHECK(!changes.empty(), "inputs of other types whose guarded sizes did not change");
+  if (changes.empty())  // not expected: bindGuards refuses every other difference
+    return Status::error("inputs of other types than compiled whose symbolic sizes are the same");
   if (!m.options.recompile || !m.source.load) {
     // The first guarded dim that changed, for the message.
     for (const DimGuard& g : m.guards.dims) {
@@ -459,8 +460,10 @@ Status Executable::runOther(std::span<const Tensor> inputs, std::vector<Tensor>&
               : "it cannot compile again: " +
                     (m.source.path.empty() ? std::string("its source is not known")
                                            : "nothing reads its source " + m.source.path + " here");
-      return Status::error(where + what + " was compiled for " + g.symbol + "=" +
-                           std::to_string(g.value) + ", and " + why);
+      std::string compiled = g.value < 0
+                                 ? " was compiled with " + g.symbol + " unbound"
+                                 : " was compiled for " + g.symbol + "=" + std::to_string(g.value);
+      return Status::error(where + what + compiled + ", and " + why);
     }
   }
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Executable> other, specialization(sizes, changes));

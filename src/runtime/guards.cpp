@@ -129,7 +129,8 @@ std::string describeChanges(const Guards& g, const SymbolBindings& sizes) {
     auto it = sizes.find(d.symbol);
     if (it == sizes.end() || it->second == d.value) continue;
     s += (s.empty() ? "dim " : ", dim ") + d.symbol + "=" + std::to_string(it->second) +
-         " (compiled for " + d.symbol + "=" + std::to_string(d.value) + ")";
+         (d.value < 0 ? " (compiled with " + d.symbol + " unbound)"
+                      : " (compiled for " + d.symbol + "=" + std::to_string(d.value) + ")");
   }
   return s;
 }
