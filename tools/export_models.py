@@ -191,6 +191,18 @@ def make_bert():
     return model, torch.randint(0, 30522, (1, 128), dtype=torch.int64)
 
 
+def make_resnet50_b64():
+    model, _ = make_resnet50()
+    return model, torch.randn(64, 3, 224, 224)
+
+
+def make_bert_base_b8():
+    # BERT-base sizes: 12 layers, width 768, 12 heads, FFN 3072; batch 8, sequence 128.
+    model = BertEncoder(d_model=768, heads=12, layers=12, ff=3072)
+    model.eval()
+    return model, torch.randint(0, 30522, (8, 128), dtype=torch.int64)
+
+
 # The models of the test suite (tests/models exports these).
 TEST_MODELS = ["resnet18", "resnet18_dynbatch", "mobilenet_v2", "shufflenet_v2",
                "transformer_encoder", "decoder_lm"]
@@ -205,6 +217,9 @@ MODELS = {
     "shufflenet_v2": make_shufflenet_v2,
     "transformer_encoder": make_transformer_encoder,
     "decoder_lm": make_decoder_lm,
+    # The GPU benchmark's larger shapes (bench/gpu.py).
+    "resnet50_b64": make_resnet50_b64,
+    "bert_base_b8": make_bert_base_b8,
 }
 
 

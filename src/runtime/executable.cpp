@@ -430,6 +430,19 @@ Status Executable::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& 
   return impl_->program->runInto(inputs, outputs, kernelMs);
 }
 
+StatusOr<double> Executable::runTimed(std::span<const Tensor> inputs,
+                                      std::vector<Tensor>& outputs) const {
+  const Function& f = impl_->program->function();
+  bool compiled = inputs.size() == f.numParameters();
+  for (size_t i = 0; compiled && i < inputs.size(); ++i)
+    compiled = inputs[i].type() == f.parameter(i)->type();
+  if (!compiled) {
+    KILN_RETURN_IF_ERROR(runInto(inputs, outputs));
+    return -1.0;
+  }
+  return impl_->program->runTimed(inputs, outputs);
+}
+
 // Inputs whose types differ from the compiled ones: through the guards to the specialisation
 // for their sizes.
 Status Executable::runOther(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,

@@ -88,6 +88,9 @@ class Executable {
   // (no allocation, no page faults on fresh memory); otherwise they are replaced.
   Status runInto(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
                  std::vector<double>* kernelMs = nullptr) const;
+  // Same, returning the device time of the run's launches (Program::runTimed; a GPU's events),
+  // -1 for targets without one and for inputs that need another specialisation.
+  StatusOr<double> runTimed(std::span<const Tensor> inputs, std::vector<Tensor>& outputs) const;
 
   // The function as first compiled (the sizes of options.dims); specialisations for other sizes
   // are not reported here.

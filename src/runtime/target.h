@@ -107,6 +107,13 @@ class Program {
   // are written in place, others replaced. kernelMs: each kernel's wall time, in plan order.
   virtual Status runInto(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
                          std::vector<double>* kernelMs) const = 0;
+  // One run as runInto, and the time its launches took by the device's own clock (the copies
+  // of inputs and outputs excluded); -1 where the target has no device apart from the host.
+  virtual StatusOr<double> runTimed(std::span<const Tensor> inputs,
+                                    std::vector<Tensor>& outputs) const {
+    KILN_RETURN_IF_ERROR(runInto(inputs, outputs, nullptr));
+    return -1.0;
+  }
   virtual const Function& function() const = 0;
   virtual const fusion::FusionPlan& plan() const = 0;
   virtual const std::vector<kernel::Kernel>& kernels() const = 0;

@@ -385,35 +385,72 @@ std::vector<Tensor> convInputs() {
   return in;
 }
 
-TEST(CudaDevice, ConvolutionsRunOnCudnnInEveryPrecision) {
-  KILN_REQUIRE_GPU();
+void expectConvolutionsOnCudnn(const char* precision, double tolerance) {
   auto reference = parseModule(kConvs, "convs.kir");
   ASSERT_TRUE(reference.isOk()) << reference.status().str();
   auto want = interpret(*(*reference)->entry(), convInputs());
   ASSERT_TRUE(want.isOk()) << want.status().str();
-  for (auto [precision, tolerance] : {std::pair<const char*, double>{"f32", 1e-5},
-                                      {"tf32", 1e-2}, {"f16", 1e-2}, {"bf16", 5e-2}}) {
-    SCOPED_TRACE(precision);
-    auto module = parseModule(kConvs, "convs.kir");
-    runtime::CompileOptions o;
-    o.backend = "cuda";
-    o.precision = precision;
-    auto exe = runtime::Executable::compile(std::move(*module), o);
-    ASSERT_TRUE(exe.isOk()) << exe.status().str();
-    EXPECT_EQ((*exe)->libraryCalls(), "2 cuDNN convolution");
-    for (int run = 0; run < 3; ++run) {  // eager, captured into a CUDA graph, replayed
-      auto got = (*exe)->run(convInputs());
-      ASSERT_TRUE(got.isOk()) << got.status().str();
-      ASSERT_EQ(got->size(), want->size());
-      for (size_t o = 0; o < got->size(); ++o) {
-        double scale = 0, worst = 0;
-        for (int64_t i = 0; i < (*want)[o].numElements(); ++i)
-          scale = std::max(scale, std::abs((*want)[o].getDouble(i)));
-        for (int64_t i = 0; i < (*want)[o].numElements(); ++i)
-          worst = std::max(worst, std::abs((*got)[o].getDouble(i) - (*want)[o].getDouble(i)));
-        EXPECT_LE(worst, tolerance * scale) << "run " << run << ", output " << o;
-      }
+  auto module = parseModule(kConvs, "convs.kir");
+  runtime::CompileOptions o;
+  o.backend = "cuda";
+  o.precision = precision;
+  auto exe = runtime::Executable::compile(std::move(*module), o);
+  ASSERT_TRUE(exe.isOk()) << exe.status().str();
+  EXPECT_EQ((*exe)->libraryCalls(), "2 cuDNN convolution");
+  for (int run = 0; run < 3; ++run) {  // eager, captured into a CUDA graph, replayed
+    auto got = (*exe)->run(convInputs());
+    ASSERT_TRUE(got.isOk()) << got.status().str();
+    ASSERT_EQ(got->size(), want->size());
+    for (size_t o = 0; o < got->size(); ++o) {
+      double scale = 0, worst = 0;
+      for (int64_t i = 0; i < (*want)[o].numElements(); ++i)
+        scale = std::max(scale, std::abs((*want)[o].getDouble(i)));
+      for (int64_t i = 0; i < (*want)[o].numElements(); ++i)
+        worst = std::max(worst, std::abs((*got)[o].getDouble(i) - (*want)[o].getDouble(i)));
+      EXPECT_LE(worst, tolerance * scale) << "run " << run << ", output " << o;
     }
+  }
+}
+
+TEST(CudaDevice, ConvolutionsOnCudnnF32) {
+  KILN_REQUIRE_GPU();
+  expectConvolutionsOnCudnn("f32", 1e-5);
+}
+TEST(CudaDevice, ConvolutionsOnCudnnTf32) {
+  KILN_REQUIRE_GPU();
+  expectConvolutionsOnCudnn("tf32", 1e-2);
+}
+TEST(CudaDevice, ConvolutionsOnCudnnF16) {
+  KILN_REQUIRE_GPU();
+  expectConvolutionsOnCudnn("f16", 1e-2);
+}
+TEST(CudaDevice, ConvolutionsOnCudnnBf16) {
+  KILN_REQUIRE_GPU();
+  expectConvolutionsOnCudnn("bf16", 5e-2);
+}
+
+// A run whose memory does not fit on the device (a 256 GiB intermediate) fails with an error
+// naming the size asked for and the memory free, every time, and nothing crashes.
+TEST(CudaDevice, OutOfMemoryIsAClearError) {
+  KILN_REQUIRE_GPU();
+  auto module = parseModule(R"(func @main(%x: f32[262144], %w: f32[262144,1]) -> (f32[262144,1]) {
+  %b = f32[262144,262144] broadcast_in_dim(%x) {dims = [1]}
+  %y = f32[262144,1] dot_general(%b, %w) {lhs_contracting = [1], rhs_contracting = [0]}
+  return %y
+})",
+                            "huge.kir");
+  ASSERT_TRUE(module.isOk()) << module.status().str();
+  runtime::CompileOptions o;
+  o.backend = "cuda";
+  auto exe = runtime::Executable::compile(std::move(*module), o);
+  ASSERT_TRUE(exe.isOk()) << exe.status().str();
+  std::vector<Tensor> in = {Tensor(DType::F32, {262144}), Tensor(DType::F32, {262144, 1})};
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto got = (*exe)->run(in);
+    ASSERT_FALSE(got.isOk());
+    const std::string& m = got.status().message();
+    EXPECT_NE(m.find("allocating 2749"), std::string::npos) << m;  // 2^38 bytes and a little more
+    EXPECT_NE(m.find("bytes free"), std::string::npos) << m;
   }
 }
 

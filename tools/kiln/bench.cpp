@@ -34,6 +34,8 @@ Options:
   --roofline             also measure this machine's copy bandwidth and f32 matmul rate now,
                          time every kernel, and print how close the memory-bound and the
                          contraction kernels come to them (cpu backend)
+  --kernel-times         also time every kernel (each between events or clock reads, so
+                         without CUDA graphs) and print the slowest 15 with their share
   -O0                    without the graph optimisation pipeline
   --input NAME=FILE.npy, --input FILE.npy, --dim SYMBOL=SIZE, --seed N, --no-post-ops,
   --no-reassociate, --no-library-calls, --no-recompile: as for kiln run
@@ -45,6 +47,7 @@ struct BenchOptions {
   int repeat = 20, warmup = 3;
   bool json = false;
   bool roofline = false;
+  bool kernelTimes = false;
 };
 
 StatusOr<BenchOptions> parse(const std::vector<std::string>& args, bool& help) {
@@ -70,6 +73,8 @@ StatusOr<BenchOptions> parse(const std::vector<std::string>& args, bool& help) {
       b.json = true;
     } else if (a == "--roofline") {
       b.roofline = true;
+    } else if (a == "--kernel-times") {
+      b.kernelTimes = true;
     } else if (a == "--repeat" || a.rfind("--repeat=", 0) == 0) {
       KILN_ASSIGN_OR_RETURN(b.repeat, value("--repeat"));
       if (b.repeat < 1) return Status::error("--repeat must be at least 1");
@@ -109,6 +114,61 @@ std::string boundInputs(const LoadedProgram& p, bool json) {
     s += "\"";
   }
   return json ? s + "]" : s;
+}
+
+double medianOf(std::vector<double>& ms) {
+  std::sort(ms.begin(), ms.end());
+  return ms.size() % 2 ? ms[ms.size() / 2] : (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]) / 2;
+}
+
+// The device's own times of `repeat` runs (a GPU's events around the launches, the copies of
+// inputs and outputs excluded), sorted; empty for targets without a device clock.
+StatusOr<std::vector<double>> deviceTimes(const runtime::Executable& exe,
+                                          std::span<const Tensor> values,
+                                          std::vector<Tensor>& outputs, int repeat) {
+  std::vector<double> ms;
+  for (int i = 0; i < repeat; ++i) {
+    KILN_ASSIGN_OR_RETURN(double t, exe.runTimed(values, outputs));
+    if (t < 0) return std::vector<double>{};
+    ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms;
+}
+
+// The slowest kernels of `repeat` profiled runs (median per kernel), with each one's share of
+// their sum and what it runs (its fusion kind, its library calls).
+StatusOr<std::string> kernelTimes(const runtime::Executable& exe, std::span<const Tensor> values,
+                                  std::vector<Tensor>& outputs, int repeat) {
+  const std::vector<kernel::Kernel>& ks = exe.kernels();
+  std::vector<std::vector<double>> per(ks.size());
+  for (int r = 0; r < repeat; ++r) {
+    std::vector<double> ms;
+    KILN_RETURN_IF_ERROR(exe.runInto(values, outputs, &ms));
+    for (size_t i = 0; i < ms.size() && i < per.size(); ++i) per[i].push_back(ms[i]);
+  }
+  std::vector<std::pair<double, size_t>> order;
+  double total = 0;
+  for (size_t i = 0; i < per.size(); ++i) {
+    double m = per[i].empty() ? 0 : medianOf(per[i]);
+    order.emplace_back(m, i);
+    total += m;
+  }
+  std::sort(order.rbegin(), order.rend());
+  char line[256];
+  std::snprintf(line, sizeof line, "kernels: %zu, %.3f ms in all (medians of %d profiled runs)\n",
+                ks.size(), total, repeat);
+  std::string text = line;
+  for (size_t j = 0; j < order.size() && j < 15; ++j) {
+    const kernel::Kernel& k = ks[order[j].second];
+    std::string calls;
+    for (const kernel::Stmt* c : kernel::callsOf(k)) calls += " " + c->callee;
+    std::snprintf(line, sizeof line, "  %-20s %8.3f ms %5.1f%%  %s%s\n", k.name.c_str(),
+                  order[j].first, total > 0 ? 100 * order[j].first / total : 0.0, k.kind.c_str(),
+                  calls.c_str());
+    text += line;
+  }
+  return text;
 }
 
 double msSince(std::chrono::steady_clock::time_point t) {
@@ -187,6 +247,11 @@ Status bench(const BenchOptions& b) {
     ms.push_back(msSince(start));
   }
   std::string roofline;
+  if (b.kernelTimes && (!exe || b.json))
+    return Status::error("--kernel-times needs a compiled backend and prints text (no --json)");
+  if (b.kernelTimes) {
+    KILN_ASSIGN_OR_RETURN(roofline, kernelTimes(*exe, values, outputs, b.repeat));
+  }
   if (b.roofline) {
     if (!exe || o.backend != "cpu") return Status::error("--roofline needs the cpu backend");
     std::vector<std::vector<double>> kernelMs(static_cast<size_t>(b.repeat));
@@ -194,9 +259,18 @@ Status bench(const BenchOptions& b) {
     KILN_ASSIGN_OR_RETURN(Ceilings c, measureCeilings(threads));
     roofline = rooflineReport(*exe, kernelMs, c, b.json);
   }
-  std::sort(ms.begin(), ms.end());
-  double median =
-      ms.size() % 2 ? ms[ms.size() / 2] : (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]) / 2;
+  double median = medianOf(ms);
+  std::vector<double> device;
+  if (exe) {
+    KILN_ASSIGN_OR_RETURN(device, deviceTimes(*exe, values, outputs, b.repeat));
+  }
+  char deviceText[160] = "";
+  if (!device.empty())
+    std::snprintf(deviceText, sizeof deviceText,
+                  b.json ? ", \"device_ms\": {\"median\": %.4f, \"min\": %.4f, \"max\": %.4f}"
+                         : "device: median %.3f ms, min %.3f ms, max %.3f ms (the device's "
+                           "events around the launches; copies excluded)\n",
+                  medianOf(device), device.front(), device.back());
   double compile = program.loadMs + times.total();
   if (b.json) {
     std::printf(
@@ -205,13 +279,14 @@ Status bench(const BenchOptions& b) {
         "\"lowering\": %.3f, \"codegen\": %.3f, \"buffers\": %.3f, \"cache_load\": %.3f}, "
         "\"cache\": \"%s\", "
         "\"run_ms\": {\"median\": %.4f, \"min\": %.4f, \"max\": %.4f, \"repeat\": %d, "
-        "\"warmup\": %d}%s%s%s%s}\n",
+        "\"warmup\": %d}%s%s%s%s%s}\n",
         o.program.c_str(), o.backend.c_str(), threads, o.optLevel, compile, program.loadMs,
         times.passes, times.fusion, times.lowering, times.codegen, times.buffers, times.cacheLoad,
         cache.c_str(), median, ms.front(), ms.back(), b.repeat, b.warmup,
         roofline.empty() ? "" : ", \"roofline\": ", roofline.c_str(),
         boundInputs(program, true).c_str(),
-        recompileMs < 0 ? "" : (", \"recompile_ms\": " + std::to_string(recompileMs)).c_str());
+        recompileMs < 0 ? "" : (", \"recompile_ms\": " + std::to_string(recompileMs)).c_str(),
+        deviceText);
     return Status::ok();
   }
   std::printf("program: %s (backend %s, %d thread%s, -O%d)\n", o.program.c_str(), o.backend.c_str(),
@@ -234,6 +309,7 @@ Status bench(const BenchOptions& b) {
   std::printf(
       "run: median %.3f ms, min %.3f ms, max %.3f ms over %d runs (after %d warm-up runs)\n",
       median, ms.front(), ms.back(), b.repeat, b.warmup);
+  std::fputs(deviceText, stdout);
   std::fputs(roofline.c_str(), stdout);
   return Status::ok();
 }

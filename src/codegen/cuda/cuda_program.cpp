@@ -315,6 +315,19 @@ Status replayOrIssue(CudaProgram::Device& d, const CudaProgram::Impl& m, const A
 
 Status CudaProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
                             std::vector<double>* kernelMs) const {
+  return run(inputs, outputs, kernelMs, nullptr);
+}
+
+StatusOr<double> CudaProgram::runTimed(std::span<const Tensor> inputs,
+                                       std::vector<Tensor>& outputs) const {
+  double ms = 0;
+  KILN_RETURN_IF_ERROR(run(inputs, outputs, nullptr, &ms));
+  return ms;
+}
+
+// A run; kernelMs: each kernel between events, no graph; deviceMs: events around the launches.
+Status CudaProgram::run(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
+                        std::vector<double>* kernelMs, double* deviceMs) const {
   const Impl& m = *impl_;
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<Device> d, device());
   const Driver& drv = *d->driver;
@@ -339,11 +352,13 @@ Status CudaProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>&
     events.push_back(e);
     return drv.record(e, run.stream());
   };
-  if (kernelMs) {  // a profile: each kernel between events, no graph
+  if (kernelMs) {
     KILN_RETURN_IF_ERROR(mark());
     KILN_RETURN_IF_ERROR(issueKernels(m, *d, at, run.stream(), mark));
   } else {
+    if (deviceMs) KILN_RETURN_IF_ERROR(mark());
     KILN_RETURN_IF_ERROR(replayOrIssue(*d, m, at, run));
+    if (deviceMs) KILN_RETURN_IF_ERROR(mark());
   }
   for (size_t o = 0; o < outputs.size(); ++o) {
     const Value* v = m.f->outputs()[o];
@@ -361,6 +376,10 @@ Status CudaProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>&
     }
   }
   KILN_RETURN_IF_ERROR(drv.synchronize(run.stream()));
+  if (deviceMs) {
+    KILN_ASSIGN_OR_RETURN(float ms, drv.elapsed(events[0], events[1]));
+    *deviceMs = ms;
+  }
   if (kernelMs) {
     kernelMs->assign(m.kernels.size(), 0.0);
     for (size_t i = 0; i < m.kernels.size(); ++i) {

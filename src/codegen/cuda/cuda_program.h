@@ -56,6 +56,8 @@ class CudaProgram final : public runtime::Program {
 
   Status runInto(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
                  std::vector<double>* kernelMs) const override;
+  StatusOr<double> runTimed(std::span<const Tensor> inputs,
+                            std::vector<Tensor>& outputs) const override;
   const Function& function() const override { return *impl_->f; }
   const fusion::FusionPlan& plan() const override { return impl_->plan; }
   const std::vector<kernel::Kernel>& kernels() const override { return impl_->kernels; }
@@ -80,6 +82,8 @@ class CudaProgram final : public runtime::Program {
 
  private:
   StatusOr<std::shared_ptr<Device>> device() const;
+  Status run(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
+             std::vector<double>* kernelMs, double* deviceMs) const;
   std::unique_ptr<Impl> impl_;
 };
 
