@@ -51,7 +51,8 @@ typedef struct kiln_tensor {
 } kiln_tensor;
 
 typedef struct kiln_options {
-  const char* backend;   /* the target: "cpu" (default), or "interp" (the reference interpreter) */
+  const char* backend;   /* the target: "cpu" (default), "cuda" (an NVIDIA GPU), or "interp" (the
+                            reference interpreter) */
   int32_t threads;       /* <= 0: one per hardware thread */
   int32_t opt_level;     /* 1 (default): the graph optimisation pipeline; 0: none */
   int32_t num_dims;      /* sizes of symbolic dimensions (ONNX dim_param names) */
@@ -62,6 +63,11 @@ typedef struct kiln_options {
    * compiles the model again for them (logged on stderr, kept for later runs); 0: that run fails
    * with an error naming the dimension, its size and the compiled size. */
   int32_t recompile;
+  /* NULL or "f32" (default), "tf32" (matrix products and convolutions on TF32 tensor cores where
+   * the backend has them), "f16" or "bf16" (values computed and stored in the low type, sums in
+   * f32); inputs and outputs stay f32 either way. See docs/gpu.md for the tolerances. */
+  const char* precision;
+  const char* cuda_arch; /* the cuda backend's GPU architecture ("sm_90"); NULL: the GPU's */
 } kiln_options;
 
 typedef struct kiln_executable kiln_executable;

@@ -40,6 +40,8 @@ kiln_options kiln_default_options(void) {
   o.dim_values = nullptr;
   o.cache_dir = nullptr;
   o.recompile = 1;
+  o.precision = nullptr;
+  o.cuda_arch = nullptr;
   return o;
 }
 
@@ -97,6 +99,8 @@ kiln_executable* kiln_compile_onnx(const char* path, const kiln_options* options
     co.recompile = o.recompile != 0;
     co.dropHeldConstants = true;  // the C API does not serialize
     if (o.cache_dir) co.cacheDir = o.cache_dir;
+    if (o.precision) co.precision = o.precision;
+    if (o.cuda_arch) co.cudaArch = o.cuda_arch;
     for (int32_t i = 0; i < o.num_dims; ++i) {
       if (!o.dim_names || !o.dim_values || !o.dim_names[i]) {
         setError(error, "kiln_compile_onnx: dim_names/dim_values missing");

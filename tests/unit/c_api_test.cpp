@@ -77,6 +77,37 @@ TEST(CApi, CompilesAndRunsAnOnnxModel) {
   kiln_destroy(exe);
 }
 
+// options.precision: f16 computes in f16 with f32 in and out, within docs/gpu.md's 1e-2 of the
+// f32 result and not equal to it (the rounding shows); an unknown precision is an error.
+TEST(CApi, PrecisionOption) {
+  std::string dir = kNode + "test_softmax_axis_1/";
+  if (!std::filesystem::exists(dir)) GTEST_SKIP() << dir << " missing (package libonnx-testdata)";
+  auto x = kiln::onnx::readTensorProtoFile(dir + "test_data_set_0/input_0.pb");
+  auto y = kiln::onnx::readTensorProtoFile(dir + "test_data_set_0/output_0.pb");
+  ASSERT_TRUE(x.isOk() && y.isOk());
+  char* error = nullptr;
+  kiln_options o = kiln_default_options();
+  o.precision = "f16";
+  kiln_executable* exe = kiln_compile_onnx((dir + "model.onnx").c_str(), &o, &error);
+  ASSERT_NE(exe, nullptr) << error;
+  kiln_tensor in{KILN_F32, 3, x->dims().data(), x->mutableBytes()};
+  Outputs out;
+  ASSERT_EQ(kiln_run(exe, &in, 1, &out.t, &out.n, &error), 0) << error;
+  ASSERT_EQ(out.t[0].dtype, KILN_F32);
+  const float* g = static_cast<const float*>(out.t[0].data);
+  double worst = 0;
+  for (int64_t i = 0; i < y->numElements(); ++i)
+    worst = std::max(worst, std::abs(g[i] - y->getDouble(i)));
+  EXPECT_GT(worst, 0.0);
+  EXPECT_LE(worst, 1e-2);
+  kiln_destroy(exe);
+  o.precision = "f8";
+  EXPECT_EQ(kiln_compile_onnx((dir + "model.onnx").c_str(), &o, &error), nullptr);
+  ASSERT_NE(error, nullptr);
+  EXPECT_NE(std::string(error).find("unknown precision 'f8'"), std::string::npos) << error;
+  kiln_free_error(error);
+}
+
 TEST(CApi, ErrorsAreMessages) {
   char* error = nullptr;
   EXPECT_EQ(kiln_compile_onnx("/nonexistent/model.onnx", nullptr, &error), nullptr);
