@@ -15,6 +15,13 @@ geometric mean of the ratios per thread count. Then, per model and thread count,
 (`kiln bench --roofline`, unless --no-roofline): the copy bandwidth and the f32 matmul rate
 measured in that process, and how close a fused memory-bound kernel, the model's memory-bound
 kernels and its contraction kernels come to them. Not part of the test suite: it measures.
+
+    /usr/bin/python3 bench/run.py --zoo [--zoo-dir DIR] [--models NAME,...] [--threads 1,2]
+
+runs the model zoo of bench/zoo.py instead (see bench/zoo_run.py): per model the latencies and
+ratio at each thread count, Kiln's slowest kernel class and its share of the roofline, the
+largest relative error against ONNX Runtime and torch, or the one-line error of a model Kiln (or
+ONNX Runtime) fails on.
 """
 import argparse
 import json
@@ -82,19 +89,34 @@ def roofline_text(roof):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--models", default=DEFAULT_MODELS)
+    p.add_argument("--models", default=None, help=f"comma-separated (default: {DEFAULT_MODELS}; "
+                   "with --zoo: the whole zoo)")
     p.add_argument("--threads", default="1,2")
-    p.add_argument("--repeat", type=int, default=20)
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--repeat", type=int, default=None, help="timed runs (default 20; --zoo: 10)")
+    p.add_argument("--warmup", type=int, default=None, help="warm-up runs (default 3; --zoo: 2)")
+    p.add_argument("--rounds", type=int, default=None, help="rounds (default 3; --zoo: 1)")
     p.add_argument("--kiln", default=os.path.join(ROOT, "build", "bin", "kiln"))
     p.add_argument("--models-dir", default=os.path.join(ROOT, "build", "models"))
     p.add_argument("--no-roofline", action="store_true", help="skip the roofline lines")
+    p.add_argument("--zoo", action="store_true",
+                   help="run the model zoo of bench/zoo.py instead (exported into --zoo-dir when "
+                   "missing): see bench/zoo_run.py")
+    p.add_argument("--zoo-dir", default=os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "kiln-zoo"))
+    p.add_argument("--timeout", type=int, default=600,
+                   help="--zoo: seconds one Kiln or ORT process may take (default 600)")
     args = p.parse_args()
+    zoo = args.zoo
+    for name, default, zoo_default in (("repeat", 20, 10), ("warmup", 3, 2), ("rounds", 3, 1)):
+        if getattr(args, name) is None:
+            setattr(args, name, zoo_default if zoo else default)
     print(f"machine: {cpu_summary()}", flush=True)
 
     subprocess.run(["bash", os.path.join(HERE, "setup.sh")], check=True, stdout=subprocess.DEVNULL)
-    models = [m for m in args.models.split(",") if m]
+    if zoo:
+        import zoo_run
+        return zoo_run.run_zoo(args)
+    models = [m for m in (args.models or DEFAULT_MODELS).split(",") if m]
     missing = [m for m in models if not os.path.exists(os.path.join(args.models_dir, m, "model.onnx"))]
     if missing:
         subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "tools", "export_models.py"),
