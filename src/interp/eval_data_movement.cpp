@@ -713,6 +713,8 @@ EvalResult evalDataMovement(const EvalContext& c) {
     case OpCode::Reverse: return reverse(c);
     case OpCode::Resize: return resizeKernel(c);
     case OpCode::GridSample: return gridSampleKernel(c);
+    // The data as it is: the size is for the program's boundary (interpret trims outputs).
+    case OpCode::SetDimensionSize: return std::vector<Tensor>{c.operands[0]};
     default: break;
   }
   return Status::error(std::string(opName(c.node.op())) + " is not a data-movement op");

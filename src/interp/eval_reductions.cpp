@@ -433,6 +433,28 @@ EvalResult evalSortOrTopK(const EvalContext& c) {
   return std::vector<Tensor>{std::move(values), std::move(indices)};
 }
 
+// The indices of x's nonzero elements in row-major order, a column each, then zeros up to the
+// bound; and their count. NaN is nonzero, as in numpy.
+EvalResult evalNonZero(const EvalContext& c) {
+  const Tensor& x = c.operands[0];
+  const int64_t rank = x.rank(), bound = x.numElements();
+  KILN_ASSIGN_OR_RETURN(Tensor idx, newResult(c, 0, DType::I64, {rank, bound}));
+  KILN_ASSIGN_OR_RETURN(Tensor count, newResult(c, 1, DType::I64, {}));
+  for (int64_t i = 0; i < rank * bound; ++i) idx.setInt(i, 0);
+  const std::vector<int64_t> strides = x.strides();
+  int64_t n = 0;
+  for (int64_t i = 0; i < bound; ++i) {
+    if (x.getDouble(i) == 0) continue;
+    for (int64_t d = 0; d < rank; ++d) {
+      const auto du = static_cast<size_t>(d);
+      idx.setInt(d * bound + n, i / strides[du] % x.dims()[du]);
+    }
+    ++n;
+  }
+  count.setInt(0, n);
+  return std::vector<Tensor>{std::move(idx), std::move(count)};
+}
+
 }  // namespace
 
 EvalResult evalReduction(const EvalContext& c) {
@@ -444,6 +466,7 @@ EvalResult evalReduction(const EvalContext& c) {
     case OpCode::Cumsum: return evalCumsum(c);
     case OpCode::Sort:
     case OpCode::TopK: return evalSortOrTopK(c);
+    case OpCode::NonZero: return evalNonZero(c);
     default: break;
   }
   return fail(c, std::string(opName(c.node.op())) + " is not a reduction");

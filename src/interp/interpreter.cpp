@@ -145,9 +145,10 @@ interp::EvalResult dispatch(const interp::EvalContext& c) {
     case OpCode::Slice: case OpCode::DynamicSlice: case OpCode::DynamicUpdateSlice:
     case OpCode::Concatenate: case OpCode::Pad: case OpCode::Gather: case OpCode::Scatter:
     case OpCode::Reverse: case OpCode::Resize: case OpCode::GridSample:
+    case OpCode::SetDimensionSize:
       return interp::evalDataMovement(c);
     case OpCode::Reduce: case OpCode::ArgMax: case OpCode::ArgMin: case OpCode::ReduceWindow:
-    case OpCode::Cumsum: case OpCode::Sort: case OpCode::TopK:
+    case OpCode::Cumsum: case OpCode::Sort: case OpCode::TopK: case OpCode::NonZero:
       return interp::evalReduction(c);
     case OpCode::DotGeneral: case OpCode::Convolution:
       return interp::evalContraction(c);

@@ -129,6 +129,7 @@ Extra extraFor(OpCode op) {
                optEnum("padding_mode", "zeros", {"zeros", "border", "reflection"}),
                optBool("align_corners", false)},
               inferGridSample};
+    case OpCode::SetDimensionSize: return {{req("dimension", K::Int)}, inferSetDimensionSize};
 
     case OpCode::Reduce:
       return {
@@ -149,6 +150,7 @@ Extra extraFor(OpCode op) {
     case OpCode::Sort: return {{req("dimension", K::Int), optBool("descending", false)}, inferSort};
     case OpCode::TopK:
       return {{req("k", K::Int), req("axis", K::Int), optBool("largest", true)}, inferTopK};
+    case OpCode::NonZero: return {{}, inferNonZero};
 
     case OpCode::DotGeneral:
       return {{opt("lhs_batch", K::Ints), opt("rhs_batch", K::Ints),

@@ -256,6 +256,25 @@ Types inferTopK(const InferInput& in) {
   return std::vector<TensorType>{values, values.withDType(DType::I64)};
 }
 
+// The indices of the nonzero elements, padded to the most there can be (every element), and
+// how many there are.
+Types inferNonZero(const InferInput& in) {
+  const TensorType& x = in.operands[0];
+  auto n = x.numElements();
+  if (!n) return err("nonzero needs static dimensions (its bound is the element count)");
+  return std::vector<TensorType>{TensorType(DType::I64, {Dim(x.rank()), Dim(*n)}),
+                                 TensorType(DType::I64, {})};
+}
+
+// x itself; its dimension `dimension` has the size given at run time (at most its extent).
+Types inferSetDimensionSize(const InferInput& in) {
+  const TensorType& x = in.operands[0];
+  const TensorType& size = in.operands[1];
+  KILN_RETURN_IF_ERROR(checkAxis(intOf(in, "dimension"), x.rank(), "dimension"));
+  if (size.rank() != 0 || size.dtype() != DType::I64) return err("the size must be an i64[]");
+  return std::vector<TensorType>{x};
+}
+
 Types inferDotGeneral(const InferInput& in) {
   const TensorType& a = in.operands[0];
   const TensorType& b = in.operands[1];

@@ -183,6 +183,9 @@ StatusOr<ExprRef> Lowerer::computeMovement(const Value* v, const Index& idx) {
       std::vector<int64_t> in = n->operand(0)->type().staticDims();
       return operand(0, unflatten(flatIndex(idx, shape), in));
     }
+    // The data as it is (the size matters only at a program's boundary, where the compile
+    // driver has already taken it: passes/expose_dynamic_sizes.h).
+    case OpCode::SetDimensionSize: return operand(0, idx);
     case OpCode::Transpose: {
       auto perm = n->attrInts("permutation");
       Index at(perm.size());

@@ -175,6 +175,7 @@ class OpaqueLowerer {
       case OpCode::Scatter: return wrap(scatter());
       case OpCode::Resize: return wrap(resize());
       case OpCode::GridSample: return wrap(gridSample());
+      case OpCode::NonZero: return wrap(nonZero());
       default: return std::optional<StmtRef>();
     }
   }
@@ -259,6 +260,40 @@ class OpaqueLowerer {
                    block({store(sum, i64(0), constOf(0, acc)),
                           forLoop(step, i64(len), LoopKind::Serial, body)}));
     });
+  }
+
+  // ---- nonzero ---------------------------------------------------------------------------
+
+  // One serial pass in row-major order, as the reference: the indices of the element go to
+  // the next column while a count in local scratch counts them; the columns past the count
+  // stay 0, and the count is the second result.
+  StatusOr<StmtRef> nonZero() {
+    const Value* x = n_.operand(0);
+    const std::vector<int64_t> dims = dimsOf(x);
+    const DType dt = dtypeOf(x);
+    const int64_t rank = static_cast<int64_t>(dims.size()), bound = elementCount(dims);
+    const std::string z = fresh("z"), i = fresh("i"), count = local("count");
+    ExprRef at = load(count, DType::I64, i64(0));
+    ExprRef value = load(in_[0], dt, var(i));
+    ExprRef hit = dt == DType::Bool ? value
+                                    : binary(BinaryOp::Ne, cast(value, computeType(dt)),
+                                             constOf(0, computeType(dt)));
+    std::vector<StmtRef> write;
+    int64_t stride = bound;
+    for (int64_t d = 0; d < rank; ++d) {
+      const int64_t extent = dims[static_cast<size_t>(d)];
+      stride = extent == 0 ? 0 : stride / extent;
+      ExprRef coord = stride == 0 ? i64(0) : binary(BinaryOp::Rem, div(var(i), i64(stride)),
+                                                     i64(extent));
+      write.push_back(store(out_[0], add(i64(d * bound), at), coord));
+    }
+    write.push_back(store(count, i64(0), add(at, i64(1))));
+    std::vector<StmtRef> body{store(count, i64(0), i64(0))};
+    if (rank * bound > 0)
+      body.push_back(forLoop(z, i64(rank * bound), LoopKind::Serial, store(out_[0], var(z), i64(0))));
+    if (bound > 0) body.push_back(forLoop(i, i64(bound), LoopKind::Serial, ifThen(hit, block(write))));
+    body.push_back(store(out_[1], i64(0), load(count, DType::I64, i64(0))));
+    return alloc(count, DType::I64, 1, MemoryScope::Local, block(body));
   }
 
   // ---- sort and top_k ---------------------------------------------------------------------

@@ -34,6 +34,8 @@ double contractionWork(const Node& n) {
 
 bool foldable(const Node& n, const ConstantFoldOptions& o) {
   if (n.op() == OpCode::Constant || n.op() == OpCode::Parameter) return false;
+  // Its result has the size only at the program's boundary (passes/expose_dynamic_sizes.h).
+  if (n.op() == OpCode::SetDimensionSize) return false;
   int64_t in = 0, out = 0;
   for (Value* v : n.operands()) {
     if (!rewrite::constantOf(v)) return false;
