@@ -78,6 +78,13 @@ kiln_executable* kiln_load_artifact(const char* path, const kiln_options* option
       setError(error, exe.status().str());
       return nullptr;
     }
+    const std::string& precision = (*exe)->compileOptions().precision;
+    if (options && options->precision && precision != options->precision) {
+      setError(error, std::string(path) + ": compiled for precision " + precision +
+                          ", the options ask for " + options->precision +
+                          ": compile the model again with it");
+      return nullptr;
+    }
     return wrap(std::move(*exe));
   } catch (const std::exception& e) {
     setError(error, std::string("kiln_load_artifact: ") + e.what());

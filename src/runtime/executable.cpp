@@ -592,6 +592,7 @@ std::string Executable::hostCpu() const { return impl_->target->describeMachine(
 const Target& Executable::target() const { return *impl_->target; }
 int Executable::uniqueKernels() const { return impl_->program->uniqueKernels(); }
 const std::string& Executable::cacheReport() const { return impl_->cacheReport; }
+const CompileOptions& Executable::compileOptions() const { return impl_->options; }
 const std::string& Executable::loadedFrom() const { return impl_->loadedFrom; }
 
 std::string defaultCacheDir() {

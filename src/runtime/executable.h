@@ -127,6 +127,8 @@ class Executable {
   // The machine the code is for, for people ("znver5 (+avx512f ...)").
   std::string hostCpu() const;
   const Target& target() const;
+  // The options its code was compiled with (an artifact's own, with the caller's run options).
+  const CompileOptions& compileOptions() const;
   // How many distinct kernels were compiled (kernels identical up to names share code).
   int uniqueKernels() const;
   // What the compile cache did: "hit: PATH", "miss, written: PATH", "entry rejected (why),

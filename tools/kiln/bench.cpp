@@ -190,6 +190,7 @@ Status bench(const BenchOptions& b) {
     auto start = std::chrono::steady_clock::now();
     KILN_ASSIGN_OR_RETURN(exe,
                           runtime::Executable::load(std::move(program.artifact), o.program, co));
+    KILN_RETURN_IF_ERROR(checkArtifactOptions(o, *exe));
     times = exe->times();
     times.cacheLoad = msSince(start);
     cache = "artifact";

@@ -141,6 +141,7 @@ Status runArtifact(const RunOptions& o, LoadedProgram& program, RunSummary& summ
     size_t bytes = program.artifact.bytes().size();
     KILN_ASSIGN_OR_RETURN(exe,
                           runtime::Executable::load(std::move(program.artifact), o.program, co));
+    KILN_RETURN_IF_ERROR(checkArtifactOptions(o, *exe));
     summary.stages.push_back({"read", program.loadMs, std::to_string(bytes) + " bytes"});
   }
   const Function& f = exe->function();

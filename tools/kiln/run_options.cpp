@@ -75,6 +75,7 @@ Status applyValueFlag(const std::string& flag, const std::string& v, RunOptions&
     if (v != "f32" && v != "tf32" && v != "f16" && v != "bf16")
       return usageError("--precision expects f32, tf32, f16 or bf16, got '" + v + "'");
     o.precision = v;
+    o.precisionGiven = true;
   } else if (flag == "--cuda-arch") {
     if (v.rfind("sm_", 0) != 0 || v.size() < 5)
       return usageError("--cuda-arch expects a GPU architecture such as sm_90, got '" + v + "'");
@@ -253,6 +254,14 @@ runtime::CompileOptions loadOptions(const RunOptions& o) {
     co.cacheLimitBytes = o.cacheLimitMiB << 20;
   }
   return co;
+}
+
+Status checkArtifactOptions(const RunOptions& o, const runtime::Executable& exe) {
+  const std::string& have = exe.compileOptions().precision;
+  if (o.precisionGiven && have != o.precision)
+    return Status::error(o.program + ": compiled for precision " + have + ", --precision " +
+                         o.precision + " asks for another: compile the model again with it");
+  return Status::ok();
 }
 
 std::optional<runtime::CompileOptions> cacheProbe(const RunOptions& o) {

@@ -29,6 +29,7 @@ struct RunOptions {
   std::string backend = "cpu";
   std::string cudaArch;  // --cuda-arch: the cuda target's GPU architecture (empty: the GPU's)
   std::string precision = "f32";  // --precision: f32, tf32, f16 or bf16
+  bool precisionGiven = false;    // an artifact must then have been compiled in it
   int threads = 0;  // --threads: the CPU backend's thread pool (0: one per hardware thread)
   // 1: the default optimisation pipeline before running (the default); 0: the program as loaded
   // (only specialised to the input shapes).
@@ -60,6 +61,8 @@ runtime::CompileOptions compileOptions(const RunOptions& o, const SymbolBindings
 // kernels hold in their own layout freed (run and bench never serialize); recompiles (inputs of
 // other sizes in a symbolic dim) go through the compile cache.
 runtime::CompileOptions loadOptions(const RunOptions& o);
+// An artifact given options that shape code (--precision) must have been compiled with them.
+Status checkArtifactOptions(const RunOptions& o, const runtime::Executable& exe);
 
 // The compile options to look the program up in the compile cache before importing it
 // (loadProgram fills in the source key), or none: another backend, --no-cache, or --dim (a
