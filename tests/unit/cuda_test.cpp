@@ -235,6 +235,20 @@ TEST(CudaConv, ShapesOfConvolutionCalls) {
             "refused: dimension numbers other than bf01_oi01->bf01 and b01f_o01i->b01f");
 }
 
+TEST(CudaSource, CodeRecordsItsToolkitAndOlderDriversAreRefused) {
+  auto cubin = codegen::cuda::compileCuda("extern \"C\" __global__ void f() {}", "f.cu", "sm_90");
+  ASSERT_TRUE(cubin.isOk()) << cubin.status().str();
+  EXPECT_GE(cubin->cudaVersion, 12000);  // this toolkit's NVRTC: CUDA 12 or newer
+  EXPECT_TRUE(codegen::cuda::checkDriverFor(*cubin, cubin->cudaVersion).isOk());
+  codegen::cuda::CompiledModule code;
+  code.cudaVersion = 13000;
+  Status old = codegen::cuda::checkDriverFor(code, 12040);
+  ASSERT_FALSE(old.isOk());
+  EXPECT_NE(old.message().find("compiled by NVRTC 13.0, this GPU's driver supports CUDA 12.4"),
+            std::string::npos)
+      << old.message();
+}
+
 TEST(CudaSource, BadArchitectureIsAnError) {
   auto cubin = codegen::cuda::compileCuda("extern \"C\" __global__ void f() {}", "f.cu", "x86");
   ASSERT_FALSE(cubin.isOk());

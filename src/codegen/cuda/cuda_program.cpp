@@ -130,6 +130,7 @@ StatusOr<std::shared_ptr<CudaProgram::Device>> CudaProgram::device() const {
   KILN_ASSIGN_OR_RETURN(const Driver* driver, Driver::get());
   std::lock_guard<std::mutex> lock(m.mu);
   if (m.device) return m.device;
+  KILN_RETURN_IF_ERROR(checkDriverFor(m.code, driver->device().driverVersion));
   if (driver->device().arch != m.code.arch)
     return Status::error("the program was compiled for " + m.code.arch + ", this GPU (" +
                          driver->device().name + ") is " + driver->device().arch +
@@ -453,6 +454,7 @@ void CudaProgram::artifactParts(runtime::ArtifactParts& parts) const {
   parts.add("module", printModule(*m.module, po));
   parts.sections["blob"] = parts.blob.pieces;
   parts.add("cuda.arch", m.code.arch);
+  parts.add("cuda.version", std::to_string(m.code.cudaVersion));
   parts.add("cuda.source", sourceHash());
   parts.sections["cuda.cubin"].push_back(m.code.cubin);
 }

@@ -3,6 +3,7 @@
 #include "codegen/cuda/cuda_target.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "codegen/cuda/cuda_program.h"
 #include "codegen/cuda/library_call.h"
@@ -111,11 +112,13 @@ class CudaTarget final : public runtime::Target {
   StatusOr<std::unique_ptr<runtime::Program>>
   load(const runtime::DecodedArtifact& s, const std::string& source, const CompileOptions& options,
        std::shared_ptr<const MappedFile> mapping) const override {
-    if (!s.has("cuda.cubin") || !s.has("cuda.arch") || !s.has("cuda.source"))
+    if (!s.has("cuda.cubin") || !s.has("cuda.arch") || !s.has("cuda.source") ||
+        !s.has("cuda.version"))
       return Status::error(source + ": the artifact has no CUDA code");
     CompiledModule code;
     code.cubin = std::string(s["cuda.cubin"]);
     code.arch = std::string(s["cuda.arch"]);
+    code.cudaVersion = std::atoi(std::string(s["cuda.version"]).c_str());
     const std::string hash(s["cuda.source"]);
     KILN_ASSIGN_OR_RETURN(compiler::Reloaded r,
                           compiler::reload(*this, s, source, options, mapping));

@@ -62,7 +62,18 @@ StatusOr<CompiledModule> compileCuda(const std::string& source, const std::strin
   KILN_RETURN_IF_ERROR(check(nvrtcGetCUBINSize(prog, &size), "NVRTC"));
   out.cubin.resize(size);
   KILN_RETURN_IF_ERROR(check(nvrtcGetCUBIN(prog, out.cubin.data()), "NVRTC"));
+  int major = 0, minor = 0;
+  nvrtcVersion(&major, &minor);
+  out.cudaVersion = major * 1000 + minor * 10;
   return out;
+}
+
+Status checkDriverFor(const CompiledModule& code, int driverVersion) {
+  if (driverVersion >= code.cudaVersion) return Status::ok();
+  auto text = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+  return Status::error("the program was compiled by NVRTC " + text(code.cudaVersion) +
+                       ", this GPU's driver supports CUDA " + text(driverVersion) +
+                       ": update the driver, or compile the model with that CUDA's toolkit");
 }
 
 std::string nvrtcVersionString() {

@@ -11,7 +11,12 @@ struct CompiledModule {
   std::string cubin;  // for `arch`
   std::string arch;   // "sm_90"
   std::string log;    // NVRTC's warnings
+  int cudaVersion = 0;  // of the NVRTC that compiled it, as the driver counts: 13000 for 13.0
 };
+
+// Whether a driver supporting CUDA `driverVersion` (cuDriverGetVersion's count) loads code of
+// `code`'s toolkit: a cubin needs a driver at least as new; the error says both versions.
+Status checkDriverFor(const CompiledModule& code, int driverVersion);
 
 // Compiles `source` (named `name` in messages) for the real architecture `arch` ("sm_90"); an
 // error carries NVRTC's log.
