@@ -128,6 +128,7 @@ StatusOr<Compiled> compile(std::unique_ptr<Module> module, const runtime::Target
                            const CompileOptions& options, Stage stopAfter) {
   if (!module->entry()) return Status::error("the module has no function");
   Compiled c;
+  KILN_ASSIGN_OR_RETURN(c.dynamic, exposeDynamicSizes(*module->entry()));
   auto start = Clock::now();
   PassManager pm(options.instrumentation);
   KILN_RETURN_IF_ERROR(graphPasses(*module, target, pm, options));

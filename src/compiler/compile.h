@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "passes/expose_dynamic_sizes.h"
 #include "runtime/target.h"
 
 namespace kiln::compiler {
@@ -44,6 +45,9 @@ struct Compiled {
   std::unique_ptr<runtime::Program> program;  // Stage::Program
   CompileTimes times;
   std::string passTimings;  // the pass manager's table when instrumentation.timePasses
+  // Outputs of run-time size (exposeDynamicSizes, before the passes): the program's function
+  // has their sizes as extra outputs after the source's.
+  std::vector<DynamicDim> dynamic;
 };
 
 // Steps 1 to `stopAfter` for `module` on `target`.

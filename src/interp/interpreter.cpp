@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "interp/eval.h"
+#include "passes/expose_dynamic_sizes.h"
 
 namespace kiln {
 namespace {
@@ -248,6 +249,7 @@ StatusOr<std::vector<Tensor>> interpret(const Function& f, std::span<const Tenso
   for (size_t i = 0; i < f.numParameters(); ++i) paramIndex[f.parameterNodes()[i]] = i;
 
   Environment env(f);
+  std::unordered_map<const Node*, int64_t> sizes;  // of each set_dimension_size
   for (const auto& np : f.nodes()) {
     const Node& n = *np;
     if (n.op() == OpCode::Parameter) {
@@ -256,6 +258,10 @@ StatusOr<std::vector<Tensor>> interpret(const Function& f, std::span<const Tenso
         return Status::error(n.describe() + ": parameter is not in the parameter list", n.loc());
       env.define(n.result(), inputs[it->second]);
       continue;
+    }
+    if (n.op() == OpCode::SetDimensionSize) {
+      const Tensor* size = env.find(n.operand(1));
+      if (size && size->numElements() == 1) sizes[&n] = size->getInt(0);
     }
     KILN_RETURN_IF_ERROR(runNode(n, env, symbols));
   }
@@ -268,7 +274,18 @@ StatusOr<std::vector<Tensor>> interpret(const Function& f, std::span<const Tenso
       return Status::error("function @" + f.name() + " output " + std::to_string(i) +
                            " is not computed by any node");
     outputs.push_back(*t);
+    // An output of run-time size (set_dimension_size) has only its first `size` entries.
+    for (; v->def()->op() == OpCode::SetDimensionSize; v = v->def()->operand(0))
+      outputs.back() = trimDim(outputs.back(), v->def()->attrInt("dimension"), sizes[v->def()]);
   }
+  return outputs;
+}
+
+StatusOr<std::vector<Tensor>> interpretSized(Function& f, std::span<const Tensor> inputs) {
+  const size_t visible = f.outputs().size();
+  KILN_ASSIGN_OR_RETURN(std::vector<DynamicDim> dims, exposeDynamicSizes(f));
+  KILN_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, interpret(f, inputs));
+  if (!dims.empty()) KILN_RETURN_IF_ERROR(trimDynamicOutputs(dims, visible, outputs));
   return outputs;
 }
 

@@ -283,15 +283,17 @@ class OpaqueLowerer {
     for (int64_t d = 0; d < rank; ++d) {
       const int64_t extent = dims[static_cast<size_t>(d)];
       stride = extent == 0 ? 0 : stride / extent;
-      ExprRef coord = stride == 0 ? i64(0) : binary(BinaryOp::Rem, div(var(i), i64(stride)),
-                                                     i64(extent));
+      ExprRef coord =
+          stride == 0 ? i64(0) : binary(BinaryOp::Rem, div(var(i), i64(stride)), i64(extent));
       write.push_back(store(out_[0], add(i64(d * bound), at), coord));
     }
     write.push_back(store(count, i64(0), add(at, i64(1))));
     std::vector<StmtRef> body{store(count, i64(0), i64(0))};
     if (rank * bound > 0)
-      body.push_back(forLoop(z, i64(rank * bound), LoopKind::Serial, store(out_[0], var(z), i64(0))));
-    if (bound > 0) body.push_back(forLoop(i, i64(bound), LoopKind::Serial, ifThen(hit, block(write))));
+      body.push_back(
+          forLoop(z, i64(rank * bound), LoopKind::Serial, store(out_[0], var(z), i64(0))));
+    if (bound > 0)
+      body.push_back(forLoop(i, i64(bound), LoopKind::Serial, ifThen(hit, block(write))));
     body.push_back(store(out_[1], i64(0), load(count, DType::I64, i64(0))));
     return alloc(count, DType::I64, 1, MemoryScope::Local, block(body));
   }

@@ -134,6 +134,9 @@ struct Executable::Impl {
   std::string loadedFrom;                // the artifact it was loaded from
   std::vector<std::string> outputNames;  // as the source named them (outputNames())
   Guards guards;                         // the input dims the source left symbolic
+  // Outputs of run-time size: the program's function returns their sizes after the
+  // outputNames.size() outputs of the source, and runs trim them (exposeDynamicSizes).
+  std::vector<DynamicDim> dynamic;
   ModuleSource source;                   // how to compile again
 
   // The specialisations for other sizes of the guarded symbols, each ready once compiled (a
@@ -271,6 +274,7 @@ StatusOr<std::unique_ptr<Executable>> Executable::build(std::unique_ptr<Module> 
                         compiler::compile(std::move(module), *target, options));
   impl->program = std::move(c.program);
   impl->passTimings = std::move(c.passTimings);
+  impl->dynamic = std::move(c.dynamic);
   impl->guards = guardsOf(sourceTypes, parameterTypes(impl->program->function()));
   impl->source = source;
   auto exe = std::unique_ptr<Executable>(new Executable(std::move(impl)));
@@ -305,6 +309,7 @@ void Executable::artifactParts(ArtifactParts& parts) const {
   for (const std::string& name : m.outputNames) outputs += name + "\n";
   parts.add("outputs", outputs);
   if (!m.guards.empty()) parts.add("guards", guardsText(m.guards));
+  if (!m.dynamic.empty()) parts.add("dynamic", dynamicDimsText(m.dynamic));
   if (!m.source.path.empty()) parts.add("source", sourceText(m.source));
   m.program->artifactParts(parts);
 }
@@ -390,7 +395,20 @@ StatusOr<std::unique_ptr<Executable>> Executable::load(std::string_view bytes,
   if (!program) return program.status();
   KILN_RETURN_IF_ERROR(weights);
   impl->program = std::move(*program);
-  if (impl->outputNames.size() != impl->program->function().outputs().size())
+  const size_t numOutputs = impl->program->function().outputs().size();
+  if (s.has("dynamic")) {
+    StatusOr<std::vector<DynamicDim>> dynamic = parseDynamicDims(s["dynamic"], numOutputs);
+    if (!dynamic) return Status(dynamic.status()).prefix(source);
+    impl->dynamic = std::move(*dynamic);
+  }
+  // The run-time sizes are the last outputs, after the source's (one per distinct size).
+  size_t named = impl->outputNames.size(), last = named;
+  for (const DynamicDim& d : impl->dynamic) {
+    if (d.sizeOutput < named || d.output >= named)
+      return Status::error(source + ": its run-time sizes do not match its outputs");
+    last = std::max(last, d.sizeOutput + 1);
+  }
+  if (last != numOutputs)
     return Status::error(source + ": its output names do not match its module's outputs");
   if (s.has("guards")) {
     StatusOr<Guards> guards = parseGuards(s["guards"], parameterTypes(impl->program->function()));
@@ -427,7 +445,9 @@ Status Executable::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& 
                          "'): expected " + f.parameter(i)->type().str() + ", got " +
                          inputs[i].type().str());
   }
-  return impl_->program->runInto(inputs, outputs, kernelMs);
+  KILN_RETURN_IF_ERROR(impl_->program->runInto(inputs, outputs, kernelMs));
+  if (impl_->dynamic.empty()) return Status::ok();
+  return trimDynamicOutputs(impl_->dynamic, impl_->outputNames.size(), outputs);
 }
 
 StatusOr<double> Executable::runTimed(std::span<const Tensor> inputs,
@@ -440,7 +460,10 @@ StatusOr<double> Executable::runTimed(std::span<const Tensor> inputs,
     KILN_RETURN_IF_ERROR(runInto(inputs, outputs));
     return -1.0;
   }
-  return impl_->program->runTimed(inputs, outputs);
+  KILN_ASSIGN_OR_RETURN(double ms, impl_->program->runTimed(inputs, outputs));
+  if (!impl_->dynamic.empty())
+    KILN_RETURN_IF_ERROR(trimDynamicOutputs(impl_->dynamic, impl_->outputNames.size(), outputs));
+  return ms;
 }
 
 // Inputs whose types differ from the compiled ones: through the guards to the specialisation

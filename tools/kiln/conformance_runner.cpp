@@ -87,7 +87,7 @@ Tensor asBf16IfStoredAsU16(const Tensor& t, const TensorType& want) {
 StatusOr<std::vector<Tensor>> runOnBackend(const RunOptions& opts, std::unique_ptr<Module> m,
                                            std::span<const Tensor> inputs) {
   const Function& f = *m->entry();
-  if (opts.backend == "interp") return interpret(f, inputs);
+  if (opts.backend == "interp") return interpretSized(*m->entry(), inputs);
   KILN_CHECK(isKnownBackend(opts.backend), "unknown backend " + opts.backend);
   std::vector<std::vector<int64_t>> shapes;
   for (const Tensor& t : inputs) shapes.push_back(t.dims());

@@ -251,7 +251,7 @@ Status runProgram(const RunOptions& o) {
     }
     if (o.instrumentation.timePasses) std::fputs(pm.timingReport().c_str(), stderr);
     auto start = std::chrono::steady_clock::now();
-    KILN_ASSIGN_OR_RETURN(results, interpret(f, values));
+    KILN_ASSIGN_OR_RETURN(results, interpretSized(f, values));
     summary.runMs = msSince(start);
   }
   return finishRun(o, summary, names, results);

@@ -1,6 +1,6 @@
 // ONNX ops that make or describe tensors: Constant, ConstantOfShape, Range, EyeLike, Shape,
-// Size, Identity, Dropout (inference), OneHot, Trilu, NonZero and Compress (the last two only on
-// values known while importing: their result shape depends on the data).
+// Size, Identity, Dropout (inference), OneHot, Trilu, NonZero and Compress (the last two of
+// run-time size unless their input is known while importing: passes/expose_dynamic_sizes.h).
 #include <cmath>
 
 #include "frontend/onnx/ops_common.h"
@@ -9,6 +9,13 @@
 namespace kiln::onnx {
 
 namespace {
+
+// Shape and Size read a type, which has the bound of a run-time size, not the size.
+Status notRunTimeSized(OpContext& c, Value* x) {
+  if (x->def()->op() != OpCode::SetDimensionSize) return Status::ok();
+  return c.unsupported("the shape of a value whose size is known only at run time (from " +
+                       x->def()->operand(0)->def()->describe() + ") is not supported");
+}
 
 Status constant(OpContext& c) {
   for (const char* s : {"value_string", "value_strings"})
@@ -134,6 +141,7 @@ Status trilu(OpContext& c) {
 
 Status shape(OpContext& c) {
   KILN_ASSIGN_OR_RETURN(Value * x, c.req(0));
+  KILN_RETURN_IF_ERROR(notRunTimeSized(c, x));
   int64_t rank = x->type().rank();
   int64_t start = c.attrInt("start", 0), end = c.attrInt("end", rank);
   if (start < 0) start += rank;
@@ -157,6 +165,7 @@ Status shape(OpContext& c) {
 
 Status size(OpContext& c) {
   KILN_ASSIGN_OR_RETURN(Value * x, c.req(0));
+  KILN_RETURN_IF_ERROR(notRunTimeSized(c, x));
   auto n = x->type().numElements();
   if (!n) return c.unsupported("the size of " + x->type().str() + " is not static");
   Tensor t(DType::I64, {});
@@ -223,27 +232,50 @@ Status oneHot(OpContext& c) {
   return Status::ok();
 }
 
-Status nonZero(OpContext& c) {
-  KILN_ASSIGN_OR_RETURN(Tensor x, c.knownInput(0, "the input (NonZero's result shape depends on "
-                                                  "its values)"));
+// A value known while importing (a constant, or computed from constants), or nullptr.
+const Tensor* knownTensor(OpContext& c, Value* v) {
+  StatusOr<const KnownValue*> k = c.known(v);
+  return k && *k && !(*k)->symbolic ? &(*k)->tensor : nullptr;
+}
+
+// The row-major positions of the nonzero elements of a known tensor.
+std::vector<int64_t> nonZeroPositions(const Tensor& x, int64_t limit) {
   std::vector<int64_t> hits;
-  for (int64_t i = 0; i < x.numElements(); ++i)
+  for (int64_t i = 0; i < std::min(x.numElements(), limit); ++i)
     if (x.getDouble(i) != 0) hits.push_back(i);
-  int64_t rank = x.rank(), n = static_cast<int64_t>(hits.size());
-  std::vector<int64_t> strides = x.strides();
-  Tensor r(DType::I64, {rank, n});
-  for (int64_t j = 0; j < n; ++j)
-    for (int64_t d = 0; d < rank; ++d)
-      r.setInt(d * n + j, (hits[static_cast<size_t>(j)] / strides[static_cast<size_t>(d)]) %
-                              x.dims()[static_cast<size_t>(d)]);
-  c.setOutput(0, c.b.constant(std::move(r)));
+  return hits;
+}
+
+// NonZero: a constant when the input is known; else `nonzero`, whose result has at most one
+// column per element and as many as its count at run time (set_dimension_size).
+Status nonZero(OpContext& c) {
+  KILN_ASSIGN_OR_RETURN(Value * xv, c.req(0));
+  if (const Tensor* known = knownTensor(c, xv)) {
+    const Tensor& x = *known;
+    std::vector<int64_t> hits = nonZeroPositions(x, x.numElements());
+    int64_t rank = x.rank(), n = static_cast<int64_t>(hits.size());
+    std::vector<int64_t> strides = x.strides();
+    Tensor r(DType::I64, {rank, n});
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t d = 0; d < rank; ++d)
+        r.setInt(d * n + j, (hits[static_cast<size_t>(j)] / strides[static_cast<size_t>(d)]) %
+                                x.dims()[static_cast<size_t>(d)]);
+    c.setOutput(0, c.b.constant(std::move(r)));
+    return Status::ok();
+  }
+  std::vector<Value*> nz = c.b.opN(OpCode::NonZero, {xv});
+  if (nz.size() != 2) return c.builderError();
+  Value* r = c.b.op(OpCode::SetDimensionSize, {nz[0], nz[1]}, {{"dimension", intAttr(1)}});
+  ONNX_BUILT(c, r);
+  c.setOutput(0, r);
   return Status::ok();
 }
 
+// Compress: a gather of the kept indices along the axis; their number is known at run time
+// (nonzero of the condition), or while importing when the condition is.
 Status compress(OpContext& c) {
   KILN_ASSIGN_OR_RETURN(Value * x, c.req(0));
-  KILN_ASSIGN_OR_RETURN(Tensor cond, c.knownInput(1, "the condition (Compress's result shape "
-                                                     "depends on its values)"));
+  KILN_ASSIGN_OR_RETURN(Value * condv, c.req(1));
   if (!c.hasAttr("axis")) {
     auto n = x->type().numElements();
     if (!n) return c.unsupported("flattening " + x->type().str() + " needs static dimensions");
@@ -253,10 +285,25 @@ Status compress(OpContext& c) {
   KILN_ASSIGN_OR_RETURN(int64_t axis, normAxis(c.attrInt("axis", 0), x->type().rank()));
   const Dim& d = x->type().dim(axis);
   if (!d.isStatic()) return c.unsupported("compressing a symbolic dimension is not supported");
-  std::vector<int64_t> keep;
-  for (int64_t i = 0; i < std::min(cond.numElements(), d.value()); ++i)
-    if (cond.getDouble(i) != 0) keep.push_back(i);
-  KILN_ASSIGN_OR_RETURN(Value * r, gatherAxis(c, x, i64Const(c.b, keep), axis));
+  if (const Tensor* cond = knownTensor(c, condv)) {
+    KILN_ASSIGN_OR_RETURN(
+        Value * r, gatherAxis(c, x, i64Const(c.b, nonZeroPositions(*cond, d.value())), axis));
+    c.setOutput(0, r);
+    return Status::ok();
+  }
+  if (condv->type().rank() != 1) return c.err("the condition must be 1-D");
+  const Dim& len = condv->type().dim(0);
+  if (!len.isStatic()) return c.unsupported("a condition of symbolic length is not supported");
+  // Entries past the axis's extent select nothing that exists: they are dropped.
+  if (len.value() > d.value()) condv = c.b.slice(condv, {0}, {d.value()});
+  std::vector<Value*> nz = c.b.opN(OpCode::NonZero, {condv});
+  if (nz.size() != 2) return c.builderError();
+  const int64_t bound = nz[0]->type().dim(1).value();
+  Value* idx = c.b.reshape(nz[0], {Dim(bound)});
+  ONNX_BUILT(c, idx);
+  KILN_ASSIGN_OR_RETURN(Value * g, gatherAxis(c, x, idx, axis));
+  Value* r = c.b.op(OpCode::SetDimensionSize, {g, nz[1]}, {{"dimension", intAttr(axis)}});
+  ONNX_BUILT(c, r);
   c.setOutput(0, r);
   return Status::ok();
 }

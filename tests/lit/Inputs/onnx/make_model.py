@@ -125,8 +125,30 @@ def reshape_by_dim_arithmetic():
                  [i64("zero", [0]), i64("three", [3]), i64("one", [1])])
 
 
+def nonzero_compress():
+    # torch.nonzero's export (NonZero, Transpose), Compress by a run-time condition, and a
+    # ReduceSum of NonZero's result, which would read its padding.
+    nodes = [
+        helper.make_node("NonZero", ["x"], ["nz"], name="nonzero"),
+        helper.make_node("Transpose", ["nz"], ["rows"], perm=[1, 0], name="transpose"),
+        helper.make_node("Compress", ["x", "keep"], ["kept"], axis=1, name="compress"),
+    ]
+    return model(nodes, [helper.make_tensor_value_info("x", F, [2, 3]),
+                         helper.make_tensor_value_info("keep", TensorProto.BOOL, [3])],
+                 [helper.make_tensor_value_info("rows", TensorProto.INT64, None),
+                  helper.make_tensor_value_info("kept", F, None)])
+
+
+def nonzero_sum():
+    nodes = [helper.make_node("NonZero", ["x"], ["nz"], name="nonzero"),
+             helper.make_node("ReduceSum", ["nz"], ["s"], keepdims=0, name="sum")]
+    return model(nodes, [helper.make_tensor_value_info("x", F, [2, 3])],
+                 [helper.make_tensor_value_info("s", TensorProto.INT64, None)])
+
+
 MODELS = {f.__name__: f for f in [conv_relu, shape_subgraph, broadcast_matmul, softmax_opset11,
                                   unsupported, cycle, bad_broadcast, short_data, aliased_outputs,
+                                  nonzero_compress, nonzero_sum,
                                   reshape_by_input, reshape_by_dim_arithmetic]}
 
 

@@ -1,0 +1,172 @@
+// Data-dependent output sizes: nonzero's padded result and count, set_dimension_size, and the
+// outputs of their true sizes through the interpreter, the Executable on every target built (an
+// artifact included), with values from numpy (np.nonzero) and the ONNX node tests.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "interp/interpreter.h"
+#include "ir/text/text.h"
+#include "passes/expose_dynamic_sizes.h"
+#include "runtime/executable.h"
+#include "runtime/target.h"
+
+namespace kiln {
+namespace {
+
+const bool kRegistered = [] {
+  runtime::registerBuiltinTargets();
+  return true;
+}();
+
+std::unique_ptr<Module> parse(const char* text) {
+  auto m = parseModule(text, "dynamic.kir");
+  KILN_CHECK(m.isOk(), m.status().str());
+  return std::move(*m);
+}
+
+Tensor tensor(DType t, std::vector<int64_t> dims, const std::vector<double>& v) {
+  Tensor r(t, std::move(dims));
+  for (size_t i = 0; i < v.size(); ++i) r.setDouble(static_cast<int64_t>(i), v[i]);
+  return r;
+}
+
+std::vector<double> values(const Tensor& t) {
+  std::vector<double> v;
+  for (int64_t i = 0; i < t.numElements(); ++i) v.push_back(t.getDouble(i));
+  return v;
+}
+
+// The targets of this build that run code: interp always, cpu where built.
+std::vector<std::string> backends() {
+  std::vector<std::string> b{"interp"};
+  if (runtime::findTarget("cpu").isOk()) b.push_back("cpu");
+  return b;
+}
+
+// ONNX test_nonzero_example: NonZero([[1, 0], [1, 1]]) = [[0, 1, 1], [0, 0, 1]]; np.nonzero gives
+// the same rows.
+constexpr const char* kNonZero = R"(func @main(%x: bool[2,2]) -> (i64[2,4]) {
+  %nz, %n = (i64[2,4], i64[]) nonzero(%x)
+  %s = i64[2,4] set_dimension_size(%nz, %n) {dimension = 1}
+  return %s
+}
+)";
+
+TEST(DynamicSizes, NonZeroIsPaddedWithItsCount) {
+  auto m = parse(kNonZero);
+  const Node& nz = *std::next(m->entry()->nodes().begin())->get();
+  ASSERT_EQ(nz.op(), OpCode::NonZero);
+  auto r = evaluateNode(nz, std::vector<Tensor>{tensor(DType::Bool, {2, 2}, {1, 0, 1, 1})});
+  ASSERT_TRUE(r.isOk()) << r.status().str();
+  EXPECT_EQ((*r)[0].dims(), (std::vector<int64_t>{2, 4}));
+  EXPECT_EQ(values((*r)[0]), (std::vector<double>{0, 1, 1, 0, 0, 0, 1, 0}));
+  EXPECT_EQ((*r)[1].getInt(0), 3);
+}
+
+TEST(DynamicSizes, OutputsHaveTheirTrueSizesOnEveryTarget) {
+  std::vector<Tensor> in{tensor(DType::Bool, {2, 2}, {1, 0, 1, 1})};
+  auto ref = interpret(*parse(kNonZero)->entry(), in);
+  ASSERT_TRUE(ref.isOk()) << ref.status().str();
+  ASSERT_EQ(ref->size(), 1u);
+  EXPECT_EQ((*ref)[0].dims(), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(values((*ref)[0]), (std::vector<double>{0, 1, 1, 0, 0, 1}));
+  for (const std::string& backend : backends()) {
+    runtime::CompileOptions o;
+    o.backend = backend;
+    o.threads = 1;
+    auto exe = runtime::Executable::compile(parse(kNonZero), o);
+    ASSERT_TRUE(exe.isOk()) << backend << ": " << exe.status().str();
+    // Two runs: the second reuses the first's outputs, of other sizes.
+    std::vector<Tensor> out;
+    ASSERT_TRUE((*exe)->runInto(in, out).isOk()) << backend;
+    ASSERT_EQ(out.size(), 1u) << backend;
+    EXPECT_EQ(out[0].dims(), (std::vector<int64_t>{2, 3})) << backend;
+    EXPECT_EQ(values(out[0]), (std::vector<double>{0, 1, 1, 0, 0, 1})) << backend;
+    std::vector<Tensor> none{tensor(DType::Bool, {2, 2}, {0, 0, 0, 0})};
+    ASSERT_TRUE((*exe)->runInto(none, out).isOk()) << backend;
+    EXPECT_EQ(out[0].dims(), (std::vector<int64_t>{2, 0})) << backend;
+    // An artifact keeps the sizes.
+    auto loaded = runtime::Executable::load((*exe)->serialize(), "dynamic.kiln", o);
+    ASSERT_TRUE(loaded.isOk()) << backend << ": " << loaded.status().str();
+    auto again = (*loaded)->run(in);
+    ASSERT_TRUE(again.isOk()) << backend << ": " << again.status().str();
+    ASSERT_EQ(again->size(), 1u);
+    EXPECT_EQ(values((*again)[0]), (std::vector<double>{0, 1, 1, 0, 0, 1})) << backend;
+  }
+}
+
+// The size moves past a transpose and an add (padding rows compute padding rows) and through
+// the indices of a gather (ONNX test_compress_0: rows 1 and 2 of [[1, 2], [3, 4], [5, 6]]).
+constexpr const char* kConsumers =
+    R"(func @main(%m: f32[2,3], %c: f32[3], %t: f32[3,2]) -> (i64[6,2], i64[6,2], f32[3,2]) {
+  %nz, %n = (i64[2,6], i64[]) nonzero(%m)
+  %s = i64[2,6] set_dimension_size(%nz, %n) {dimension = 1}
+  %tr = i64[6,2] transpose(%s) {permutation = [1, 0]}
+  %one = i64[] constant() {value = [1]}
+  %ones = i64[6,2] broadcast_in_dim(%one) {dims = []}
+  %p = i64[6,2] add(%tr, %ones)
+  %ci, %cn = (i64[1,3], i64[]) nonzero(%c)
+  %cs = i64[1,3] set_dimension_size(%ci, %cn) {dimension = 1}
+  %g = f32[3,2] gather(%t, %cs) {offset_dims = [1], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 0, slice_sizes = [1, 2]}
+  return %tr, %p, %g
+}
+)";
+
+TEST(DynamicSizes, SizesFlowThroughElementwiseTransposeAndGatherIndices) {
+  // np.transpose(np.nonzero([[0, 2, 0], [3, nan, 0]])) = [[0, 1], [1, 0], [1, 1]].
+  std::vector<Tensor> in{tensor(DType::F32, {2, 3}, {0, 2, 0, 3, NAN, 0}),
+                         tensor(DType::F32, {3}, {0, 1, 1}),
+                         tensor(DType::F32, {3, 2}, {1, 2, 3, 4, 5, 6})};
+  for (const std::string& backend : backends()) {
+    runtime::CompileOptions o;
+    o.backend = backend;
+    o.threads = 1;
+    auto exe = runtime::Executable::compile(parse(kConsumers), o);
+    ASSERT_TRUE(exe.isOk()) << backend << ": " << exe.status().str();
+    auto out = (*exe)->run(in);
+    ASSERT_TRUE(out.isOk()) << backend << ": " << out.status().str();
+    ASSERT_EQ(out->size(), 3u);
+    EXPECT_EQ((*out)[0].dims(), (std::vector<int64_t>{3, 2})) << backend;
+    EXPECT_EQ(values((*out)[0]), (std::vector<double>{0, 1, 1, 0, 1, 1})) << backend;
+    EXPECT_EQ(values((*out)[1]), (std::vector<double>{1, 2, 2, 1, 2, 2})) << backend;
+    EXPECT_EQ((*out)[2].dims(), (std::vector<int64_t>{2, 2})) << backend;
+    EXPECT_EQ(values((*out)[2]), (std::vector<double>{3, 4, 5, 6})) << backend;
+  }
+}
+
+TEST(DynamicSizes, AConsumerThatWouldReadThePaddingIsAnErrorNamingIt) {
+  auto m = parse(R"(func @main(%m: f32[2,3]) -> (i64[2]) {
+  %nz, %n = (i64[2,6], i64[]) nonzero(%m) loc("nz")
+  %s = i64[2,6] set_dimension_size(%nz, %n) {dimension = 1}
+  %r = i64[2] reduce(%s) {dims = [1], kind = sum} loc("r")
+  return %r
+}
+)");
+  auto dims = exposeDynamicSizes(*m->entry());
+  ASSERT_FALSE(dims.isOk());
+  EXPECT_NE(dims.status().message().find("node 'r' (reduce)"), std::string::npos)
+      << dims.status().str();
+  EXPECT_NE(dims.status().message().find("node 'nz' (nonzero)"), std::string::npos)
+      << dims.status().str();
+  EXPECT_NE(dims.status().message().find("reduce would read its padding"), std::string::npos)
+      << dims.status().str();
+}
+
+TEST(DynamicSizes, ExposingAppendsTheSizesAsOutputs) {
+  auto m = parse(kNonZero);
+  auto dims = exposeDynamicSizes(*m->entry());
+  ASSERT_TRUE(dims.isOk()) << dims.status().str();
+  ASSERT_EQ(*dims, (std::vector<DynamicDim>{{0, 1, 1}}));
+  const Function& f = *m->entry();
+  ASSERT_EQ(f.outputs().size(), 2u);
+  EXPECT_EQ(f.outputs()[0]->def()->op(), OpCode::NonZero);
+  EXPECT_EQ(f.outputs()[1], f.outputs()[0]->def()->result(1));
+  auto parsed = parseDynamicDims(dynamicDimsText(*dims), 2);
+  ASSERT_TRUE(parsed.isOk());
+  EXPECT_EQ(*parsed, *dims);
+  EXPECT_FALSE(parseDynamicDims("0 1 5\n", 2).isOk());
+}
+
+}  // namespace
+}  // namespace kiln
