@@ -17,6 +17,7 @@ import math
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 
 import numpy as np
@@ -33,7 +34,7 @@ def run(cmd, timeout):
                          start_new_session=True)
     try:
         out, err = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
+    except BaseException:  # the timeout, Ctrl-C or SIGTERM (see run_zoo): no orphan left running
         os.killpg(p.pid, signal.SIGKILL)
         p.communicate()
         raise
@@ -166,6 +167,7 @@ def row_text(res, threads):
 
 def run_zoo(args):
     import zoo
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds through run()'s cleanup
     threads = [int(t) for t in args.threads.split(",")]
     names = [m for m in (args.models or ",".join(zoo.ZOO)).split(",") if m]
     missing = [m for m in names
