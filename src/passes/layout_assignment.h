@@ -13,9 +13,9 @@ namespace kiln {
 
 // Where a convolution wants its feature dimension.
 enum class ConvLayout {
-  Keep,           // leave every convolution as it is
-  ChannelsFirst,  // NCHW input/output, OIHW kernel: "bf01_oi01->bf01"
-  ChannelsLast,   // NHWC input/output, HWIO kernel: "b01f_01io->b01f"
+  Keep,              // leave every convolution as it is
+  ChannelsFirst,     // NCHW input/output, OIHW kernel: "bf01_oi01->bf01"
+  ChannelsLast,      // NHWC input/output, HWIO kernel: "b01f_01io->b01f"
   ChannelsLastOhwi,  // NHWC input/output, OHWI kernel: "b01f_o01i->b01f" (cuDNN's NHWC)
 };
 

@@ -137,7 +137,7 @@ struct Executable::Impl {
   // Outputs of run-time size: the program's function returns their sizes after the
   // outputNames.size() outputs of the source, and runs trim them (exposeDynamicSizes).
   std::vector<DynamicDim> dynamic;
-  ModuleSource source;                   // how to compile again
+  ModuleSource source;  // how to compile again
 
   // The specialisations for other sizes of the guarded symbols, each ready once compiled (a
   // run that finds one being compiled waits for it). Under `mu`.

@@ -173,7 +173,7 @@ Status explain(const ExplainOptions& o) {
     for (size_t r = 0; r < n->numResults(); ++r)
       for (const Dim& d : n->result(r)->type().dims())
         symbolic |= d.isSymbolic() && !o.dims.count(d.symbolName());
-  const compiler::Stage stop = symbolic  ? compiler::Stage::Planned
+  const compiler::Stage stop = symbolic ? compiler::Stage::Planned
                                : o.code ? compiler::Stage::Program
                                         : compiler::Stage::Lowered;
   std::vector<TensorType> sourceTypes = runtime::parameterTypes(*program.module->entry());
@@ -181,19 +181,19 @@ Status explain(const ExplainOptions& o) {
                                                                 compileOptions(o), stop));
   if (o.instrumentation.timePasses) std::fputs(c.passTimings.c_str(), stderr);
   const runtime::Program* p = c.program.get();
-  std::fputs(fusion::explainPlan(p ? p->function() : *c.module->entry(), p ? p->plan() : c.plan)
-                 .c_str(),
-             stdout);
+  std::fputs(
+      fusion::explainPlan(p ? p->function() : *c.module->entry(), p ? p->plan() : c.plan).c_str(),
+      stdout);
   printGuards(sourceTypes, p ? p->function() : *c.module->entry());
   if (symbolic) {
     std::puts("\nmemory: not planned (symbolic dimensions; give their sizes with --dim)");
     return Status::ok();
   }
   const std::vector<kernel::Kernel>& kernels = p ? p->kernels() : c.kernels;
-  std::printf("\nmemory: %s\n",
-              runtime::describeBufferPlan(p ? p->buffers() : *c.buffers).c_str());
+  std::printf("\nmemory: %s\n", runtime::describeBufferPlan(p ? p->buffers() : *c.buffers).c_str());
   printCalls(kernels);
-  if (p) std::printf("\ncode (%s):\n%s", p->libraryCalls().c_str(), p->libraryCallDetails().c_str());
+  if (p)
+    std::printf("\ncode (%s):\n%s", p->libraryCalls().c_str(), p->libraryCallDetails().c_str());
   if (o.kernelIr) {
     std::puts("\nkernel IR:");
     for (const kernel::Kernel& k : kernels) std::printf("\n%s", kernel::printKernel(k).c_str());

@@ -44,7 +44,8 @@ std::string ConvShape::str() const {
   std::string s = std::string(tf32 ? "tf32" : dtypeName(type)) + (channelsLast ? " NHWC" : "") +
                   " [" + list(x) + "] * [" + list(w) + "]";
   if (!allOnes(stride)) s += " stride " + list(stride);
-  if (std::any_of(pad.begin(), pad.end(), [](int64_t p) { return p != 0; })) s += " pad " + list(pad);
+  if (std::any_of(pad.begin(), pad.end(), [](int64_t p) { return p != 0; }))
+    s += " pad " + list(pad);
   if (!allOnes(dilation)) s += " dilation " + list(dilation);
   if (groups > 1) s += " groups " + std::to_string(groups);
   return s;

@@ -1,6 +1,7 @@
 // Which convolution calls a GPU convolution library (cuDNN) takes, as one N-d cross-correlation
-// over NCHW or NHWC tensors (OIHW or OHWI kernels; and 3-D ones). Decided from the call's attributes and buffer shapes alone (no
-// toolkit), so the schedule records the choice and its reason.
+// over NCHW or NHWC tensors (OIHW or OHWI kernels; and 3-D ones). Decided from the call's
+// attributes and buffer shapes alone (no toolkit), so the schedule records the choice and its
+// reason.
 #pragma once
 
 #include <cstdint>
@@ -18,8 +19,8 @@ struct ConvShape {
   std::vector<int64_t> in, window, out, stride, pad, dilation;
   DType type = DType::F32;
   bool channelsLast = false;  // NHWC tensors and OHWI kernels (else NCHW, OIHW)
-  bool tf32 = false;  // f32 convolutions on TF32 tensor cores (--precision tf32)
-  std::string str() const;  // "f32 [1, 64, 56, 56] * [64, 64, 3, 3] stride 1 pad 1"
+  bool tf32 = false;          // f32 convolutions on TF32 tensor cores (--precision tf32)
+  std::string str() const;    // "f32 [1, 64, 56, 56] * [64, 64, 3, 3] stride 1 pad 1"
 };
 
 // The convolution `call` of kernel `k` (its post-ops aside) as a ConvShape, or nullopt with

@@ -3,9 +3,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <functional>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <set>
 
 #include "compiler/compile.h"
@@ -433,11 +433,11 @@ std::string CudaProgram::libraryCallDetails() const {
       if (l.call && d) {
         text += (*d)->calls[i][j]->describe() + "\n";
       } else if (l.call) {
-        text += libraryFor(m.kernels[i], *l.call, nullptr).value_or("?") + " " + l.call->callee +
-                "\n";
+        text +=
+            libraryFor(m.kernels[i], *l.call, nullptr).value_or("?") + " " + l.call->callee + "\n";
       } else {
-        text += l.function + " grid " + std::to_string(l.grid) + " block " +
-                std::to_string(l.block);
+        text +=
+            l.function + " grid " + std::to_string(l.grid) + " block " + std::to_string(l.block);
         if (d) text += ", " + (*d)->driver->describeFunction((*d)->functions[i][j]);
         text += "\n";
       }

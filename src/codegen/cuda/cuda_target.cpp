@@ -38,8 +38,7 @@ StatusOr<kernel::Kernel> libraryCallsOrLoops(kernel::Kernel k, const CompileOpti
   for (const kernel::Stmt* c : calls) {
     std::string why = "--no-library-calls";
     std::optional<std::string> lib = options.libraryCalls ? libraryFor(k, *c, &why) : std::nullopt;
-    notes.push_back(c->callee +
-                    (lib ? " on " + *lib : " as Kiln's loops: " + why));
+    notes.push_back(c->callee + (lib ? " on " + *lib : " as Kiln's loops: " + why));
     library = library && lib.has_value();
   }
   if (!library) {
@@ -84,9 +83,9 @@ class CudaTarget final : public runtime::Target {
   }
 
   // Matrix products cuBLASLt takes and convolutions cuDNN takes stay library calls (their
-  // post-ops a loop nest after them), other calls run as Kiln's loops; the outer loops of every nest map to the grid, rows of a
-  // warp or more to a block each (gpu_schedule.h), and the reductions left run serially in
-  // their thread.
+  // post-ops a loop nest after them), other calls run as Kiln's loops; the outer loops of every
+  // nest map to the grid, rows of a warp or more to a block each (gpu_schedule.h), and the
+  // reductions left run serially in their thread.
   Status schedule(std::vector<kernel::Kernel>& kernels,
                   const CompileOptions& options) const override {
     for (kernel::Kernel& k : kernels) {

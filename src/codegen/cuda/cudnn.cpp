@@ -5,7 +5,6 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 #include <cudnn.h>
-
 #include <mutex>
 #include <vector>
 
@@ -111,24 +110,25 @@ Status describePlan(Conv::Plan& p, const ConvShape& c) {
   KILN_RETURN_IF_ERROR(check(cudnnCreateTensorDescriptor(&p.y), "a tensor descriptor"));
   KILN_RETURN_IF_ERROR(check(cudnnCreateFilterDescriptor(&p.w), "a filter descriptor"));
   KILN_RETURN_IF_ERROR(check(cudnnCreateConvolutionDescriptor(&p.conv), "a convolution"));
-  KILN_RETURN_IF_ERROR(check(
-      cudnnSetTensorNdDescriptorEx(p.x, format, t, rank, ints(x).data()), "input"));
-  KILN_RETURN_IF_ERROR(check(
-      cudnnSetTensorNdDescriptorEx(p.y, format, t, rank, ints(y).data()), "result"));
-  KILN_RETURN_IF_ERROR(check(
-      cudnnSetFilterNdDescriptor(p.w, t, format, rank, ints(w).data()), "kernel"));
+  KILN_RETURN_IF_ERROR(
+      check(cudnnSetTensorNdDescriptorEx(p.x, format, t, rank, ints(x).data()), "input"));
+  KILN_RETURN_IF_ERROR(
+      check(cudnnSetTensorNdDescriptorEx(p.y, format, t, rank, ints(y).data()), "result"));
+  KILN_RETURN_IF_ERROR(
+      check(cudnnSetFilterNdDescriptor(p.w, t, format, rank, ints(w).data()), "kernel"));
   // f16 and bf16 accumulate in f32 (cuDNN's "pseudo" configurations).
-  KILN_RETURN_IF_ERROR(check(
-      cudnnSetConvolutionNdDescriptor(p.conv, rank - 2, ints(c.pad).data(),
-                                      ints(c.stride).data(), ints(c.dilation).data(),
-                                      CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
-      "the convolution " + c.str()));
+  KILN_RETURN_IF_ERROR(
+      check(cudnnSetConvolutionNdDescriptor(p.conv, rank - 2, ints(c.pad).data(),
+                                            ints(c.stride).data(), ints(c.dilation).data(),
+                                            CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+            "the convolution " + c.str()));
   KILN_RETURN_IF_ERROR(check(cudnnSetConvolutionGroupCount(p.conv, int(c.groups)), "groups"));
   std::vector<int> out(static_cast<size_t>(rank));
-  KILN_RETURN_IF_ERROR(check(cudnnGetConvolutionNdForwardOutputDim(p.conv, p.x, p.w, rank,
-                                                                   out.data()),
-                             "the result shape"));
-  if (out != ints(y)) return Status::error("cuDNN: the result of " + c.str() + " has another shape");
+  KILN_RETURN_IF_ERROR(
+      check(cudnnGetConvolutionNdForwardOutputDim(p.conv, p.x, p.w, rank, out.data()),
+            "the result shape"));
+  if (out != ints(y))
+    return Status::error("cuDNN: the result of " + c.str() + " has another shape");
   return Status::ok();
 }
 
@@ -140,9 +140,9 @@ Status pickAlgorithm(cudnnHandle_t h, Conv::Plan& p, const ConvShape& c) {
       check(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &count), "the algorithm count"));
   std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<size_t>(count));
   int found = 0;
-  KILN_RETURN_IF_ERROR(check(cudnnGetConvolutionForwardAlgorithm_v7(h, p.x, p.w, p.conv, p.y,
-                                                                    count, &found, perf.data()),
-                             "the algorithm heuristic for " + c.str()));
+  KILN_RETURN_IF_ERROR(check(
+      cudnnGetConvolutionForwardAlgorithm_v7(h, p.x, p.w, p.conv, p.y, count, &found, perf.data()),
+      "the algorithm heuristic for " + c.str()));
   const bool strict = c.type == DType::F32 && !c.tf32;
   for (int i = 0; i < found; ++i) {
     const cudnnConvolutionFwdAlgoPerf_t& r = perf[static_cast<size_t>(i)];
@@ -181,8 +181,8 @@ Conv::~Conv() = default;
 Status Conv::run(const DevicePtr* args, DevicePtr workspace, Stream stream) const {
   HandleLease lease;
   KILN_ASSIGN_OR_RETURN(lease.h, handles().acquire());
-  KILN_RETURN_IF_ERROR(check(cudnnSetStream(lease.h, static_cast<cudaStream_t>(stream)),
-                             "cudnnSetStream"));
+  KILN_RETURN_IF_ERROR(
+      check(cudnnSetStream(lease.h, static_cast<cudaStream_t>(stream)), "cudnnSetStream"));
   const float one = 1.0f, zero = 0.0f;
   const Plan& p = *plan_;
   return check(cudnnConvolutionForward(lease.h, &one, p.x, reinterpret_cast<const void*>(args[0]),

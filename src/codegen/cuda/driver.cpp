@@ -158,9 +158,9 @@ StatusOr<int> Driver::localBytes(GpuFunction f) const {
 }
 
 Status Driver::beginCapture(Stream s) const {
-  return check(api_->cuStreamBeginCapture_(static_cast<CUstream>(s),
-                                           CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
-               "starting a CUDA graph capture");
+  return check(
+      api_->cuStreamBeginCapture_(static_cast<CUstream>(s), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+      "starting a CUDA graph capture");
 }
 
 StatusOr<GraphExec> Driver::endCapture(Stream s) const {
@@ -168,8 +168,8 @@ StatusOr<GraphExec> Driver::endCapture(Stream s) const {
   KILN_RETURN_IF_ERROR(check(api_->cuStreamEndCapture_(static_cast<CUstream>(s), &graph),
                              "ending a CUDA graph capture"));
   CUgraphExec exec = nullptr;
-  Status made = check(api_->cuGraphInstantiateWithFlags_(&exec, graph, 0),
-                      "instantiating a CUDA graph");
+  Status made =
+      check(api_->cuGraphInstantiateWithFlags_(&exec, graph, 0), "instantiating a CUDA graph");
   api_->cuGraphDestroy_(graph);
   KILN_RETURN_IF_ERROR(made);
   return static_cast<GraphExec>(exec);

@@ -8,9 +8,9 @@
 namespace kiln::codegen::cuda {
 
 struct CompiledModule {
-  std::string cubin;  // for `arch`
-  std::string arch;   // "sm_90"
-  std::string log;    // NVRTC's warnings
+  std::string cubin;    // for `arch`
+  std::string arch;     // "sm_90"
+  std::string log;      // NVRTC's warnings
   int cudaVersion = 0;  // of the NVRTC that compiled it, as the driver counts: 13000 for 13.0
 };
 
