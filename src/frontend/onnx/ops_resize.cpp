@@ -16,6 +16,13 @@ Status emitResize(OpContext& c, Value* x, const Shape& out, const std::string& m
                   const std::vector<double>& scales) {
   if (mode != "nearest" && mode != "linear" && mode != "cubic")
     return c.err("mode '" + mode + "' is not nearest, linear or cubic");
+  // Every attribute is read first, so that a resize to the same shape (the identity) does not
+  // leave one unread, which the importer reports as unsupported.
+  AttrMap a{{"mode", enumAttr(mode)},
+            {"coordinate_transformation_mode", enumAttr(ctm)},
+            {"nearest_mode", enumAttr(nearest)},
+            {"cubic_coeff_a", floatAttr(c.attrFloat("cubic_coeff_a", -0.75))},
+            {"exclude_outside", boolAttr(c.attrInt("exclude_outside", 0) != 0)}};
   if (out == x->type().dims()) {
     bool unit = true;
     for (double s : scales) unit &= s == 1.0;
@@ -24,11 +31,6 @@ Status emitResize(OpContext& c, Value* x, const Shape& out, const std::string& m
       return Status::ok();
     }
   }
-  AttrMap a{{"mode", enumAttr(mode)},
-            {"coordinate_transformation_mode", enumAttr(ctm)},
-            {"nearest_mode", enumAttr(nearest)},
-            {"cubic_coeff_a", floatAttr(c.attrFloat("cubic_coeff_a", -0.75))},
-            {"exclude_outside", boolAttr(c.attrInt("exclude_outside", 0) != 0)}};
   if (!scales.empty()) a["scales"] = floatsAttr(scales);
   c.setOutput(0, c.b.op(OpCode::Resize, {x}, std::move(a), {x->type().withDims(out)}));
   return Status::ok();

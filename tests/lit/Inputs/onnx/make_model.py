@@ -139,6 +139,17 @@ def nonzero_compress():
                   helper.make_tensor_value_info("kept", F, None)])
 
 
+def identity_resize():
+    # A Resize to the same shape with cubic attributes set (torchvision's FPN on feature maps
+    # of equal stride): it imports as the identity, every attribute read.
+    sizes = numpy_helper.from_array(np.array([1, 2, 4, 4], np.int64), "sizes")
+    nodes = [helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="nearest",
+                              cubic_coeff_a=-0.75, exclude_outside=0,
+                              coordinate_transformation_mode="asymmetric", nearest_mode="floor")]
+    return model(nodes, [helper.make_tensor_value_info("x", F, [1, 2, 4, 4])],
+                 [helper.make_tensor_value_info("y", F, None)], [sizes])
+
+
 def nonzero_sum():
     nodes = [helper.make_node("NonZero", ["x"], ["nz"], name="nonzero"),
              helper.make_node("ReduceSum", ["nz"], ["s"], keepdims=0, name="sum")]
@@ -148,7 +159,7 @@ def nonzero_sum():
 
 MODELS = {f.__name__: f for f in [conv_relu, shape_subgraph, broadcast_matmul, softmax_opset11,
                                   unsupported, cycle, bad_broadcast, short_data, aliased_outputs,
-                                  nonzero_compress, nonzero_sum,
+                                  nonzero_compress, nonzero_sum, identity_resize,
                                   reshape_by_input, reshape_by_dim_arithmetic]}
 
 
