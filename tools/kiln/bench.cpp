@@ -247,11 +247,11 @@ Status bench(const BenchOptions& b) {
     KILN_RETURN_IF_ERROR(runOnce());
     ms.push_back(msSince(start));
   }
-  std::string roofline;
+  std::string roofline, kernelText;
   if (b.kernelTimes && (!exe || b.json))
     return Status::error("--kernel-times needs a compiled backend and prints text (no --json)");
   if (b.kernelTimes) {
-    KILN_ASSIGN_OR_RETURN(roofline, kernelTimes(*exe, values, outputs, b.repeat));
+    KILN_ASSIGN_OR_RETURN(kernelText, kernelTimes(*exe, values, outputs, b.repeat));
   }
   if (b.roofline) {
     if (!exe || o.backend != "cpu") return Status::error("--roofline needs the cpu backend");
@@ -312,6 +312,7 @@ Status bench(const BenchOptions& b) {
       median, ms.front(), ms.back(), b.repeat, b.warmup);
   std::fputs(deviceText, stdout);
   std::fputs(roofline.c_str(), stdout);
+  std::fputs(kernelText.c_str(), stdout);
   return Status::ok();
 }
 
