@@ -286,6 +286,70 @@ class BlockRow {
   std::set<std::string> written_;  // memory written since the last barrier
 };
 
+// The coefficient of `v` in the index `e` when e is affine in v (0 when e does not use v).
+std::optional<int64_t> coefficient(const ExprRef& e, const ExprRef& v,
+                                   std::unordered_map<const Expr*, std::optional<int64_t>>& memo) {
+  if (e == v) return 1;
+  if (e->args.empty()) return 0;
+  auto found = memo.find(e.get());
+  if (found != memo.end()) return found->second;
+  std::optional<int64_t> r;
+  std::vector<std::optional<int64_t>> a;
+  for (const ExprRef& x : e->args) a.push_back(coefficient(x, v, memo));
+  bool uses = false;
+  for (const std::optional<int64_t>& x : a) uses = uses || !x || *x != 0;
+  if (!uses) r = 0;
+  else if (e->kind == Expr::Kind::Binary && a[0] && a[1]) {
+    const BinaryOp op = e->binary;
+    if (op == BinaryOp::Add) r = *a[0] + *a[1];
+    else if (op == BinaryOp::Sub) r = *a[0] - *a[1];
+    else if (op == BinaryOp::Mul && *a[1] == 0 && e->args[1]->kind == Expr::Kind::Const)
+      r = *a[0] * e->args[1]->i;
+    else if (op == BinaryOp::Mul && *a[0] == 0 && e->args[0]->kind == Expr::Kind::Const)
+      r = *a[1] * e->args[0]->i;
+  }
+  memo[e.get()] = r;
+  return r;
+}
+
+void loadIndices(const ExprRef& e, std::vector<ExprRef>& out) {
+  if (!e) return;
+  if (e->kind == Expr::Kind::Load) out.push_back(e->args[0]);
+  for (const ExprRef& a : e->args) loadIndices(a, out);
+}
+
+void reducesOf(const StmtRef& s, std::vector<const Stmt*>& out) {
+  if (!s) return;
+  if (s->kind == Stmt::Kind::Reduce) out.push_back(s.get());
+  for (const StmtRef& b : s->body) reducesOf(b, out);
+}
+
+// Whether a thread per output reads coalesced where a row per block would not: every load of
+// the nest's reductions that moves with the chain's innermost loop moves by one element, and none
+// moves by one element along its reduction's innermost loop.
+bool threadPerOutputCoalesces(const Chain& c) {
+  if (c.loops.empty()) return false;
+  std::vector<const Stmt*> reduces;
+  reducesOf(c.body, reduces);
+  if (reduces.empty()) return false;
+  const ExprRef inner = var(c.loops.back()->var);
+  bool moves = false;
+  for (const Stmt* r : reduces) {
+    std::vector<ExprRef> indices;
+    loadIndices(r->value, indices);
+    const ExprRef own = var(r->vars.back());
+    std::unordered_map<const Expr*, std::optional<int64_t>> byThread, byRow;
+    for (const ExprRef& i : indices) {
+      std::optional<int64_t> t = coefficient(i, inner, byThread);
+      if (!t || (*t != 0 && *t != 1)) return false;
+      moves = moves || *t == 1;
+      std::optional<int64_t> along = coefficient(i, own, byRow);
+      if (along && *along == 1) return false;
+    }
+  }
+  return moves;
+}
+
 std::optional<StmtRef> rowPerBlock(const Chain& c, int64_t threadsPerBlock, bool reassociate,
                                    FreshNames& names) {
   const int64_t longest = longestReduce(c.body);
@@ -301,10 +365,20 @@ std::optional<StmtRef> rowPerBlock(const Chain& c, int64_t threadsPerBlock, bool
 }
 
 StmtRef launch(const StmtRef& s, bool opaque, const std::set<std::string>& scratch,
-               int64_t threadsPerBlock, bool reassociate, FreshNames& names) {
+               int64_t threadsPerBlock, bool reassociate, FreshNames& names,
+               std::vector<std::string>& notes) {
   Chain c = chainOf(s, opaque, scratch);
-  if (!opaque)
-    if (std::optional<StmtRef> r = rowPerBlock(c, threadsPerBlock, reassociate, names)) return *r;
+  if (opaque) return threadPerIteration(c, threadsPerBlock, names);
+  if (threadPerOutputCoalesces(c) && c.n >= longestReduce(c.body)) {
+    notes.push_back("reduction: a thread per output element (consecutive outputs are adjacent in "
+                    "memory, the elements each reduces are not)");
+    return threadPerIteration(c, threadsPerBlock, names);
+  }
+  if (std::optional<StmtRef> r = rowPerBlock(c, threadsPerBlock, reassociate, names)) {
+    notes.push_back("reduction: a block per row (" + std::to_string(c.n) + " rows of " +
+                    std::to_string(longestReduce(c.body)) + " elements)");
+    return *r;
+  }
   return threadPerIteration(c, threadsPerBlock, names);
 }
 
@@ -320,8 +394,8 @@ Kernel mapToGpu(const Kernel& k, int64_t threadsPerBlock, bool reassociate) {
   for (const StmtRef& s : top.stmts) {
     if (s->kind == Stmt::Kind::Call) launches.push_back(s);  // the target runs it
     else
-      launches.push_back(
-          launch(s, k.kind == "opaque", top.scratch, threadsPerBlock, reassociate, names));
+      launches.push_back(launch(s, k.kind == "opaque", top.scratch, threadsPerBlock, reassociate,
+                                names, out.notes));
   }
   out.body = block(std::move(launches));
   return out;

@@ -18,7 +18,11 @@ namespace kiln::kernel {
 // the launches become the kernel's temp buffers (device memory, which its launches share, in
 // order). T = min(threadsPerBlock, n).
 //
-// A nest whose body reduces rows of at least kMinBlockRow elements runs a row per block instead
+// A nest whose reductions read consecutive elements for consecutive iterations of its innermost
+// mapped loop, and not along their own innermost loop (a reduction over outer dims, as a global
+// average pool in NHWC), keeps a thread per output: its threads' loads are coalesced and a row
+// per block would read with a stride. Otherwise a nest whose body reduces rows of at least
+// kMinBlockRow elements runs a row per block instead
 // (blockIdx is the row): its Reduce statements split over the block's threads, each combining a
 // strided part (consecutive threads read consecutive elements), then a tree in shared memory;
 // its loops that store to memory split over the threads too, and its stores to memory outside
@@ -28,6 +32,12 @@ namespace kiln::kernel {
 // The Reduce statements left (a row per thread) must be lowered after (lowerReductions).
 inline constexpr int64_t kMinBlockRow = 32;
 Kernel mapToGpu(const Kernel& k, int64_t threadsPerBlock, bool reassociate = true);
+
+// The lowering gives a reduction that keeps the innermost dim a row of accumulators per index
+// of the other kept dims (lower.h), updated by a loop inside the reduced loops: the CPU's vector
+// form, but one GPU thread's serial work. Each such row becomes a loop over its elements, each a
+// Reduce into an accumulator of its own, so that mapToGpu maps every output element.
+Kernel reductionsPerOutput(const Kernel& k);
 
 // The launches of a kernel mapToGpu scheduled: its top-level statements.
 std::vector<StmtRef> gpuLaunches(const Kernel& k);

@@ -81,6 +81,7 @@ void printHelp() {
          "  --lower-reductions     Reduce statements into serial loops\n"
          "  --expand-calls         library calls (dot_general, convolution) into Kiln's loops\n"
          "  --map-gpu=N            each nest a GPU launch of N threads per block (gpu_schedule.h)\n"
+         "  --reductions-per-output  a row of accumulators as a Reduce per output element\n"
          "  --no-reassociate       float sums keep their order (split-reductions, map-gpu,\n"
          "                         --schedule)\n"
       << kiln::instrumentationFlagsHelp()
@@ -96,7 +97,8 @@ bool isSchedulePass(const std::string& flag) {
   for (const char* p : {"--schedule=", "--cache-rows=", "--parallelize-outer=",
                         "--split-reductions=", "--map-gpu="})
     if (flag.rfind(p, 0) == 0) return true;
-  return flag == "--vectorize-inner" || flag == "--lower-reductions" || flag == "--expand-calls";
+  return flag == "--vectorize-inner" || flag == "--lower-reductions" || flag == "--expand-calls" ||
+         flag == "--reductions-per-output";
 }
 
 // Runs one --schedule or schedule-pass spec over `kernels`.
@@ -124,6 +126,7 @@ kiln::Status schedule(const std::string& spec, const Options& o,
     else if (name == "split-reductions") k = kiln::kernel::splitReductions(k, n, o.reassociate);
     else if (name == "lower-reductions") k = kiln::kernel::lowerReductions(k);
     else if (name == "map-gpu") k = kiln::kernel::mapToGpu(k, n, o.reassociate);
+    else if (name == "reductions-per-output") k = kiln::kernel::reductionsPerOutput(k);
     else {
       KILN_ASSIGN_OR_RETURN(k, kiln::kernel::expandCalls(k));
     }

@@ -83,14 +83,15 @@ class CudaTarget final : public runtime::Target {
   }
 
   // Matrix products cuBLASLt takes and convolutions cuDNN takes stay library calls (their
-  // post-ops a loop nest after them), other calls run as Kiln's loops; the outer loops of every
-  // nest map to the grid, rows of a warp or more to a block each (gpu_schedule.h), and the
-  // reductions left run serially in their thread.
+  // post-ops a loop nest after them), other calls run as Kiln's loops; rows of accumulators
+  // become a reduction per output element, the outer loops of every nest map to the grid, rows
+  // of a warp or more to a block each (gpu_schedule.h), and the reductions left run serially in
+  // their thread.
   Status schedule(std::vector<kernel::Kernel>& kernels,
                   const CompileOptions& options) const override {
     for (kernel::Kernel& k : kernels) {
       KILN_ASSIGN_OR_RETURN(k, libraryCallsOrLoops(k, options));
-      k = kernel::mapToGpu(k, kThreadsPerBlock, options.reassociate);
+      k = kernel::mapToGpu(kernel::reductionsPerOutput(k), kThreadsPerBlock, options.reassociate);
       k = kernel::lowerReductions(k);
     }
     return Status::ok();
