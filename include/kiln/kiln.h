@@ -100,6 +100,15 @@ int32_t kiln_output_info(const kiln_executable* exe, int32_t index, const char**
 int32_t kiln_run(const kiln_executable* exe, const kiln_tensor* inputs, int32_t num_inputs,
                  kiln_tensor** outputs, int32_t* num_outputs, char** error);
 
+/* Runs the executable on tensors in the GPU's memory (data: device addresses; a cuda executable
+ * only): inputs and outputs of the types kiln_input_info and kiln_output_info give (outputs
+ * allocated by the caller), ordered after the work issued so far on `stream` (a CUstream; NULL:
+ * the default stream) and before the work issued on it later. Returns without waiting for the
+ * run: nothing crosses the bus. 0 on success, non-zero with *error set otherwise. Thread-safe. */
+int32_t kiln_run_device(const kiln_executable* exe, const kiln_tensor* inputs, int32_t num_inputs,
+                        const kiln_tensor* outputs, int32_t num_outputs, void* stream,
+                        char** error);
+
 void kiln_free_outputs(kiln_tensor* outputs, int32_t num_outputs);
 void kiln_free_error(char* error);
 void kiln_destroy(kiln_executable* exe);

@@ -159,6 +159,52 @@ int32_t kiln_output_info(const kiln_executable* exe, int32_t index, const char**
   return 0;
 }
 
+namespace {
+
+// The C tensors as device tensors, or why not ("input 1 has no dims").
+kiln::StatusOr<std::vector<kiln::runtime::DeviceTensor>>
+deviceTensors(const kiln_tensor* t, int32_t n, const char* what) {
+  std::vector<kiln::runtime::DeviceTensor> out;
+  for (int32_t i = 0; i < n; ++i) {
+    const std::string where = std::string(what) + " " + std::to_string(i);
+    if (t[i].rank < 0 || (t[i].rank > 0 && !t[i].dims))
+      return kiln::Status::error(where + " has no dims");
+    if (static_cast<int>(t[i].dtype) < 0 || static_cast<int>(t[i].dtype) >= kiln::kNumDTypes)
+      return kiln::Status::error(where + " has an unknown dtype");
+    std::vector<int64_t> dims(t[i].dims, t[i].dims + t[i].rank);
+    for (int64_t d : dims)
+      if (d < 0) return kiln::Status::error(where + " has a negative dim");
+    out.push_back({reinterpret_cast<uintptr_t>(t[i].data),
+                   kiln::TensorType::of(static_cast<kiln::DType>(t[i].dtype), dims)});
+  }
+  return out;
+}
+
+}  // namespace
+
+int32_t kiln_run_device(const kiln_executable* exe, const kiln_tensor* inputs, int32_t num_inputs,
+                        const kiln_tensor* outputs, int32_t num_outputs, void* stream,
+                        char** error) {
+  try {
+    if (!exe || (num_inputs > 0 && !inputs) || (num_outputs > 0 && !outputs)) {
+      setError(error, "kiln_run_device: NULL argument");
+      return 1;
+    }
+    auto in = deviceTensors(inputs, num_inputs, "input");
+    auto out = in ? deviceTensors(outputs, num_outputs, "output") : in;
+    kiln::Status s = !in ? in.status() : !out ? out.status() : kiln::Status::ok();
+    if (s.isOk()) s = exe->exe->runOnDevice(*in, *out, reinterpret_cast<uintptr_t>(stream));
+    if (!s.isOk()) {
+      setError(error, "kiln_run_device: " + s.str());
+      return 1;
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    setError(error, std::string("kiln_run_device: ") + e.what());
+    return 1;
+  }
+}
+
 int32_t kiln_run(const kiln_executable* exe, const kiln_tensor* inputs, int32_t num_inputs,
                  kiln_tensor** outputs, int32_t* num_outputs, char** error) {
   try {

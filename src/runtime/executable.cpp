@@ -470,10 +470,54 @@ StatusOr<double> Executable::runTimed(std::span<const Tensor> inputs,
 // for their sizes.
 Status Executable::runOther(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
                             std::vector<double>* kernelMs) const {
-  const Impl& m = *impl_;
-  const Function& f = m.program->function();
   std::vector<TensorType> have;
   for (const Tensor& t : inputs) have.push_back(t.type());
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Executable> other, specializationFor(have));
+  return other->runInto(inputs, outputs, kernelMs);
+}
+
+Status Executable::runOnDevice(std::span<const DeviceTensor> inputs,
+                               std::span<const DeviceTensor> outputs, uintptr_t stream) const {
+  const Function& f = impl_->program->function();
+  if (!impl_->dynamic.empty())
+    return Status::error("a model with run-time output sizes runs on host tensors only");
+  if (inputs.size() != f.numParameters() || outputs.size() != f.outputs().size())
+    return Status::error("expected " + std::to_string(f.numParameters()) + " inputs and " +
+                         std::to_string(f.outputs().size()) + " outputs, got " +
+                         std::to_string(inputs.size()) + " and " + std::to_string(outputs.size()));
+  std::vector<TensorType> have;
+  bool compiled = true;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    have.push_back(inputs[i].type);
+    if (inputs[i].type == f.parameter(i)->type()) continue;
+    compiled = false;
+    if (impl_->guards.empty())
+      return Status::error("input " + std::to_string(i) + " ('" + f.parameter(i)->name() +
+                           "'): expected " + f.parameter(i)->type().str() + ", got " +
+                           inputs[i].type.str());
+  }
+  if (!compiled) {
+    KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Executable> other, specializationFor(have));
+    return other->runOnDevice(inputs, outputs, stream);
+  }
+  for (size_t o = 0; o < outputs.size(); ++o)
+    if (outputs[o].type != f.outputs()[o]->type())
+      return Status::error("output " + std::to_string(o) + " ('" + impl_->outputNames[o] +
+                           "'): expected " + f.outputs()[o]->type().str() + ", got " +
+                           outputs[o].type.str());
+  return impl_->program->runOnDevice(inputs, outputs, stream);
+}
+
+StatusOr<std::shared_ptr<const Executable>>
+Executable::specializationFor(const std::vector<TensorType>& have) const {
+  const Impl& m = *impl_;
+  const Function& f = m.program->function();
+  bool compiled = have.size() == f.numParameters();
+  for (size_t i = 0; compiled && i < have.size(); ++i) compiled = have[i] == f.parameter(i)->type();
+  if (compiled) return std::shared_ptr<const Executable>(std::shared_ptr<const Executable>(), this);
+  if (have.size() != f.numParameters())
+    return Status::error("expected " + std::to_string(f.numParameters()) + " inputs, got " +
+                         std::to_string(have.size()));
   std::vector<std::string> names;
   for (size_t i = 0; i < f.numParameters(); ++i) names.push_back(f.parameter(i)->name());
   KILN_ASSIGN_OR_RETURN(SymbolBindings sizes, bindGuards(m.guards, parameterTypes(f), names, have));
@@ -502,8 +546,7 @@ Status Executable::runOther(std::span<const Tensor> inputs, std::vector<Tensor>&
       return Status::error(where + what + compiled + ", and " + why);
     }
   }
-  KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Executable> other, specialization(sizes, changes));
-  return other->runInto(inputs, outputs, kernelMs);
+  return specialization(sizes, changes);
 }
 
 StatusOr<std::shared_ptr<const Executable>>

@@ -91,9 +91,23 @@ class Executable {
   // Same, returning the device time of the run's launches (Program::runTimed; a GPU's events),
   // -1 for targets without one and for inputs that need another specialisation.
   StatusOr<double> runTimed(std::span<const Tensor> inputs, std::vector<Tensor>& outputs) const;
+  // A run on tensors in the device's memory (Program::runOnDevice): inputs and outputs of the
+  // types run() takes and returns, ordered on the caller's stream; the host does not wait. Other
+  // sizes in guarded dims recompile as for run(). A model with run-time output sizes, or a
+  // target that runs on the host, is an error.
+  Status runOnDevice(std::span<const DeviceTensor> inputs, std::span<const DeviceTensor> outputs,
+                     uintptr_t stream) const;
+  // The executable that runs inputs of types `have`: this one for the compiled types, else the
+  // specialisation for their sizes in guarded dims (compiled or loaded now if need be; shared
+  // with the runs), or why there is none. Its function() gives the outputs' types, which a
+  // caller allocating device outputs needs.
+  StatusOr<std::shared_ptr<const Executable>>
+  specializationFor(const std::vector<TensorType>& have) const;
 
   // The function as first compiled (the sizes of options.dims); specialisations for other sizes
-  // are not reported here.
+  // are not reported here. With run-time sizes (runTimeSizes()) its outputs are not what run()
+  // returns: the sized ones have their bound, and one i64[] per size follows them; outputTypes()
+  // describes run()'s outputs.
   const Function& function() const;
   // The input dims the source left symbolic, with the sizes function() has for them.
   const Guards& guards() const;

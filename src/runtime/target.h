@@ -100,6 +100,13 @@ struct ArtifactParts {
 
 // A function compiled by a target: its kernels, their code and its buffer plan. run is
 // thread-safe: each call has its own arena and outputs.
+// A tensor in a device's memory that the caller owns (a DLPack tensor on a GPU): the address of
+// its first element, dense and row-major.
+struct DeviceTensor {
+  uintptr_t data = 0;
+  TensorType type;
+};
+
 class Program {
  public:
   virtual ~Program() = default;
@@ -113,6 +120,15 @@ class Program {
                                     std::vector<Tensor>& outputs) const {
     KILN_RETURN_IF_ERROR(runInto(inputs, outputs, nullptr));
     return -1.0;
+  }
+  // One run on tensors in the device's memory, ordered after the work issued so far on the
+  // caller's `stream` (a CUstream; 0: the default stream) and before the work issued on it
+  // later, without waiting on the host: nothing crosses the bus. Types are checked by the
+  // Executable. A target whose programs run on the host has no such run.
+  virtual Status runOnDevice(std::span<const DeviceTensor> inputs,
+                             std::span<const DeviceTensor> outputs, uintptr_t stream) const {
+    (void)inputs, (void)outputs, (void)stream;
+    return Status::error("this target runs on the host: its inputs and outputs are host tensors");
   }
   virtual const Function& function() const = 0;
   virtual const fusion::FusionPlan& plan() const = 0;

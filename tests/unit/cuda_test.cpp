@@ -468,6 +468,80 @@ TEST(CudaDevice, OutOfMemoryIsAClearError) {
   }
 }
 
+// Device memory the test owns, freed at the end.
+struct DeviceBuffers {
+  const codegen::cuda::Driver& drv;
+  std::vector<codegen::cuda::DevicePtr> ptrs;
+  ~DeviceBuffers() {
+    for (codegen::cuda::DevicePtr p : ptrs) drv.free(p);
+  }
+  runtime::DeviceTensor add(const Tensor& t) {
+    auto p = drv.allocate(static_cast<int64_t>(t.byteSize()));
+    EXPECT_TRUE(p.isOk()) << p.status().str();
+    ptrs.push_back(*p);
+    EXPECT_TRUE(drv.copyToDevice(*p, t.bytes(), static_cast<int64_t>(t.byteSize()), nullptr));
+    return {static_cast<uintptr_t>(*p), t.type()};
+  }
+  Tensor read(const runtime::DeviceTensor& d) {
+    Tensor t(d.type.dtype(), d.type.staticDims());
+    EXPECT_TRUE(drv.copyToHost(t.mutableBytes(), static_cast<codegen::cuda::DevicePtr>(d.data),
+                               static_cast<int64_t>(t.byteSize()), nullptr));
+    return t;
+  }
+};
+
+// Inputs and outputs in device memory (DLPack's CUDA tensors, kiln_run_device): read and
+// written in place, ordered on the caller's stream (here the default stream), three runs each;
+// an output that is an input is copied into its tensor; a wrong output type is refused.
+TEST(CudaDevice, RunsOnDevicePointers) {
+  KILN_REQUIRE_GPU();
+  const codegen::cuda::Driver& drv = **codegen::cuda::Driver::get();
+  ASSERT_TRUE(drv.makeCurrent());
+  auto exe = compileMixed();
+  ASSERT_TRUE(exe);
+  DeviceBuffers mem{drv, {}};
+  std::vector<runtime::DeviceTensor> in, out;
+  for (const Tensor& t : mixedInputs()) in.push_back(mem.add(t));
+  const std::vector<Tensor> want = interpretMixed();
+  for (const Tensor& t : want) out.push_back(mem.add(Tensor(t.dtype(), t.dims())));
+  for (int run = 0; run < 3; ++run) {
+    Status ran = exe->runOnDevice(in, out, 0);
+    ASSERT_TRUE(ran.isOk()) << ran.str();
+    ASSERT_TRUE(drv.synchronize(nullptr));
+    std::vector<Tensor> got;
+    for (const runtime::DeviceTensor& d : out) got.push_back(mem.read(d));
+    expectClose(got, want);
+  }
+  std::vector<runtime::DeviceTensor> wrong = out;
+  wrong[0].type = TensorType::of(DType::F32, {8, 15});
+  Status refused = exe->runOnDevice(in, wrong, 0);
+  ASSERT_FALSE(refused.isOk());
+  EXPECT_NE(refused.message().find("output 0"), std::string::npos) << refused.message();
+  EXPECT_NE(refused.message().find("expected f32[8,16]"), std::string::npos) << refused.message();
+
+  auto module = parseModule(R"(func @main(%x: f32[5]) -> (f32[5], f32[5]) {
+  %y = f32[5] exp(%x)
+  return %y, %x
+})",
+                            "passthrough.kir");
+  ASSERT_TRUE(module.isOk()) << module.status().str();
+  runtime::CompileOptions o;
+  o.backend = "cuda";
+  auto pass = runtime::Executable::compile(std::move(*module), o);
+  ASSERT_TRUE(pass.isOk()) << pass.status().str();
+  Tensor x(DType::F32, {5});
+  for (int64_t i = 0; i < 5; ++i) x.setDouble(i, 0.5 * double(i) - 1);
+  std::vector<runtime::DeviceTensor> pin = {mem.add(x)}, pout = {mem.add(Tensor(DType::F32, {5})),
+                                                                 mem.add(Tensor(DType::F32, {5}))};
+  ASSERT_TRUE((*pass)->runOnDevice(pin, pout, 0).isOk());
+  ASSERT_TRUE(drv.synchronize(nullptr));
+  Tensor y = mem.read(pout[0]), same = mem.read(pout[1]);
+  for (int64_t i = 0; i < 5; ++i) {
+    EXPECT_NEAR(y.getDouble(i), std::exp(x.getDouble(i)), 1e-6) << i;
+    EXPECT_EQ(same.getDouble(i), x.getDouble(i)) << i;
+  }
+}
+
 TEST(CudaTarget, WithoutAGpuRunningIsAClearError) {
   if (codegen::cuda::Driver::get()) GTEST_SKIP() << "this machine has a GPU";
   auto exe = compileMixed();

@@ -84,6 +84,17 @@ func @main(%x: f32[2,3], %y: f32[2,3]) -> (f32[2,3]) {
     for (int64_t i = 0; i < 6; ++i) EXPECT_EQ((*got)[0].getDouble(i), (*want)[0].getDouble(i)) << i;
     EXPECT_NE((*got)[0].getDouble(0), 0.0);
   }
+  // Device pointers are for targets with a device: the interpreter runs on the host.
+  std::vector<DeviceTensor> in = {{0x1000, x.type()}, {0x2000, y.type()}},
+                            out = {{0x3000, x.type()}};
+  Status onDevice = (*exe)->runOnDevice(in, out, 0);
+  ASSERT_FALSE(onDevice.isOk());
+  EXPECT_NE(onDevice.message().find("runs on the host"), std::string::npos) << onDevice.message();
+  // Counts are checked before the target is asked.
+  Status count = (*exe)->runOnDevice(std::span(in).first(1), out, 0);
+  ASSERT_FALSE(count.isOk());
+  EXPECT_NE(count.message().find("expected 2 inputs and 1 outputs, got 1 and 1"), std::string::npos)
+      << count.message();
 }
 
 }  // namespace

@@ -227,6 +227,9 @@ struct Addresses {
   const CudaProgram::Impl& m;
   const CudaProgram::Device& d;
   DevicePtr base;
+  // The caller's tensors (runOnDevice) instead of the run memory's input and output slots.
+  const DevicePtr* inputs = nullptr;
+  const DevicePtr* outputs = nullptr;
 
   // 0 when the value has no device copy (a constant or parameter no kernel reads).
   DevicePtr of(const Value* v) const {
@@ -235,9 +238,11 @@ struct Addresses {
     const Slot& s = it->second;
     const auto at = [&](int64_t offset) { return base + static_cast<DevicePtr>(offset); };
     switch (s.storage) {
-      case Storage::Parameter: return at(m.inputOffsets[static_cast<size_t>(s.offset)]);
+      case Storage::Parameter:
+        return inputs ? inputs[s.offset] : at(m.inputOffsets[static_cast<size_t>(s.offset)]);
       case Storage::Constant: return d.weights + static_cast<DevicePtr>(d.weightOffsets.at(v));
-      case Storage::Output: return at(m.outputOffsets[static_cast<size_t>(s.offset)]);
+      case Storage::Output:
+        return outputs ? outputs[s.offset] : at(m.outputOffsets[static_cast<size_t>(s.offset)]);
       case Storage::Arena: return at(s.offset);
       case Storage::Unstored: return 0;
     }
@@ -388,6 +393,56 @@ Status CudaProgram::run(std::span<const Tensor> inputs, std::vector<Tensor>& out
       (*kernelMs)[i] = ms;
     }
   }
+  run.succeeded();
+  return Status::ok();
+}
+
+// The caller's stream waits for nothing of ours before this and for the run after it; the run
+// memory's stream waits for the caller's work first. The launches are issued (no graph: its
+// addresses would be the caller's tensors of one call). An output that is not a kernel's result
+// (an input, a constant, or a value that another output holds) is copied into place.
+Status CudaProgram::runOnDevice(std::span<const runtime::DeviceTensor> inputs,
+                                std::span<const runtime::DeviceTensor> outputs,
+                                uintptr_t stream) const {
+  const Impl& m = *impl_;
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<Device> d, device());
+  const Driver& drv = *d->driver;
+  const Stream caller = reinterpret_cast<Stream>(stream);
+  std::vector<DevicePtr> in, out;
+  for (const runtime::DeviceTensor& t : inputs) in.push_back(static_cast<DevicePtr>(t.data));
+  for (const runtime::DeviceTensor& t : outputs) out.push_back(static_cast<DevicePtr>(t.data));
+  RunMemory run(*d);
+  KILN_RETURN_IF_ERROR(run.open(m.runBytes));
+  Addresses at{m, *d, run.base(), in.data(), out.data()};
+  std::vector<Event> events;
+  struct EventsFree {
+    const Driver& drv;
+    std::vector<Event>& events;
+    ~EventsFree() {
+      for (Event e : events) drv.destroyEvent(e);
+    }
+  } eventsFree{drv, events};
+  auto handOver = [&](Stream from, Stream to) -> Status {
+    KILN_ASSIGN_OR_RETURN(Event e, drv.createEvent());
+    events.push_back(e);
+    KILN_RETURN_IF_ERROR(drv.record(e, from));
+    return drv.wait(to, e);
+  };
+  KILN_RETURN_IF_ERROR(handOver(caller, run.stream()));
+  KILN_RETURN_IF_ERROR(issueKernels(m, *d, at, run.stream(), [] { return Status::ok(); }));
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    const Value* v = m.f->outputs()[o];
+    const int64_t bytes = outputs[o].type.numElements().value_or(0) *
+                          static_cast<int64_t>(dtypeSize(outputs[o].type.dtype()));
+    const DevicePtr src = at.of(v);
+    if (src && src != out[o]) {
+      KILN_RETURN_IF_ERROR(drv.copyOnDevice(out[o], src, bytes, run.stream()));
+    } else if (!src && v->def()->op() == OpCode::Constant) {
+      KILN_RETURN_IF_ERROR(
+          drv.copyToDevice(out[o], v->def()->constantData().tensor.bytes(), bytes, run.stream()));
+    }
+  }
+  KILN_RETURN_IF_ERROR(handOver(run.stream(), caller));
   run.succeeded();
   return Status::ok();
 }

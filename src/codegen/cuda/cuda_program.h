@@ -58,6 +58,9 @@ class CudaProgram final : public runtime::Program {
                  std::vector<double>* kernelMs) const override;
   StatusOr<double> runTimed(std::span<const Tensor> inputs,
                             std::vector<Tensor>& outputs) const override;
+  Status runOnDevice(std::span<const runtime::DeviceTensor> inputs,
+                     std::span<const runtime::DeviceTensor> outputs,
+                     uintptr_t stream) const override;
   const Function& function() const override { return *impl_->f; }
   const fusion::FusionPlan& plan() const override { return impl_->plan; }
   const std::vector<kernel::Kernel>& kernels() const override { return impl_->kernels; }

@@ -39,6 +39,7 @@ namespace kiln::codegen::cuda {
   X(cuEventCreate) \
   X(cuEventDestroy) \
   X(cuEventRecord) \
+  X(cuStreamWaitEvent) \
   X(cuEventSynchronize) \
   X(cuEventElapsedTime) \
   X(cuStreamBeginCapture) \
@@ -266,6 +267,11 @@ void Driver::destroyEvent(Event e) const {
 Status Driver::record(Event e, Stream s) const {
   return check(api_->cuEventRecord_(static_cast<CUevent>(e), static_cast<CUstream>(s)),
                "cuEventRecord");
+}
+
+Status Driver::wait(Stream s, Event e) const {
+  return check(api_->cuStreamWaitEvent_(static_cast<CUstream>(s), static_cast<CUevent>(e), 0),
+               "cuStreamWaitEvent");
 }
 
 StatusOr<float> Driver::elapsed(Event start, Event end) const {

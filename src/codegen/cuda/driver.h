@@ -61,6 +61,8 @@ class Driver {
   StatusOr<Event> createEvent() const;
   void destroyEvent(Event e) const;
   Status record(Event e, Stream s) const;
+  // Work issued on `s` after this waits for what `e` recorded (no wait on the host).
+  Status wait(Stream s, Event e) const;
   // Milliseconds between two recorded events (waits for the second).
   StatusOr<float> elapsed(Event start, Event end) const;
 
