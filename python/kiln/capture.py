@@ -130,7 +130,7 @@ class Translator:
         if key not in self._consts:
             if t.dtype not in DTYPES:
                 raise aten.Unsupported(f"a constant of dtype {t.dtype}")
-            t = t.detach().contiguous()
+            t = t.detach().cpu().contiguous()
             if t.dtype == torch.bfloat16:
                 array = t.view(torch.int16).numpy().view(np.uint16)
             else:

@@ -60,6 +60,31 @@ def _graph_name(gm):
     return f"of {sum(1 for n in gm.graph.nodes if n.op == 'call_function')} ops"
 
 
+def _is_state(node, x):
+    """Whether a graph input is a parameter or buffer of the module (Dynamo lifts them to inputs
+    since torch 2.5): its source names the module's _parameters or _buffers."""
+    if isinstance(x, torch.nn.Parameter):
+        return True
+    source = getattr(node.meta.get("grapharg"), "source", None)
+    name = getattr(source, "name", None) if source is not None else None
+    name = name() if callable(name) else name if isinstance(name, str) else node.name
+    return "_parameters" in name or "_buffers" in name
+
+
+def _freeze(gm, example_inputs):
+    """The graph inputs that are the module's state, by position (compiled as constants, as
+    Inductor's freezing does), and the graph as a function of the other inputs."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    frozen = {i: x for i, (n, x) in enumerate(zip(placeholders, example_inputs))
+              if isinstance(x, torch.Tensor) and _is_state(n, x)}
+
+    def of_inputs(*inputs):
+        it = iter(inputs)
+        return gm(*[frozen[i] if i in frozen else next(it) for i in range(len(example_inputs))])
+
+    return frozen, of_inputs
+
+
 def _why_not(example_inputs):
     """Why these inputs cannot be compiled (None: they can)."""
     for i, x in enumerate(example_inputs):
@@ -68,16 +93,20 @@ def _why_not(example_inputs):
                    "torch.compile(..., dynamic=False))"
         if any(not isinstance(d, int) for d in x.shape):
             return f"input {i} has symbolic dims {tuple(x.shape)} (use dynamic=False)"
-        if x.device.type != "cpu":
-            return f"input {i} is on {x.device}; this build of Kiln runs on the CPU"
+        if x.device.type == "cuda" and "cuda" not in _kiln.backends():
+            return f"input {i} is on {x.device}; this build of Kiln has no cuda target"
+        if x.device.type not in ("cpu", "cuda"):
+            return f"input {i} is on {x.device}; Kiln runs on the CPU and on CUDA GPUs"
         if x.dtype not in DTYPES:
             return f"input {i} has dtype {x.dtype}, which Kiln does not have"
     return None
 
 
-def kiln_backend(gm, example_inputs, backend="cpu", threads=0, opt_level=1):
+def kiln_backend(gm, example_inputs, backend=None, threads=0, opt_level=1):
     """The Dynamo backend: Kiln's executable for `gm`, or gm.forward (eager) when Kiln cannot
-    compile it."""
+    compile it. backend: Kiln's target; None: cuda for inputs on a GPU, else cpu. The module's
+    parameters and buffers are compiled as constants: after changing them, call
+    torch._dynamo.reset()."""
     from . import _options
 
     reason = _why_not(example_inputs)
@@ -85,10 +114,16 @@ def kiln_backend(gm, example_inputs, backend="cpu", threads=0, opt_level=1):
         log.warning("kiln: graph %s runs in eager PyTorch: %s", _graph_name(gm), reason)
         return gm.forward
     _log_recompile(gm, gm.code, _signature(example_inputs))
-    # Tracing needs real tensors of the shapes Dynamo saw (its example inputs may be fake).
-    real = [torch.zeros(x.shape, dtype=x.dtype) for x in example_inputs]
+    frozen, of_inputs = _freeze(gm, example_inputs)
+    inputs = [x for i, x in enumerate(example_inputs) if i not in frozen]
+    if backend is None:
+        on_gpu = any(x.device.type == "cuda" for x in (inputs or example_inputs))
+        backend = "cuda" if on_gpu else "cpu"
+    # Tracing needs real tensors of the shapes Dynamo saw (its example inputs may be fake), on
+    # their device (a graph may make tensors on it).
+    real = [torch.zeros(x.shape, dtype=x.dtype, device=x.device) for x in inputs]
     try:
-        text, blob, spec, tr = capture(gm, real, names=[f"arg{i}" for i in range(len(real))])
+        text, blob, spec, tr = capture(of_inputs, real, names=[f"arg{i}" for i in range(len(real))])
         exe = compile_captured(text, blob, tr, _options(backend, threads, None, opt_level, None,
                                                         None), "<dynamo>.kir")
     except _kiln.KilnError as e:
@@ -97,7 +132,7 @@ def kiln_backend(gm, example_inputs, backend="cpu", threads=0, opt_level=1):
         return gm.forward
 
     def run(*args):
-        out = exe(*args)
+        out = exe(*[a for i, a in enumerate(args) if i not in frozen])
         return pytree.tree_unflatten(list(out) if isinstance(out, tuple) else [out], spec)
 
     return run

@@ -146,6 +146,7 @@ std::string inputList(const Function& f) {
 
 // Runs with the inputs in parameter order; returns every output.
 py::list runOrdered(const PyExecutable& self, const std::vector<py::handle>& slots) {
+  if (!slots.empty() && onCudaDevice(slots[0])) return runOnCuda(*self.exe, self.inputs, slots);
   RunInputs in;
   in.tensors.reserve(slots.size());
   for (size_t i = 0; i < slots.size(); ++i) addInput(slots[i], self.inputs[i], i, in);

@@ -236,7 +236,10 @@ void addDLPack(py::handle obj, const InputSlot& param, size_t index, RunInputs& 
     badInput(param, index,
              "a " + typeName(obj) + " on DLPack device type " +
                  std::to_string(t.device.device_type) +
-                 " (this executable runs on the CPU; move it with .cpu())");
+                 (t.device.device_type == kDLCUDA
+                      ? " among host inputs (give every input on the GPU, or every input on the "
+                        "host)"
+                      : " (Kiln reads host and CUDA memory; move it with .cpu())"));
   const std::byte* data = static_cast<const std::byte*>(t.data) + t.byte_offset;
   size_t elem = dtypeSize(*dtype);
   bool aligned = reinterpret_cast<uintptr_t>(data) % elem == 0;
@@ -372,6 +375,99 @@ void bindDLPackTensor(py::module_& m) {
       .def_property_readonly("dtype",
                              [](const Tensor& t) { return std::string(dtypeName(t.dtype())); })
       .def("numpy", [](const Tensor& t) { return toNumpy(t); });
+}
+
+// ---- CUDA tensors (a cuda executable reads and writes them in place) ----
+
+bool onCudaDevice(py::handle obj) {
+  if (!py::hasattr(obj, "__dlpack_device__")) return false;
+  py::tuple d = obj.attr("__dlpack_device__")();
+  return d.size() >= 1 && d[0].cast<int>() == kDLCUDA;
+}
+
+namespace {
+
+// The device address and type of a CUDA tensor for input `param`, which `keep` keeps valid.
+runtime::DeviceTensor cudaInput(py::handle obj, const InputSlot& param, size_t index,
+                                RunInputs& keep) {
+  if (!onCudaDevice(obj))
+    badInput(param, index,
+             "a " + typeName(obj) +
+                 " that is not in CUDA memory (give every input on the GPU, "
+                 "or every input on the host)");
+  py::object capsule = obj.attr("__dlpack__")();
+  auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
+  if (!m) {
+    PyErr_Clear();
+    badInput(param, index, "a " + typeName(obj) + " whose __dlpack__() is not a DLPack capsule");
+  }
+  PyCapsule_SetName(capsule.ptr(), "used_dltensor");
+  keep.managed.push_back(m);
+  keep.keep.push_back(py::reinterpret_borrow<py::object>(obj));
+  const DLTensor& t = m->dl_tensor;
+  std::vector<int64_t> dims(t.shape, t.shape + t.ndim);
+  std::optional<DType> dtype = fromDLPack(t.dtype);
+  auto what = [&] {
+    return "a CUDA " + typeName(obj) + (dtype ? " of " + std::string(dtypeName(*dtype)) : "");
+  };
+  checkType(param, index, dtype, dims, what, false);
+  if (t.device.device_id != 0)
+    badInput(param, index,
+             what() + " on GPU " + std::to_string(t.device.device_id) + " (Kiln runs on GPU 0)");
+  if (!rowMajor(t))
+    badInput(param, index, what() + " that is not contiguous (call .contiguous() first)");
+  const auto* data = static_cast<const std::byte*>(t.data) + t.byte_offset;
+  return {reinterpret_cast<uintptr_t>(data), TensorType::of(*dtype, dims)};
+}
+
+// The stream the inputs' framework issues its work on now: torch's current stream, else the
+// default stream.
+uintptr_t frameworkStream(const py::object& framework, py::handle first) {
+  if (framework.is_none() || !py::hasattr(framework, "cuda")) return 0;
+  py::object cuda = framework.attr("cuda");
+  if (!py::hasattr(cuda, "current_stream")) return 0;
+  return cuda.attr("current_stream")(first.attr("device")).attr("cuda_stream").cast<uintptr_t>();
+}
+
+}  // namespace
+
+py::list runOnCuda(const runtime::Executable& exe, const std::vector<InputSlot>& slots,
+                   const std::vector<py::handle>& objs) {
+  RunInputs keep;
+  std::vector<runtime::DeviceTensor> in;
+  for (size_t i = 0; i < objs.size(); ++i) in.push_back(cudaInput(objs[i], slots[i], i, keep));
+  py::object framework = objs.empty() ? py::object(py::none()) : frameworkOf(objs[0]).second;
+  if (framework.is_none() || !py::hasattr(framework, "empty"))
+    throw Error{Error::Kind::InvalidInput,
+                "CUDA inputs need a framework with empty(shape, dtype=, device=) for the "
+                "outputs (torch); move the inputs to the host instead",
+                {}};
+  std::vector<TensorType> types;
+  for (const runtime::DeviceTensor& t : in) types.push_back(t.type);
+  StatusOr<std::shared_ptr<const runtime::Executable>> spec = [&] {
+    py::gil_scoped_release release;  // may compile
+    return exe.specializationFor(types);
+  }();
+  if (!spec) throw Error{Error::Kind::InvalidInput, spec.status().str(), {}};
+  py::list results;
+  std::vector<runtime::DeviceTensor> out;
+  for (const Value* v : (*spec)->function().outputs()) {
+    const TensorType& t = v->type();
+    py::tuple shape = py::cast(t.staticDims());
+    py::object o = framework.attr("empty")(
+        shape, py::arg("dtype") = framework.attr(numpyName(t.dtype()).c_str()),
+        py::arg("device") = objs[0].attr("device"));
+    out.push_back({o.attr("data_ptr")().cast<uintptr_t>(), t});
+    results.append(o);
+  }
+  const uintptr_t stream = frameworkStream(framework, objs[0]);
+  Status s;
+  {
+    py::gil_scoped_release release;
+    s = (*spec)->runOnDevice(in, out, stream);
+  }
+  if (!s) throw Error{Error::Kind::Run, s.str(), {}};
+  return results;
 }
 
 }  // namespace kiln::python

@@ -11,6 +11,7 @@
 #include "errors.h"
 #include "ir/ir.h"
 #include "ir/tensor.h"
+#include "runtime/executable.h"
 
 namespace kiln::python {
 
@@ -56,6 +57,16 @@ py::list outputsToPython(std::vector<Tensor>& outputs, const RunInputs& in);
 // A Kiln output as a DLPack producer: `__dlpack__()` and `__dlpack_device__()`, for any
 // framework's from_dlpack. Registered on the module as _kiln.DLPackTensor.
 void bindDLPackTensor(py::module_& m);
+
+// Whether `obj` is a DLPack tensor in a CUDA device's memory.
+bool onCudaDevice(py::handle obj);
+
+// A run of a cuda executable on CUDA tensors (DLPack, dense), read and written in place: the
+// outputs are new tensors of the inputs' framework (torch.empty) on the same device, and the run
+// is ordered on the framework's current stream (torch's; else the default stream). Throws
+// Error(InvalidInput) for a host input among them, a non-contiguous one, or wrong types.
+py::list runOnCuda(const runtime::Executable& exe, const std::vector<InputSlot>& slots,
+                   const std::vector<py::handle>& objs);
 
 // "float32" for F32; numpy has no bfloat16 ("bfloat16").
 std::string numpyName(DType t);
