@@ -90,8 +90,76 @@ bool onlyUser(const Value* v, const Node* n) {
   return true;
 }
 
+bool isElementwise(const Node* n) {
+  OpClass c = n->info().opClass;
+  return c == OpClass::ElementwiseUnary || c == OpClass::ElementwiseBinary ||
+         c == OpClass::ElementwiseTernary;
+}
+
+// Whether `w` is transposed by `perm`, or will be once transposes sink through the elementwise ops,
+// poolings and normalizations that compute it (sigmoid(transpose(x)) in SiLU's x * sigmoid(x)),
+// looking `depth` ops up.
+bool transposedAlike(const Value* w, const std::vector<int64_t>& perm, int depth) {
+  std::vector<int64_t> p;
+  if (transposeOf(w, p)) return p == perm;
+  const Node* d = w->def();
+  if (depth == 0) return false;
+  if (d->op() == OpCode::ReduceWindow || d->op() == OpCode::BatchNormInference)
+    return transposedAlike(d->operand(0), perm, depth - 1);
+  if (!isElementwise(d) || d->numResults() != 1) return false;
+  bool any = false;
+  for (const Value* x : d->operands()) {
+    if (x->type().rank() == 0 || rewrite::isConstantLike(x) ||
+        x->def()->op() == OpCode::BroadcastInDim)
+      continue;
+    if (!transposedAlike(x, perm, depth - 1)) return false;
+    any = true;
+  }
+  return any;
+}
+
+// Whether `u`, reading a transpose by `perm`, takes it below itself without transposing any other
+// operand: a transpose (the pair merges), a reduce, reduce_window or batch_norm_inference (whose
+// per-channel operands follow the feature index), a concatenate of operands all transposed alike,
+// or an elementwise op whose other operands are transposed alike, scalars, broadcasts or
+// constants.
+bool absorbs(const Node* u, const std::vector<int64_t>& perm) {
+  constexpr int kDepth = 4;
+  switch (u->op()) {
+    case OpCode::Transpose:
+    case OpCode::Reduce:
+    case OpCode::ReduceWindow:
+    case OpCode::BatchNormInference: return true;
+    case OpCode::Concatenate:
+      for (const Value* w : u->operands())
+        if (!transposedAlike(w, perm, kDepth)) return false;
+      return true;
+    default: break;
+  }
+  if (!isElementwise(u) || u->numResults() != 1) return false;
+  for (const Value* w : u->operands()) {
+    if (w->type().rank() == 0 || rewrite::isConstantLike(w) ||
+        w->def()->op() == OpCode::BroadcastInDim)
+      continue;
+    if (!transposedAlike(w, perm, kDepth)) return false;
+  }
+  return true;
+}
+
+// Whether sinking the transpose `v` (by `perm`) below `n` frees it once every user has done the
+// same: `n` is its only user, or every user absorbs it. SiLU's x * sigmoid(x) and hard-swish read
+// x twice, and SPP's pyramid reads its input from three poolings and a concatenate; counting only
+// sole users left their transposes in the middle of the graph.
+bool freedBySinking(const Value* v, const Node* n, const std::vector<int64_t>& perm) {
+  if (onlyUser(v, n)) return true;
+  if (v->isFunctionOutput()) return false;
+  for (const Use& u : v->uses())
+    if (!absorbs(u.user, perm)) return false;
+  return true;
+}
+
 // The permutation shared by the transposed operands of an elementwise op, if the sinking pays:
-// the transposes it frees (operands used by nothing else) at least match the ones it adds (one
+// the transposes it frees (freedBySinking) at least match the ones it adds (one
 // for the result, one per operand that is neither transposed alike, a scalar, a broadcast nor a
 // constant).
 std::optional<std::vector<int64_t>> sinkablePermutation(const Node* n) {
@@ -103,7 +171,7 @@ std::optional<std::vector<int64_t>> sinkablePermutation(const Node* n) {
     if (v->type().rank() == 0) continue;
     if (transposeOf(v, p) && (!perm || *perm == p)) {
       perm = p;
-      if (onlyUser(v, n) && std::find(freed.begin(), freed.end(), v) == freed.end())
+      if (freedBySinking(v, n, p) && std::find(freed.begin(), freed.end(), v) == freed.end())
         freed.push_back(v);
       continue;
     }
@@ -126,12 +194,6 @@ Value* untransposed(Builder& b, Value* v, const std::vector<int64_t>& perm) {
     return b.broadcastInDim(v->def()->operand(0), permuteShape(v->type().dims(), inv), dims);
   }
   return b.transpose(v, inv);
-}
-
-bool isElementwise(const Node* n) {
-  OpClass c = n->info().opClass;
-  return c == OpClass::ElementwiseUnary || c == OpClass::ElementwiseBinary ||
-         c == OpClass::ElementwiseTernary;
 }
 
 // op(transpose(a, p), ...) -> transpose(op(a, ...), p)
@@ -157,7 +219,7 @@ bool sinkThroughElementwise(Node* n) {
 bool sinkThroughReduce(Node* n) {
   std::vector<int64_t> perm;
   Value* t = n->operand(0);
-  if (!transposeOf(t, perm) || !onlyUser(t, n)) return false;
+  if (!transposeOf(t, perm) || !freedBySinking(t, n, perm)) return false;
   std::vector<int64_t> dims = n->attrInts("dims"), newDims, keptSources, kept;
   for (int64_t d : dims) newDims.push_back(perm[static_cast<size_t>(d)]);
   std::sort(newDims.begin(), newDims.end());
@@ -183,7 +245,7 @@ bool sinkThroughReduce(Node* n) {
 bool sinkThroughReduceWindow(Node* n) {
   std::vector<int64_t> perm;
   Value* t = n->operand(0);
-  if (!transposeOf(t, perm) || !onlyUser(t, n)) return false;
+  if (!transposeOf(t, perm) || !freedBySinking(t, n, perm)) return false;
   AttrMap attrs = n->attrs();
   for (const char* name : {"window_dimensions", "window_strides", "base_dilations",
                            "window_dilations", "padding_low", "padding_high"}) {
@@ -197,6 +259,55 @@ bool sinkThroughReduceWindow(Node* n) {
   TensorType declared = y.withDims(permuteShape(y.dims(), inversePermutation(perm)));
   Builder b = builderBefore(n);
   Value* inner = b.op(OpCode::ReduceWindow, {t->def()->operand(0)}, std::move(attrs), {declared});
+  Value* out = inner ? b.transpose(inner, perm) : nullptr;
+  KILN_CHECK(out, "sinking a transpose below " + n->describe() + " failed: " + b.status().str());
+  rewrite::replaceValue(n->result(), out);
+  rewrite::eraseIfDead(n);
+  return true;
+}
+
+// batch_norm_inference(transpose(a, p), scale, offset, mean, variance) {feature_index = f}
+//   -> transpose(batch_norm_inference(a, scale, ...) {feature_index = p[f]}, p)
+// (DenseNet's pre-activation after each concatenate: a normalization fold-batch-norm cannot fold.)
+bool sinkThroughBatchNorm(Node* n) {
+  std::vector<int64_t> perm;
+  Value* t = n->operand(0);
+  if (!transposeOf(t, perm) || !freedBySinking(t, n, perm)) return false;
+  std::vector<Value*> operands = {t->def()->operand(0)};
+  for (size_t i = 1; i < n->numOperands(); ++i) operands.push_back(n->operand(i));
+  AttrMap attrs = n->attrs();
+  attrs["feature_index"] = intAttr(perm[static_cast<size_t>(n->attrInt("feature_index"))]);
+  const TensorType& y = n->result()->type();
+  TensorType declared = y.withDims(permuteShape(y.dims(), inversePermutation(perm)));
+  Builder b = builderBefore(n);
+  Value* inner = b.op(OpCode::BatchNormInference, operands, std::move(attrs), {declared});
+  Value* out = inner ? b.transpose(inner, perm) : nullptr;
+  KILN_CHECK(out, "sinking a transpose below " + n->describe() + " failed: " + b.status().str());
+  rewrite::replaceValue(n->result(), out);
+  rewrite::eraseIfDead(n);
+  return true;
+}
+
+// concatenate(transpose(a, p), transpose(b, p), ..., d) -> transpose(concatenate(a, b, ..., p[d]),
+// p) when sinking frees at least one of the operands' transposes.
+bool sinkThroughConcatenate(Node* n) {
+  std::vector<int64_t> perm, p;
+  for (const Value* v : n->operands()) {
+    if (!transposeOf(v, p) || (!perm.empty() && p != perm)) return false;
+    perm = p;
+  }
+  if (perm.empty() || rewrite::isIdentityPermutation(perm)) return false;
+  bool freesOne = false;
+  for (const Value* v : n->operands()) freesOne = freesOne || freedBySinking(v, n, perm);
+  if (!freesOne) return false;
+  std::vector<Value*> operands;
+  for (Value* v : n->operands()) operands.push_back(v->def()->operand(0));
+  AttrMap attrs = n->attrs();
+  attrs["dimension"] = intAttr(perm[static_cast<size_t>(n->attrInt("dimension"))]);
+  const TensorType& y = n->result()->type();
+  TensorType declared = y.withDims(permuteShape(y.dims(), inversePermutation(perm)));
+  Builder b = builderBefore(n);
+  Value* inner = b.op(OpCode::Concatenate, operands, std::move(attrs), {declared});
   Value* out = inner ? b.transpose(inner, perm) : nullptr;
   KILN_CHECK(out, "sinking a transpose below " + n->describe() + " failed: " + b.status().str());
   rewrite::replaceValue(n->result(), out);
@@ -229,6 +340,8 @@ bool moveTransposes(Node* n) {
     case OpCode::Transpose: return mergeTransposes(n);
     case OpCode::Reduce: return sinkThroughReduce(n);
     case OpCode::ReduceWindow: return sinkThroughReduceWindow(n);
+    case OpCode::Concatenate: return sinkThroughConcatenate(n);
+    case OpCode::BatchNormInference: return sinkThroughBatchNorm(n);
     default: return sinkThroughElementwise(n);
   }
 }
