@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "kernel/schedule_util.h"
+#include "kernel/simplify.h"
 
 namespace kiln::kernel {
 namespace detail {
@@ -297,7 +298,87 @@ StmtRef splitReduce(const StmtRef& r, int64_t L, FreshNames& names) {
                                     reduceCombine(r->reduce, acc, load(lanes, t, var(merge)))))}));
 }
 
+// Where a comparison of `v` with a constant inside `s` changes value, within (0, n): `v < c` and
+// `v >= c` at c, `v <= c` and `v > c` at c + 1 (and the mirrored forms `c > v`, ...).
+void comparisonPoints(const StmtRef& s, const std::string& v, int64_t n, std::set<int64_t>& out,
+                      std::set<const Expr*>& seen) {
+  if (!s) return;
+  auto scan = [&](const Expr& x) {
+    if (x.kind != Expr::Kind::Binary || x.args.size() != 2) return;
+    const Expr& a = *x.args[0];
+    const Expr& b = *x.args[1];
+    bool lhs = a.kind == Expr::Kind::Var && a.name == v && b.kind == Expr::Kind::Const;
+    bool rhs = b.kind == Expr::Kind::Var && b.name == v && a.kind == Expr::Kind::Const;
+    if (!lhs && !rhs) return;
+    int64_t c = lhs ? b.i : a.i, at = 0;
+    switch (x.binary) {
+      case BinaryOp::Lt:
+      case BinaryOp::Ge: at = lhs ? c : c + 1; break;
+      case BinaryOp::Le:
+      case BinaryOp::Gt: at = lhs ? c + 1 : c; break;
+      default: return;
+    }
+    if (at > 0 && at < n) out.insert(at);
+  };
+  for (const ExprRef& e : {s->index, s->value, s->cond})
+    if (e) visit(e, scan, seen);
+  for (const StmtRef& b : s->body) comparisonPoints(b, v, n, out, seen);
+}
+
+// Whether `s` declares a loop variable or a buffer (a copy of it would declare them twice).
+bool declares(const StmtRef& s) {
+  if (!s) return false;
+  if (s->kind == Stmt::Kind::For || s->kind == Stmt::Kind::Alloc || s->kind == Stmt::Kind::Reduce ||
+      s->kind == Stmt::Kind::Call)
+    return true;
+  for (const StmtRef& b : s->body)
+    if (declares(b)) return true;
+  return false;
+}
+
+// The loop `s` as consecutive loops over the ranges between `points`; the first keeps its
+// variable, the others get fresh ones offset by their start.
+StmtRef splitLoop(const StmtRef& s, const std::set<int64_t>& points, FreshNames& names) {
+  std::vector<int64_t> ends(points.begin(), points.end());
+  ends.push_back(s->extent->i);
+  std::vector<StmtRef> pieces;
+  int64_t lo = 0;
+  for (int64_t hi : ends) {
+    std::string v = lo == 0 ? s->var : names.fresh(s->var + "_");
+    ExprRef at = lo == 0 ? var(v) : binary(BinaryOp::Add, var(v), intConst(lo));
+    StmtRef body = lo == 0 ? s->body[0] : replaceIn(s->body[0], var(s->var), at);
+    pieces.push_back(forLoop(v, intConst(hi - lo), s->loop, body));
+    lo = hi;
+  }
+  return block(std::move(pieces));
+}
+
 }  // namespace
+
+Kernel partitionLoops(const Kernel& k, int64_t maxPieces) {
+  FreshNames names(k);
+  std::vector<std::string> notes;
+  Kernel out = rewriteKernel(k, [&](StmtRef s) {
+    if (s->kind != Stmt::Kind::For || s->loop != LoopKind::Serial ||
+        s->extent->kind != Expr::Kind::Const || declares(s->body[0]))
+      return s;
+    std::set<int64_t> points;
+    std::set<const Expr*> seen;
+    comparisonPoints(s->body[0], s->var, s->extent->i, points, seen);
+    if (points.empty() || static_cast<int64_t>(points.size()) + 1 > maxPieces) return s;
+    std::string at;
+    for (int64_t p : points) at += (at.empty() ? "" : ", ") + std::to_string(p);
+    notes.push_back("loop " + s->var + " split at " + at + " into " +
+                    std::to_string(points.size() + 1) +
+                    " loops: its comparisons with constants (a concatenate's selects) have one "
+                    "value in each, so each loop reads only the operand they choose there");
+    return splitLoop(s, points, names);
+  });
+  if (notes.empty()) return out;
+  out = simplifyIndices(out);
+  out.notes.insert(out.notes.end(), notes.begin(), notes.end());
+  return out;
+}
 
 Kernel cacheRows(const Kernel& k, int64_t maxElements) {
   FreshNames names(k);

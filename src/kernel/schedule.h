@@ -19,10 +19,20 @@ namespace kiln::kernel {
 // The CPU target's parameters (its schedule: codegen/cpu/cpu_target.cpp): loop nests with less work
 // than this (statements executed) run serially, since a thread handoff costs more; reductions split
 // into this many partial accumulators (two AVX2 vectors of f32); rows up to this many elements are
-// cached.
+// cached; a loop splits into at most this many pieces at its comparisons (a concatenate of up to
+// this many inputs along it).
 inline constexpr int64_t kParallelThreshold = 16384;
 inline constexpr int64_t kReductionLanes = 16;
 inline constexpr int64_t kRowCacheElements = 4096;
+inline constexpr int64_t kMaxLoopPieces = 64;
+
+// A serial loop over [0, n) whose body compares its variable with constants (`v < c`, `v >= c`,
+// ...) splits at those points into consecutive loops, at most `maxPieces`, each over a range
+// where every such comparison has one value; the indices are then simplified, so each loop keeps
+// only the operand its selects choose there (a concatenate along the loop reads one input per
+// loop, not every input, clamped, at every point). Only loops that declare nothing inside
+// (innermost loops without reductions or scratch) split. Each split is noted on the kernel.
+Kernel partitionLoops(const Kernel& k, int64_t maxPieces);
 
 // A Reduce over one loop whose value computes a transcendental function (exp, log, tanh, ...)
 // that later loops or reductions over the same extent in the same block compute again at the

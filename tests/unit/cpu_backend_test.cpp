@@ -398,6 +398,34 @@ func @main(%x: f32[1,N,M,M]) -> (f32[1,N,3,3], f32[1,N,3,3]) {
                           {{1, 6}, {3, 6}});
 }
 
+// YOLO's SPP after a convolution with SiLU: layout-assignment runs the activation, the stride-1
+// poolings and the concatenate on NHWC data; and DenseNet's concatenate with a batch norm and relu
+// after it before a convolution, whose channel loop partition-loops splits into one loop per
+// input.
+TEST(CpuBackend, PoolingPyramidAndConcatenatesOnChannelsLast) {
+  checkAgainstInterpreter("spp-dense", R"(
+func @main(%x: f32[1,3,M,M], %w: f32[8,3,1,1], %w2: f32[4,3,3,3], %w3: f32[4,24,1,1], %w4: f32[4,12,1,1], %g: f32[12], %b: f32[12]) -> (f32[1,4,M,M], f32[1,4,M,M]) {
+  %c = f32[1,8,M,M] convolution(%x, %w)
+  %s = f32[1,8,M,M] sigmoid(%c)
+  %m = f32[1,8,M,M] mul(%c, %s)
+  %p5 = f32[1,8,M,M] reduce_window(%m) {kind = max, window_dimensions = [1, 1, 5, 5], padding_low = [0, 0, 2, 2], padding_high = [0, 0, 2, 2]}
+  %p9 = f32[1,8,M,M] reduce_window(%m) {kind = max, window_dimensions = [1, 1, 9, 9], padding_low = [0, 0, 4, 4], padding_high = [0, 0, 4, 4]}
+  %k = f32[1,24,M,M] concatenate(%m, %p5, %p9) {dimension = 1}
+  %d2 = f32[1,4,M,M] convolution(%x, %w2) {padding_low = [1, 1], padding_high = [1, 1]}
+  %dk = f32[1,12,M,M] concatenate(%m, %d2) {dimension = 1}
+  %mu = f32[12] constant() {value = [0.1, -0.2, 0.3, 0.0, 0.5, -0.1, 0.2, 0.1, -0.3, 0.4, 0.0, 0.2]}
+  %var = f32[12] constant() {value = [1.0, 0.5, 2.0, 1.5, 0.8, 1.2, 0.9, 1.1, 0.7, 1.3, 1.0, 0.6]}
+  %n = f32[1,12,M,M] batch_norm_inference(%dk, %g, %b, %mu, %var)
+  %z = f32[] constant() {value = [0.0]}
+  %zb = f32[1,12,M,M] broadcast_in_dim(%z) {dims = []}
+  %r = f32[1,12,M,M] max(%n, %zb)
+  %o1 = f32[1,4,M,M] convolution(%k, %w3)
+  %o2 = f32[1,4,M,M] convolution(%r, %w4)
+  return %o1, %o2
+})",
+                          {{1, 5}, {1, 11}});
+}
+
 TEST(CpuBackend, ContractionsWithEpilogues) {
   checkAgainstInterpreter("contractions", R"(
 func @main(%x: f32[N,M], %w: f32[M,7], %bias: f32[7], %img: f32[1,2,M,M], %k: f32[3,2,3,3], %kb: f32[3]) -> (f32[N,7], f32[1,3,M,M]) {

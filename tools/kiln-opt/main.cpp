@@ -74,6 +74,7 @@ void printHelp() {
          "  --schedule=TARGET      after --lower, run that target's schedule passes (cpu, cuda)\n"
          "  --emit-cuda            print the kernels (scheduled for the GPU) as CUDA C++\n"
          "schedule passes (after --lower, in the order given; kernel/schedule.h):\n"
+         "  --partition-loops=N    split loops at comparisons of their variable (N pieces max)\n"
          "  --cache-rows=N         store a reduced row's costly values for a later loop (N max)\n"
          "  --parallelize-outer=N  parallel outer loops of nests of at least N statements\n"
          "  --vectorize-inner      vectorized innermost loops that only store\n"
@@ -94,8 +95,8 @@ void printHelp() {
 }
 
 bool isSchedulePass(const std::string& flag) {
-  for (const char* p : {"--schedule=", "--cache-rows=", "--parallelize-outer=",
-                        "--split-reductions=", "--map-gpu="})
+  for (const char* p : {"--schedule=", "--partition-loops=", "--cache-rows=",
+                        "--parallelize-outer=", "--split-reductions=", "--map-gpu="})
     if (flag.rfind(p, 0) == 0) return true;
   return flag == "--vectorize-inner" || flag == "--lower-reductions" || flag == "--expand-calls" ||
          flag == "--reductions-per-output";
@@ -120,7 +121,8 @@ kiln::Status schedule(const std::string& spec, const Options& o,
       return kiln::Status::error("--" + name + " takes a positive count, not '" + arg + "'");
   }
   for (kiln::kernel::Kernel& k : kernels) {
-    if (name == "cache-rows") k = kiln::kernel::cacheRows(k, n);
+    if (name == "partition-loops") k = kiln::kernel::partitionLoops(k, n);
+    else if (name == "cache-rows") k = kiln::kernel::cacheRows(k, n);
     else if (name == "parallelize-outer") k = kiln::kernel::parallelizeOuter(k, n);
     else if (name == "vectorize-inner") k = kiln::kernel::vectorizeInner(k);
     else if (name == "split-reductions") k = kiln::kernel::splitReductions(k, n, o.reassociate);

@@ -85,8 +85,9 @@ class CpuTarget final : public runtime::Target {
 
   // Each library call runs on oneDNN where oneDNN has a fast kernel for it, else in another
   // formulation, chosen here with its reason (choose_library_calls.h); without library calls,
-  // every call becomes Kiln's loops (kernel/expand_calls.h). Then reductions become vector
-  // partial sums, large nests parallel loops (kernel/schedule.h).
+  // every call becomes Kiln's loops (kernel/expand_calls.h). Then loops split where a
+  // concatenate's selects change operand, reductions become vector partial sums, large nests
+  // parallel loops (kernel/schedule.h).
   Status schedule(std::vector<kernel::Kernel>& kernels,
                   const CompileOptions& options) const override {
     for (kernel::Kernel& k : kernels) {
@@ -95,6 +96,7 @@ class CpuTarget final : public runtime::Target {
       } else {
         KILN_RETURN_IF_ERROR(chooseLibraryCalls(k, options));
       }
+      k = kernel::partitionLoops(k, kernel::kMaxLoopPieces);
       k = kernel::cacheRows(k, kernel::kRowCacheElements);
       k = kernel::parallelizeOuter(k, kernel::kParallelThreshold);
       k = kernel::vectorizeInner(k);
