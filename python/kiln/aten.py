@@ -565,6 +565,22 @@ def _sdpa(cx, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=Non
     return cx.w.op("attention", operands, dtype, shape, attrs)
 
 
+# The fused kernels scaled_dot_product_attention dispatches to (torch >= 2): the attention and
+# statistics nothing reads in inference (an error where something does).
+@op("_scaled_dot_product_flash_attention_for_cpu")
+def _sdpa_cpu(cx, q, k, v, dropout_p=0.0, is_causal=False, attn_mask=None, scale=None):
+    y = _sdpa(cx, q, k, v, attn_mask, dropout_p, is_causal, scale)
+    return y, cx.unavailable(f"the log-sum-exp of {cx.target_name}")
+
+
+@op("_scaled_dot_product_efficient_attention")
+def _sdpa_efficient(cx, q, k, v, attn_bias=None, compute_log_sumexp=False, dropout_p=0.0,
+                    is_causal=False, scale=None):
+    y = _sdpa(cx, q, k, v, attn_bias, dropout_p, is_causal, scale)
+    rest = cx.unavailable(f"the statistics of {cx.target_name}")
+    return y, rest, rest, rest
+
+
 # --- normalisation -------------------------------------------------------------------------
 
 def _ones(cx, n, dtype, value=1.0):

@@ -10,6 +10,7 @@ Registered when `kiln` is imported with torch >= 2.0 already imported, by kiln.d
 and, for an installed wheel, through the `torch_dynamo_backends` entry point.
 """
 
+import copy
 import logging
 
 import torch
@@ -71,18 +72,25 @@ def _is_state(node, x):
     return "_parameters" in name or "_buffers" in name
 
 
-def _freeze(gm, example_inputs):
-    """The graph inputs that are the module's state, by position (compiled as constants, as
-    Inductor's freezing does), and the graph as a function of the other inputs."""
+def _frozen(gm, example_inputs):
+    """The graph inputs that are the module's state, by position: compiled as constants, as
+    Inductor's freezing does."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    frozen = {i: x for i, (n, x) in enumerate(zip(placeholders, example_inputs))
-              if isinstance(x, torch.Tensor) and _is_state(n, x)}
+    return {i: x for i, (n, x) in enumerate(zip(placeholders, example_inputs))
+            if isinstance(x, torch.Tensor) and _is_state(n, x)}
+
+
+def _on_cpu(gm, frozen, count):
+    """The graph as a function of its non-frozen inputs, with its state on the CPU (a copy when
+    any of its own tensors lies elsewhere)."""
+    if any(t.device.type != "cpu" for t in list(gm.parameters()) + list(gm.buffers())):
+        gm = copy.deepcopy(gm).cpu()
 
     def of_inputs(*inputs):
         it = iter(inputs)
-        return gm(*[frozen[i] if i in frozen else next(it) for i in range(len(example_inputs))])
+        return gm(*[frozen[i] if i in frozen else next(it) for i in range(count)])
 
-    return frozen, of_inputs
+    return of_inputs
 
 
 def _why_not(example_inputs):
@@ -114,14 +122,17 @@ def kiln_backend(gm, example_inputs, backend=None, threads=0, opt_level=1):
         log.warning("kiln: graph %s runs in eager PyTorch: %s", _graph_name(gm), reason)
         return gm.forward
     _log_recompile(gm, gm.code, _signature(example_inputs))
-    frozen, of_inputs = _freeze(gm, example_inputs)
+    frozen = _frozen(gm, example_inputs)
     inputs = [x for i, x in enumerate(example_inputs) if i not in frozen]
     if backend is None:
         on_gpu = any(x.device.type == "cuda" for x in (inputs or example_inputs))
         backend = "cuda" if on_gpu else "cpu"
-    # Tracing needs real tensors of the shapes Dynamo saw (its example inputs may be fake), on
-    # their device (a graph may make tensors on it).
-    real = [torch.zeros(x.shape, dtype=x.dtype, device=x.device) for x in inputs]
+    # Tracing needs real tensors of the shapes Dynamo saw (its example inputs may be fake). It
+    # runs on the CPU whatever the device: on a GPU, ATen records the device's own kernels
+    # (cudnn_batch_norm, ...) instead of the ops Kiln translates.
+    real = [torch.zeros(x.shape, dtype=x.dtype) for x in inputs]
+    frozen_cpu = {i: x.detach().cpu() for i, x in frozen.items()}
+    of_inputs = _on_cpu(gm, frozen_cpu, len(example_inputs))
     try:
         text, blob, spec, tr = capture(of_inputs, real, names=[f"arg{i}" for i in range(len(real))])
         exe = compile_captured(text, blob, tr, _options(backend, threads, None, opt_level, None,

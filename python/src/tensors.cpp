@@ -453,7 +453,9 @@ py::list runOnCuda(const runtime::Executable& exe, const std::vector<InputSlot>&
   std::vector<runtime::DeviceTensor> out;
   for (const Value* v : (*spec)->function().outputs()) {
     const TensorType& t = v->type();
-    py::tuple shape = py::cast(t.staticDims());
+    const std::vector<int64_t> dims = t.staticDims();
+    py::tuple shape(dims.size());
+    for (size_t d = 0; d < dims.size(); ++d) shape[d] = py::int_(dims[d]);
     py::object o = framework.attr("empty")(
         shape, py::arg("dtype") = framework.attr(numpyName(t.dtype()).c_str()),
         py::arg("device") = objs[0].attr("device"));
