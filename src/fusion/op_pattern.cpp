@@ -34,7 +34,8 @@ OpPattern patternOf(const Node& n) {
     case OpClass::Reduction:
       // Sorts, top_k and cumsum too: whole-row scans, lowered as kernels of their own.
       if (n.op() == OpCode::Sort || n.op() == OpCode::TopK || n.op() == OpCode::Cumsum ||
-          n.op() == OpCode::NonZero)
+          n.op() == OpCode::NonZero || n.op() == OpCode::Unique ||
+          n.op() == OpCode::NonMaxSuppression)
         return OpPattern::Opaque;
       return OpPattern::Reduction;
     case OpClass::Contraction: return OpPattern::Contraction;

@@ -23,6 +23,7 @@ EvalResult evalElementwise(const EvalContext& c);   // unary, binary, ternary, c
 EvalResult evalDataMovement(const EvalContext& c);  // broadcast ... grid_sample
 EvalResult evalReduction(const EvalContext& c);     // reduce, argmax/argmin, reduce_window,
                                                     // cumsum, sort, top_k
+EvalResult evalDynamicSize(const EvalContext& c);   // unique, non_max_suppression
 EvalResult evalContraction(const EvalContext& c);   // dot_general, convolution
 EvalResult evalComposite(const EvalContext& c);     // softmax ... attention
 

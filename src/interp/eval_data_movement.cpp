@@ -715,6 +715,11 @@ EvalResult evalDataMovement(const EvalContext& c) {
     case OpCode::GridSample: return gridSampleKernel(c);
     // The data as it is: the size is for the program's boundary (interpret trims outputs).
     case OpCode::SetDimensionSize: return std::vector<Tensor>{c.operands[0]};
+    case OpCode::GetDimensionSize: {
+      Tensor size(DType::I64, {});
+      size.setInt(0, c.operands[0].dims()[static_cast<size_t>(c.node.attrInt("dimension"))]);
+      return std::vector<Tensor>{std::move(size)};
+    }
     default: break;
   }
   return Status::error(std::string(opName(c.node.op())) + " is not a data-movement op");

@@ -146,11 +146,13 @@ interp::EvalResult dispatch(const interp::EvalContext& c) {
     case OpCode::Slice: case OpCode::DynamicSlice: case OpCode::DynamicUpdateSlice:
     case OpCode::Concatenate: case OpCode::Pad: case OpCode::Gather: case OpCode::Scatter:
     case OpCode::Reverse: case OpCode::Resize: case OpCode::GridSample:
-    case OpCode::SetDimensionSize:
+    case OpCode::SetDimensionSize: case OpCode::GetDimensionSize:
       return interp::evalDataMovement(c);
     case OpCode::Reduce: case OpCode::ArgMax: case OpCode::ArgMin: case OpCode::ReduceWindow:
     case OpCode::Cumsum: case OpCode::Sort: case OpCode::TopK: case OpCode::NonZero:
       return interp::evalReduction(c);
+    case OpCode::Unique: case OpCode::NonMaxSuppression:
+      return interp::evalDynamicSize(c);
     case OpCode::DotGeneral: case OpCode::Convolution:
       return interp::evalContraction(c);
     case OpCode::Softmax: case OpCode::LogSoftmax: case OpCode::LayerNorm:
@@ -240,6 +242,13 @@ Status runNode(const Node& n, Environment& env, SymbolMap& symbols) {
   return Status::ok();
 }
 
+// The set_dimension_size in the chain of them that defines v which sizes `dim`, or nullptr.
+const Node* sizedBy(const Value* v, int64_t dim) {
+  for (; v->def()->op() == OpCode::SetDimensionSize; v = v->def()->operand(0))
+    if (v->def()->attrInt("dimension") == dim) return v->def();
+  return nullptr;
+}
+
 }  // namespace
 
 StatusOr<std::vector<Tensor>> interpret(const Function& f, std::span<const Tensor> inputs) {
@@ -262,6 +271,17 @@ StatusOr<std::vector<Tensor>> interpret(const Function& f, std::span<const Tenso
     if (n.op() == OpCode::SetDimensionSize) {
       const Tensor* size = env.find(n.operand(1));
       if (size && size->numElements() == 1) sizes[&n] = size->getInt(0);
+    }
+    // The size a set_dimension_size of the operand gave (values further from it are sized only
+    // after exposeDynamicSizes: interpretSized); else the extent.
+    if (n.op() == OpCode::GetDimensionSize) {
+      const Node* s = sizedBy(n.operand(0), n.attrInt("dimension"));
+      if (s && sizes.count(s)) {
+        Tensor size(DType::I64, {});
+        size.setInt(0, sizes[s]);
+        env.define(n.result(), std::move(size));
+        continue;
+      }
     }
     KILN_RETURN_IF_ERROR(runNode(n, env, symbols));
   }

@@ -130,6 +130,7 @@ Extra extraFor(OpCode op) {
                optBool("align_corners", false)},
               inferGridSample};
     case OpCode::SetDimensionSize: return {{req("dimension", K::Int)}, inferSetDimensionSize};
+    case OpCode::GetDimensionSize: return {{req("dimension", K::Int)}, inferGetDimensionSize};
 
     case OpCode::Reduce:
       return {
@@ -151,6 +152,10 @@ Extra extraFor(OpCode op) {
     case OpCode::TopK:
       return {{req("k", K::Int), req("axis", K::Int), optBool("largest", true)}, inferTopK};
     case OpCode::NonZero: return {{}, inferNonZero};
+    case OpCode::Unique: return {{opt("axis", K::Int), optBool("sorted", true)}, inferUnique};
+    case OpCode::NonMaxSuppression:
+      return {{req("bound_per_class", K::Int), optBool("center_point_box", false)},
+              inferNonMaxSuppression};
 
     case OpCode::DotGeneral:
       return {{opt("lhs_batch", K::Ints), opt("rhs_batch", K::Ints),

@@ -266,6 +266,50 @@ Types inferNonZero(const InferInput& in) {
                                  TensorType(DType::I64, {})};
 }
 
+// The distinct slices of x along `axis` (its elements, flattened, without one) padded to the
+// number of slices K, the index of each one's first occurrence, the unique slice of each
+// slice, how often each one occurs, and how many there are.
+Types inferUnique(const InferInput& in) {
+  const TensorType& x = in.operands[0];
+  if (!x.isStatic()) return err("unique needs static dimensions (its bound is the slice count)");
+  TensorType y = x;
+  if (hasAttr(in.attrs, "axis")) {
+    KILN_RETURN_IF_ERROR(checkAxis(intOf(in, "axis"), x.rank(), "axis"));
+  } else {
+    y = x.withDims({Dim(*x.numElements())});
+  }
+  const int64_t k = hasAttr(in.attrs, "axis") ? x.dim(intOf(in, "axis")).value() : *x.numElements();
+  TensorType perSlice(DType::I64, {Dim(k)});
+  return std::vector<TensorType>{y, perSlice, perSlice, perSlice, TensorType(DType::I64, {})};
+}
+
+// The (batch, class, box) rows of the selected boxes, padded to B * C * bound_per_class rows,
+// and how many there are.
+Types inferNonMaxSuppression(const InferInput& in) {
+  const TensorType &boxes = in.operands[0], &scores = in.operands[1];
+  KILN_RETURN_IF_ERROR(requireRank(boxes, 3, "boxes"));
+  KILN_RETURN_IF_ERROR(requireRank(scores, 3, "scores"));
+  KILN_RETURN_IF_ERROR(requireFloat(boxes.dtype(), "boxes"));
+  KILN_RETURN_IF_ERROR(requireSameDType(boxes, scores, "boxes and scores"));
+  if (!boxes.isStatic() || !scores.isStatic())
+    return err("non_max_suppression needs static dimensions (its bound depends on them)");
+  const int64_t b = boxes.dim(0).value(), n = boxes.dim(1).value(), c = scores.dim(1).value();
+  if (boxes.dim(2).value() != 4 || scores.dim(0).value() != b || scores.dim(2).value() != n)
+    return err("needs boxes [B, N, 4] and scores [B, C, N], got " + boxes.str() + " and " +
+               scores.str());
+  if (in.operands[2].rank() != 0 || in.operands[2].dtype() != DType::I64)
+    return err("max_per_class must be an i64[]");
+  for (size_t i = 3; i < in.operands.size(); ++i)
+    if (in.operands[i].rank() != 0 || in.operands[i].dtype() != DType::F32)
+      return err("the thresholds must be f32[]");
+  const int64_t bound = intOf(in, "bound_per_class");
+  if (bound < 0 || bound > n)
+    return err("bound_per_class = " + std::to_string(bound) + " must be in [0, " +
+               std::to_string(n) + "]");
+  return std::vector<TensorType>{TensorType(DType::I64, {Dim(b * c * bound), Dim(3)}),
+                                 TensorType(DType::I64, {})};
+}
+
 // x itself; its dimension `dimension` has the size given at run time (at most its extent).
 Types inferSetDimensionSize(const InferInput& in) {
   const TensorType& x = in.operands[0];
@@ -273,6 +317,13 @@ Types inferSetDimensionSize(const InferInput& in) {
   KILN_RETURN_IF_ERROR(checkAxis(intOf(in, "dimension"), x.rank(), "dimension"));
   if (size.rank() != 0 || size.dtype() != DType::I64) return err("the size must be an i64[]");
   return std::vector<TensorType>{x};
+}
+
+// How many entries dimension `dimension` of x has: its extent, or the size a
+// set_dimension_size gave it.
+Types inferGetDimensionSize(const InferInput& in) {
+  KILN_RETURN_IF_ERROR(checkAxis(intOf(in, "dimension"), in.operands[0].rank(), "dimension"));
+  return std::vector<TensorType>{TensorType(DType::I64, {})};
 }
 
 Types inferDotGeneral(const InferInput& in) {

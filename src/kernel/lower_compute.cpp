@@ -186,6 +186,11 @@ StatusOr<ExprRef> Lowerer::computeMovement(const Value* v, const Index& idx) {
     // The data as it is (the size matters only at a program's boundary, where the compile
     // driver has already taken it: passes/expose_dynamic_sizes.h).
     case OpCode::SetDimensionSize: return operand(0, idx);
+    // The extent (a sized operand's get_dimension_size is its size, which the compile driver
+    // has put in its place).
+    case OpCode::GetDimensionSize:
+      return intConst(
+          n->operand(0)->type().staticDims()[static_cast<size_t>(n->attrInt("dimension"))]);
     case OpCode::Transpose: {
       auto perm = n->attrInts("permutation");
       Index at(perm.size());

@@ -176,6 +176,8 @@ class OpaqueLowerer {
       case OpCode::Resize: return wrap(resize());
       case OpCode::GridSample: return wrap(gridSample());
       case OpCode::NonZero: return wrap(nonZero());
+      case OpCode::Unique:
+      case OpCode::NonMaxSuppression: return wrap(lowerDynamicSizeOp(n_, in_, out_));
       default: return std::optional<StmtRef>();
     }
   }

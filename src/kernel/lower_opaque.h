@@ -16,6 +16,10 @@
 //     of the resized dims in nested loops, in the order of the reference's separable passes;
 //   - grid_sample: per output point, the source coordinates and tap weights in f64 after the
 //     padding mode, then per channel the 1, 2x2 or 4x4 taps (taps outside read 0 with zeros).
+//   - nonzero, unique, non_max_suppression (results of run-time size, padded to a bound): one
+//     serial nest each with running values in local scratch (unique and non_max_suppression
+//     in lower_dynamic_sizes.cpp): O(K^2) slice comparisons for unique, O(N^2) per class for
+//     non_max_suppression.
 //
 // Needs: static shapes. Returns nullopt for a case it leaves to the library call (sort and top_k
 // rows longer than 4096 elements, where O(n^2) ranking costs too much). Errors name the node.
@@ -37,5 +41,9 @@ namespace kiln::kernel {
 StatusOr<std::optional<StmtRef>> lowerOpaqueOp(const Node& n,
                                                const std::vector<std::string>& operands,
                                                const std::vector<std::string>& results);
+
+// unique and non_max_suppression (lower_dynamic_sizes.cpp), called by lowerOpaqueOp.
+StatusOr<StmtRef> lowerDynamicSizeOp(const Node& n, const std::vector<std::string>& operands,
+                                     const std::vector<std::string>& results);
 
 }  // namespace kiln::kernel

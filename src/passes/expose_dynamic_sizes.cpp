@@ -94,6 +94,20 @@ Status sinkPast(Function& f, Node& user) {
   return Status::ok();
 }
 
+// get_dimension_size(sds(x, s){d}) {d} -> s; of another dim -> get_dimension_size(x) (an
+// extent).
+void resolveSizeQuery(Function& f, Node& query) {
+  const int64_t d = query.attrInt("dimension");
+  Value* v = query.operand(0);
+  for (; isSized(v); v = v->def()->operand(0)) {
+    if (sizedDim(v) != d) continue;
+    f.replaceAllUsesWith(query.result(), v->def()->operand(1));
+    f.erase(&query);
+    return;
+  }
+  query.setOperand(0, v);
+}
+
 // A user of a sized value that is neither a set_dimension_size of it nor the function's output.
 Node* firstConsumer(Function& f) {
   for (const auto& np : f.nodes()) {
@@ -126,7 +140,8 @@ StatusOr<std::vector<DynamicDim>> exposeDynamicSizes(Function& f) {
     for (const Value* v : user->operands())
       if (isSized(v) && user->op() == OpCode::SetDimensionSize)
         return refuse(*user, v, "a size cannot itself be sized");
-    KILN_RETURN_IF_ERROR(sinkPast(f, *user));
+    if (user->op() == OpCode::GetDimensionSize) resolveSizeQuery(f, *user);
+    else KILN_RETURN_IF_ERROR(sinkPast(f, *user));
     eraseDead(f);
   }
   std::vector<Value*> outs = f.outputs();

@@ -14,11 +14,14 @@
 //                                       sized by the same value on the same dim)
 //   transpose(sds(x, s){d}){perm}   -> sds(transpose(x)){perm^-1(d)}
 //   gather(a, sds(i, s){d})         -> sds(gather(a, i)){the result dim of index dim d}
-// (padding elements compute padding elements, which are cut off at the end). Any other
-// consumer (a reduction, a reshape, a gather from a sized operand, ...) is an error naming it.
+// (padding elements compute padding elements, which are cut off at the end), and answers the
+// size queries of the sized values:
+//   get_dimension_size(sds(x, s){d}){d} -> s;  get_dimension_size(sds(x, s){d}){e} -> of x
+// Any other consumer (a reduction, a reshape, a gather from a sized operand, ...) is an error
+// naming it.
 //
-// It does not propagate sizes into symbolic dims or shape arithmetic: a sized value is
-// consumed only by the ops above, and its size by nothing but set_dimension_size.
+// It does not propagate sizes into symbolic dims: a sized value is consumed only by the ops
+// above. A size is an ordinary i64[] value (ONNX Shape and Size compute with it).
 #pragma once
 
 #include <span>

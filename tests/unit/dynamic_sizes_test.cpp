@@ -1,6 +1,7 @@
-// Data-dependent output sizes: nonzero's padded result and count, set_dimension_size, and the
-// outputs of their true sizes through the interpreter, the Executable on every target built (an
-// artifact included), with values from numpy (np.nonzero) and the ONNX node tests.
+// Data-dependent output sizes: nonzero's padded result and count, set_dimension_size,
+// get_dimension_size, unique, non_max_suppression, and the outputs of their true sizes through
+// the interpreter, the Executable on every target built (an artifact included), with values from
+// numpy (np.nonzero, np.unique) and the ONNX node tests.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -166,6 +167,128 @@ TEST(DynamicSizes, ExposingAppendsTheSizesAsOutputs) {
   ASSERT_TRUE(parsed.isOk());
   EXPECT_EQ(*parsed, *dims);
   EXPECT_FALSE(parseDynamicDims("0 1 5\n", 2).isOk());
+}
+
+// Runs `text` on every backend of this build and checks each output's dims and values.
+struct Expected {
+  std::vector<int64_t> dims;
+  std::vector<double> values;
+};
+
+void expectOnEveryBackend(const char* text, const std::vector<Tensor>& in,
+                          const std::vector<Expected>& want) {
+  for (const std::string& backend : backends()) {
+    runtime::CompileOptions o;
+    o.backend = backend;
+    o.threads = 1;
+    auto exe = runtime::Executable::compile(parse(text), o);
+    ASSERT_TRUE(exe.isOk()) << backend << ": " << exe.status().str();
+    auto out = (*exe)->run(in);
+    ASSERT_TRUE(out.isOk()) << backend << ": " << out.status().str();
+    ASSERT_EQ(out->size(), want.size()) << backend;
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ((*out)[i].dims(), want[i].dims) << backend << " output " << i;
+      EXPECT_EQ(values((*out)[i]), want[i].values) << backend << " output " << i;
+    }
+  }
+}
+
+// Shape of a sized value through get_dimension_size: after a transpose, dim 0 is the count and
+// dim 1 the extent 2 (np.transpose(np.nonzero(m)).shape).
+TEST(DynamicSizes, GetDimensionSizeGivesTheRunTimeSize) {
+  const char* text = R"(func @main(%m: f32[2,3]) -> (i64[6,2], i64[], i64[]) {
+  %nz, %n = (i64[2,6], i64[]) nonzero(%m)
+  %s = i64[2,6] set_dimension_size(%nz, %n) {dimension = 1}
+  %t = i64[6,2] transpose(%s) {permutation = [1, 0]}
+  %rows = i64[] get_dimension_size(%t) {dimension = 0}
+  %cols = i64[] get_dimension_size(%t) {dimension = 1}
+  return %t, %rows, %cols
+}
+)";
+  std::vector<Tensor> in{tensor(DType::F32, {2, 3}, {0, 2, 0, 3, 4, 0})};
+  expectOnEveryBackend(text, in, {{{3, 2}, {0, 1, 1, 0, 1, 1}}, {{}, {3}}, {{}, {2}}});
+  auto m = parse(text);
+  ASSERT_TRUE(exposeDynamicSizes(*m->entry()).isOk());
+  for (const auto& n : m->entry()->nodes())
+    EXPECT_NE(n->op(), OpCode::SetDimensionSize) << n->describe();
+  EXPECT_EQ(m->entry()->outputs()[1], m->entry()->outputs()[3]);  // the count itself
+}
+
+// ONNX test_unique_not_sorted_without_axis and test_unique_sorted_without_axis: x = [2, 1, 1,
+// 3, 4, 3] (np.unique gives the sorted results).
+constexpr const char* kUnique = R"(func @main(%x: f32[6]) -> (f32[6], i64[6], i64[6], i64[6]) {
+  %y, %i, %inv, %c, %n = (f32[6], i64[6], i64[6], i64[6], i64[]) unique(%x) {sorted = SORTED}
+  %ys = f32[6] set_dimension_size(%y, %n) {dimension = 0}
+  %is = i64[6] set_dimension_size(%i, %n) {dimension = 0}
+  %cs = i64[6] set_dimension_size(%c, %n) {dimension = 0}
+  return %ys, %is, %inv, %cs
+}
+)";
+
+TEST(DynamicSizes, UniqueMatchesTheOnnxTestData) {
+  std::vector<Tensor> in{tensor(DType::F32, {6}, {2, 1, 1, 3, 4, 3})};
+  std::string unsorted = kUnique, sorted = kUnique;
+  unsorted.replace(unsorted.find("SORTED"), 6, "false");
+  sorted.replace(sorted.find("SORTED"), 6, "true");
+  expectOnEveryBackend(
+      unsorted.c_str(), in,
+      {{{4}, {2, 1, 3, 4}}, {{4}, {0, 1, 3, 4}}, {{6}, {0, 1, 1, 2, 3, 2}}, {{4}, {1, 2, 2, 1}}});
+  expectOnEveryBackend(
+      sorted.c_str(), in,
+      {{{4}, {1, 2, 3, 4}}, {{4}, {1, 0, 3, 4}}, {{6}, {1, 0, 0, 2, 3, 2}}, {{4}, {2, 1, 2, 1}}});
+}
+
+// ONNX test_unique_sorted_with_axis: the distinct rows of [[1, 0, 0], [1, 0, 0], [2, 3, 4]];
+// and rows with NaN, which sort after numbers (numpy's sort order) and are equal to each other.
+TEST(DynamicSizes, UniqueAlongAnAxis) {
+  const char* text = R"(func @main(%x: f32[3,3]) -> (f32[3,3], i64[3], i64[3], i64[3]) {
+  %y, %i, %inv, %c, %n = (f32[3,3], i64[3], i64[3], i64[3], i64[]) unique(%x) {axis = 0}
+  %ys = f32[3,3] set_dimension_size(%y, %n) {dimension = 0}
+  %is = i64[3] set_dimension_size(%i, %n) {dimension = 0}
+  %cs = i64[3] set_dimension_size(%c, %n) {dimension = 0}
+  return %ys, %is, %inv, %cs
+}
+)";
+  expectOnEveryBackend(
+      text, {tensor(DType::F32, {3, 3}, {1, 0, 0, 1, 0, 0, 2, 3, 4})},
+      {{{2, 3}, {1, 0, 0, 2, 3, 4}}, {{2}, {0, 2}}, {{3}, {0, 0, 1}}, {{2}, {2, 1}}});
+  std::vector<Tensor> nan{tensor(DType::F32, {3, 3}, {NAN, 1, 0, 5, 0, 0, NAN, 1, 0})};
+  auto ref = interpret(*parse(text)->entry(), nan);
+  ASSERT_TRUE(ref.isOk()) << ref.status().str();
+  EXPECT_EQ(values((*ref)[1]), (std::vector<double>{1, 0}));
+  EXPECT_EQ(values((*ref)[2]), (std::vector<double>{1, 0, 1}));
+  EXPECT_EQ(values((*ref)[3]), (std::vector<double>{1, 2}));
+}
+
+// ONNX test_nonmaxsuppression_suppress_by_IOU_and_scores (corners, score threshold 0.4),
+// test_nonmaxsuppression_center_point_box_format and test_nonmaxsuppression_limit_output_size
+// (max 2), with the ONNX test data's boxes, scores and expected rows.
+TEST(DynamicSizes, NonMaxSuppressionMatchesTheOnnxTestData) {
+  const char* text =
+      R"(func @main(%b: f32[1,6,4], %c: f32[1,6,4], %s: f32[1,1,6], %max: i64[], %two: i64[], %iou: f32[], %thr: f32[]) -> (i64[6,3], i64[6,3], i64[6,3]) {
+  %a, %an = (i64[6,3], i64[]) non_max_suppression(%b, %s, %max, %iou, %thr) {bound_per_class = 6}
+  %as = i64[6,3] set_dimension_size(%a, %an) {dimension = 0}
+  %p, %pn = (i64[6,3], i64[]) non_max_suppression(%c, %s, %max, %iou) {bound_per_class = 6, center_point_box = true}
+  %ps = i64[6,3] set_dimension_size(%p, %pn) {dimension = 0}
+  %l, %ln = (i64[6,3], i64[]) non_max_suppression(%b, %s, %two, %iou) {bound_per_class = 6}
+  %ls = i64[6,3] set_dimension_size(%l, %ln) {dimension = 0}
+  return %as, %ps, %ls
+}
+)";
+  std::vector<Tensor> in{
+      tensor(DType::F32, {1, 6, 4}, {0, 0,  1, 1,  0, 0.1f,  1, 1.1f,  0, -0.1f, 1, 0.9f,
+                                     0, 10, 1, 11, 0, 10.1f, 1, 11.1f, 0, 100,   1, 101}),
+      tensor(DType::F32, {1, 6, 4}, {0.5f, 0.5f,  1, 1, 0.5f, 0.6f,  1, 1, 0.5f, 0.4f,   1, 1,
+                                     0.5f, 10.5f, 1, 1, 0.5f, 10.6f, 1, 1, 0.5f, 100.5f, 1, 1}),
+      tensor(DType::F32, {1, 1, 6}, {0.9f, 0.75f, 0.6f, 0.95f, 0.5f, 0.3f}),
+      tensor(DType::I64, {}, {3}),
+      tensor(DType::I64, {}, {2}),
+      tensor(DType::F32, {}, {0.5}),
+      tensor(DType::F32, {}, {0.4f})};
+  expectOnEveryBackend(text, in,
+                       {{{2, 3}, {0, 0, 3, 0, 0, 0}},
+                        {{3, 3}, {0, 0, 3, 0, 0, 0, 0, 0, 5}},
+                        {{2, 3}, {0, 0, 3, 0, 0, 0}}});
 }
 
 }  // namespace

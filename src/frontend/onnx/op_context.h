@@ -141,6 +141,7 @@ void addEinsumOps(OpTable& t);
 void addRnnOps(OpTable& t);
 void addResizeOps(OpTable& t);
 void addSequenceOps(OpTable& t);
+void addDynamicSizeOps(OpTable& t);
 
 // ---- Lowering helpers ----
 

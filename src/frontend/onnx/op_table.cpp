@@ -31,6 +31,7 @@ const OpTable& opTable() {
     addRnnOps(t);
     addResizeOps(t);
     addSequenceOps(t);
+    addDynamicSizeOps(t);
     return t;
   }();
   return table;

@@ -1,7 +1,9 @@
 // ONNX ops that make or describe tensors: Constant, ConstantOfShape, Range, EyeLike, Shape,
 // Size, Identity, Dropout (inference), OneHot, Trilu, NonZero and Compress (the last two of
-// run-time size unless their input is known while importing: passes/expose_dynamic_sizes.h).
+// run-time size unless their input is known while importing: passes/expose_dynamic_sizes.h;
+// Shape and Size of such a value ask for its sizes with get_dimension_size).
 #include <cmath>
+#include <set>
 
 #include "frontend/onnx/ops_common.h"
 #include "frontend/onnx/tensor_proto.h"
@@ -10,11 +12,34 @@ namespace kiln::onnx {
 
 namespace {
 
-// Shape and Size read a type, which has the bound of a run-time size, not the size.
-Status notRunTimeSized(OpContext& c, Value* x) {
-  if (x->def()->op() != OpCode::SetDimensionSize) return Status::ok();
-  return c.unsupported("the shape of a value whose size is known only at run time (from " +
-                       x->def()->operand(0)->def()->describe() + ") is not supported");
+// True when x is computed from a value of run-time size (a set_dimension_size): its type has a
+// bound where the size may be smaller, so Shape and Size ask for its sizes at run time.
+bool mayBeRunTimeSized(const Value* x) {
+  std::vector<const Value*> work{x};
+  std::set<const Node*> seen;
+  while (!work.empty()) {
+    const Node* n = work.back()->def();
+    work.pop_back();
+    if (!seen.insert(n).second) continue;
+    if (n->op() == OpCode::SetDimensionSize) return true;
+    for (const Value* v : n->operands()) work.push_back(v);
+  }
+  return false;
+}
+
+// get_dimension_size of each dim of x in [start, end), as an i64[end - start].
+StatusOr<Value*> runTimeShape(OpContext& c, Value* x, int64_t start, int64_t end) {
+  std::vector<Value*> dims;
+  for (int64_t d = start; d < end; ++d) {
+    Value* size = c.b.op(OpCode::GetDimensionSize, {x}, {{"dimension", intAttr(d)}});
+    ONNX_BUILT(c, size);
+    dims.push_back(c.b.reshape(size, {Dim(1)}));
+    ONNX_BUILT(c, dims.back());
+  }
+  if (dims.empty()) return i64Const(c.b, {});
+  Value* r = dims.size() == 1 ? dims[0] : c.b.concatenate(dims, 0);
+  ONNX_BUILT(c, r);
+  return r;
 }
 
 Status constant(OpContext& c) {
@@ -141,13 +166,17 @@ Status trilu(OpContext& c) {
 
 Status shape(OpContext& c) {
   KILN_ASSIGN_OR_RETURN(Value * x, c.req(0));
-  KILN_RETURN_IF_ERROR(notRunTimeSized(c, x));
   int64_t rank = x->type().rank();
   int64_t start = c.attrInt("start", 0), end = c.attrInt("end", rank);
   if (start < 0) start += rank;
   if (end < 0) end += rank;
   start = std::clamp<int64_t>(start, 0, rank);
   end = std::clamp<int64_t>(end, start, rank);
+  if (mayBeRunTimeSized(x)) {
+    KILN_ASSIGN_OR_RETURN(Value * r, runTimeShape(c, x, start, end));
+    c.setOutput(0, r);
+    return Status::ok();
+  }
   Tensor t(DType::I64, {end - start});
   bool symbolic = false;
   for (int64_t i = start; i < end; ++i) {
@@ -165,7 +194,16 @@ Status shape(OpContext& c) {
 
 Status size(OpContext& c) {
   KILN_ASSIGN_OR_RETURN(Value * x, c.req(0));
-  KILN_RETURN_IF_ERROR(notRunTimeSized(c, x));
+  if (mayBeRunTimeSized(x)) {
+    Value* n = scalarConst(c.b, DType::I64, 1);
+    for (int64_t d = 0; d < x->type().rank() && n; ++d) {
+      Value* size = c.b.op(OpCode::GetDimensionSize, {x}, {{"dimension", intAttr(d)}});
+      n = size ? c.b.op(OpCode::Mul, {n, size}) : nullptr;
+    }
+    ONNX_BUILT(c, n);
+    c.setOutput(0, n);
+    return Status::ok();
+  }
   auto n = x->type().numElements();
   if (!n) return c.unsupported("the size of " + x->type().str() + " is not static");
   Tensor t(DType::I64, {});

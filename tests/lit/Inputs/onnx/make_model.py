@@ -139,6 +139,43 @@ def nonzero_compress():
                   helper.make_tensor_value_info("kept", F, None)])
 
 
+def mask_gather():
+    # torch's x[mask] for a boolean mask of x's first two dims (NonZero, Transpose, GatherND),
+    # with Shape and Size of the result (its sizes at run time).
+    nodes = [
+        helper.make_node("NonZero", ["mask"], ["nz"], name="nonzero"),
+        helper.make_node("Transpose", ["nz"], ["idx"], perm=[1, 0], name="transpose"),
+        helper.make_node("GatherND", ["x", "idx"], ["picked"], name="gather"),
+        helper.make_node("Shape", ["picked"], ["shape"], name="shape"),
+        helper.make_node("Size", ["picked"], ["size"], name="size"),
+    ]
+    return model(nodes, [helper.make_tensor_value_info("x", F, [2, 3, 4]),
+                         helper.make_tensor_value_info("mask", TensorProto.BOOL, [2, 3])],
+                 [helper.make_tensor_value_info("picked", F, None),
+                  helper.make_tensor_value_info("shape", TensorProto.INT64, None),
+                  helper.make_tensor_value_info("size", TensorProto.INT64, None)])
+
+
+def unique_nms():
+    # Unique along an axis and NonMaxSuppression of run-time inputs (the thresholds and the
+    # per-class maximum too).
+    i64, f32 = TensorProto.INT64, TensorProto.FLOAT
+    nodes = [
+        helper.make_node("Unique", ["u"], ["uy", "ui", "uinv", "uc"], axis=0, sorted=1,
+                         name="unique"),
+        helper.make_node("NonMaxSuppression", ["boxes", "scores", "max", "iou", "score"],
+                         ["selected"], name="nms"),
+    ]
+    return model(nodes, [helper.make_tensor_value_info("u", f32, [5, 2]),
+                         helper.make_tensor_value_info("boxes", f32, [1, 6, 4]),
+                         helper.make_tensor_value_info("scores", f32, [1, 1, 6]),
+                         helper.make_tensor_value_info("max", i64, [1]),
+                         helper.make_tensor_value_info("iou", f32, [1]),
+                         helper.make_tensor_value_info("score", f32, [1])],
+                 [helper.make_tensor_value_info(n, t, None) for n, t in
+                  [("uy", f32), ("ui", i64), ("uinv", i64), ("uc", i64), ("selected", i64)]])
+
+
 def identity_resize():
     # A Resize to the same shape with cubic attributes set (torchvision's FPN on feature maps
     # of equal stride): it imports as the identity, every attribute read.
@@ -159,7 +196,8 @@ def nonzero_sum():
 
 MODELS = {f.__name__: f for f in [conv_relu, shape_subgraph, broadcast_matmul, softmax_opset11,
                                   unsupported, cycle, bad_broadcast, short_data, aliased_outputs,
-                                  nonzero_compress, nonzero_sum, identity_resize,
+                                  nonzero_compress, nonzero_sum, identity_resize, mask_gather,
+                                  unique_nms,
                                   reshape_by_input, reshape_by_dim_arithmetic]}
 
 
