@@ -91,7 +91,9 @@ int32_t kiln_num_outputs(const kiln_executable* exe);
 int32_t kiln_input_info(const kiln_executable* exe, int32_t index, const char** name,
                         kiln_dtype* dtype, int32_t* rank, const int64_t** dims);
 /* The outputs kiln_run returns, in order: name (the model's output name, also where the output
- * is a graph input or another output), dtype, rank and dims; -1 for an index out of range. */
+ * is a graph input or another output), dtype, rank and dims; -1 for an index out of range. A
+ * dim whose size depends on the data (ONNX NonZero, Compress, Unique, NonMaxSuppression) is -1:
+ * kiln_run gives it its size of that run. */
 int32_t kiln_output_info(const kiln_executable* exe, int32_t index, const char** name,
                          kiln_dtype* dtype, int32_t* rank, const int64_t** dims);
 

@@ -15,6 +15,7 @@ struct kiln_executable {
   std::vector<std::vector<int64_t>> inputDims;
   std::vector<std::string> inputNames;
   std::vector<std::vector<int64_t>> outputDims;
+  std::vector<kiln::DType> outputDTypes;
   std::vector<std::string> outputNames;  // the source's names (Executable::outputNames)
 };
 
@@ -55,7 +56,13 @@ kiln_executable* wrap(std::unique_ptr<kiln::Executable> exe) {
     h->inputDims.push_back(f.parameter(i)->type().staticDims());
     h->inputNames.push_back(f.parameter(i)->name());
   }
-  for (const kiln::Value* v : f.outputs()) h->outputDims.push_back(v->type().staticDims());
+  // What kiln_run returns: the source's outputs, -1 for a dim whose size is known at run time.
+  for (const kiln::TensorType& t : h->exe->outputTypes()) {
+    h->outputDims.push_back(t.staticDims());
+    h->outputDTypes.push_back(t.dtype());
+  }
+  for (const kiln::DynamicDim& d : h->exe->runTimeSizes())
+    h->outputDims[d.output][static_cast<size_t>(d.dim)] = -1;
   h->outputNames = h->exe->outputNames();
   return h;
 }
@@ -132,7 +139,7 @@ int32_t kiln_num_inputs(const kiln_executable* exe) {
 }
 
 int32_t kiln_num_outputs(const kiln_executable* exe) {
-  return exe ? static_cast<int32_t>(exe->exe->function().outputs().size()) : -1;
+  return exe ? static_cast<int32_t>(exe->outputDims.size()) : -1;
 }
 
 int32_t kiln_input_info(const kiln_executable* exe, int32_t index, const char** name,
@@ -150,10 +157,9 @@ int32_t kiln_input_info(const kiln_executable* exe, int32_t index, const char** 
 int32_t kiln_output_info(const kiln_executable* exe, int32_t index, const char** name,
                          kiln_dtype* dtype, int32_t* rank, const int64_t** dims) {
   if (!exe || index < 0 || index >= kiln_num_outputs(exe)) return -1;
-  const kiln::Value* v = exe->exe->function().outputs()[static_cast<size_t>(index)];
   const auto& d = exe->outputDims[static_cast<size_t>(index)];
   if (name) *name = exe->outputNames[static_cast<size_t>(index)].c_str();
-  if (dtype) *dtype = static_cast<kiln_dtype>(v->type().dtype());
+  if (dtype) *dtype = static_cast<kiln_dtype>(exe->outputDTypes[static_cast<size_t>(index)]);
   if (rank) *rank = static_cast<int32_t>(d.size());
   if (dims) *dims = d.data();
   return 0;

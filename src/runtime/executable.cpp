@@ -645,6 +645,15 @@ int Executable::recompiles() const {
   return impl_->recompiles;
 }
 const std::vector<std::string>& Executable::outputNames() const { return impl_->outputNames; }
+const std::vector<DynamicDim>& Executable::runTimeSizes() const { return impl_->dynamic; }
+
+std::vector<TensorType> Executable::outputTypes() const {
+  const std::vector<Value*>& outs = function().outputs();
+  std::vector<TensorType> types;
+  for (size_t i = 0; i < impl_->outputNames.size() && i < outs.size(); ++i)
+    types.push_back(outs[i]->type());
+  return types;
+}
 int64_t Executable::droppedConstantBytes() const { return impl_->program->droppedConstantBytes(); }
 const fusion::FusionPlan& Executable::plan() const { return impl_->program->plan(); }
 const std::vector<kernel::Kernel>& Executable::kernels() const { return impl_->program->kernels(); }

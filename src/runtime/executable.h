@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "passes/expose_dynamic_sizes.h"
 #include "runtime/guards.h"
 #include "runtime/target.h"
 
@@ -124,6 +125,12 @@ class Executable {
   // The outputs' names as the source program named them ("" for an unnamed one), which the
   // passes may have changed in function() (an output replaced by an equal value).
   const std::vector<std::string>& outputNames() const;
+  // The types of the outputs run() returns (one per outputNames() entry): function()'s, where
+  // a dim of run-time size has its bound, the most entries run() can give along it.
+  std::vector<TensorType> outputTypes() const;
+  // The output dims whose size is known only at run time (ONNX NonZero, Compress, Unique,
+  // NonMaxSuppression): run() cuts them to that size; empty for most models.
+  const std::vector<DynamicDim>& runTimeSizes() const;
   // The bytes of constant data freed by CompileOptions::dropHeldConstants (-1 when not asked).
   int64_t droppedConstantBytes() const;
   const fusion::FusionPlan& plan() const;

@@ -135,3 +135,55 @@ TEST(CApi, ErrorsAreMessages) {
 }
 
 }  // namespace
+
+namespace {
+
+// An output whose size depends on the data (ONNX test_unique_sorted_with_axis: Y, indices,
+// inverse_indices, counts): kiln_output_info describes what kiln_run returns, the sized dim as
+// -1, and kiln_run gives the test data's values at their true sizes.
+TEST(CApi, OutputsOfRunTimeSizeAreDescribedAsRunReturnsThem) {
+  std::string dir = kNode + "test_unique_sorted_with_axis/";
+  if (!std::filesystem::exists(dir)) GTEST_SKIP() << dir << " missing (package libonnx-testdata)";
+  char* error = nullptr;
+  kiln_executable* exe = kiln_compile_onnx((dir + "model.onnx").c_str(), nullptr, &error);
+  ASSERT_NE(exe, nullptr) << error;
+  ASSERT_EQ(kiln_num_outputs(exe), 4);
+  EXPECT_EQ(kiln_output_info(exe, 4, nullptr, nullptr, nullptr, nullptr), -1);
+  const char* name = nullptr;
+  kiln_dtype dtype;
+  int32_t rank = 0;
+  const int64_t* dims = nullptr;
+  ASSERT_EQ(kiln_output_info(exe, 0, &name, &dtype, &rank, &dims), 0);
+  EXPECT_STREQ(name, "Y");
+  EXPECT_EQ(dtype, KILN_F32);
+  ASSERT_EQ(rank, 2);
+  EXPECT_EQ(dims[0], -1);
+  EXPECT_EQ(dims[1], 3);
+  ASSERT_EQ(kiln_output_info(exe, 2, &name, &dtype, &rank, &dims), 0);
+  EXPECT_STREQ(name, "inverse_indices");
+  EXPECT_EQ(dtype, KILN_I64);
+  ASSERT_EQ(rank, 1);
+  EXPECT_EQ(dims[0], 3);  // one per input row: not of run-time size
+  auto x = kiln::onnx::readTensorProtoFile(dir + "test_data_set_0/input_0.pb");
+  ASSERT_TRUE(x.isOk());
+  kiln_tensor in{KILN_F32, static_cast<int32_t>(x->rank()), x->dims().data(), x->mutableBytes()};
+  Outputs out;
+  ASSERT_EQ(kiln_run(exe, &in, 1, &out.t, &out.n, &error), 0) << error;
+  ASSERT_EQ(out.n, 4);
+  for (int32_t i = 0; i < 4; ++i) {
+    auto want = kiln::onnx::readTensorProtoFile(dir + "test_data_set_0/output_" +
+                                                std::to_string(i) + ".pb");
+    ASSERT_TRUE(want.isOk());
+    ASSERT_EQ(out.t[i].rank, want->rank()) << i;
+    for (int32_t d = 0; d < out.t[i].rank; ++d) EXPECT_EQ(out.t[i].dims[d], want->dims()[d]) << i;
+    if (i == 0) {
+      expectMatches(out.t[0], *want);
+      continue;
+    }
+    const auto* got = static_cast<const int64_t*>(out.t[i].data);
+    for (int64_t e = 0; e < want->numElements(); ++e) EXPECT_EQ(got[e], want->getInt(e)) << i;
+  }
+  kiln_destroy(exe);
+}
+
+}  // namespace

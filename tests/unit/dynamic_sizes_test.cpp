@@ -78,6 +78,11 @@ TEST(DynamicSizes, OutputsHaveTheirTrueSizesOnEveryTarget) {
     o.threads = 1;
     auto exe = runtime::Executable::compile(parse(kNonZero), o);
     ASSERT_TRUE(exe.isOk()) << backend << ": " << exe.status().str();
+    // What run returns: one output, its dim 1 of run-time size (at most 4); the compiled
+    // function has the size as a second output.
+    EXPECT_EQ((*exe)->outputTypes(), (std::vector<TensorType>{TensorType::of(DType::I64, {2, 4})}));
+    EXPECT_EQ((*exe)->runTimeSizes(), (std::vector<DynamicDim>{{0, 1, 1}}));
+    EXPECT_EQ((*exe)->function().outputs().size(), 2u);
     // Two runs: the second reuses the first's outputs, of other sizes.
     std::vector<Tensor> out;
     ASSERT_TRUE((*exe)->runInto(in, out).isOk()) << backend;

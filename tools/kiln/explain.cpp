@@ -20,9 +20,10 @@ constexpr const char* kUsage = R"(usage: kiln explain PROGRAM [options]
 Compiles PROGRAM (.kir or .onnx) as `kiln run` would, without running it, and prints the fusion
 plan: each kernel with its ops, the bytes it reads and writes and its flops, the fused edges with
 how they were fused, and every producer -> consumer edge left unfused with the reason; then the
-memory plan, the library calls, the schedule's decisions, and what the target's code runs: each
-launch (on a GPU with its grid and block, and its registers and shared memory once the module
-loads) and each library call with the implementation its library picked.
+guards, the outputs whose size a run computes, the memory plan, the library calls, the
+schedule's decisions, and what the target's code runs: each launch (on a GPU with its grid and
+block, and its registers and shared memory once the module loads) and each library call with the
+implementation its library picked.
 
 Options:
   --dim SYMBOL=SIZE      size of a symbolic dimension (e.g. --dim N=8); symbols left unbound are
@@ -147,6 +148,20 @@ void printGuards(const std::vector<TensorType>& sourceTypes, const Function& com
               lines.c_str());
 }
 
+// The outputs of run-time size (ONNX NonZero, Unique, ...): their buffers have the bound, and a
+// run cuts them to the size it computes (passes/expose_dynamic_sizes.h).
+void printRunTimeSizes(const std::vector<DynamicDim>& dims, const Function& compiled) {
+  if (dims.empty()) return;
+  std::printf("\nrun-time sizes (outputs computed at a bound; each run gives them the size it "
+              "computes):\n");
+  for (const DynamicDim& d : dims) {
+    const TensorType& t = compiled.outputs()[d.output]->type();
+    std::printf("  output %zu '%s' dim %lld: at most %s (%s)\n", d.output,
+                compiled.outputName(d.output).c_str(), static_cast<long long>(d.dim),
+                t.dim(static_cast<size_t>(d.dim)).str().c_str(), t.str().c_str());
+  }
+}
+
 runtime::CompileOptions compileOptions(const ExplainOptions& o) {
   runtime::CompileOptions co;
   co.backend = o.backend;
@@ -185,6 +200,7 @@ Status explain(const ExplainOptions& o) {
       fusion::explainPlan(p ? p->function() : *c.module->entry(), p ? p->plan() : c.plan).c_str(),
       stdout);
   printGuards(sourceTypes, p ? p->function() : *c.module->entry());
+  printRunTimeSizes(c.dynamic, p ? p->function() : *c.module->entry());
   if (symbolic) {
     std::puts("\nmemory: not planned (symbolic dimensions; give their sizes with --dim)");
     return Status::ok();
