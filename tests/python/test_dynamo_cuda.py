@@ -58,7 +58,7 @@ def test_cuda_tensors_in_and_out_without_copies():
         want = model(x.cpu())
     assert relative_error(got.cpu(), want) <= 1e-5
     # A host input among CUDA ones is refused, naming it.
-    two = kiln.compile(Scale(), example_inputs=(torch.randn(3, 4), torch.randn(3, 4)),
+    two = kiln.compile(Scale().eval(), example_inputs=(torch.randn(3, 4), torch.randn(3, 4)),
                        backend="cuda")
     a, b = torch.randn(3, 4, device="cuda"), torch.randn(3, 4, device="cuda")
     assert torch.equal(two(a, b), a * b + 1)

@@ -44,6 +44,10 @@ struct CudaProgram::Device {
     Stream stream = nullptr;
     GraphExec graph = nullptr;
     int runs = 0;
+    // Runs on the caller's tensors (runOnDevice): the graph of the addresses deviceKey, and
+    // the addresses of the last such run.
+    GraphExec deviceGraph = nullptr;
+    std::vector<DevicePtr> deviceKey, lastKey;
   };
   std::vector<Slot> free;
   std::atomic<bool> graphs{true};  // false once a capture failed: every run issues its launches
@@ -54,6 +58,7 @@ struct CudaProgram::Device {
     if (!driver->makeCurrent()) return;
     for (Slot& s : free) {
       driver->destroyGraph(s.graph);
+      driver->destroyGraph(s.deviceGraph);
       driver->free(s.memory);
       driver->destroyStream(s.stream);
     }
@@ -194,6 +199,7 @@ class RunMemory {
     }
     d_.driver->synchronize(s_.stream);
     d_.driver->destroyGraph(s_.graph);
+    d_.driver->destroyGraph(s_.deviceGraph);
     d_.driver->free(s_.memory);
     d_.driver->destroyStream(s_.stream);
   }
@@ -317,6 +323,39 @@ Status replayOrIssue(CudaProgram::Device& d, const CudaProgram::Impl& m, const A
   return issueKernels(m, d, at, run.stream(), none);
 }
 
+// The launches of a run on the caller's tensors, whose addresses are `key`: replayed from the
+// slot's graph of those addresses; the second run in a row on the same addresses captures them
+// (a caching allocator such as torch's hands out the same blocks call after call); other runs
+// issue the launches.
+Status replayOrIssueAt(CudaProgram::Device& d, const CudaProgram::Impl& m, const Addresses& at,
+                       RunMemory& run, const std::vector<DevicePtr>& key) {
+  const Driver& drv = *d.driver;
+  const auto none = [] { return Status::ok(); };
+  RunMemory::Slot& slot = run.slot();
+  if (slot.deviceGraph && slot.deviceKey == key)
+    return drv.launchGraph(slot.deviceGraph, run.stream());
+  const bool again = slot.lastKey == key;
+  slot.lastKey = key;
+  if (!again || !d.graphs) return issueKernels(m, d, at, run.stream(), none);
+  drv.destroyGraph(slot.deviceGraph);  // freed once any replay in flight ends
+  slot.deviceGraph = nullptr;
+  KILN_RETURN_IF_ERROR(drv.beginCapture(run.stream()));
+  Status issued = issueKernels(m, d, at, run.stream(), none);
+  StatusOr<GraphExec> graph = drv.endCapture(run.stream());
+  if (issued && graph) {
+    slot.deviceGraph = *graph;
+    slot.deviceKey = key;
+    return drv.launchGraph(slot.deviceGraph, run.stream());
+  }
+  if (graph) drv.destroyGraph(*graph);
+  {
+    std::lock_guard<std::mutex> lock(d.mu);
+    d.graphs = false;
+    d.graphsOff = (issued ? graph.status() : issued).message();
+  }
+  return issueKernels(m, d, at, run.stream(), none);
+}
+
 }  // namespace
 
 Status CudaProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
@@ -398,8 +437,8 @@ Status CudaProgram::run(std::span<const Tensor> inputs, std::vector<Tensor>& out
 }
 
 // The caller's stream waits for nothing of ours before this and for the run after it; the run
-// memory's stream waits for the caller's work first. The launches are issued (no graph: its
-// addresses would be the caller's tensors of one call). An output that is not a kernel's result
+// memory's stream waits for the caller's work first. The launches replay a graph of the same
+// addresses where the slot has one (replayOrIssueAt). An output that is not a kernel's result
 // (an input, a constant, or a value that another output holds) is copied into place.
 Status CudaProgram::runOnDevice(std::span<const runtime::DeviceTensor> inputs,
                                 std::span<const runtime::DeviceTensor> outputs,
@@ -429,7 +468,9 @@ Status CudaProgram::runOnDevice(std::span<const runtime::DeviceTensor> inputs,
     return drv.wait(to, e);
   };
   KILN_RETURN_IF_ERROR(handOver(caller, run.stream()));
-  KILN_RETURN_IF_ERROR(issueKernels(m, *d, at, run.stream(), [] { return Status::ok(); }));
+  std::vector<DevicePtr> key = in;
+  key.insert(key.end(), out.begin(), out.end());
+  KILN_RETURN_IF_ERROR(replayOrIssueAt(*d, m, at, run, key));
   for (size_t o = 0; o < outputs.size(); ++o) {
     const Value* v = m.f->outputs()[o];
     const int64_t bytes = outputs[o].type.numElements().value_or(0) *
