@@ -296,5 +296,41 @@ TEST(DynamicSizes, NonMaxSuppressionMatchesTheOnnxTestData) {
                         {{2, 3}, {0, 0, 3, 0, 0, 0}}});
 }
 
+// Bad operands are errors of the type rules, which the parser (and the ONNX importer, naming the
+// node) report.
+TEST(DynamicSizes, BadOperandsOfUniqueAndNonMaxSuppressionAreErrors) {
+  auto nms = parseModule(
+      R"(func @main(%b: f32[1,6,3], %s: f32[1,1,6], %m: i64[], %t: f32[]) -> (i64[6,3]) {
+  %r, %n = (i64[6,3], i64[]) non_max_suppression(%b, %s, %m, %t) {bound_per_class = 6}
+  return %r
+}
+)",
+      "bad.kir");
+  ASSERT_FALSE(nms.isOk());
+  EXPECT_NE(nms.status().message().find("needs boxes [B, N, 4] and scores [B, C, N]"),
+            std::string::npos)
+      << nms.status().str();
+  auto bound = parseModule(
+      R"(func @main(%b: f32[1,6,4], %s: f32[1,1,6], %m: i64[], %t: f32[]) -> (i64[21,3]) {
+  %r, %n = (i64[21,3], i64[]) non_max_suppression(%b, %s, %m, %t) {bound_per_class = 7}
+  return %r
+}
+)",
+      "bad.kir");
+  ASSERT_FALSE(bound.isOk());
+  EXPECT_NE(bound.status().message().find("bound_per_class = 7 must be in [0, 6]"),
+            std::string::npos)
+      << bound.status().str();
+  auto uq = parseModule(R"(func @main(%x: f32[N,3]) -> (f32[N,3]) {
+  %y, %i, %inv, %c, %n = (f32[N,3], i64[N], i64[N], i64[N], i64[]) unique(%x) {axis = 0}
+  return %y
+}
+)",
+                        "bad.kir");
+  ASSERT_FALSE(uq.isOk());
+  EXPECT_NE(uq.status().message().find("unique needs static dimensions"), std::string::npos)
+      << uq.status().str();
+}
+
 }  // namespace
 }  // namespace kiln

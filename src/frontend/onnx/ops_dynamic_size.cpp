@@ -18,7 +18,9 @@ Value* sized(OpContext& c, Value* x, Value* size, int64_t dim) {
 Status unique(OpContext& c) {
   KILN_ASSIGN_OR_RETURN(Value * x, c.req(0));
   if (!x->type().isStatic())
-    return c.unsupported("Unique of " + x->type().str() + " needs static dimensions");
+    return c.unsupported("Unique of " + x->type().str() +
+                         " needs static dimensions (its bound is the slice count; give the "
+                         "symbolic dims sizes with --dim or input files)");
   AttrMap attrs{{"sorted", boolAttr(c.attrInt("sorted", 1) != 0)}};
   int64_t dim = 0;
   if (c.hasAttr("axis")) {
@@ -59,7 +61,9 @@ Status nonMaxSuppression(OpContext& c) {
   if (center != 0 && center != 1)
     return c.err("center_point_box must be 0 or 1, got " + std::to_string(center));
   if (boxes->type().rank() != 3 || !boxes->type().isStatic())
-    return c.unsupported("boxes " + boxes->type().str() + " must be a static [B, N, 4]");
+    return c.unsupported("boxes " + boxes->type().str() +
+                         " must be a static [B, N, 4] (the bound of the result depends on B and N; "
+                         "give symbolic dims sizes with --dim or input files)");
   const int64_t n = boxes->type().dim(1).value();
   // No max_output_boxes_per_class: no output, as the operator's default 0 says.
   int64_t bound = c.has(2) ? n : 0;
