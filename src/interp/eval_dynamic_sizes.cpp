@@ -61,16 +61,19 @@ Slices slicesOf(const Node& n, const Tensor& x) {
 EvalResult evalUnique(const EvalContext& c) {
   const Tensor& x = c.operands[0];
   const Slices s = slicesOf(c.node, x);
+  // The slices in order, equal ones by index: each run of equal slices starts with the first
+  // occurrence. O(K log K) comparisons.
+  std::vector<int64_t> order(static_cast<size_t>(s.k));
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return s.compare(a, b) < 0; });
   std::vector<int64_t> first(static_cast<size_t>(s.k)), uniques;
-  for (int64_t i = 0; i < s.k; ++i) {
-    int64_t f = 0;
-    while (s.compare(f, i) != 0) ++f;
-    first[static_cast<size_t>(i)] = f;
-    if (f == i) uniques.push_back(i);
+  for (size_t o = 0; o < order.size(); ++o) {
+    const bool starts = o == 0 || s.compare(order[o - 1], order[o]) != 0;
+    if (starts) uniques.push_back(order[o]);
+    first[static_cast<size_t>(order[o])] = uniques.back();
   }
-  if (c.node.attrBool("sorted"))
-    std::sort(uniques.begin(), uniques.end(),
-              [&](int64_t a, int64_t b) { return s.compare(a, b) < 0; });
+  if (!c.node.attrBool("sorted")) std::sort(uniques.begin(), uniques.end());
   std::vector<Tensor> r;
   for (size_t i = 0; i < 4; ++i) r.push_back(makeResult(c.resultTypes[i]));
   std::vector<int64_t> position(static_cast<size_t>(s.k));

@@ -5,11 +5,14 @@
 // overlap test in the same arithmetic type and order.
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 #include "kernel/lower_opaque.h"
 
 namespace kiln::kernel {
 namespace {
+
+constexpr int64_t kMaxSerialLength = 4096;
 
 ExprRef i64(int64_t v) { return intConst(v); }
 ExprRef add(ExprRef a, ExprRef b) { return binary(BinaryOp::Add, std::move(a), std::move(b)); }
@@ -278,12 +281,26 @@ StatusOr<StmtRef> DynamicSizeLowerer::nonMaxSuppression() {
 
 }  // namespace
 
-StatusOr<StmtRef> lowerDynamicSizeOp(const Node& n, const std::vector<std::string>& operands,
-                                     const std::vector<std::string>& results) {
+StatusOr<std::optional<StmtRef>> lowerDynamicSizeOp(const Node& n,
+                                                    const std::vector<std::string>& operands,
+                                                    const std::vector<std::string>& results) {
   DynamicSizeLowerer l(n, operands, results);
-  if (n.op() == OpCode::Unique) return l.unique();
-  if (n.op() == OpCode::NonMaxSuppression) return l.nonMaxSuppression();
-  return Status::error(n.describe() + ": not an op of run-time size");
+  // Past this many slices or boxes the quadratic loops cost too much: the reference kernel (a
+  // sort) runs instead, as the library call.
+  const std::vector<int64_t> dims = n.operand(0)->type().staticDims();
+  StatusOr<StmtRef> s = Status::error(n.describe() + ": not an op of run-time size");
+  if (n.op() == OpCode::Unique) {
+    const int64_t k = hasAttr(n.attrs(), "axis") ? dims[static_cast<size_t>(n.attrInt("axis"))]
+                                                 : elementCount(dims);
+    if (k > kMaxSerialLength) return std::optional<StmtRef>();
+    s = l.unique();
+  }
+  if (n.op() == OpCode::NonMaxSuppression) {
+    if (dims[1] > kMaxSerialLength) return std::optional<StmtRef>();
+    s = l.nonMaxSuppression();
+  }
+  if (!s) return s.status();
+  return std::optional<StmtRef>(*s);
 }
 
 }  // namespace kiln::kernel

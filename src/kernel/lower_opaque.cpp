@@ -177,7 +177,7 @@ class OpaqueLowerer {
       case OpCode::GridSample: return wrap(gridSample());
       case OpCode::NonZero: return wrap(nonZero());
       case OpCode::Unique:
-      case OpCode::NonMaxSuppression: return wrap(lowerDynamicSizeOp(n_, in_, out_));
+      case OpCode::NonMaxSuppression: return lowerDynamicSizeOp(n_, in_, out_);
       default: return std::optional<StmtRef>();
     }
   }

@@ -19,10 +19,11 @@
 //   - nonzero, unique, non_max_suppression (results of run-time size, padded to a bound): one
 //     serial nest each with running values in local scratch (unique and non_max_suppression
 //     in lower_dynamic_sizes.cpp): O(K^2) slice comparisons for unique, O(N^2) per class for
-//     non_max_suppression.
+//     non_max_suppression (past 4096 slices or boxes, the library call).
 //
 // Needs: static shapes. Returns nullopt for a case it leaves to the library call (sort and top_k
-// rows longer than 4096 elements, where O(n^2) ranking costs too much). Errors name the node.
+// rows longer than 4096 elements, where O(n^2) ranking costs too much; unique and
+// non_max_suppression past 4096 slices or boxes). Errors name the node.
 #pragma once
 
 #include <optional>
@@ -42,8 +43,11 @@ StatusOr<std::optional<StmtRef>> lowerOpaqueOp(const Node& n,
                                                const std::vector<std::string>& operands,
                                                const std::vector<std::string>& results);
 
-// unique and non_max_suppression (lower_dynamic_sizes.cpp), called by lowerOpaqueOp.
-StatusOr<StmtRef> lowerDynamicSizeOp(const Node& n, const std::vector<std::string>& operands,
-                                     const std::vector<std::string>& results);
+// unique and non_max_suppression (lower_dynamic_sizes.cpp), called by lowerOpaqueOp; nullopt
+// past 4096 slices (unique) or boxes (non_max_suppression), which the library call (the
+// reference kernel, a sort) runs instead.
+StatusOr<std::optional<StmtRef>> lowerDynamicSizeOp(const Node& n,
+                                                    const std::vector<std::string>& operands,
+                                                    const std::vector<std::string>& results);
 
 }  // namespace kiln::kernel

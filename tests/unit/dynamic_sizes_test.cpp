@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 #include "interp/interpreter.h"
 #include "ir/text/text.h"
@@ -294,6 +295,31 @@ TEST(DynamicSizes, NonMaxSuppressionMatchesTheOnnxTestData) {
                        {{{2, 3}, {0, 0, 3, 0, 0, 0}},
                         {{3, 3}, {0, 0, 3, 0, 0, 0, 0, 0, 5}},
                         {{2, 3}, {0, 0, 3, 0, 0, 0}}});
+}
+
+// Past 4096 slices unique runs the reference kernel (a sort) as the library call: the values
+// of 5000 elements in [0, 97) against std::set, on every backend.
+TEST(DynamicSizes, LongUniqueRunsTheReferenceKernel) {
+  const char* text = R"(func @main(%x: i32[5000]) -> (i32[5000], i64[5000]) {
+  %y, %i, %inv, %c, %n = (i32[5000], i64[5000], i64[5000], i64[5000], i64[]) unique(%x)
+  %ys = i32[5000] set_dimension_size(%y, %n) {dimension = 0}
+  %cs = i64[5000] set_dimension_size(%c, %n) {dimension = 0}
+  return %ys, %cs
+}
+)";
+  std::vector<double> x, distinct;
+  std::map<double, double> counts;
+  for (int64_t i = 0; i < 5000; ++i) {
+    x.push_back(double(i * 7919 % 97));
+    counts[x.back()] += 1;
+  }
+  std::vector<double> howOften;
+  for (auto [v, n] : counts) {
+    distinct.push_back(v);
+    howOften.push_back(n);
+  }
+  const auto n = static_cast<int64_t>(distinct.size());
+  expectOnEveryBackend(text, {tensor(DType::I32, {5000}, x)}, {{{n}, distinct}, {{n}, howOften}});
 }
 
 // Bad operands are errors of the type rules, which the parser (and the ONNX importer, naming the
