@@ -303,9 +303,13 @@ def trace(module, example_inputs):
     tracer = torch.fx.proxy.TracerBase
     saved = tracer.record_stack_traces
     tracer.record_stack_traces = True
+    # Newer torch's make_fx sets the tracer's flag from its own argument (False by default).
+    kwargs = {}
+    if "record_stack_traces" in inspect.signature(make_fx).parameters:
+        kwargs["record_stack_traces"] = True
     try:
         with torch.enable_grad():
-            gm = make_fx(module)(*example_inputs)
+            gm = make_fx(module, **kwargs)(*example_inputs)
     finally:
         tracer.record_stack_traces = saved
     gm.graph.eliminate_dead_code()

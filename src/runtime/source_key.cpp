@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
@@ -25,11 +24,12 @@ int64_t nanoseconds(const struct timespec& t) {
 }
 
 // The identity and timestamps a recorded fingerprint is valid for.
+// Formatted without iostreams: loaded into the H200 image's Python (torch 2.11), ostream's
+// number formatting crashed here, inside libstdc++'s locale code; to_string uses no locale.
 std::string statLine(const struct stat& st) {
-  std::ostringstream s;
-  s << st.st_dev << " " << st.st_ino << " " << st.st_size << " " << nanoseconds(st.st_mtim) << " "
-    << nanoseconds(st.st_ctim);
-  return s.str();
+  return std::to_string(st.st_dev) + " " + std::to_string(st.st_ino) + " " +
+         std::to_string(st.st_size) + " " + std::to_string(nanoseconds(st.st_mtim)) + " " +
+         std::to_string(nanoseconds(st.st_ctim));
 }
 
 }  // namespace
