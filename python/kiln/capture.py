@@ -78,8 +78,20 @@ def source_location(node):
     return ""
 
 
-def describe(node):
-    where = source_location(node)
+def caller_location():
+    """'model.py:30 in main: exe = kiln.compile(...)' for the user's line that called into Kiln:
+    where a node's own trace has no line of the user's (a module of torch.nn traced by newer
+    torch, whose traces stop at the traced function)."""
+    for frame in inspect.stack(context=1)[1:]:
+        if frame.filename.startswith((_TORCH_DIR, _KILN_DIR, "<")):
+            continue
+        code = frame.code_context[0].strip() if frame.code_context else ""
+        return f"{os.path.basename(frame.filename)}:{frame.lineno} in {frame.function}: {code}"
+    return ""
+
+
+def describe(node, fallback=""):
+    where = source_location(node) or fallback
     return f"node '{node.name}'" + (f" ({where})" if where else "")
 
 
@@ -94,6 +106,7 @@ class Translator:
         self.node = None
         self.target_name = ""
         self.unsupported = []  # (node description, op, reason)
+        self.caller = caller_location()  # the user's line that compiles, for nodes without one
         self._consts = {}
         # Values that are a reshape merging the leading dims of another (name -> that value).
         self.flattened = {}
@@ -194,7 +207,7 @@ class Translator:
         return self.w.parameter(name, DTYPES[meta[0]], meta[1])
 
     def _fail(self, node, op, reason):
-        self.unsupported.append((describe(node), op, reason))
+        self.unsupported.append((describe(node, self.caller), op, reason))
 
     def _call(self, node):
         args = torch.fx.node.map_arg(node.args, lambda n: self.env[n])
@@ -355,7 +368,7 @@ def _located(e, tr, filename):
         line = message[len(filename) + 1:].split(":")[0]
         node = tr.w.origin_of_line(int(line)) if line.isdigit() else None
         if node is not None:
-            message += f"\n  from {describe(node)}: {node.target}"
+            message += f"\n  from {describe(node, tr.caller)}: {node.target}"
     err = type(e)(message)
     err.unsupported = []
     return err
