@@ -9,6 +9,7 @@
 #   KILN_GPU_MODELS      comma-separated models to export and check (default: all of
 #                        tools/export_models.py, the benchmark's too)
 #   KILN_GPU_LOG         where each step's output goes (default $BUILD_DIR/gpu-logs)
+#   KILN_GPU_ZOO         also the models of bench/zoo.py: "all" or a comma-separated list
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${KILN_GPU_BUILD_DIR:-build-gpu}
@@ -51,6 +52,22 @@ for dir in "$MODELS_DIR"/*/; do
       --work-dir "$BUILD_DIR/model-out/$m-${p%%:*}"
   done
 done
+# The zoo of bench/zoo.py (opt-in: KILN_GPU_ZOO=all or a comma-separated list), at the same
+# tolerances: every output of each model against torch's.
+if [ -n "${KILN_GPU_ZOO:-}" ]; then
+  ZOO_DIR="$BUILD_DIR/zoo"
+  zoo=${KILN_GPU_ZOO/#all/}
+  step zoo-export "$PYTHON" bench/zoo.py "$ZOO_DIR" ${zoo:+--models "$zoo"}
+  for dir in "$ZOO_DIR"/*/; do
+    [ -f "$dir/model.onnx" ] || continue
+    m=$(basename "$dir")
+    for p in f32:1e-4 f16:1e-2 bf16:5e-2; do
+      step "zoo-$m-${p%%:*}" "$PYTHON" tests/models/check_model.py --kiln "$KILN" \
+        --backend cuda --precision "${p%%:*}" --tolerance "${p##*:}" --model-dir "$dir" \
+        --work-dir "$BUILD_DIR/zoo-out/$m-${p%%:*}"
+    done
+  done
+fi
 if [ ${#failed[@]} -gt 0 ]; then
   echo "test-gpu: ${#failed[@]} failed: ${failed[*]}"
   exit 1

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Runs one exported model (tools/export_models.py) with `kiln run` and compares Kiln's output
-with torch's: max |kiln - torch| / max |torch| must be at most --tolerance (default 1e-4).
+"""Runs one exported model (tools/export_models.py or bench/zoo.py: input_<i>.npy and
+expected_<i>.npy beside model.onnx) with `kiln run` and compares each of Kiln's outputs with
+torch's: max |kiln - torch| / max |torch| must be at most --tolerance (default 1e-4).
 
     check_model.py --kiln BUILD/bin/kiln --model-dir BUILD/models/resnet18 --work-dir DIR
 
@@ -49,8 +50,10 @@ def main():
               "replaced)")
         return 1
     os.makedirs(args.work_dir, exist_ok=True)
-    want = np.load(os.path.join(args.model_dir, "expected_0.npy"))
-    inputs = ["--input", os.path.join(args.model_dir, "input_0.npy")]
+    wants = numbered(args.model_dir, "expected")
+    inputs = []
+    for path in numbered(args.model_dir, "input"):
+        inputs += ["--input", path]
     if args.aot:
         artifact = os.path.join(args.work_dir, "model.kiln")
         if kiln(args, ["compile", model, "-o", artifact]) is None:
@@ -77,27 +80,51 @@ def main():
         if what.startswith("compile-cache") and f"compile cache {what.split()[-1]}" not in out:
             print(f"FAIL: expected a compile-cache {what.split()[-1]} in kiln's report")
             return 1
-        outputs = sorted(glob.glob(os.path.join(args.work_dir, "*.npy")))
-        if len(outputs) != 1:
-            print(f"FAIL: expected one output .npy in {args.work_dir}, found {outputs}")
+        outputs = output_files(args.work_dir, len(wants))
+        if outputs is None:
             return 1
-        got = np.load(outputs[0])
-        if got.shape != want.shape or got.dtype != want.dtype:
-            print(f"FAIL: output {got.dtype}{list(got.shape)}, expected "
-                  f"{want.dtype}{list(want.shape)}")
-            return 1
-        scale = float(np.max(np.abs(want)))
-        err = float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64))))
-        ratio = err / scale if scale > 0 else err
-        verdict = "PASS" if ratio <= args.tolerance else "FAIL"
-        print(f"{verdict}: {os.path.basename(args.model_dir)} -O{args.opt_level} {what}: "
-              f"max|diff| {err:.3g}, max|ref| {scale:.3g}, ratio {ratio:.3g} "
-              f"(limit {args.tolerance:g})")
-        if verdict != "PASS":
-            return 1
+        for i, (path, want) in enumerate(zip(outputs, wants)):
+            if not compare(args, what, i, np.load(path), np.load(want)):
+                return 1
     if args.kiln_opt and args.backend == "cpu" and not args.aot:
         return check_kernel_text(args, os.path.join(args.work_dir, "dump"))
     return 0
+
+
+def numbered(folder, stem):
+    """folder/stem_0.npy, stem_1.npy, ... in order of their number."""
+    paths = glob.glob(os.path.join(folder, f"{stem}_*.npy"))
+    return sorted(paths, key=lambda p: int(p.rsplit("_", 1)[1].split(".")[0]))
+
+
+def output_files(work_dir, count):
+    """Kiln's output files in the model's output order: one file, or output_<i>.npy (the names
+    the exporters give several outputs); None with a FAIL line otherwise."""
+    found = sorted(glob.glob(os.path.join(work_dir, "*.npy")))
+    if count == 1 and len(found) == 1:
+        return found
+    named = [os.path.join(work_dir, f"output_{i}.npy") for i in range(count)]
+    if len(found) == count and all(p in found for p in named):
+        return named
+    print(f"FAIL: expected {count} output .npy files in {work_dir}, found {found}")
+    return None
+
+
+def compare(args, what, index, got, want):
+    """max |got - want| / max |want| within --tolerance, printed; False on a mismatch."""
+    if got.shape != want.shape or got.dtype != want.dtype:
+        print(f"FAIL: output {index} {got.dtype}{list(got.shape)}, expected "
+              f"{want.dtype}{list(want.shape)}")
+        return False
+    scale = float(np.max(np.abs(want))) if want.size else 0.0
+    diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    err = float(np.max(diff)) if diff.size else 0.0
+    ratio = err / scale if scale > 0 else err
+    verdict = "PASS" if ratio <= args.tolerance else "FAIL"
+    print(f"{verdict}: {os.path.basename(args.model_dir)} output {index} -O{args.opt_level} "
+          f"{what}: max|diff| {err:.3g}, max|ref| {scale:.3g}, ratio {ratio:.3g} "
+          f"(limit {args.tolerance:g})")
+    return verdict == "PASS"
 
 
 def check_kernel_text(args, dump):
