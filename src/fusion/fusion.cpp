@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <set>
 #include <tuple>
 
+#include "fusion/reachability.h"
 #include "ir/text/text.h"
 
 namespace kiln::fusion {
@@ -104,6 +106,7 @@ class Planner {
   Planner(const Function& f, const FusionOptions& o) : f_(f), o_(o) {
     int i = 0;
     for (const auto& n : f.nodes()) order_[n.get()] = i++;
+    reach_ = std::make_unique<Reachability>(order_, o.reachabilityMaxNodes);
     names_ = printedValueNames(f);
   }
 
@@ -203,6 +206,7 @@ class Planner {
   // Whether `members` stays convex (no path leaves it and comes back) when `extra` is added: a
   // kernel must be able to run after everything it reads and before everything that reads it.
   bool convexWith(const std::set<const Node*>& members, const std::set<const Node*>& extra) const {
+    if (reach_->available()) return reach_->convex(members, extra);
     std::set<const Node*> all = members;
     all.insert(extra.begin(), extra.end());
     int last = 0;
@@ -610,6 +614,7 @@ class Planner {
   const Function& f_;
   const FusionOptions& o_;
   std::map<const Node*, int> order_;
+  std::unique_ptr<Reachability> reach_;  // of order_'s nodes
   std::map<const Value*, std::string> names_;
   std::vector<Group> groups_;
   std::map<const Node*, std::vector<int>> groupsOf_;

@@ -76,6 +76,9 @@ struct FusionOptions {
   int64_t minSiblingBytes = 1024;
   // What the target's library calls apply as they write their results.
   EpiloguePolicy epilogue;
+  // The largest function (in nodes) the planner keeps a reachability map for (reachability.h);
+  // larger ones walk the graph for each convexity check, which decides the same.
+  size_t reachabilityMaxNodes = 16384;
 };
 
 struct FusionPlan {

@@ -281,5 +281,40 @@ TEST(Fusion, ConvolutionFlopsCountKernelWindowAndChannels) {
   EXPECT_DOUBLE_EQ(p.kernels[0].flops, 2.0 * (16 * 6 * 6) * (3 * 3 * 3));
 }
 
+// A recurrence unrolled over `steps` (h = tanh(h * W^T + x_t)), every step reading one shared
+// transpose of W and one shared slice of x: the planner's reachability map and its walk of the
+// graph decide the same plan.
+std::string recurrence(int steps) {
+  std::string t = "func @main(%x: f32[" + std::to_string(steps) +
+                  ",8], %w: f32[8,8], %h0: f32[1,8]) -> (f32[1,8]) {\n"
+                  "  %wt = f32[8,8] transpose(%w) {permutation = [1, 0]}\n";
+  std::string h = "%h0";
+  for (int i = 0; i < steps; ++i) {
+    const std::string s = std::to_string(i);
+    t += "  %x" + s + " = f32[1,8] slice(%x) {start = [" + s + ", 0], limit = [" +
+         std::to_string(i + 1) + ", 8], stride = [1, 1]}\n";
+    t += "  %m" + s + " = f32[1,8] dot_general(" + h +
+         ", %wt) {lhs_contracting = [1], rhs_contracting = [0]}\n";
+    t += "  %a" + s + " = f32[1,8] add(%m" + s + ", %x" + s + ")\n";
+    t += "  %h" + std::to_string(i + 1) + " = f32[1,8] tanh(%a" + s + ")\n";
+    h = "%h" + std::to_string(i + 1);
+  }
+  return t + "  return " + h + "\n}\n";
+}
+
+TEST(Fusion, ReachabilityMapAndGraphWalkPlanTheSame) {
+  auto m = parse(recurrence(40));
+  ASSERT_TRUE(m);
+  const Function& f = *m->entry();
+  FusionOptions withMap, withWalk;
+  withWalk.reachabilityMaxNodes = 0;
+  const FusionPlan a = planFusion(f, withMap), b = planFusion(f, withWalk);
+  EXPECT_EQ(explainPlan(f, a), explainPlan(f, b));
+  EXPECT_EQ(kernelNames(a), kernelNames(b));
+  // The transpose; the 40 slices of %x as one sibling kernel (x's 1280 bytes pass the sibling
+  // threshold, and the merge is convex); each step's product with its add and tanh.
+  EXPECT_EQ(a.kernels.size(), 42u);
+}
+
 }  // namespace
 }  // namespace kiln::fusion
