@@ -62,7 +62,7 @@ std::unique_ptr<PyExecutable> wrap(std::unique_ptr<Executable> exe) {
     p->inputs.push_back({f.parameter(i)->name(), types[i]});
   }
   p->outputNames = exe->outputNames();
-  p->outputNames.resize(f.outputs().size());
+  p->outputNames.resize(exe->outputTypes().size());
   for (size_t i = 0; i < p->outputNames.size(); ++i)
     if (p->outputNames[i].empty()) p->outputNames[i] = "output" + std::to_string(i);
   p->exe = std::move(exe);
@@ -255,11 +255,17 @@ py::list inputInfos(const PyExecutable& self) {
   return l;
 }
 
+// What a run returns: a dim whose size the data decides (ONNX NonZero, Unique, ...) is None.
 py::list outputInfos(const PyExecutable& self) {
   py::list l;
-  const Function& f = self.exe->function();
-  for (size_t i = 0; i < f.outputs().size(); ++i)
-    l.append(tensorInfo(self.outputNames[i], f.outputs()[i]->type()));
+  const std::vector<TensorType> types = self.exe->outputTypes();
+  for (size_t i = 0; i < types.size(); ++i) {
+    py::tuple info = tensorInfo(self.outputNames[i], types[i]);
+    py::list shape(info[2]);
+    for (const DynamicDim& d : self.exe->runTimeSizes())
+      if (d.output == i) shape[static_cast<size_t>(d.dim)] = py::none();
+    l.append(py::make_tuple(info[0], info[1], py::tuple(shape), info[3]));
+  }
   return l;
 }
 

@@ -192,3 +192,18 @@ def test_precision_keeps_f32_in_and_out(tmp_path, backend, precision, tolerance)
     assert 0 < err <= tolerance
     with pytest.raises(ValueError, match="precision must be one of"):
         kiln.compile(path, backend=backend, precision="f8")
+
+
+def test_outputs_of_run_time_size(backend):
+    # ONNX NonZero: its result's second dim is known only when it runs; `outputs` says None
+    # there, and a run returns the true size.
+    graph = helper.make_graph(
+        [helper.make_node("NonZero", ["x"], ["y"])], "nonzero",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    exe = kiln.compile(model.SerializeToString(), backend=backend)
+    assert [(name, dtype, shape) for name, dtype, shape, _ in exe.outputs] == \
+        [("y", "int64", (2, None))]
+    x = np.array([[0, 1, 0], [2, 0, 3]], np.float32)
+    np.testing.assert_array_equal(exe(x), np.array(np.nonzero(x)))
