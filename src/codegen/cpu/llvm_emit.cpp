@@ -9,6 +9,8 @@
 #include "codegen/cpu/llvm_emit.h"
 
 #include <cmath>
+#include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -117,7 +119,17 @@ void KernelEmitter::emitStore(const Stmt& s) {
   else if (s.value->type == DType::F16)
     v = b_.CreateBitCast(b_.CreateFPTrunc(v, b_.getHalfTy()), b_.getInt16Ty());
   else if (s.value->type == DType::BF16) v = bf16Bits(v);
-  b_.CreateAlignedStore(v, p, llvm::Align(dtypeSize(s.value->type)));
+  tagAccess(b_.CreateAlignedStore(v, p, llvm::Align(dtypeSize(s.value->type))));
+}
+
+void KernelEmitter::tagAccess(llvm::Instruction* access) {
+  if (accessGroups_.empty()) return;
+  llvm::MDNode* groups =
+      accessGroups_.size() == 1
+          ? accessGroups_.back()
+          : llvm::MDNode::get(
+                c_, std::vector<llvm::Metadata*>(accessGroups_.begin(), accessGroups_.end()));
+  access->setMetadata(llvm::LLVMContext::MD_access_group, groups);
 }
 
 void KernelEmitter::emitAlloc(const Stmt& s) {
@@ -182,8 +194,46 @@ bool KernelEmitter::containsVectorizedLoop(const Stmt& s) {
   return false;
 }
 
+// Whether the iterations of a loop with this body touch no element another iteration writes:
+// the body only stores, and every load of a buffer the body stores to reads it at the index
+// stored (the one index of all its stores). The buffer plan writes a value over another only
+// when its kernel reads that input at the index it stores, so buffers of different names are
+// different memory at different indices here. LLVM then vectorizes without runtime overlap checks,
+// whose scalar fallback a value written in place always took (efficientnet_b0's SiLU loops, 15x).
+bool KernelEmitter::independentIterations(const Stmt& body) {
+  std::map<std::string, const kernel::Expr*> stored;
+  std::vector<const Stmt*> stores, work = {&body};
+  while (!work.empty()) {
+    const Stmt* s = work.back();
+    work.pop_back();
+    if (s->kind == Stmt::Kind::Store) {
+      auto [it, added] = stored.emplace(s->buffer, s->index.get());
+      if (!added && it->second != s->index.get()) return false;
+      stores.push_back(s);
+      continue;
+    }
+    if (s->kind != Stmt::Kind::Block) return false;
+    for (const StmtRef& b : s->body)
+      if (b) work.push_back(b.get());
+  }
+  std::set<const kernel::Expr*> seen;
+  std::vector<const kernel::Expr*> exprs;
+  for (const Stmt* s : stores) exprs.insert(exprs.end(), {s->index.get(), s->value.get()});
+  while (!exprs.empty()) {
+    const kernel::Expr* e = exprs.back();
+    exprs.pop_back();
+    if (!e || !seen.insert(e).second) continue;
+    if (e->kind == kernel::Expr::Kind::Load) {
+      auto it = stored.find(e->name);
+      if (it != stored.end() && it->second != e->args[0].get()) return false;
+    }
+    for (const ExprRef& a : e->args) exprs.push_back(a.get());
+  }
+  return true;
+}
+
 // Loop metadata: {self, hints...}, attached to the latch's branch.
-llvm::MDNode* KernelEmitter::loopMetadata(LoopKind kind, const Stmt& s) {
+llvm::MDNode* KernelEmitter::loopMetadata(LoopKind kind, const Stmt& s, llvm::MDNode* accessGroup) {
   std::vector<llvm::Metadata*> ops = {nullptr};
   auto hint = [&](const char* name, llvm::Metadata* value = nullptr) {
     std::vector<llvm::Metadata*> h = {llvm::MDString::get(c_, name)};
@@ -193,6 +243,7 @@ llvm::MDNode* KernelEmitter::loopMetadata(LoopKind kind, const Stmt& s) {
   ops.push_back(llvm::MDNode::get(c_, {llvm::MDString::get(c_, "llvm.loop.mustprogress")}));
   if (kind == LoopKind::Vectorized && options_.vectorize)
     hint("llvm.loop.vectorize.enable", llvm::ConstantAsMetadata::get(b_.getTrue()));
+  if (accessGroup) hint("llvm.loop.parallel_accesses", accessGroup);
   if (kind == LoopKind::Unrolled) {
     bool small = s.extent->kind == Expr::Kind::Const && s.extent->i <= 64;
     hint(small ? "llvm.loop.unroll.full" : "llvm.loop.unroll.enable");
@@ -222,12 +273,19 @@ void KernelEmitter::emitLoop(const Stmt& s, LoopKind kind, llvm::Value* begin, l
   b_.CreateCondBr(b_.CreateICmpSLT(i, end), body, exit);
   b_.SetInsertPoint(body);
   fs_.vars.emplace_back(s.var, i);
-  if (inner) emitStmt(*inner);
-  else if (!s.body.empty() && s.body[0]) emitStmt(*s.body[0]);
+  const Stmt* loopBody = inner ? inner : (!s.body.empty() ? s.body[0].get() : nullptr);
+  llvm::MDNode* group = nullptr;
+  if (kind == LoopKind::Vectorized && options_.vectorize && loopBody &&
+      independentIterations(*loopBody)) {
+    group = llvm::MDNode::getDistinct(c_, {});
+    accessGroups_.push_back(group);
+  }
+  if (loopBody) emitStmt(*loopBody);
+  if (group) accessGroups_.pop_back();
   fs_.vars.pop_back();
   llvm::Value* next = b_.CreateAdd(i, b_.getInt64(1), s.var + ".next", true, true);
   llvm::BranchInst* back = b_.CreateBr(header);
-  back->setMetadata(llvm::LLVMContext::MD_loop, loopMetadata(kind, s));
+  back->setMetadata(llvm::LLVMContext::MD_loop, loopMetadata(kind, s, group));
   i->addIncoming(next, b_.GetInsertBlock());
   b_.SetInsertPoint(exit);
 }

@@ -183,7 +183,9 @@ llvm::Value* KernelEmitter::emitLoad(const Expr& e) {
   const BufferBinding* buf = nullptr;
   llvm::Value* p = address(e.name, e.type, e.args[0], &buf);
   if (!p) return llvm::PoisonValue::get(regType(e.type));
-  llvm::Value* v = b_.CreateAlignedLoad(memType(e.type), p, llvm::Align(dtypeSize(e.type)), e.name);
+  llvm::LoadInst* v =
+      b_.CreateAlignedLoad(memType(e.type), p, llvm::Align(dtypeSize(e.type)), e.name);
+  tagAccess(v);
   if (e.type == DType::Bool) return b_.CreateICmpNE(v, b_.getInt8(0));
   if (e.type == DType::F16)
     return b_.CreateFPExt(b_.CreateBitCast(v, b_.getHalfTy()), b_.getFloatTy());

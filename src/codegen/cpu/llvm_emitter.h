@@ -116,7 +116,9 @@ class KernelEmitter {
   void emitIf(const Stmt& s);
   void emitCall(const Stmt& s);
   static bool containsVectorizedLoop(const Stmt& s);
-  llvm::MDNode* loopMetadata(LoopKind kind, const Stmt& s);
+  static bool independentIterations(const Stmt& body);
+  llvm::MDNode* loopMetadata(LoopKind kind, const Stmt& s, llvm::MDNode* accessGroup);
+  void tagAccess(llvm::Instruction* access);
   void emitLoop(const Stmt& s, LoopKind kind, llvm::Value* begin, llvm::Value* end,
                 const Stmt* inner = nullptr);
   void emitFor(const Stmt& s);
@@ -135,6 +137,10 @@ class KernelEmitter {
   int32_t nextCallIndex_ = 0;
   int nextParallel_ = 0;
   std::unordered_map<const kernel::Expr*, llvm::Value*> emitted_;  // emitExpr's memo
+  // The access groups of the vectorized loops being emitted whose iterations are independent
+  // (innermost last): their loads and stores carry them, and each loop's metadata names its
+  // group as parallel.
+  std::vector<llvm::MDNode*> accessGroups_;
   Status error_;
 };
 
