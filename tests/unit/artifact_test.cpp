@@ -303,6 +303,53 @@ func @main(%x: f32[1,6,6,8], %y: f32[3,3,8,8]) -> (f32[1,6,6,8], f32[3,3,8,8]) {
     EXPECT_EQ(std::memcmp((*a)[o].bytes(), (*c)[o].bytes(), (*a)[o].byteSize()), 0) << o;
 }
 
+// Products of one constant weight with equal shapes (the steps of an unrolled recurrence) share
+// one oneDNN kernel, made once: the artifact stores its packed weights once ("K.J same K0.J0"
+// for the other calls), and the loaded artifact computes the same bits as the compiled program.
+TEST(Artifact, CallsOfOneKernelStoreTheirWeightsOnce) {
+  std::string w;
+  for (int i = 0; i < 64 * 64; ++i) w += (i ? ", " : "") + std::to_string(0.01 * (i % 13) - 0.06);
+  std::string text = "func @main(%x: f32[4,64]) -> (f32[4,64]) {\n  %w = f32[64,64] constant() "
+                     "{value = [" +
+                     w + "]}\n";
+  std::string h = "%x";
+  for (int i = 0; i < 3; ++i) {
+    const std::string s = std::to_string(i);
+    text += "  %m" + s + " = f32[4,64] dot_general(" + h +
+            ", %w) {lhs_contracting = [1], rhs_contracting = [0]}\n  %h" + s +
+            " = f32[4,64] tanh(%m" + s + ")\n";
+    h = "%h" + s;
+  }
+  text += "  return " + h + "\n}\n";
+  CompileOptions o;
+  o.threads = 1;
+  auto exe = compileText(text, o);
+  ASSERT_TRUE(exe);
+  const std::string bytes = exe->serialize();
+  auto views = decodeArtifact(bytes, "a");
+  ASSERT_TRUE(views.isOk());
+  const std::string packed(views->sections.at("packed"));
+  const std::string first = packed.substr(0, packed.find(' '));
+  EXPECT_NE(packed.find(" same " + first + "\n"), std::string::npos) << packed;
+  int sections = 0;
+  for (const auto& [name, bytesOf] : views->sections) sections += name.rfind("packed.", 0) == 0;
+  EXPECT_EQ(sections, 1) << packed;
+  Tensor x(DType::F32, {4, 64});
+  for (int64_t i = 0; i < x.numElements(); ++i) x.setDouble(i, 0.02 * (i % 17) - 0.15);
+  std::vector<Tensor> in{x};
+  auto want = exe->run(in);
+  auto loaded = Executable::load(bytes, "shared.kiln", o);
+  ASSERT_TRUE(want.isOk() && loaded.isOk()) << loaded.status().str();
+  auto got = (*loaded)->run(in);
+  ASSERT_TRUE(got.isOk());
+  EXPECT_EQ(std::memcmp((*got)[0].bytes(), (*want)[0].bytes(), (*want)[0].byteSize()), 0);
+  // A "same" entry that names no earlier entry is refused.
+  auto bad = Executable::load(withSection(bytes, "packed", "1.0 same 7.0\n"), "bad.kiln", o);
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_NE(bad.status().message().find("'1.0 same 7.0' names no earlier entry"), std::string::npos)
+      << bad.status().message();
+}
+
 // An artifact stores the convolution's weights once, in the layout its kernel chose (the module
 // says `held`). Loaded from a mapped file it is used in place: its other constants borrow the
 // file's bytes and the convolution uses the stored weights (no reorder), with the same results.

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cctype>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -294,8 +295,39 @@ void matchBlocks(CpuProgram::Impl& impl, const Function& f) {
   }
 }
 
+// What createOneDnnKernel reads of a call: its op and attributes, its operands' and result's
+// types, which constant each constant operand is, its post-ops, its work (the thread rule) and
+// an artifact's weights. Calls of one key make the same kernel, so it is made once and shared:
+// the 100 steps of an unrolled recurrence reordered the same weights 100 times.
+std::string callKey(const Pending& p) {
+  const kernel::Stmt& s = *p.call->stmt;
+  const Node& n = *s.node;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, " %a %p", p.flops,
+                static_cast<const void*>(p.prepacked ? p.prepacked->bytes.data() : nullptr));
+  std::string key = std::string(opName(n.op())) + " " + printAttributes(n.op(), n.attrs()) + buf;
+  for (size_t i = 0; i < n.numOperands(); ++i) {
+    const Node* def = n.operand(i)->def();
+    key += " " + n.operand(i)->type().str();
+    if (def && def->op() == OpCode::Constant) {
+      std::snprintf(buf, sizeof buf, "@%p", static_cast<const void*>(def));
+      key += buf;
+    }
+  }
+  key += " -> " + n.result(0)->type().str();
+  for (const kernel::PostOp& o : s.postOps) {
+    std::snprintf(buf, sizeof buf, " %s %a %a", kernel::postOpName(o.kind), o.lo, o.hi);
+    key += buf;
+    for (int64_t d : o.operandShape) key += "," + std::to_string(d);
+    key += ":";
+    for (int64_t d : o.operandDims) key += "," + std::to_string(d);
+  }
+  return key;
+}
+
 // Creates the oneDNN kernel of each pending call, on several threads at once (a primitive
-// generates its code and reorders constant weights when it is created).
+// generates its code and reorders constant weights when it is created); calls of one callKey
+// share the kernel of the first.
 void prepareCalls(CpuProgram::Impl& impl, const Function& f, const std::vector<Pending>& pending) {
   const CompileOptions& options = impl.options;
   // Constants only library kernels hold are freed as their readers are prepared, before code
@@ -323,19 +355,45 @@ void prepareCalls(CpuProgram::Impl& impl, const Function& f, const std::vector<P
     else c.why = fast.status().message();
     if (held) held->prepared(c);
   };
-  {
+  std::map<std::string, size_t> firstOf;
+  std::vector<size_t> unique;
+  std::vector<std::pair<size_t, size_t>> copies;  // (call, the call whose kernel it shares)
+  for (size_t i = 0; i < pending.size(); ++i) {
+    auto [it, added] = firstOf.emplace(callKey(pending[i]), i);
+    if (added) unique.push_back(i);
+    else copies.emplace_back(i, it->second);
+  }
+  auto prepareAll = [&](const std::vector<size_t>& which) {
     int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     size_t helpers = std::min<size_t>(
-        pending.size(), static_cast<size_t>(options.threads > 0 ? options.threads : hardware));
+        which.size(), static_cast<size_t>(options.threads > 0 ? options.threads : hardware));
     std::atomic<size_t> next{0};
     auto work = [&] {
-      for (size_t i; (i = next.fetch_add(1)) < pending.size();) prepare(pending[i]);
+      for (size_t i; (i = next.fetch_add(1)) < which.size();) prepare(pending[which[i]]);
     };
     std::vector<std::thread> threads;
     for (size_t t = 1; t < helpers; ++t) threads.emplace_back(work);
     work();
     for (std::thread& t : threads) t.join();
+  };
+  prepareAll(unique);
+  // A kernel with blockable buffers is not shared: the layout plan stores per call which of its
+  // buffers hold blocked data (storeBlocked).
+  std::vector<size_t> own;
+  for (const auto& [i, first] : copies) {
+    LibraryCall& c = *pending[i].call;
+    const LibraryCall& made = *pending[first].call;
+    if (made.fast && !made.fast->blockableBuffers().empty()) {
+      own.push_back(i);
+      continue;
+    }
+    c.fast = made.fast;
+    c.why = made.why;
+    c.separatePostOps = made.separatePostOps;
+    c.oneThread = made.oneThread;
+    if (held) held->prepared(c);
   }
+  prepareAll(own);
   held.reset();
 }
 
@@ -644,8 +702,8 @@ std::string CpuProgram::libraryCalls() const {
 // The artifact's sections of a CPU program: "module" (the module after the passes, as .kir text
 // whose constants are in "blob"), "kernels" (a hash of the lowered kernels, which loading
 // recomputes), "packed" and "packed.K.J" (weights library call J of kernel K holds in its own
-// layout), and per code unit w: "object.w" (an ELF object), "symbols.w" (its kernel entry
-// symbols) and "units.w" (the distinct kernels they are).
+// layout; calls sharing a kernel share one), and per code unit w: "object.w" (an ELF object),
+// "symbols.w" (its kernel entry symbols) and "units.w" (the distinct kernels they are).
 void CpuProgram::artifactParts(runtime::ArtifactParts& parts) const {
   const Impl& m = *impl_;
   // Constants only library kernels read, each holding them in its own layout, are stored once,
@@ -660,7 +718,9 @@ void CpuProgram::artifactParts(runtime::ArtifactParts& parts) const {
   parts.sections["blob"] = parts.blob.pieces;
   parts.add("kernels", m.kernelsHash);
   std::string packed;
-  // The weights library kernels hold in layouts of their own, so that loading uses them in place.
+  // The weights library kernels hold in layouts of their own, so that loading uses them in place;
+  // calls that share a kernel (callKey) share its section: "K.J same K0.J0".
+  std::map<const LibraryKernel*, std::string> stored;
   for (size_t i = 0; i < m.calls.size(); ++i)
     for (size_t j = 0; j < m.calls[i].size(); ++j) {
       const LibraryCall& c = m.calls[i][j];
@@ -668,6 +728,11 @@ void CpuProgram::artifactParts(runtime::ArtifactParts& parts) const {
       if (c.fast) w = c.fast->packedWeights();
       if (!w) continue;
       std::string id = std::to_string(i) + "." + std::to_string(j);
+      auto [first, added] = stored.emplace(c.fast.get(), id);
+      if (!added) {
+        packed += id + " same " + first->second + "\n";
+        continue;
+      }
       parts.sections["packed." + id] = {w->bytes};
       packed += id + " " + w->layout + "\n";
     }

@@ -26,7 +26,7 @@ using runtime::CompileTimes;
 // One library call: the oneDNN kernel prepared for its node, or null (the reference kernel runs).
 struct LibraryCall {
   const kernel::Stmt* stmt = nullptr;
-  std::unique_ptr<LibraryKernel> fast;
+  std::shared_ptr<LibraryKernel> fast;  // shared by calls that would make the same kernel
   // The library did not take the call's post-ops: they run as a loop nest after the call
   // (kernel/post_op_loops.h), and the call no longer has them.
   bool separatePostOps = false;

@@ -23,9 +23,10 @@ std::optional<size_t> parseIndex(std::string_view text) {
   return v;
 }
 
-// Packed weights: "K.J LAYOUT" per line, the bytes in "packed.K.J" (call J of kernel K). The
-// kernels use them in place from a mapping; from bytes the caller keeps, a copy each (a held
-// constant has no other copy).
+// Packed weights: "K.J LAYOUT" per line, the bytes in "packed.K.J" (call J of kernel K), or
+// "K.J same K0.J0" for a call whose kernel is an earlier call's (the same bytes). The kernels
+// use them in place from a mapping; from bytes the caller keeps, a copy each (a held constant
+// has no other copy).
 StatusOr<PackedByCall> packedWeights(const runtime::DecodedArtifact& s, const std::string& source,
                                      const std::shared_ptr<const MappedFile>& mapping) {
   PackedByCall prepacked;
@@ -35,6 +36,20 @@ StatusOr<PackedByCall> packedWeights(const runtime::DecodedArtifact& s, const st
     if (dot < sp && sp != std::string::npos) {
       k = parseIndex(std::string_view(l).substr(0, dot));
       j = parseIndex(std::string_view(l).substr(dot + 1, sp - dot - 1));
+    }
+    const std::string same = " same ";
+    if (k && j && l.compare(sp, same.size(), same) == 0) {
+      std::string from = l.substr(sp + same.size());
+      size_t fdot = from.find('.');
+      std::optional<size_t> fk = parseIndex(std::string_view(from).substr(0, fdot)),
+                            fj = fdot == std::string::npos
+                                     ? std::nullopt
+                                     : parseIndex(std::string_view(from).substr(fdot + 1));
+      auto it = fk && fj ? prepacked.find({*fk, *fj}) : prepacked.end();
+      if (it == prepacked.end())
+        return Status::error(source + ": packed-weights entry '" + l + "' names no earlier entry");
+      prepacked[{*k, *j}] = PackedWeights(it->second);
+      continue;
     }
     if (!k || !j || !s.has("packed." + l.substr(0, sp)))
       return Status::error(source + ": malformed packed-weights entry '" + l + "'");
