@@ -9,7 +9,6 @@
 namespace kiln::kernel {
 namespace {
 
-using detail::replaceAll;
 using detail::rewrite;
 
 StmtRef unwrapBlock(StmtRef s) {
@@ -83,20 +82,8 @@ bool loadsOnlyAt(const StmtRef& s, const std::string& buffer, const ExprRef& ind
 StmtRef renameAndScalarize(const StmtRef& s, const std::string& from, const std::string& to,
                            const std::string& acc, DType t) {
   const ExprRef fromVar = var(from), toVar = var(to), atC = load(acc, t, toVar);
-  std::unordered_map<const Expr*, ExprRef> renames = {{fromVar.get(), toVar}};
-  std::unordered_map<const Expr*, ExprRef> scalars = {{atC.get(), load(acc, t, intConst(0))}};
-  std::unordered_map<const Expr*, ExprRef> memo1, memo2;
-  auto sub = [&](ExprRef& e) {
-    if (e) e = replaceAll(replaceAll(e, renames, memo1), scalars, memo2);
-  };
-  return rewrite(s, [&](StmtRef n) {
-    sub(n->index);
-    sub(n->value);
-    sub(n->cond);
-    sub(n->extent);
-    for (ExprRef& e : n->extents) sub(e);
-    return n;
-  });
+  StmtRef renamed = detail::replaceInStmt(s, {{fromVar.get(), toVar}});
+  return detail::replaceInStmt(renamed, {{atC.get(), load(acc, t, intConst(0))}});
 }
 
 // alloc acc[C] { for c0: acc[c0] = id; for r...: for c: acc[c] = combine(acc[c], v);

@@ -12,7 +12,6 @@
 namespace kiln::kernel {
 namespace {
 
-using detail::replaceAll;
 using detail::rewrite;
 using detail::writesAny;
 
@@ -69,21 +68,6 @@ bool mappable(const StmtRef& s, bool opaque, const std::set<std::string>& scratc
   return kindOk && !writesAny(s, scratch);
 }
 
-StmtRef substituteVars(const StmtRef& s, const std::unordered_map<const Expr*, ExprRef>& replace) {
-  std::unordered_map<const Expr*, ExprRef> memo;
-  auto sub = [&](ExprRef& e) {
-    if (e) e = replaceAll(e, replace, memo);
-  };
-  return rewrite(s, [&](StmtRef n) {
-    sub(n->index);
-    sub(n->value);
-    sub(n->cond);
-    sub(n->extent);
-    for (ExprRef& e : n->extents) sub(e);
-    return n;
-  });
-}
-
 // The loops at the top of a nest that map to the grid, and what they wrap.
 struct Chain {
   std::vector<StmtRef> loops;
@@ -115,7 +99,7 @@ StmtRef substituteChain(const Chain& c, const ExprRef& g) {
     keep.push_back(var(c.loops[i]->var));
     replace[keep.back().get()] = q;
   }
-  return substituteVars(c.body, replace);
+  return detail::replaceInStmt(c.body, replace);
 }
 
 StmtRef threadPerIteration(const Chain& c, int64_t threadsPerBlock, FreshNames& names) {
@@ -232,7 +216,7 @@ class BlockRow {
       keep.push_back(var(vars[i]));
       replace[keep.back().get()] = at;
     }
-    body = substituteVars(body, replace);
+    body = detail::replaceInStmt(body, replace);
     if (n % threads_ != 0) body = ifThen(binary(BinaryOp::Lt, f, intConst(n)), body);
     return forLoop(q, intConst((n + threads_ - 1) / threads_), LoopKind::Serial, body);
   }

@@ -39,6 +39,21 @@ ExprRef replaceAll(const ExprRef& e, const std::unordered_map<const Expr*, ExprR
   return out;
 }
 
+StmtRef replaceInStmt(const StmtRef& s, const std::unordered_map<const Expr*, ExprRef>& replace) {
+  std::unordered_map<const Expr*, ExprRef> memo;
+  auto sub = [&](ExprRef& e) {
+    if (e) e = replaceAll(e, replace, memo);
+  };
+  return rewrite(s, [&](StmtRef n) {
+    sub(n->index);
+    sub(n->value);
+    sub(n->cond);
+    sub(n->extent);
+    for (ExprRef& e : n->extents) sub(e);
+    return n;
+  });
+}
+
 bool writesAny(const StmtRef& s, const std::set<std::string>& buffers) {
   if (!s) return false;
   if ((s->kind == Stmt::Kind::Store || s->kind == Stmt::Kind::Reduce) && buffers.count(s->buffer))

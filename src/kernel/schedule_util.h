@@ -21,6 +21,10 @@ StmtRef rewrite(const StmtRef& s, const std::function<StmtRef(StmtRef)>& f);
 ExprRef replaceAll(const ExprRef& e, const std::unordered_map<const Expr*, ExprRef>& replace,
                    std::unordered_map<const Expr*, ExprRef>& memo);
 
+// `s` (rebuilt) with each expression node in `replace` replaced, in every expression of every
+// statement (indices, values, conditions, extents).
+StmtRef replaceInStmt(const StmtRef& s, const std::unordered_map<const Expr*, ExprRef>& replace);
+
 // The buffers the loads of `e` read.
 std::set<std::string> loadedBuffers(const ExprRef& e);
 

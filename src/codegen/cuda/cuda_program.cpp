@@ -270,6 +270,20 @@ struct Addresses {
 
 namespace {
 
+// The events of one run, destroyed with it.
+struct RunEvents {
+  const Driver& drv;
+  std::vector<Event> list;
+  ~RunEvents() {
+    for (Event e : list) drv.destroyEvent(e);
+  }
+  StatusOr<Event> add() {
+    KILN_ASSIGN_OR_RETURN(Event e, drv.createEvent());
+    list.push_back(e);
+    return e;
+  }
+};
+
 // Issues every kernel's launches and library calls on `stream`, calling `mark` after each kernel.
 Status issueKernels(const CudaProgram::Impl& m, const CudaProgram::Device& d, const Addresses& at,
                     Stream stream, const std::function<Status()>& mark) {
@@ -384,17 +398,9 @@ Status CudaProgram::run(std::span<const Tensor> inputs, std::vector<Tensor>& out
     KILN_RETURN_IF_ERROR(
         drv.copyToDevice(run.base() + static_cast<DevicePtr>(m.inputOffsets[i]), inputs[i].bytes(),
                          static_cast<int64_t>(inputs[i].byteSize()), run.stream()));
-  std::vector<Event> events;
-  struct EventsFree {
-    const Driver& drv;
-    std::vector<Event>& events;
-    ~EventsFree() {
-      for (Event e : events) drv.destroyEvent(e);
-    }
-  } eventsFree{drv, events};
+  RunEvents events{drv, {}};
   auto mark = [&]() -> Status {
-    KILN_ASSIGN_OR_RETURN(Event e, drv.createEvent());
-    events.push_back(e);
+    KILN_ASSIGN_OR_RETURN(Event e, events.add());
     return drv.record(e, run.stream());
   };
   if (kernelMs) {
@@ -422,13 +428,13 @@ Status CudaProgram::run(std::span<const Tensor> inputs, std::vector<Tensor>& out
   }
   KILN_RETURN_IF_ERROR(drv.synchronize(run.stream()));
   if (deviceMs) {
-    KILN_ASSIGN_OR_RETURN(float ms, drv.elapsed(events[0], events[1]));
+    KILN_ASSIGN_OR_RETURN(float ms, drv.elapsed(events.list[0], events.list[1]));
     *deviceMs = ms;
   }
   if (kernelMs) {
     kernelMs->assign(m.kernels.size(), 0.0);
     for (size_t i = 0; i < m.kernels.size(); ++i) {
-      KILN_ASSIGN_OR_RETURN(float ms, drv.elapsed(events[i], events[i + 1]));
+      KILN_ASSIGN_OR_RETURN(float ms, drv.elapsed(events.list[i], events.list[i + 1]));
       (*kernelMs)[i] = ms;
     }
   }
@@ -453,17 +459,9 @@ Status CudaProgram::runOnDevice(std::span<const runtime::DeviceTensor> inputs,
   RunMemory run(*d);
   KILN_RETURN_IF_ERROR(run.open(m.runBytes));
   Addresses at{m, *d, run.base(), in.data(), out.data()};
-  std::vector<Event> events;
-  struct EventsFree {
-    const Driver& drv;
-    std::vector<Event>& events;
-    ~EventsFree() {
-      for (Event e : events) drv.destroyEvent(e);
-    }
-  } eventsFree{drv, events};
+  RunEvents events{drv, {}};
   auto handOver = [&](Stream from, Stream to) -> Status {
-    KILN_ASSIGN_OR_RETURN(Event e, drv.createEvent());
-    events.push_back(e);
+    KILN_ASSIGN_OR_RETURN(Event e, events.add());
     KILN_RETURN_IF_ERROR(drv.record(e, from));
     return drv.wait(to, e);
   };

@@ -134,13 +134,19 @@ Status describePlan(Conv::Plan& p, const ConvShape& c) {
   return Status::ok();
 }
 
-// The first algorithm of the heuristic's ranking that runs with the math asked for and fits
-// the workspace. f32 (not tf32) stays off tensor cores: cuDNN's default math would use TF32.
-Status pickAlgorithm(cudnnHandle_t h, Conv::Plan& p, const ConvShape& c) {
+// Room for every forward algorithm's result (cuDNN's count).
+StatusOr<std::vector<cudnnConvolutionFwdAlgoPerf_t>> algorithmSlots(cudnnHandle_t h) {
   int count = 0;
   KILN_RETURN_IF_ERROR(
       check(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &count), "the algorithm count"));
-  std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<size_t>(count));
+  return std::vector<cudnnConvolutionFwdAlgoPerf_t>(static_cast<size_t>(count));
+}
+
+// The first algorithm of the heuristic's ranking that runs with the math asked for and fits
+// the workspace. f32 (not tf32) stays off tensor cores: cuDNN's default math would use TF32.
+Status pickAlgorithm(cudnnHandle_t h, Conv::Plan& p, const ConvShape& c) {
+  KILN_ASSIGN_OR_RETURN(std::vector<cudnnConvolutionFwdAlgoPerf_t> perf, algorithmSlots(h));
+  const int count = static_cast<int>(perf.size());
   int found = 0;
   KILN_RETURN_IF_ERROR(check(
       cudnnGetConvolutionForwardAlgorithm_v7(h, p.x, p.w, p.conv, p.y, count, &found, perf.data()),
@@ -191,14 +197,12 @@ Status measureAlgorithm(cudnnHandle_t h, Conv::Plan& p, const ConvShape& c) {
     KILN_RETURN_IF_ERROR(
         check(cudnnSetConvolutionMathType(p.conv, CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION),
               "the math type"));
-    int count = 0;
-    KILN_RETURN_IF_ERROR(
-        check(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &count), "the algorithm count"));
-    std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<size_t>(count));
+    KILN_ASSIGN_OR_RETURN(std::vector<cudnnConvolutionFwdAlgoPerf_t> perf, algorithmSlots(h));
     int found = 0;
-    KILN_RETURN_IF_ERROR(check(
-        cudnnFindConvolutionForwardAlgorithm(h, p.x, p.w, p.conv, p.y, count, &found, perf.data()),
-        "measuring the algorithms of " + c.str()));
+    KILN_RETURN_IF_ERROR(check(cudnnFindConvolutionForwardAlgorithm(h, p.x, p.w, p.conv, p.y,
+                                                                    static_cast<int>(perf.size()),
+                                                                    &found, perf.data()),
+                               "measuring the algorithms of " + c.str()));
     for (int i = 0; i < found && known == measuredAlgorithms().end(); ++i) {
       const cudnnConvolutionFwdAlgoPerf_t& r = perf[static_cast<size_t>(i)];
       if (r.status == CUDNN_STATUS_SUCCESS && r.memory <= size_t(kCallWorkspace))
