@@ -43,30 +43,28 @@ done
 MODELS_DIR="$BUILD_DIR/models"
 all=$("$PYTHON" -c 'import sys; sys.path.insert(0, "tools"); import export_models as m; print(",".join(m.MODELS))' 2>/dev/null)
 step export "$PYTHON" tools/export_models.py "$MODELS_DIR" --models "${KILN_GPU_MODELS:-$all}"
-# f32 against torch at 1e-4, f16 and bf16 at docs/gpu.md's tolerances.
-for dir in "$MODELS_DIR"/*/; do
-  m=$(basename "$dir")
-  for p in f32:1e-4 f16:1e-2 bf16:5e-2; do
-    step "model-$m-${p%%:*}" "$PYTHON" tests/models/check_model.py --kiln "$KILN" \
-      --backend cuda --precision "${p%%:*}" --tolerance "${p##*:}" --model-dir "$dir" \
-      --work-dir "$BUILD_DIR/model-out/$m-${p%%:*}"
+# check_models DIR KIND: every model folder in DIR against torch, f32 at 1e-4, f16 and bf16 at
+# docs/gpu.md's tolerances.
+check_models() {
+  local dir m p
+  for dir in "$1"/*/; do
+    [ -f "$dir/model.onnx" ] || continue
+    m=$(basename "$dir")
+    for p in f32:1e-4 f16:1e-2 bf16:5e-2; do
+      step "$2-$m-${p%%:*}" "$PYTHON" tests/models/check_model.py --kiln "$KILN" \
+        --backend cuda --precision "${p%%:*}" --tolerance "${p##*:}" --model-dir "$dir" \
+        --work-dir "$BUILD_DIR/$2-out/$m-${p%%:*}"
+    done
   done
-done
+}
+check_models "$MODELS_DIR" model
 # The zoo of bench/zoo.py (opt-in: KILN_GPU_ZOO=all or a comma-separated list), at the same
 # tolerances: every output of each model against torch's.
 if [ -n "${KILN_GPU_ZOO:-}" ]; then
   ZOO_DIR="$BUILD_DIR/zoo"
   zoo=${KILN_GPU_ZOO/#all/}
   step zoo-export "$PYTHON" bench/zoo.py "$ZOO_DIR" ${zoo:+--models "$zoo"}
-  for dir in "$ZOO_DIR"/*/; do
-    [ -f "$dir/model.onnx" ] || continue
-    m=$(basename "$dir")
-    for p in f32:1e-4 f16:1e-2 bf16:5e-2; do
-      step "zoo-$m-${p%%:*}" "$PYTHON" tests/models/check_model.py --kiln "$KILN" \
-        --backend cuda --precision "${p%%:*}" --tolerance "${p##*:}" --model-dir "$dir" \
-        --work-dir "$BUILD_DIR/zoo-out/$m-${p%%:*}"
-    done
-  done
+  check_models "$ZOO_DIR" zoo
 fi
 if [ ${#failed[@]} -gt 0 ]; then
   echo "test-gpu: ${#failed[@]} failed: ${failed[*]}"

@@ -201,6 +201,19 @@ std::pair<py::object, py::object> frameworkOf(py::handle obj) {
   return cache[type] = {convert, convert.is_none() ? py::object(py::none()) : mod};
 }
 
+// The tensor of a DLPack capsule, which `in` now owns (released with it).
+const DLTensor& consume(const py::object& capsule, py::handle obj, const InputSlot& param,
+                        size_t index, RunInputs& in) {
+  auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
+  if (!m) {
+    PyErr_Clear();
+    badInput(param, index, "a " + typeName(obj) + " whose __dlpack__() is not a DLPack capsule");
+  }
+  PyCapsule_SetName(capsule.ptr(), "used_dltensor");
+  in.managed.push_back(m);
+  return m->dl_tensor;
+}
+
 void addDLPack(py::handle obj, const InputSlot& param, size_t index, RunInputs& in) {
   py::object capsule;
   try {
@@ -218,14 +231,7 @@ void addDLPack(py::handle obj, const InputSlot& param, size_t index, RunInputs& 
     addNumpy(py::reinterpret_borrow<py::array>(array), param, index, in);
     return;
   }
-  auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
-  if (!m) {
-    PyErr_Clear();
-    badInput(param, index, "a " + typeName(obj) + " whose __dlpack__() is not a DLPack capsule");
-  }
-  PyCapsule_SetName(capsule.ptr(), "used_dltensor");
-  in.managed.push_back(m);
-  const DLTensor& t = m->dl_tensor;
+  const DLTensor& t = consume(capsule, obj, param, index, in);
   std::vector<int64_t> dims(t.shape, t.shape + t.ndim);
   std::optional<DType> dtype = fromDLPack(t.dtype);
   auto what = [&] {
@@ -395,16 +401,8 @@ runtime::DeviceTensor cudaInput(py::handle obj, const InputSlot& param, size_t i
              "a " + typeName(obj) +
                  " that is not in CUDA memory (give every input on the GPU, "
                  "or every input on the host)");
-  py::object capsule = obj.attr("__dlpack__")();
-  auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
-  if (!m) {
-    PyErr_Clear();
-    badInput(param, index, "a " + typeName(obj) + " whose __dlpack__() is not a DLPack capsule");
-  }
-  PyCapsule_SetName(capsule.ptr(), "used_dltensor");
-  keep.managed.push_back(m);
   keep.keep.push_back(py::reinterpret_borrow<py::object>(obj));
-  const DLTensor& t = m->dl_tensor;
+  const DLTensor& t = consume(obj.attr("__dlpack__")(), obj, param, index, keep);
   std::vector<int64_t> dims(t.shape, t.shape + t.ndim);
   std::optional<DType> dtype = fromDLPack(t.dtype);
   auto what = [&] {
