@@ -88,6 +88,12 @@ bool isLibraryEpilogueOp(OpCode op) {
 // shuffles) would grow the kernel exponentially. A 7x7 im2col recomputes its pad 48 times.
 constexpr size_t kMaxRecomputed = 128;
 
+// The most operands of a concatenate computed inside another op's kernel: there each element
+// selects its operand, and the CPU schedule splits a loop at the boundaries into at most this
+// many pieces (kernel/schedule.h, kMaxLoopPieces). A larger one (an unrolled recurrence stacking
+// its 100 steps) is stored by a kernel of its own, one loop nest per operand.
+constexpr size_t kMaxInlinedConcatOperands = 64;
+
 struct Group {
   KernelKind kind = KernelKind::Loop;
   const Node* anchor = nullptr;
@@ -232,6 +238,12 @@ class Planner {
   // reason it cannot otherwise.
   std::string acceptsProducer(int g, const Node* p, const std::vector<const Node*>& users) const {
     const Group& G = groups_[g];
+    if (p->op() == OpCode::Concatenate && p->numOperands() > kMaxInlinedConcatOperands)
+      return opText(p) + " of " + std::to_string(p->numOperands()) +
+             " operands, computed inside this kernel, would select among them at every element "
+             "(a loop splits into at most " +
+             std::to_string(kMaxInlinedConcatOperands) +
+             " pieces): stored, one loop nest per operand";
     switch (G.kind) {
       case KernelKind::Loop: return "";
       case KernelKind::Reduction:

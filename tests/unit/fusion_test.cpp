@@ -316,5 +316,43 @@ TEST(Fusion, ReachabilityMapAndGraphWalkPlanTheSame) {
   EXPECT_EQ(a.kernels.size(), 42u);
 }
 
+// A concatenate that its consumer would compute at an index selects among its operands per
+// element: with a few operands it fuses into the consumer, past 64 (a recurrence stacking its
+// steps) it is stored by a kernel of its own, with the reason.
+std::string stackThenTranspose(int operands) {
+  std::string t = "func @main(%x: f32[1,8]) -> (f32[8," + std::to_string(operands) + "]) {\n";
+  std::string list;
+  for (int i = 0; i < operands; ++i) {
+    t += "  %e" + std::to_string(i) + " = f32[1,8] exp(%x)\n";
+    list += (i ? ", %e" : "%e") + std::to_string(i);
+  }
+  const std::string n = std::to_string(operands);
+  t += "  %c = f32[" + n + ",8] concatenate(" + list + ") {dimension = 0}\n";
+  t += "  %t = f32[8," + n + "] transpose(%c) {permutation = [1, 0]}\n  return %t\n}\n";
+  return t;
+}
+
+TEST(Fusion, ConcatenatesOfManyOperandsAreStored) {
+  for (int operands : {3, 70}) {
+    auto m = parse(stackThenTranspose(operands));
+    ASSERT_TRUE(m);
+    const Function& f = *m->entry();
+    FusionPlan p = planFusion(f);
+    const Decision* d = decision(p, f, "c", "t");
+    ASSERT_TRUE(d);
+    if (operands == 3) {
+      EXPECT_TRUE(d->fused) << d->reason;  // one kernel computes it all
+      EXPECT_EQ(p.kernels.size(), 1u);
+    } else {
+      EXPECT_FALSE(d->fused);
+      EXPECT_NE(d->reason.find("concatenate of 70 operands, computed inside this kernel, would "
+                               "select among them at every element"),
+                std::string::npos)
+          << d->reason;
+      EXPECT_EQ(p.kernels.size(), 2u);  // the concatenate with its operands, then the transpose
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln::fusion
