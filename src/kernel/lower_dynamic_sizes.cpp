@@ -36,22 +36,14 @@ class DynamicSizeLowerer {
  public:
   DynamicSizeLowerer(const Node& n, const std::vector<std::string>& operands,
                      const std::vector<std::string>& results)
-      : n_(n), in_(operands), out_(results) {}
+      : n_(n), in_(operands), out_(results), names_(operands, results) {}
 
   StatusOr<StmtRef> unique();
   StatusOr<StmtRef> nonMaxSuppression();
 
  private:
-  std::string fresh(const char* prefix) { return prefix + std::to_string(vars_++); }
-  std::string local(const char* base) {
-    std::string name = base + std::to_string(vars_++);
-    auto taken = [&](const std::string& s) {
-      return std::find(in_.begin(), in_.end(), s) != in_.end() ||
-             std::find(out_.begin(), out_.end(), s) != out_.end();
-    };
-    while (taken(name)) name += "_";
-    return name;
-  }
+  std::string fresh(const char* prefix) { return names_.fresh(prefix); }
+  std::string local(const char* base) { return names_.local(base); }
   StmtRef loop(const std::string& v, int64_t extent, StmtRef body) {
     return forLoop(v, i64(extent), LoopKind::Serial, std::move(body));
   }
@@ -80,7 +72,7 @@ class DynamicSizeLowerer {
   const Node& n_;
   const std::vector<std::string>& in_;
   const std::vector<std::string>& out_;
-  int vars_ = 0;
+  OpaqueNames names_;
 };
 
 DynamicSizeLowerer::View DynamicSizeLowerer::view() const {

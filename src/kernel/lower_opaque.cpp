@@ -13,6 +13,16 @@
 #include "kernel/schedule.h"
 
 namespace kiln::kernel {
+
+std::string OpaqueNames::local(const char* base) {
+  std::string name = base + std::to_string(vars_++);
+  auto taken = [&](const std::string& s) {
+    return std::find(in_.begin(), in_.end(), s) != in_.end() ||
+           std::find(out_.begin(), out_.end(), s) != out_.end();
+  };
+  while (taken(name)) name += "_";
+  return name;
+}
 namespace {
 
 using Index = std::vector<ExprRef>;
@@ -159,7 +169,7 @@ class OpaqueLowerer {
  public:
   OpaqueLowerer(const Node& n, const std::vector<std::string>& operands,
                 const std::vector<std::string>& results)
-      : n_(n), in_(operands), out_(results) {}
+      : n_(n), in_(operands), out_(results), names_(operands, results) {}
 
   StatusOr<std::optional<StmtRef>> run() {
     if (in_.size() != n_.numOperands() || out_.size() != n_.numResults())
@@ -196,16 +206,8 @@ class OpaqueLowerer {
   DType dtypeOf(const Value* v) const { return v->type().dtype(); }
 
   // Fresh loop variable names, and local scratch names distinct from the kernel's buffers.
-  std::string fresh(const char* prefix) { return prefix + std::to_string(vars_++); }
-  std::string local(const char* base) {
-    std::string name = base + std::to_string(vars_++);
-    auto taken = [&](const std::string& s) {
-      return std::find(in_.begin(), in_.end(), s) != in_.end() ||
-             std::find(out_.begin(), out_.end(), s) != out_.end();
-    };
-    while (taken(name)) name += "_";
-    return name;
-  }
+  std::string fresh(const char* prefix) { return names_.fresh(prefix); }
+  std::string local(const char* base) { return names_.local(base); }
 
   // A loop nest over `shape` with body(index) innermost; dims of extent 1 get no loop (their
   // index is 0). The outermost loop is parallel when `work` (elements times the work of each)
@@ -701,7 +703,7 @@ class OpaqueLowerer {
   const Node& n_;
   const std::vector<std::string>& in_;
   const std::vector<std::string>& out_;
-  int vars_ = 0;
+  OpaqueNames names_;
 };
 
 }  // namespace

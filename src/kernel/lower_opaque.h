@@ -50,4 +50,19 @@ StatusOr<std::optional<StmtRef>> lowerDynamicSizeOp(const Node& n,
                                                     const std::vector<std::string>& operands,
                                                     const std::vector<std::string>& results);
 
+// Fresh names in an opaque kernel's lowering: loop variables ("i3"), and local scratch buffers
+// distinct from the kernel's buffers `in` and `out`.
+class OpaqueNames {
+ public:
+  OpaqueNames(const std::vector<std::string>& in, const std::vector<std::string>& out)
+      : in_(in), out_(out) {}
+  std::string fresh(const char* prefix) { return prefix + std::to_string(vars_++); }
+  std::string local(const char* base);
+
+ private:
+  const std::vector<std::string>& in_;
+  const std::vector<std::string>& out_;
+  int vars_ = 0;
+};
+
 }  // namespace kiln::kernel
