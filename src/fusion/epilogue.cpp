@@ -38,9 +38,10 @@ class ChainPlanner {
     return t.getDouble(0);
   }
 
-  // `other` as the operand of an add or mul: an f32 value read from memory (computed outside
-  // the kernel), directly or through a broadcast in the kernel.
-  std::optional<PostOpStep> binaryOperand(PostOpKind kind, const Value* other, size_t rank) const {
+  // `other` as the operand of an add or mul: a value of one of `types` read from memory
+  // (computed outside the kernel), directly or through a broadcast in the kernel.
+  std::optional<PostOpStep> binaryOperand(PostOpKind kind, const Value* other, size_t rank,
+                                          const std::vector<DType>& types) const {
     PostOpStep p;
     p.kind = kind;
     const Node* n = other->def();
@@ -51,14 +52,16 @@ class ChainPlanner {
     } else {
       for (size_t d = 0; d < rank; ++d) p.operandDims.push_back(static_cast<int64_t>(d));
     }
-    if (member(n) || other->type().dtype() != DType::F32) return std::nullopt;
+    if (member(n) || std::find(types.begin(), types.end(), other->type().dtype()) == types.end())
+      return std::nullopt;
     if (other->type().rank() != static_cast<int64_t>(p.operandDims.size())) return std::nullopt;
     p.operand = other;
     return p;
   }
 
   // The post-op that `u` (the only user of `cur`) applies to `cur`, or none.
-  std::optional<PostOpStep> stepFor(const Node* u, const Value* cur) const {
+  std::optional<PostOpStep> stepFor(const Node* u, const Value* cur,
+                                    const std::vector<DType>& types) const {
     constexpr double kInf = std::numeric_limits<double>::infinity();
     auto step = [](PostOpKind kind, double lo = 0, double hi = 0) {
       PostOpStep p;
@@ -81,7 +84,7 @@ class ChainPlanner {
                                         : step(PostOpKind::Clamp, -kInf, *c);
         }
         return binaryOperand(u->op() == OpCode::Add ? PostOpKind::Add : PostOpKind::Mul, other,
-                             static_cast<size_t>(cur->type().rank()));
+                             static_cast<size_t>(cur->type().rank()), types);
       }
       case OpCode::Clamp: {
         if (u->operand(1) != cur) return std::nullopt;
@@ -110,7 +113,9 @@ class ChainPlanner {
     }
     if (a->numResults() != 1 || !listed(policy.anchors, a->op()) ||
         !listed(policy.types, cur->type().dtype())) {
-      chain.stop = "only f32 convolutions and matrix products take post-ops";
+      std::string types;
+      for (DType t : policy.types) types += (types.empty() ? "" : "/") + std::string(dtypeName(t));
+      chain.stop = "only " + types + " convolutions and matrix products take post-ops";
       return chain;
     }
     std::vector<PostOpStep>& ops = chain.steps;
@@ -127,7 +132,7 @@ class ChainPlanner {
       if (!member(u)) break;
       std::optional<PostOpStep> p;
       if (u->numResults() == 1 && listed(policy.types, u->result(0)->type().dtype()))
-        p = stepFor(u, cur);
+        p = stepFor(u, cur, policy.types);
       if (!p) {
         chain.stop = std::string(opName(u->op())) + " (" + name_(u->result(0)) +
                      ") is not a post-op (add or mul of an input, max/min/clamp by a constant, " +

@@ -32,18 +32,21 @@ ExprRef applyPostOp(const PostOp& p, ExprRef x, const std::vector<ExprRef>& idx,
   return x;
 }
 
-StatusOr<PostOpLoops> postOpsAsLoops(const Kernel& k, const Stmt& call) {
-  size_t operands = 0;
-  for (const PostOp& p : call.postOps) operands += !p.operand.empty();
-  if (call.kind != Stmt::Kind::Call || call.args.size() <= operands)
+StatusOr<PostOpLoops> postOpsAsLoops(const Kernel& k, const Stmt& call, size_t keep) {
+  size_t operands = 0, kept = 0;
+  for (size_t i = 0; i < call.postOps.size(); ++i) {
+    operands += !call.postOps[i].operand.empty();
+    if (i < keep) kept += !call.postOps[i].operand.empty();
+  }
+  if (call.kind != Stmt::Kind::Call || call.args.size() <= operands || keep > call.postOps.size())
     return Status::error("kernel " + k.name + ": post-ops of a statement that is no call");
   auto bare = std::make_shared<Stmt>(call);
-  bare->postOps.clear();
-  bare->args.resize(call.args.size() - operands);
-  const Buffer* result = k.find(bare->args.back());
-  if (!result || result->type != DType::F32)
+  bare->postOps.resize(keep);
+  bare->args.resize(call.args.size() - operands + kept);
+  const Buffer* result = k.find(call.args[call.args.size() - operands - 1]);
+  if (!result || !isFloat(result->type))
     return Status::error("kernel " + k.name + ": call " + call.callee +
-                         " has post-ops but no f32 result buffer");
+                         " has post-ops but no float result buffer");
   FreshNames names(k);
   std::vector<std::string> vars;
   std::vector<ExprRef> idx;
@@ -52,15 +55,17 @@ StatusOr<PostOpLoops> postOpsAsLoops(const Kernel& k, const Stmt& call) {
     idx.push_back(extent == 1 ? intConst(0) : var(vars.back()));
   }
   ExprRef flat = flatIndex(idx, result->shape);
-  ExprRef x = load(result->name, DType::F32, flat);
-  for (const PostOp& p : call.postOps) {
+  const DType compute = DType::F32;  // f16 and bf16 results too: post-ops compute in f32
+  ExprRef x = cast(load(result->name, result->type, flat), compute);
+  for (size_t i = keep; i < call.postOps.size(); ++i) {
+    const PostOp& p = call.postOps[i];
     const Buffer* operand = p.operand.empty() ? nullptr : k.find(p.operand);
     if (!p.operand.empty() && !operand)
       return Status::error("kernel " + k.name + ": post-op operand %" + p.operand + " of call " +
                            call.callee + " is no buffer of the kernel");
     x = applyPostOp(p, x, idx, operand ? operand->type : DType::F32);
   }
-  StmtRef loops = store(result->name, flat, x);
+  StmtRef loops = store(result->name, flat, cast(x, result->type));
   for (size_t d = vars.size(); d-- > 0;)
     if (!vars[d].empty())
       loops = forLoop(vars[d], intConst(result->shape[d]), LoopKind::Serial, loops);

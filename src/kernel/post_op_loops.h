@@ -12,7 +12,7 @@
 namespace kiln::kernel {
 
 struct PostOpLoops {
-  StmtRef call;   // the call without post-ops (and without their operand arguments)
+  StmtRef call;   // the call with its first `keep` post-ops (and their operand arguments)
   StmtRef loops;  // serial loops over the call's result applying the post-ops
 };
 
@@ -21,8 +21,9 @@ struct PostOpLoops {
 // what each post-op computes, which postOpsAsLoops and expandCalls (expand_calls.h) share.
 ExprRef applyPostOp(const PostOp& p, ExprRef x, const std::vector<ExprRef>& idx, DType operandType);
 
-// The pieces for `call` (a Call with post-ops) of kernel `k`; an error when the call's result
-// buffer is not an f32 buffer of `k`.
-StatusOr<PostOpLoops> postOpsAsLoops(const Kernel& k, const Stmt& call);
+// The pieces for `call` (a Call with post-ops) of kernel `k`: the call keeps its first `keep`
+// post-ops (those its library applies), the loops apply the others in f32 (a result of f16 or
+// bf16 is converted both ways). An error when the call's result is no float buffer of `k`.
+StatusOr<PostOpLoops> postOpsAsLoops(const Kernel& k, const Stmt& call, size_t keep = 0);
 
 }  // namespace kiln::kernel

@@ -148,6 +148,8 @@ class Executable {
   // The machine the code is for, for people ("znver5 (+avx512f ...)").
   std::string hostCpu() const;
   const Target& target() const;
+  // The device's ceilings for `kiln bench --roofline` (Program::measureDevice).
+  StatusOr<std::optional<DeviceCeilings>> measureDevice(int repeat) const;
   // The options its code was compiled with (an artifact's own, with the caller's run options).
   const CompileOptions& compileOptions() const;
   // How many distinct kernels were compiled (kernels identical up to names share code).

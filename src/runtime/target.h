@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -107,6 +108,12 @@ struct DeviceTensor {
   TensorType type;
 };
 
+// What `kiln bench --roofline` compares a device's kernels with, measured now on the device.
+struct DeviceCeilings {
+  double copyGBs = 0;           // a device-to-device copy (bytes read + written), best of 5
+  std::vector<double> aloneMs;  // per kernel: its library calls run alone (-1: it has none)
+};
+
 class Program {
  public:
   virtual ~Program() = default;
@@ -150,6 +157,11 @@ class Program {
   virtual void setBuffers(BufferPlan buffers) = 0;
   // The alignment of its arena's buffers (bytes): what its kernels and libraries assume.
   virtual int64_t bufferAlignment() const { return kBufferAlignment; }
+  // Its device's ceilings, measured now; nullopt for a target that runs on the host.
+  virtual StatusOr<std::optional<DeviceCeilings>> measureDevice(int repeat) const {
+    (void)repeat;
+    return std::optional<DeviceCeilings>();
+  }
 };
 
 // Outputs of f's types for a run to write: `outputs` as they are when they fit and no one else

@@ -399,20 +399,23 @@ std::vector<Tensor> convInputs() {
   return in;
 }
 
-void expectConvolutionsOnCudnn(const char* precision, double tolerance) {
-  auto reference = parseModule(kConvs, "convs.kir");
+// `text` compiled for cuda in `precision` runs its library calls as `calls` says and matches the
+// interpreter within `tolerance` of each output's largest magnitude, eager, captured and replayed.
+void expectOnLibraries(const char* text, const std::vector<Tensor>& inputs, const char* precision,
+                       double tolerance, const std::string& calls) {
+  auto reference = parseModule(text, "libraries.kir");
   ASSERT_TRUE(reference.isOk()) << reference.status().str();
-  auto want = interpret(*(*reference)->entry(), convInputs());
+  auto want = interpret(*(*reference)->entry(), inputs);
   ASSERT_TRUE(want.isOk()) << want.status().str();
-  auto module = parseModule(kConvs, "convs.kir");
+  auto module = parseModule(text, "libraries.kir");
   runtime::CompileOptions o;
   o.backend = "cuda";
   o.precision = precision;
   auto exe = runtime::Executable::compile(std::move(*module), o);
   ASSERT_TRUE(exe.isOk()) << exe.status().str();
-  EXPECT_EQ((*exe)->libraryCalls(), "2 cuDNN convolution");
+  EXPECT_EQ((*exe)->libraryCalls(), calls);
   for (int run = 0; run < 3; ++run) {  // eager, captured into a CUDA graph, replayed
-    auto got = (*exe)->run(convInputs());
+    auto got = (*exe)->run(inputs);
     ASSERT_TRUE(got.isOk()) << got.status().str();
     ASSERT_EQ(got->size(), want->size());
     for (size_t o = 0; o < got->size(); ++o) {
@@ -424,6 +427,10 @@ void expectConvolutionsOnCudnn(const char* precision, double tolerance) {
       EXPECT_LE(worst, tolerance * scale) << "run " << run << ", output " << o;
     }
   }
+}
+
+void expectConvolutionsOnCudnn(const char* precision, double tolerance) {
+  expectOnLibraries(kConvs, convInputs(), precision, tolerance, "2 cuDNN convolution");
 }
 
 TEST(CudaDevice, ConvolutionsOnCudnnF32) {
@@ -441,6 +448,53 @@ TEST(CudaDevice, ConvolutionsOnCudnnF16) {
 TEST(CudaDevice, ConvolutionsOnCudnnBf16) {
   KILN_REQUIRE_GPU();
   expectConvolutionsOnCudnn("bf16", 5e-2);
+}
+
+// cuBLASLt's epilogues (gemm.h): bias, a residual read as C and relu on one product; bias and
+// tanh gelu on a second; on a batched product a bias shared by the batch, then an erf gelu
+// that cuBLASLt does not take, which runs as a loop nest after the call.
+constexpr const char* kProducts =
+    R"(func @main(%x: f32[2,24,32], %w: f32[32,48], %b: f32[48], %r: f32[2,24,48], %w2: f32[48,40], %b2: f32[40], %c: f32[24]) -> (f32[2,24,48], f32[2,24,40], f32[2,24,24]) {
+  %m = f32[2,24,48] dot_general(%x, %w) {lhs_contracting = [2], rhs_contracting = [0]}
+  %bb = f32[2,24,48] broadcast_in_dim(%b) {dims = [2]}
+  %a = f32[2,24,48] add(%m, %bb)
+  %s = f32[2,24,48] add(%a, %r)
+  %zero = f32[] constant() {value = [0.0]}
+  %zb = f32[2,24,48] broadcast_in_dim(%zero) {dims = []}
+  %y = f32[2,24,48] max(%s, %zb)
+  %m2 = f32[2,24,40] dot_general(%y, %w2) {lhs_contracting = [2], rhs_contracting = [0]}
+  %bb2 = f32[2,24,40] broadcast_in_dim(%b2) {dims = [2]}
+  %a2 = f32[2,24,40] add(%m2, %bb2)
+  %g = f32[2,24,40] gelu(%a2) {approximate = tanh}
+  %p = f32[2,24,24] dot_general(%x, %x) {lhs_batch = [0], rhs_batch = [0], lhs_contracting = [2], rhs_contracting = [2]}
+  %cb = f32[2,24,24] broadcast_in_dim(%c) {dims = [2]}
+  %pc = f32[2,24,24] add(%p, %cb)
+  %e = f32[2,24,24] gelu(%pc)
+  return %y, %g, %e
+})";
+
+std::vector<Tensor> productInputs() {
+  std::vector<Tensor> in = {Tensor(DType::F32, {2, 24, 32}), Tensor(DType::F32, {32, 48}),
+                            Tensor(DType::F32, {48}),        Tensor(DType::F32, {2, 24, 48}),
+                            Tensor(DType::F32, {48, 40}),    Tensor(DType::F32, {40}),
+                            Tensor(DType::F32, {24})};
+  for (size_t t = 0; t < in.size(); ++t)
+    for (int64_t i = 0; i < in[t].numElements(); ++i)
+      in[t].setDouble(i, 0.5 * std::sin(0.37 * double(i) + double(t)));
+  return in;
+}
+
+TEST(CudaDevice, ProductEpiloguesOnCublasLtF32) {
+  KILN_REQUIRE_GPU();
+  expectOnLibraries(kProducts, productInputs(), "f32", 1e-5, "3 cuBLASLt dot_general");
+}
+TEST(CudaDevice, ProductEpiloguesOnCublasLtF16) {
+  KILN_REQUIRE_GPU();
+  expectOnLibraries(kProducts, productInputs(), "f16", 1e-2, "3 cuBLASLt dot_general");
+}
+TEST(CudaDevice, ProductEpiloguesOnCublasLtBf16) {
+  KILN_REQUIRE_GPU();
+  expectOnLibraries(kProducts, productInputs(), "bf16", 5e-2, "3 cuBLASLt dot_general");
 }
 
 // A run whose memory does not fit on the device (a 256 GiB intermediate) fails with an error

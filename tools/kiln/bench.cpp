@@ -31,9 +31,10 @@ Options:
   --repeat N             timed runs (default 20)
   --warmup N             untimed runs first (default 3)
   --json                 print one JSON object instead of text
-  --roofline             also measure this machine's copy bandwidth and f32 matmul rate now,
-                         time every kernel, and print how close the memory-bound and the
-                         contraction kernels come to them (cpu backend)
+  --roofline             also measure the machine's copy bandwidth and matmul rate now (the
+                         host's for cpu, the GPU's for cuda), time every kernel, and print
+                         how close the memory-bound and the contraction kernels come to
+                         them; on cuda also each library call against the call alone
   --kernel-times         also time every kernel (each between events or clock reads, so
                          without CUDA graphs) and print the slowest 15 with their share
   -O0                    without the graph optimisation pipeline
@@ -254,10 +255,10 @@ Status bench(const BenchOptions& b) {
     KILN_ASSIGN_OR_RETURN(kernelText, kernelTimes(*exe, values, outputs, b.repeat));
   }
   if (b.roofline) {
-    if (!exe || o.backend != "cpu") return Status::error("--roofline needs the cpu backend");
+    if (!exe) return Status::error("--roofline needs a compiled backend (cpu, cuda)");
     std::vector<std::vector<double>> kernelMs(static_cast<size_t>(b.repeat));
     for (auto& run : kernelMs) KILN_RETURN_IF_ERROR(exe->runInto(values, outputs, &run));
-    KILN_ASSIGN_OR_RETURN(Ceilings c, measureCeilings(threads));
+    KILN_ASSIGN_OR_RETURN(Ceilings c, measureCeilings(*exe, compileOptions(o, {}, "")));
     roofline = rooflineReport(*exe, kernelMs, c, b.json);
   }
   double median = medianOf(ms);

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "ir/text/text.h"
@@ -41,28 +42,48 @@ double copyBandwidth(int threads) {
   return 2.0 * static_cast<double>(bytes) / (best * 1e6);  // read + write
 }
 
-// Best time in ms of `exe` on zero-filled inputs (one warm-up run first).
-StatusOr<double> bestRun(const runtime::Executable& exe, int reps) {
+// The best time in ms, over `reps` runs on zero-filled inputs after a warm-up run, of the
+// kernels of `exe` of kind `only` (all with nullopt), by each kernel's clock (a device's events
+// on a GPU: the copies in and out are not counted); `bytes`: what those kernels move.
+StatusOr<double> bestKernels(const runtime::Executable& exe, int reps,
+                             std::optional<fusion::KernelKind> only, double* bytes) {
   std::vector<Tensor> inputs;
   const Function& f = exe.function();
   for (size_t i = 0; i < f.numParameters(); ++i)
     inputs.emplace_back(f.parameter(i)->type().dtype(), f.parameter(i)->type().staticDims());
   std::vector<Tensor> outputs;
   KILN_RETURN_IF_ERROR(exe.runInto(inputs, outputs));
+  const auto& kernels = exe.plan().kernels;
+  auto counted = [&](size_t k) {
+    return k < kernels.size() && (!only || kernels[k].kind == *only);
+  };
+  if (bytes) {
+    *bytes = 0;
+    for (size_t k = 0; k < kernels.size(); ++k)
+      if (counted(k)) *bytes += static_cast<double>(kernels[k].bytesRead + kernels[k].bytesWritten);
+  }
   double best = 1e30;
   for (int r = 0; r < reps; ++r) {
-    auto start = Clock::now();
-    KILN_RETURN_IF_ERROR(exe.runInto(inputs, outputs));
-    best = std::min(best, msSince(start));
+    std::vector<double> ms;
+    KILN_RETURN_IF_ERROR(exe.runInto(inputs, outputs, &ms));
+    double sum = 0;
+    for (size_t k = 0; k < ms.size(); ++k)
+      if (counted(k)) sum += ms[k];
+    best = std::min(best, sum);
   }
   return best;
 }
 
-StatusOr<std::unique_ptr<runtime::Executable>> compileText(const std::string& text, int threads) {
+StatusOr<std::unique_ptr<runtime::Executable>> compileText(const std::string& text,
+                                                           const runtime::CompileOptions& o) {
   KILN_ASSIGN_OR_RETURN(auto module, parseModule(text, "roofline.kir"));
-  runtime::CompileOptions o;
-  o.threads = threads;
   return runtime::Executable::compile(std::move(module), o);
+}
+
+std::string square(int64_t n) {
+  const std::string d = std::to_string(n);
+  return "%a: f32[" + d + "," + d + "], %b: f32[" + d + "," + d + "]) -> (f32[" + d + "," + d +
+         "]) {\n  %c = f32[" + d + "," + d + "] dot_general(%a, %b)";
 }
 
 const char* kindGroup(fusion::KernelKind k) {
@@ -76,18 +97,32 @@ const char* kindGroup(fusion::KernelKind k) {
 
 }  // namespace
 
-StatusOr<Ceilings> measureCeilings(int threads) {
+StatusOr<Ceilings> measureCeilings(const runtime::Executable& exe, runtime::CompileOptions base) {
+  base.cacheDir.clear();
+  base.sourceKey.clear();
+  base.dims = {};
   Ceilings c;
-  c.threads = threads;
-  c.copyGBs = copyBandwidth(threads);
-  KILN_ASSIGN_OR_RETURN(auto mm, compileText(R"(
-func @main(%a: f32[2048,2048], %b: f32[2048,2048]) -> (f32[2048,2048]) {
-  %c = f32[2048,2048] dot_general(%a, %b) {lhs_contracting = [1], rhs_contracting = [0]}
+  KILN_ASSIGN_OR_RETURN(std::optional<runtime::DeviceCeilings> device, exe.measureDevice(20));
+  const int threads = exe.threads();
+  // A device's product must be large enough to fill it.
+  const int64_t n = device ? 8192 : 2048;
+  if (device) {
+    c.where = base.backend;
+    c.copyGBs = device->copyGBs;
+    c.aloneMs = std::move(device->aloneMs);
+  } else {
+    c.where = std::to_string(threads) + (threads == 1 ? " thread" : " threads");
+    c.copyGBs = copyBandwidth(threads);
+  }
+  KILN_ASSIGN_OR_RETURN(auto mm, compileText("func @main(" + square(n) +
+                                                 R"( {lhs_contracting = [1], rhs_contracting = [0]}
   return %c
 })",
-                                             threads));
-  KILN_ASSIGN_OR_RETURN(double mmMs, bestRun(*mm, 3));
-  c.matmulGFs = 2.0 * 2048.0 * 2048.0 * 2048.0 / (mmMs * 1e6);
+                                             base));
+  KILN_ASSIGN_OR_RETURN(double mmMs, bestKernels(*mm, 3, fusion::KernelKind::Contraction, nullptr));
+  const double nd = static_cast<double>(n);
+  c.matmulGFs = 2.0 * nd * nd * nd / (mmMs * 1e6);
+  c.matmul = base.precision + " " + std::to_string(n) + "^3";
   KILN_ASSIGN_OR_RETURN(auto fused, compileText(R"(
 func @main(%x: f32[67108864], %w: f32[67108864], %b: f32[67108864], %r: f32[67108864]) -> (f32[67108864]) {
   %m = f32[67108864] mul(%x, %w)
@@ -96,19 +131,24 @@ func @main(%x: f32[67108864], %w: f32[67108864], %b: f32[67108864], %r: f32[6710
   %o = f32[67108864] add(%g, %r)
   return %o
 })",
-                                                threads));
-  KILN_ASSIGN_OR_RETURN(double fusedMs, bestRun(*fused, 3));
-  c.fusedGBs = 5.0 * 4.0 * 67108864.0 / (fusedMs * 1e6);
+                                                base));
+  double bytes = 0;
+  KILN_ASSIGN_OR_RETURN(double fusedMs, bestKernels(*fused, 3, std::nullopt, &bytes));
+  c.fusedGBs = bytes / (fusedMs * 1e6);
   return c;
 }
 
-std::string rooflineReport(const runtime::Executable& exe,
-                           const std::vector<std::vector<double>>& kernelMs, const Ceilings& c,
-                           bool json) {
-  const auto& kernels = exe.plan().kernels;
-  // Each kernel's median over the runs.
-  std::vector<double> med(kernels.size(), 0);
-  for (size_t k = 0; k < kernels.size(); ++k) {
+namespace {
+
+struct Group {
+  int kernels = 0;
+  double bytes = 0, flops = 0, ms = 0;
+};
+
+// Each kernel's median over the runs.
+std::vector<double> medians(size_t kernels, const std::vector<std::vector<double>>& kernelMs) {
+  std::vector<double> med(kernels, 0);
+  for (size_t k = 0; k < kernels; ++k) {
     std::vector<double> t;
     for (const auto& run : kernelMs)
       if (k < run.size()) t.push_back(run[k]);
@@ -116,10 +156,89 @@ std::string rooflineReport(const runtime::Executable& exe,
     std::sort(t.begin(), t.end());
     med[k] = t[t.size() / 2];
   }
-  struct Group {
-    int kernels = 0;
-    double bytes = 0, flops = 0, ms = 0;
+  return med;
+}
+
+std::string sprint(const char* fmt, auto... args) {
+  char buf[1024];
+  std::snprintf(buf, sizeof buf, fmt, args...);
+  return buf;
+}
+
+// The kernels with library calls against those calls made alone (Ceilings::aloneMs): totals,
+// then the kernels furthest from their calls alone, at most 8.
+std::string aloneLines(const std::vector<fusion::Kernel>& kernels, const std::vector<double>& med,
+                       const Ceilings& c, bool json) {
+  double kiln = 0, alone = 0;
+  int count = 0;
+  std::vector<size_t> order;
+  for (size_t k = 0; k < kernels.size() && k < c.aloneMs.size(); ++k) {
+    if (c.aloneMs[k] <= 0) continue;
+    ++count;
+    kiln += med[k];
+    alone += c.aloneMs[k];
+    order.push_back(k);
+  }
+  if (json)
+    return sprint(", \"library_alone\": {\"count\": %d, \"kiln_ms\": %.4f, \"alone_ms\": %.4f}",
+                  count, kiln, alone);
+  if (!count) return "";
+  std::string out = sprint("  kernels with library calls: %d, %.3f ms; the calls alone (same "
+                           "shapes, no epilogue): %.3f ms; Kiln / alone %.3f\n",
+                           count, kiln, alone, kiln / alone);
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return med[a] / c.aloneMs[a] > med[b] / c.aloneMs[b]; });
+  out += "  furthest from their calls alone (median ms; alone ms; ratio):\n";
+  for (size_t i = 0; i < order.size() && i < 8; ++i) {
+    const fusion::Kernel& k = kernels[order[i]];
+    out += sprint("    k%-3d %-12s %8.3f ms  %8.3f ms  %5.2f  %s\n", k.id,
+                  std::string(fusion::kernelKindName(k.kind)).c_str(), med[order[i]],
+                  c.aloneMs[order[i]], med[order[i]] / c.aloneMs[order[i]],
+                  std::string(opName(k.anchor->op())).c_str());
+  }
+  return out;
+}
+
+// The slowest kernels overall, then the slowest memory-bound ones (whose share of the copy
+// bandwidth says which loop nests to look at), each at most 8.
+std::string slowestLines(const std::vector<fusion::Kernel>& kernels, const std::vector<double>& med,
+                         const Ceilings& c) {
+  std::vector<size_t> order(kernels.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return med[a] > med[b]; });
+  std::vector<size_t> slowest, slowestMemory;
+  for (size_t k : order) {
+    if (slowest.size() < 8) slowest.push_back(k);
+    if (slowestMemory.size() < 8 && std::string(kindGroup(kernels[k].kind)) == "memory")
+      slowestMemory.push_back(k);
+  }
+  auto line = [&](size_t index) {
+    const auto& k = kernels[index];
+    double ms = med[index];
+    bool compute = k.kind == fusion::KernelKind::Contraction;
+    double rate =
+        ms > 0 ? (compute ? k.flops : double(k.bytesRead + k.bytesWritten)) / (ms * 1e6) : 0;
+    return sprint("    k%-3d %-12s %8.3f ms  %7.1f %s  %3.0f%%  %s\n", k.id,
+                  std::string(fusion::kernelKindName(k.kind)).c_str(), ms, rate,
+                  compute ? "GFLOP/s" : "GB/s", 100 * rate / (compute ? c.matmulGFs : c.copyGBs),
+                  std::string(opName(k.anchor->op())).c_str());
   };
+  std::string out = "  slowest kernels (median ms; rate; share of its ceiling):\n";
+  for (size_t k : slowest) out += line(k);
+  if (!slowestMemory.empty()) {
+    out += "  slowest memory-bound kernels:\n";
+    for (size_t k : slowestMemory) out += line(k);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string rooflineReport(const runtime::Executable& exe,
+                           const std::vector<std::vector<double>>& kernelMs, const Ceilings& c,
+                           bool json) {
+  const auto& kernels = exe.plan().kernels;
+  const std::vector<double> med = medians(kernels.size(), kernelMs);
   std::map<std::string, Group> groups;
   for (size_t k = 0; k < kernels.size(); ++k) {
     Group& g = groups[kindGroup(kernels[k].kind)];
@@ -133,74 +252,30 @@ std::string rooflineReport(const runtime::Executable& exe,
   const Group& oth = groups["other"];
   double memGBs = mem.ms > 0 ? mem.bytes / (mem.ms * 1e6) : 0;
   double cmpGFs = cmp.ms > 0 ? cmp.flops / (cmp.ms * 1e6) : 0;
-  char buf[1024];
-  if (json) {
-    std::snprintf(buf, sizeof buf,
-                  "{\"threads\": %d, \"copy_gbs\": %.2f, \"matmul_gflops\": %.2f, "
+  if (json)
+    return sprint("{\"threads\": %d, \"where\": \"%s\", \"copy_gbs\": %.2f, "
+                  "\"matmul\": \"%s\", \"matmul_gflops\": %.2f, "
                   "\"fused_gelu_gbs\": %.2f, \"memory_kernels\": {\"count\": %d, \"bytes\": %.0f, "
                   "\"ms\": %.4f, \"gbs\": %.2f}, \"contraction_kernels\": {\"count\": %d, "
                   "\"flops\": %.0f, \"ms\": %.4f, \"gflops\": %.2f}, \"other_kernels\": "
-                  "{\"count\": %d, \"ms\": %.4f}}",
-                  c.threads, c.copyGBs, c.matmulGFs, c.fusedGBs, mem.kernels, mem.bytes, mem.ms,
-                  memGBs, cmp.kernels, cmp.flops, cmp.ms, cmpGFs, oth.kernels, oth.ms);
-    return buf;
-  }
-  std::string out;
-  std::snprintf(buf, sizeof buf,
-                "roofline (%d thread%s, measured now): copy %.1f GB/s; f32 matmul 2048^3 %.1f "
-                "GFLOP/s\n",
-                c.threads, c.threads == 1 ? "" : "s", c.copyGBs, c.matmulGFs);
-  out += buf;
-  std::snprintf(buf, sizeof buf,
-                "  gelu(x*w+b)+r over 64M f32, one kernel: %.1f GB/s = %.0f%% of copy\n",
+                  "{\"count\": %d, \"ms\": %.4f}%s}",
+                  exe.threads(), c.where.c_str(), c.copyGBs, c.matmul.c_str(), c.matmulGFs,
+                  c.fusedGBs, mem.kernels, mem.bytes, mem.ms, memGBs, cmp.kernels, cmp.flops,
+                  cmp.ms, cmpGFs, oth.kernels, oth.ms, aloneLines(kernels, med, c, true).c_str());
+  std::string out = sprint("roofline (%s, measured now): copy %.1f GB/s; matmul %s %.1f GFLOP/s\n",
+                           c.where.c_str(), c.copyGBs, c.matmul.c_str(), c.matmulGFs);
+  out += sprint("  gelu(x*w+b)+r over 64M elements, one kernel: %.1f GB/s = %.0f%% of copy\n",
                 c.fusedGBs, 100 * c.fusedGBs / c.copyGBs);
-  out += buf;
-  std::snprintf(buf, sizeof buf,
-                "  memory-bound kernels (loop, reduction): %d, %.2f MiB in %.3f ms: %.1f GB/s = "
+  out += sprint("  memory-bound kernels (loop, reduction): %d, %.2f MiB in %.3f ms: %.1f GB/s = "
                 "%.0f%% of copy\n",
                 mem.kernels, mem.bytes / (1 << 20), mem.ms, memGBs, 100 * memGBs / c.copyGBs);
-  out += buf;
-  std::snprintf(buf, sizeof buf,
-                "  contraction kernels: %d, %.3f GFLOP in %.3f ms: %.1f GFLOP/s = %.0f%% of "
+  out += sprint("  contraction kernels: %d, %.3f GFLOP in %.3f ms: %.1f GFLOP/s = %.0f%% of "
                 "matmul\n",
                 cmp.kernels, cmp.flops / 1e9, cmp.ms, cmpGFs, 100 * cmpGFs / c.matmulGFs);
-  out += buf;
-  if (oth.kernels) {
-    std::snprintf(buf, sizeof buf, "  other kernels (attention, opaque): %d, %.3f ms\n",
-                  oth.kernels, oth.ms);
-    out += buf;
-  }
-  // The kernels that take the most time.
-  std::vector<size_t> order(kernels.size());
-  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return med[a] > med[b]; });
-  // The slowest kernels overall, then the slowest memory-bound ones (whose share of the copy
-  // bandwidth says which loop nests to look at), each at most 8.
-  std::vector<size_t> slowest, slowestMemory;
-  for (size_t k : order) {
-    if (slowest.size() < 8) slowest.push_back(k);
-    if (slowestMemory.size() < 8 && std::string(kindGroup(kernels[k].kind)) == "memory")
-      slowestMemory.push_back(k);
-  }
-  auto line = [&](size_t index) {
-    const auto& k = kernels[index];
-    double ms = med[index];
-    bool compute = k.kind == fusion::KernelKind::Contraction;
-    double rate =
-        ms > 0 ? (compute ? k.flops : double(k.bytesRead + k.bytesWritten)) / (ms * 1e6) : 0;
-    std::snprintf(buf, sizeof buf, "    k%-3d %-12s %8.3f ms  %7.1f %s  %3.0f%%  %s\n", k.id,
-                  std::string(fusion::kernelKindName(k.kind)).c_str(), ms, rate,
-                  compute ? "GFLOP/s" : "GB/s", 100 * rate / (compute ? c.matmulGFs : c.copyGBs),
-                  std::string(opName(k.anchor->op())).c_str());
-    out += buf;
-  };
-  out += "  slowest kernels (median ms; rate; share of its ceiling):\n";
-  for (size_t k : slowest) line(k);
-  if (!slowestMemory.empty()) {
-    out += "  slowest memory-bound kernels:\n";
-    for (size_t k : slowestMemory) line(k);
-  }
-  return out;
+  if (oth.kernels)
+    out += sprint("  other kernels (attention, opaque): %d, %.3f ms\n", oth.kernels, oth.ms);
+  out += aloneLines(kernels, med, c, false);
+  return out + slowestLines(kernels, med, c);
 }
 
 }  // namespace kiln::cli

@@ -1,6 +1,7 @@
 // `kiln bench --roofline`: the machine's ceilings measured in the same run (copy bandwidth, the
-// f32 matrix-product rate of the library, and a fused memory-bound Kiln kernel against the copy
-// bandwidth), and how close each class of the program's kernels comes to them.
+// matrix-product rate of the library, and a fused memory-bound Kiln kernel against the copy
+// bandwidth), and how close each class of the program's kernels comes to them; on a device,
+// also each library call against the same call made alone.
 #pragma once
 
 #include <string>
@@ -12,13 +13,19 @@
 namespace kiln::cli {
 
 struct Ceilings {
-  int threads = 1;
-  double copyGBs = 0;    // memcpy of 256 MiB, split over `threads` threads, best of 5
-  double matmulGFs = 0;  // a 2048^3 f32 dot_general through Kiln (oneDNN), best of 3
-  double fusedGBs = 0;   // gelu(x*w+b)+r over 64M f32 elements as one Kiln kernel, best of 3
+  std::string where;     // "1 thread", or the device: "cuda"
+  double copyGBs = 0;    // host: memcpy of 256 MiB over the threads; device: its own copy
+  std::string matmul;    // "f32 2048^3"
+  double matmulGFs = 0;  // that dot_general through Kiln (oneDNN, cuBLASLt), best of 3
+  double fusedGBs = 0;   // gelu(x*w+b)+r over 64M elements as one Kiln kernel, best of 3
+  // Device targets: per kernel of the program, its library calls timed alone (-1: none).
+  std::vector<double> aloneMs;
 };
 
-StatusOr<Ceilings> measureCeilings(int threads);
+// The ceilings of the machine `exe` runs on, measured now: the host's for a target that runs
+// there, the device's otherwise; the product and the fused kernel are compiled with `base`
+// (the same target, precision and threads).
+StatusOr<Ceilings> measureCeilings(const runtime::Executable& exe, runtime::CompileOptions base);
 
 // kernelMs: per run, each kernel's time (Executable::run's kernelMs). Text lines, or a JSON
 // object when `json`.

@@ -34,6 +34,7 @@ cudaDataType_t dataType(DType t) {
 
 struct Gemm::Plan {
   cublasLtMatmulDesc_t desc = nullptr;
+  std::mutex bias;  // the desc holds the bias pointer from a run's setting to its enqueue
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulHeuristicResult_t algo = {};
   ~Plan() {
@@ -62,6 +63,30 @@ Status layout(cublasLtMatrixLayout_t* l, DType t, int64_t rows, int64_t cols, in
                "batch stride");
 }
 
+cublasLtEpilogue_t epilogueOf(const GemmEpilogue& e) {
+  const bool bias = e.bias >= 0;
+  switch (e.act) {
+    case GemmEpilogue::Act::Relu:
+      return bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    case GemmEpilogue::Act::GeluTanh:
+      return bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+    case GemmEpilogue::Act::None: break;
+  }
+  return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+Status describeEpilogue(Gemm::Plan& p, const GemmEpilogue& e) {
+  const uint32_t epilogue = epilogueOf(e);
+  KILN_RETURN_IF_ERROR(check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                            &epilogue, sizeof epilogue),
+                             "epilogue"));
+  if (e.bias < 0) return Status::ok();
+  const int64_t stride = 0;  // one bias for every product of a batch
+  return check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE,
+                                              &stride, sizeof stride),
+               "bias batch stride");
+}
+
 Status describePlan(Gemm::Plan& p, const GemmShape& g) {
   KILN_RETURN_IF_ERROR(
       check(cublasLtMatmulDescCreate(
@@ -85,13 +110,18 @@ Status describePlan(Gemm::Plan& p, const GemmShape& g) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Gemm>> Gemm::create(const GemmShape& shape) {
+StatusOr<std::unique_ptr<Gemm>> Gemm::create(const GemmShape& shape, const GemmEpilogue& epilogue,
+                                             int residualArg, int biasArg) {
   KILN_ASSIGN_OR_RETURN(cublasLtHandle_t h, handle());
   std::unique_ptr<Gemm> g(new Gemm());
   g->shape_ = shape;
+  g->epilogue_ = epilogue;
+  g->residualArg_ = residualArg;
+  g->biasArg_ = biasArg;
   g->plan_ = std::make_unique<Plan>();
   Plan& p = *g->plan_;
   KILN_RETURN_IF_ERROR(describePlan(p, shape));
+  KILN_RETURN_IF_ERROR(describeEpilogue(p, epilogue));
   cublasLtMatmulPreference_t pref = nullptr;
   KILN_RETURN_IF_ERROR(check(cublasLtMatmulPreferenceCreate(&pref), "preference"));
   uint64_t workspace = kCallWorkspace;
@@ -117,21 +147,43 @@ Gemm::~Gemm() = default;
 
 Status Gemm::run(const DevicePtr* args, DevicePtr workspace, Stream stream) const {
   const DevicePtr lhs = args[0], rhs = args[1], out = args[2];
+  const DevicePtr c = residualArg_ >= 0 ? args[residualArg_] : out;
   KILN_ASSIGN_OR_RETURN(cublasLtHandle_t h, handle());
   const float one = 1.0f, zero = 0.0f;
-  const Plan& p = *plan_;
+  Plan& p = *plan_;
+  std::unique_lock<std::mutex> lock(p.bias, std::defer_lock);
+  if (biasArg_ >= 0) {
+    lock.lock();
+    const void* bias = reinterpret_cast<const void*>(args[biasArg_]);
+    KILN_RETURN_IF_ERROR(check(cublasLtMatmulDescSetAttribute(
+                                   p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+                               "bias pointer"));
+  }
   return check(cublasLtMatmul(h, p.desc, &one, reinterpret_cast<const void*>(rhs), p.a,
-                              reinterpret_cast<const void*>(lhs), p.b, &zero,
-                              reinterpret_cast<const void*>(out), p.c, reinterpret_cast<void*>(out),
-                              p.c, &p.algo.algo, reinterpret_cast<void*>(workspace),
-                              size_t(kCallWorkspace), static_cast<cudaStream_t>(stream)),
+                              reinterpret_cast<const void*>(lhs), p.b,
+                              residualArg_ >= 0 ? &one : &zero, reinterpret_cast<const void*>(c),
+                              p.c, reinterpret_cast<void*>(out), p.c, &p.algo.algo,
+                              reinterpret_cast<void*>(workspace), size_t(kCallWorkspace),
+                              static_cast<cudaStream_t>(stream)),
                "a product " + shape_.str());
+}
+
+StatusOr<std::unique_ptr<LibraryCall>> Gemm::alone() const {
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Gemm> g, create(shape_));
+  return std::unique_ptr<LibraryCall>(std::move(g));
+}
+
+std::vector<int64_t> Gemm::argBytes() const {
+  const auto e = static_cast<int64_t>(dtypeSize(shape_.type));
+  const GemmShape& g = shape_;
+  return {g.batch * g.m * g.k * e, g.batch * g.k * g.n * e, g.batch * g.m * g.n * e};
 }
 
 std::string Gemm::describe() const {
   char waves[32];
   std::snprintf(waves, sizeof waves, "%.2f", double(plan_->algo.wavesCount));
-  return "cuBLASLt " + shape_.str() + ", " + waves + " waves";
+  const std::string epilogue = epilogue_.taken ? ", epilogue " + epilogue_.str() : std::string();
+  return "cuBLASLt " + shape_.str() + epilogue + ", " + waves + " waves";
 }
 
 }  // namespace kiln::codegen::cuda

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "codegen/cuda/gemm.h"
@@ -14,14 +15,20 @@ namespace kiln::codegen::cuda {
 class Gemm final : public LibraryCall {
  public:
   // Needs the driver's context current (Driver::get).
-  static StatusOr<std::unique_ptr<Gemm>> create(const GemmShape& shape);
+  // The epilogue's residual and bias are args[residualArg] and args[biasArg] of run().
+  static StatusOr<std::unique_ptr<Gemm>> create(const GemmShape& shape,
+                                                const GemmEpilogue& epilogue = {},
+                                                int residualArg = -1, int biasArg = -1);
   ~Gemm() override;
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
 
-  // args: lhs, rhs, out; out = lhs . rhs (row-major, as the shape says).
+  // args: lhs, rhs, out, then the epilogue's operands; out = act(lhs . rhs + residual + bias)
+  // (row-major, as the shape says).
   Status run(const DevicePtr* args, DevicePtr workspace, Stream stream) const override;
   std::string describe() const override;  // "cuBLASLt f32 [128 x 64] . [64 x 32], 1.00 waves"
+  StatusOr<std::unique_ptr<LibraryCall>> alone() const override;
+  std::vector<int64_t> argBytes() const override;
 
   struct Plan;
 
@@ -29,6 +36,8 @@ class Gemm final : public LibraryCall {
   Gemm() = default;
   std::unique_ptr<Plan> plan_;
   GemmShape shape_;
+  GemmEpilogue epilogue_;
+  int residualArg_ = -1, biasArg_ = -1;
 };
 
 }  // namespace kiln::codegen::cuda

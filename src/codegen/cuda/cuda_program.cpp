@@ -8,6 +8,7 @@
 #include <functional>
 #include <set>
 
+#include "codegen/cuda/ceilings.h"
 #include "compiler/compile.h"
 #include "support/hash.h"
 
@@ -375,6 +376,12 @@ Status replayOrIssueAt(CudaProgram::Device& d, const CudaProgram::Impl& m, const
 Status CudaProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
                             std::vector<double>* kernelMs) const {
   return run(inputs, outputs, kernelMs, nullptr);
+}
+
+StatusOr<std::optional<runtime::DeviceCeilings>> CudaProgram::measureDevice(int repeat) const {
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<Device> d, device());
+  KILN_ASSIGN_OR_RETURN(runtime::DeviceCeilings c, measureCeilings(*d->driver, d->calls, repeat));
+  return std::optional<runtime::DeviceCeilings>(std::move(c));
 }
 
 StatusOr<double> CudaProgram::runTimed(std::span<const Tensor> inputs,

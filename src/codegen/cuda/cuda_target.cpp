@@ -47,14 +47,20 @@ StatusOr<kernel::Kernel> libraryCallsOrLoops(kernel::Kernel k, const CompileOpti
     return k;
   }
   k.notes.insert(k.notes.end(), notes.begin(), notes.end());
-  for (;;) {  // the libraries' epilogues are not used yet: post-ops run as loops after the call
-    calls = kernel::callsOf(k);
-    auto c = std::find_if(calls.begin(), calls.end(),
-                          [](const kernel::Stmt* s) { return !s->postOps.empty(); });
-    if (c == calls.end()) return k;
-    KILN_ASSIGN_OR_RETURN(kernel::PostOpLoops split, kernel::postOpsAsLoops(k, **c));
-    k = kernel::replaceStmt(k, *c, kernel::block({split.call, split.loops}));
+  // The post-ops each library applies stay on its call, the others run as a loop nest after it.
+  for (size_t i = 0; i < kernel::callsOf(k).size(); ++i) {
+    const kernel::Stmt* c = kernel::callsOf(k)[i];
+    if (c->postOps.empty()) continue;
+    std::string what, why;
+    const size_t keep = libraryEpilogue(k, *c, &what, &why);
+    if (keep) k.notes.push_back(c->callee + ": epilogue " + what + " in the library call");
+    if (keep == c->postOps.size()) continue;
+    k.notes.push_back(c->callee + ": post-ops from " + kernel::postOpName(c->postOps[keep].kind) +
+                      " on as a loop nest (" + why + ")");
+    KILN_ASSIGN_OR_RETURN(kernel::PostOpLoops split, kernel::postOpsAsLoops(k, *c, keep));
+    k = kernel::replaceStmt(k, c, kernel::block({split.call, split.loops}));
   }
+  return k;
 }
 
 class CudaTarget final : public runtime::Target {
@@ -74,7 +80,13 @@ class CudaTarget final : public runtime::Target {
   Status graphPasses(Module& module, PassManager& pm, int) const override {
     return pm.runPass("split-attention", module).status();
   }
-  fusion::EpiloguePolicy epiloguePolicy() const override { return {}; }
+  // The products' and convolutions' epilogues in every precision: the libraries take what they
+  // can (libraryEpilogue), the rest runs as a loop nest after the call.
+  fusion::EpiloguePolicy epiloguePolicy() const override {
+    fusion::EpiloguePolicy p;
+    p.types = {DType::F32, DType::F16, DType::BF16};
+    return p;
+  }
   // cuDNN's tensor-core convolutions want NHWC (OHWI kernels); f32 ones on FMA units run as
   // fast or faster in NCHW, which also needs no transposes around ONNX's NCHW graphs.
   LayoutTarget layoutTarget(const CompileOptions& options) const override {

@@ -252,6 +252,24 @@ Status Conv::run(const DevicePtr* args, DevicePtr workspace, Stream stream) cons
                "the convolution " + shape_.str());
 }
 
+StatusOr<std::unique_ptr<LibraryCall>> Conv::alone() const {
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Conv> c, create(shape_));
+  return std::unique_ptr<LibraryCall>(std::move(c));
+}
+
+std::vector<int64_t> Conv::argBytes() const {
+  const ConvShape& c = shape_;
+  auto product = [](const std::vector<int64_t>& v) {
+    int64_t p = 1;
+    for (int64_t x : v) p *= x;
+    return p;
+  };
+  const auto e = static_cast<int64_t>(dtypeSize(c.type));
+  return {c.batch * c.inFeatures * product(c.in) * e,
+          c.outFeatures * (c.inFeatures / c.groups) * product(c.window) * e,
+          c.batch * c.outFeatures * product(c.out) * e};
+}
+
 std::string Conv::describe() const {
   return "cuDNN " + shape_.str() + ", " + algoName(plan_->algo) +
          (plan_->math == CUDNN_FMA_MATH ? "" : ", tensor cores") +

@@ -19,6 +19,8 @@ class Conv final : public LibraryCall {
   // args: input, kernel, result.
   Status run(const DevicePtr* args, DevicePtr workspace, Stream stream) const override;
   std::string describe() const override;
+  StatusOr<std::unique_ptr<LibraryCall>> alone() const override;
+  std::vector<int64_t> argBytes() const override;
 
   struct Plan;
 

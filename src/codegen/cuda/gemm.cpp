@@ -2,6 +2,7 @@
 #include "codegen/cuda/gemm.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace kiln::codegen::cuda {
 namespace {
@@ -80,6 +81,92 @@ std::optional<GemmShape> gemmShape(const kernel::Kernel& k, const kernel::Stmt& 
   g.k = lhs->shape[static_cast<size_t>(lc[0])];
   if (g.m == 0 || g.n == 0 || g.k == 0) return no("an empty product");
   return g;
+}
+
+std::string GemmEpilogue::str() const {
+  std::string s;
+  auto add = [&](const char* part) { s += (s.empty() ? "" : " + ") + std::string(part); };
+  if (residual >= 0) add("residual");
+  if (bias >= 0) add("bias");
+  if (act == Act::Relu) add("relu");
+  if (act == Act::GeluTanh) add("gelu_tanh");
+  return s.empty() ? "none" : s;
+}
+
+namespace {
+
+// Whether post-op `p` (an add) reads a vector along the result's last dim, of extent n.
+bool isBias(const kernel::PostOp& p, const kernel::Buffer& out, int64_t n) {
+  int along = -1;
+  for (size_t j = 0; j < p.operandShape.size(); ++j) {
+    if (p.operandShape[j] == 1) continue;
+    if (along >= 0) return false;
+    along = static_cast<int>(p.operandDims[j]);
+  }
+  return along >= 0 && static_cast<size_t>(along) + 1 == out.shape.size() && out.shape.back() == n;
+}
+
+bool isWhole(const kernel::PostOp& p, const kernel::Buffer& out) {
+  if (p.operandShape != out.shape) return false;
+  for (size_t j = 0; j < p.operandDims.size(); ++j)
+    if (p.operandDims[j] != static_cast<int64_t>(j)) return false;
+  return true;
+}
+
+// Why cuBLASLt's epilogue cannot take post-op `p` after those of `e`, or "" when it can (and
+// then `e` takes it).
+std::string takeOne(GemmEpilogue& e, const kernel::PostOp& p, int index, const kernel::Kernel& k,
+                    const kernel::Buffer& out, const GemmShape& g) {
+  using Kind = kernel::PostOp::Kind;
+  if (e.act != GemmEpilogue::Act::None) return "a post-op after the activation";
+  if (p.kind == Kind::Add) {
+    const kernel::Buffer* operand = k.find(p.operand);
+    if (!operand || operand->type != out.type) return "an add of an operand of another type";
+    if (isWhole(p, out) && e.residual < 0) {
+      e.residual = index;
+      return "";
+    }
+    if (isBias(p, out, g.n) && e.bias < 0) {
+      e.bias = index;
+      return "";
+    }
+    return "an add that is neither one bias along N nor one operand of the result's shape";
+  }
+  if (p.kind == Kind::Clamp && p.lo == 0 && std::isinf(p.hi) && p.hi > 0) {
+    e.act = GemmEpilogue::Act::Relu;
+    return "";
+  }
+  if (p.kind == Kind::GeluTanh) {
+    e.act = GemmEpilogue::Act::GeluTanh;
+    return "";
+  }
+  if (p.kind == Kind::Gelu) return "an erf gelu (cuBLASLt's GELU is the tanh approximation)";
+  return std::string("a ") + kernel::postOpName(p.kind) + " (no cuBLASLt epilogue)";
+}
+
+}  // namespace
+
+GemmEpilogue gemmEpilogue(const kernel::Kernel& k, const kernel::Stmt& call, const GemmShape& g,
+                          std::string* why) {
+  GemmEpilogue e;
+  size_t operands = 0;
+  for (const kernel::PostOp& p : call.postOps) operands += !p.operand.empty();
+  const kernel::Buffer* out = call.args.size() > operands + 2
+                                  ? k.find(call.args[call.args.size() - operands - 1])
+                                  : nullptr;
+  if (!out) {
+    if (why) *why = "the call's result is no buffer of the kernel";
+    return e;
+  }
+  for (const kernel::PostOp& p : call.postOps) {
+    std::string stop = takeOne(e, p, static_cast<int>(e.taken), k, *out, g);
+    if (!stop.empty()) {
+      if (why) *why = stop;
+      break;
+    }
+    ++e.taken;
+  }
+  return e;
 }
 
 }  // namespace kiln::codegen::cuda

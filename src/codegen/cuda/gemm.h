@@ -28,4 +28,21 @@ struct GemmShape {
 std::optional<GemmShape> gemmShape(const kernel::Kernel& k, const kernel::Stmt& call,
                                    std::string* why);
 
+// What cuBLASLt's epilogue applies of a call's post-ops, D = act(A . B + C + bias): the leading
+// post-ops that are at most one add of an operand of the result's shape and type (C, read with
+// beta = 1), at most one add of a vector along N (the bias), then at most one relu or tanh gelu
+// (cuBLASLt's GELU is the tanh approximation). The post-ops after `taken` run as loops.
+struct GemmEpilogue {
+  enum class Act : uint8_t { None, Relu, GeluTanh };
+  int residual = -1;  // the post-op whose operand is C, or -1
+  int bias = -1;      // the post-op whose operand is the bias, or -1
+  Act act = Act::None;
+  size_t taken = 0;
+  std::string str() const;  // "residual + bias + relu" ("none" when nothing is taken)
+};
+
+// The epilogue of `call` (with GemmShape `g`); `why` says why it stops before the last post-op.
+GemmEpilogue gemmEpilogue(const kernel::Kernel& k, const kernel::Stmt& call, const GemmShape& g,
+                          std::string* why);
+
 }  // namespace kiln::codegen::cuda

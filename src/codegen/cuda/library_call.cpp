@@ -1,6 +1,8 @@
 // Library calls of cuda programs. See library_call.h.
 #include "codegen/cuda/library_call.h"
 
+#include <algorithm>
+
 #include "codegen/cuda/conv.h"
 #include "codegen/cuda/cublaslt.h"
 #include "codegen/cuda/gemm.h"
@@ -29,16 +31,50 @@ std::optional<std::string> libraryFor(const kernel::Kernel& k, const kernel::Stm
   return std::nullopt;
 }
 
+size_t libraryEpilogue(const kernel::Kernel& k, const kernel::Stmt& call, std::string* what,
+                       std::string* why) {
+  if (call.op == OpCode::DotGeneral) {
+    if (std::optional<GemmShape> g = gemmShape(k, call, why)) {
+      GemmEpilogue e = gemmEpilogue(k, call, *g, why);
+      if (what) *what = e.str();
+      return e.taken;
+    }
+  }
+  if (why) *why = "its library takes no post-ops";
+  return 0;
+}
+
+namespace {
+
+// The argument of post-op `index`'s operand: after the call's operands and result.
+int postOpArg(const kernel::Stmt& call, int index) {
+  if (index < 0) return -1;
+  int before = 0;
+  for (int i = 0; i < index; ++i) before += !call.postOps[static_cast<size_t>(i)].operand.empty();
+  size_t operands = 0;
+  for (const kernel::PostOp& p : call.postOps) operands += !p.operand.empty();
+  return static_cast<int>(call.args.size() - operands) + before;
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<LibraryCall>> makeLibraryCall(const kernel::Kernel& k,
                                                        const kernel::Stmt& call, bool tf32) {
   std::string why;
-  if (!call.postOps.empty()) why = "post-ops";
-  if (why.empty() && call.op == OpCode::DotGeneral) {
+  if (call.op == OpCode::DotGeneral) {
     if (std::optional<GemmShape> g = gemmShape(k, call, &why)) {
       g->tf32 = tf32 && g->type == DType::F32;
-      KILN_ASSIGN_OR_RETURN(std::unique_ptr<Gemm> gemm, Gemm::create(*g));
-      return std::unique_ptr<LibraryCall>(std::move(gemm));
+      GemmEpilogue e = gemmEpilogue(k, call, *g, &why);
+      if (e.taken == call.postOps.size()) {
+        KILN_ASSIGN_OR_RETURN(
+            std::unique_ptr<Gemm> gemm,
+            Gemm::create(*g, e, postOpArg(call, e.residual), postOpArg(call, e.bias)));
+        return std::unique_ptr<LibraryCall>(std::move(gemm));
+      }
+      why = "post-ops cuBLASLt does not take: " + why;
     }
+  } else if (!call.postOps.empty()) {
+    why = "post-ops";
   }
 #ifdef KILN_HAVE_CUDNN
   if (why.empty() && call.op == OpCode::Convolution) {
@@ -52,6 +88,46 @@ StatusOr<std::unique_ptr<LibraryCall>> makeLibraryCall(const kernel::Kernel& k,
   if (why.empty()) libraryFor(k, call, &why);
   return Status::error("kernel " + k.name + ": library call " + call.callee +
                        " has no GPU kernel (" + why + ")");
+}
+
+StatusOr<double> timeAlone(const LibraryCall& call, int repeat) {
+  KILN_ASSIGN_OR_RETURN(const Driver* drv, Driver::get());
+  KILN_RETURN_IF_ERROR(drv->makeCurrent());
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<LibraryCall> alone, call.alone());
+  std::vector<int64_t> bytes = alone->argBytes();
+  bytes.push_back(kCallWorkspace);
+  std::vector<DevicePtr> ptrs;
+  Stream stream = nullptr;
+  Event start = nullptr, end = nullptr;
+  auto release = [&] {
+    for (DevicePtr p : ptrs) drv->free(p);
+    if (start) drv->destroyEvent(start);
+    if (end) drv->destroyEvent(end);
+    if (stream) drv->destroyStream(stream);
+  };
+  auto timed = [&]() -> StatusOr<double> {
+    for (int64_t b : bytes) {
+      KILN_ASSIGN_OR_RETURN(DevicePtr p, drv->allocate(std::max<int64_t>(b, 1)));
+      ptrs.push_back(p);
+    }
+    KILN_ASSIGN_OR_RETURN(stream, drv->createStream());
+    KILN_ASSIGN_OR_RETURN(start, drv->createEvent());
+    KILN_ASSIGN_OR_RETURN(end, drv->createEvent());
+    KILN_RETURN_IF_ERROR(alone->run(ptrs.data(), ptrs.back(), stream));  // warm-up
+    std::vector<double> ms;
+    for (int r = 0; r < repeat; ++r) {
+      KILN_RETURN_IF_ERROR(drv->record(start, stream));
+      KILN_RETURN_IF_ERROR(alone->run(ptrs.data(), ptrs.back(), stream));
+      KILN_RETURN_IF_ERROR(drv->record(end, stream));
+      KILN_ASSIGN_OR_RETURN(float t, drv->elapsed(start, end));
+      ms.push_back(t);
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms.empty() ? 0.0 : ms[ms.size() / 2];
+  };
+  StatusOr<double> result = timed();
+  release();
+  return result;
 }
 
 }  // namespace kiln::codegen::cuda

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "codegen/cuda/driver.h"
 #include "kernel/kernel_ir.h"
@@ -24,12 +25,26 @@ class LibraryCall {
   // Runs on `stream` with the call's buffers (its arguments in order) and the workspace.
   virtual Status run(const DevicePtr* args, DevicePtr workspace, Stream stream) const = 0;
   virtual std::string describe() const = 0;  // "cuDNN f32 [1, 3, 224, 224] * ..., algorithm 1"
+  // The same operation made again as the library's call alone (no epilogue), and the bytes of
+  // its arguments in order: what `kiln bench --roofline` times a program's call against.
+  virtual StatusOr<std::unique_ptr<LibraryCall>> alone() const = 0;
+  virtual std::vector<int64_t> argBytes() const = 0;
 };
+
+// The median milliseconds of `repeat` runs of call.alone() on fresh device buffers (their
+// contents do not change a product's time), by the device's events.
+StatusOr<double> timeAlone(const LibraryCall& call, int repeat);
 
 // The library that takes `call` of kernel `k` ("cuBLASLt", "cuDNN"), or nullopt with `why`
 // saying, per library, why it does not.
 std::optional<std::string> libraryFor(const kernel::Kernel& k, const kernel::Stmt& call,
                                       std::string* why);
+
+// How many leading post-ops of `call` the library libraryFor names applies as it writes its
+// result (cuBLASLt's epilogue, gemm.h; cuDNN's calls take none yet), with `what` naming them and
+// `why` saying why the next one is not taken.
+size_t libraryEpilogue(const kernel::Kernel& k, const kernel::Stmt& call, std::string* what,
+                       std::string* why);
 
 // The call made for the device (the driver's context current); `tf32` puts f32 products and
 // convolutions on TF32 tensor cores.
