@@ -70,6 +70,7 @@ fusion::FusionPlan fuse(const Function& f, const runtime::Target* target,
   fo.fuse = options.fuse;
   if (target) fo.epilogue = target->epiloguePolicy();
   fo.epilogue.postOps = options.postOps;
+  if (target) fo.custom = target->customFusions(options);
   fusion::FusionPlan plan = fusion::planFusion(f, fo);
   times.fusion = msSince(start);
   return plan;

@@ -23,6 +23,7 @@ std::string_view kernelKindName(KernelKind k) {
     case KernelKind::Contraction: return "contraction";
     case KernelKind::Attention: return "attention";
     case KernelKind::Opaque: return "opaque";
+    case KernelKind::Custom: return "custom";
   }
   return "?";
 }
@@ -275,6 +276,8 @@ class Planner {
         return "the library epilogue reads its extra operands from memory";
       }
       case KernelKind::Opaque: return opText(G.anchor) + " is a kernel of its own";
+      // Custom kernels form after this pass, from the planned kernels (custom_fusion.h).
+      case KernelKind::Custom: return "a custom kernel takes no producers";
     }
     return "unknown kernel kind";
   }
@@ -620,6 +623,9 @@ class Planner {
       for (size_t r = 0; r < p->numResults(); ++r) plan.bytesUnfused += bytesOf(*p->result(r));
     }
     for (Decision& d : siblings_) plan.decisions.push_back(std::move(d));
+    if (o_.fuse)
+      planCustomFusions(
+          o_.custom, [&](const Value* v) { return name(v); }, plan);
     return plan;
   }
 
@@ -708,12 +714,13 @@ std::string explainPlan(const Function& f, const FusionPlan& plan) {
   if (plan.symbolic) out += "note: some dimensions are symbolic and counted as 1\n";
   for (const Kernel& k : plan.kernels) {
     out += "\nk" + std::to_string(k.id) + "  " + std::string(kernelKindName(k.kind)) + "  " +
-           std::string(opName(k.anchor->op()));
+           (k.kind == KernelKind::Custom ? k.custom : std::string(opName(k.anchor->op())));
     std::vector<std::string> epilogue;
     bool after = false;
     for (const Node* n : k.nodes) {
       if (n == k.anchor) after = true;
-      else if (after && k.kind != KernelKind::Loop && patternOf(*n) == OpPattern::Elementwise)
+      else if (after && k.kind != KernelKind::Loop && k.kind != KernelKind::Custom &&
+               patternOf(*n) == OpPattern::Elementwise)
         epilogue.push_back(std::string(opName(n->op())));
     }
     if (!epilogue.empty()) {
@@ -732,7 +739,7 @@ std::string explainPlan(const Function& f, const FusionPlan& plan) {
         out += "  -> stored";
       out += "\n";
     }
-    out += postOpsText(k, name);
+    out += k.kind == KernelKind::Custom ? explainCustomKernel(k, name) : postOpsText(k, name);
   }
   std::string fusedLines, unfusedLines;
   for (const Decision& d : plan.decisions) {

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "fusion/custom_fusion.h"
 #include "fusion/epilogue.h"
 #include "fusion/op_pattern.h"
 #include "ir/ir.h"
@@ -39,6 +40,7 @@ enum class KernelKind : uint8_t {
   Contraction,  // a library matrix product or convolution with a fused epilogue
   Attention,    // an attention kernel
   Opaque,       // sort, top_k, cumsum, scatter: one op
+  Custom,       // a target's own kernel for a group of library calls (custom_fusion.h)
 };
 std::string_view kernelKindName(KernelKind k);  // "loop", "reduction", ...
 
@@ -48,7 +50,9 @@ struct Decision {
   const Node* producer = nullptr;
   const Node* consumer = nullptr;
   bool fused = false;
-  std::string how;     // fused: "loop", "input", "epilogue", "recompute", "multi-output", "sibling"
+  // fused: "loop", "input", "epilogue", "recompute", "multi-output", "sibling", or
+  // "custom: NAME" (a target's custom fusion, custom_fusion.h)
+  std::string how;
   std::string reason;  // why (for both outcomes)
 };
 
@@ -67,6 +71,13 @@ struct Kernel {
   // A library call's kernel (contraction, attention, opaque): the head of its epilogue the
   // library applies, decided by the target's EpiloguePolicy (epilogue.h).
   PostOpChain postOps;
+  // A custom kernel (KernelKind::Custom): the custom fusion that formed it, why, and its steps
+  // (library calls, in order, each with its post-op chain). The values one step passes to the
+  // next are internal: computed and read inside the kernel, never stored.
+  std::string custom;
+  std::string customReason;
+  std::vector<CustomStep> steps;
+  std::vector<const Value*> internal;
 };
 
 struct FusionOptions {
@@ -76,6 +87,8 @@ struct FusionOptions {
   int64_t minSiblingBytes = 1024;
   // What the target's library calls apply as they write their results.
   EpiloguePolicy epilogue;
+  // The target's custom fusions (custom_fusion.h), tried in order over the planned kernels.
+  std::vector<CustomFusion> custom;
   // The largest function (in nodes) the planner keeps a reachability map for (reachability.h);
   // larger ones walk the graph for each convexity check, which decides the same.
   size_t reachabilityMaxNodes = 16384;

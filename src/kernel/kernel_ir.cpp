@@ -611,12 +611,22 @@ std::string printExpr(const ExprRef& e) {
   return out;
 }
 
+const char* bufferRoleName(BufferRole r) {
+  switch (r) {
+    case BufferRole::Input: return "in";
+    case BufferRole::Output: return "out";
+    case BufferRole::Temp: return "temp";
+    case BufferRole::Internal: return "internal";
+  }
+  return "?";
+}
+
 std::string printKernel(const Kernel& k) {
   std::string out = "kernel " + k.name + "(";
   for (size_t i = 0; i < k.buffers.size(); ++i) {
     const Buffer& b = k.buffers[i];
     out += i ? ", " : "";
-    out += b.role == BufferRole::Input ? "in %" : b.role == BufferRole::Output ? "out %" : "temp %";
+    out += std::string(bufferRoleName(b.role)) + " %";
     out += b.name + ": " + std::string(dtypeName(b.type)) + "[";
     for (size_t d = 0; d < b.shape.size(); ++d) out += (d ? "," : "") + std::to_string(b.shape[d]);
     out += "]";

@@ -245,8 +245,12 @@ StmtRef call(const std::string& callee, const Node* node, std::vector<std::strin
              std::vector<PostOp> postOps = {});
 
 // Input and Output buffers hold graph values; a Temp buffer is scratch memory the runtime
-// provides for one run of the kernel (a library call's result that an epilogue then reads).
-enum class BufferRole : uint8_t { Input, Output, Temp };
+// provides for one run of the kernel (a library call's result that an epilogue then reads). An
+// Internal buffer is a graph value that one call of a custom kernel passes to the next
+// (fusion/custom_fusion.h): the target's kernel keeps it in its own storage, so it has no memory
+// and no address (the runtime passes null).
+enum class BufferRole : uint8_t { Input, Output, Temp, Internal };
+const char* bufferRoleName(BufferRole r);  // "in", "out", "temp", "internal"
 
 // A kernel parameter: a buffer the runtime passes in (a graph value in memory).
 struct Buffer {
@@ -261,7 +265,7 @@ struct Buffer {
 struct Kernel {
   std::string name;             // "k3_reduction"
   std::string kind;             // the fusion kind: "loop", "reduction", ..., "opaque"
-  std::vector<Buffer> buffers;  // inputs, then outputs, then temps
+  std::vector<Buffer> buffers;  // inputs, then outputs, then temps, then internal buffers
   StmtRef body;
   // The schedule's decisions with their reasons ("convolution on cuDNN", ...), for `kiln
   // explain`; not part of the kernel's text.

@@ -47,12 +47,14 @@ StatusOr<Kernel> Lowerer::run() {
   switch (k_.kind) {
     case fusion::KernelKind::Loop: body = lowerLoop(); break;
     case fusion::KernelKind::Reduction: body = lowerReduction(); break;
+    case fusion::KernelKind::Custom: body = lowerCustom(); break;
     default: body = lowerCall(); break;
   }
   if (!body) return Status(body.status()).prefix("kernel " + out_.name);
-  // Inputs, then outputs, then temps.
+  // Inputs, then outputs, then temps, then internal buffers.
   std::vector<Buffer> ordered;
-  for (BufferRole role : {BufferRole::Input, BufferRole::Output, BufferRole::Temp})
+  for (BufferRole role :
+       {BufferRole::Input, BufferRole::Output, BufferRole::Temp, BufferRole::Internal})
     for (const Buffer& b : buffers_)
       if (b.role == role) ordered.push_back(b);
   out_.buffers = std::move(ordered);

@@ -3,14 +3,15 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 
 #include "kernel/lower_opaque.h"
 #include "kernel/lowerer.h"
 
 namespace kiln::kernel::lowering {
 
-const Value* Lowerer::transcribePostOps(std::vector<PostOp>& ops, std::string& why) {
-  const fusion::PostOpChain& chain = k_.postOps;
+const Value* Lowerer::transcribePostOps(const fusion::PostOpChain& chain, const Node* anchor,
+                                        std::vector<PostOp>& ops, std::string& why) {
   for (const fusion::PostOpStep& step : chain.steps) {
     PostOp p;
     switch (step.kind) {
@@ -32,7 +33,7 @@ const Value* Lowerer::transcribePostOps(std::vector<PostOp>& ops, std::string& w
     ops.push_back(std::move(p));
   }
   why = chain.stop;
-  return chain.result ? chain.result : k_.anchor->result(0);
+  return chain.result ? chain.result : anchor->result(0);
 }
 
 StatusOr<StmtRef> Lowerer::lowerCall() {
@@ -41,7 +42,7 @@ StatusOr<StmtRef> Lowerer::lowerCall() {
   for (const Value* v : a->operands()) args.push_back(bufferFor(v, BufferRole::Input).name);
   std::vector<PostOp> postOps;
   std::string why;
-  const Value* last = transcribePostOps(postOps, why);
+  const Value* last = transcribePostOps(k_.postOps, a, postOps, why);
   for (size_t r = 0; r < a->numResults(); ++r) {
     const Value* v = r == 0 ? last : a->result(r);
     BufferRole role = isStored(v) ? BufferRole::Output : BufferRole::Temp;
@@ -72,5 +73,36 @@ StatusOr<StmtRef> Lowerer::lowerCall() {
   c->note = why;
   KILN_ASSIGN_OR_RETURN(StmtRef after, storeAll(rest));
   return block({c, after});
+}
+
+StatusOr<StmtRef> Lowerer::lowerCustom() {
+  const std::set<const Value*> internal(k_.internal.begin(), k_.internal.end());
+  // A value between steps is Internal wherever it appears; the others are the kernel's inputs
+  // and outputs.
+  auto buffer = [&](const Value* v, BufferRole role) {
+    return bufferFor(v, internal.count(v) ? BufferRole::Internal : role).name;
+  };
+  std::vector<StmtRef> calls;
+  for (const fusion::CustomStep& step : k_.steps) {
+    const Node* a = step.anchor;
+    if (a->numResults() != 1)
+      return Status::error("custom kernel step " + name(a->result(0)) + " (" +
+                           std::string(opName(a->op())) + ") has " +
+                           std::to_string(a->numResults()) + " results, not one");
+    std::vector<std::string> args;
+    for (const Value* v : a->operands()) args.push_back(buffer(v, BufferRole::Input));
+    std::vector<PostOp> postOps;
+    std::string why;
+    const Value* last = transcribePostOps(step.postOps, a, postOps, why);
+    if (!internal.count(last) && !isStored(last))
+      return Status::error("custom kernel step " + name(a->result(0)) + " (" +
+                           std::string(opName(a->op())) + ") writes " + name(last) +
+                           ", which is neither stored nor passed to the next step");
+    args.push_back(buffer(last, BufferRole::Output));
+    for (const PostOp& p : postOps)
+      if (!p.operand.empty()) args.push_back(p.operand);
+    calls.push_back(call(std::string(opName(a->op())), a, args, std::move(postOps)));
+  }
+  return block(std::move(calls));
 }
 }  // namespace kiln::kernel::lowering

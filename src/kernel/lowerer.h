@@ -160,11 +160,15 @@ class Lowerer {
 
   // ---- library calls ----------------------------------------------------------------------
 
-  // The post-ops the plan decided for this kernel (fusion::Kernel::postOps) on its buffers;
-  // returns the value the call then writes, and in `why` why the chain stops there.
-  const Value* transcribePostOps(std::vector<PostOp>& ops, std::string& why);
+  // The post-ops the plan decided for a call of `anchor` (fusion::Kernel::postOps, or a custom
+  // kernel's step) on its buffers; returns the value the call then writes, and in `why` why the
+  // chain stops there.
+  const Value* transcribePostOps(const fusion::PostOpChain& chain, const Node* anchor,
+                                 std::vector<PostOp>& ops, std::string& why);
 
   StatusOr<StmtRef> lowerCall();
+  // A custom kernel: one call per step; the values between steps in Internal buffers.
+  StatusOr<StmtRef> lowerCustom();
 
   const fusion::Kernel& k_;
   Kernel out_;

@@ -192,11 +192,12 @@ class Parser {
   StatusOr<Buffer> parameter() {
     Buffer b;
     Token roleTok = cur_;
-    KILN_ASSIGN_OR_RETURN(std::string role, ident("in, out or temp"));
+    KILN_ASSIGN_OR_RETURN(std::string role, ident("in, out, temp or internal"));
     if (role == "in") b.role = BufferRole::Input;
     else if (role == "out") b.role = BufferRole::Output;
     else if (role == "temp") b.role = BufferRole::Temp;
-    else return errorAt(roleTok, "a buffer is in, out or temp, not '" + role + "'");
+    else if (role == "internal") b.role = BufferRole::Internal;
+    else return errorAt(roleTok, "a buffer is in, out, temp or internal, not '" + role + "'");
     KILN_ASSIGN_OR_RETURN(b.name, bufferName());
     KILN_RETURN_IF_ERROR(expectPunct(":"));
     KILN_ASSIGN_OR_RETURN(b.type, dtype());

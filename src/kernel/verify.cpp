@@ -26,9 +26,11 @@ class Verifier {
   explicit Verifier(const Kernel& k) : k_(k) {}
 
   Status run() {
-    for (const Buffer& b : k_.buffers)
+    for (const Buffer& b : k_.buffers) {
       if (!buffers_.emplace(b.name, b.type).second)
         return fail("buffer %" + b.name + " is declared twice");
+      if (b.role == BufferRole::Internal) internal_.insert(b.name);
+    }
     if (!k_.body) return fail("it has no body");
     return stmt(*k_.body);
   }
@@ -67,6 +69,7 @@ class Verifier {
       case Expr::Kind::Load: {
         auto it = buffers_.find(e->name);
         if (it == buffers_.end()) return Status::error("load of unknown buffer %" + e->name);
+        if (internal_.count(e->name)) return Status::error(noMemory(e->name));
         if (args.size() != 1 || args[0] != DType::I64)
           return Status::error("the index of a load of %" + e->name + " is not i64");
         if (e->type != it->second)
@@ -140,6 +143,7 @@ class Verifier {
       case Stmt::Kind::Store: {
         auto it = buffers_.find(s.buffer);
         if (it == buffers_.end()) return failAt(s, "store to unknown buffer %" + s.buffer);
+        if (internal_.count(s.buffer)) return failAt(s, noMemory(s.buffer));
         KILN_RETURN_IF_ERROR(exprAt(s, s.index, DType::I64, "the index"));
         return exprAt(s, s.value, it->second, "the stored value");
       }
@@ -175,6 +179,7 @@ class Verifier {
   Status reduce(const Stmt& s) {
     auto it = buffers_.find(s.buffer);
     if (it == buffers_.end()) return failAt(s, "reduction into unknown buffer %" + s.buffer);
+    if (internal_.count(s.buffer)) return failAt(s, noMemory(s.buffer));
     KILN_RETURN_IF_ERROR(exprAt(s, s.index, DType::I64, "the index"));
     if (s.vars.empty() || s.vars.size() != s.extents.size())
       return failAt(s, "a reduction needs one extent per loop variable, and a loop");
@@ -188,11 +193,19 @@ class Verifier {
     return inner;
   }
 
+  // An internal buffer passes a value between a custom kernel's calls, which keep it in their
+  // own storage: it has no memory to load or store.
+  static std::string noMemory(const std::string& name) {
+    return "%" + name +
+           " is internal to the kernel's calls (no memory): it cannot be loaded or stored";
+  }
+
   // Expressions checked in a scope that ended may name its variables: check them again.
   void forgetChecked() { checked_.clear(); }
 
   const Kernel& k_;
   std::map<std::string, DType> buffers_;
+  std::set<std::string> internal_;  // buffers of role Internal
   std::set<std::string> vars_;
   std::unordered_set<const Expr*> checked_;
 };

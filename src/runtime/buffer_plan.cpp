@@ -115,7 +115,7 @@ StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Ke
   for (size_t i = 0; i < kernels.size(); ++i) {
     const auto [first, last] = range[i];
     for (const kernel::Buffer& b : kernels[i].buffers) {
-      if (b.role == kernel::BufferRole::Temp) continue;
+      if (b.role == kernel::BufferRole::Temp || b.role == kernel::BufferRole::Internal) continue;
       if (!b.value)
         return Status::error("kernel " + kernels[i].name + ": buffer %" + b.name +
                              " holds no graph value");

@@ -185,6 +185,11 @@ class Target {
   // What its library calls apply as they write their results: the planner decides each call's
   // post-ops from it (fusion/epilogue.h).
   virtual fusion::EpiloguePolicy epiloguePolicy() const = 0;
+  // Its own kernels for groups of library calls, which the planner forms as custom kernels
+  // (fusion/custom_fusion.h; the CPU's inverted-residual block); none by default.
+  virtual std::vector<fusion::CustomFusion> customFusions(const CompileOptions&) const {
+    return {};
+  }
   // Its schedule passes (kernel/schedule.h) over the lowered kernels, in place; the driver
   // verifies the result.
   virtual Status schedule(std::vector<kernel::Kernel>& kernels,

@@ -42,6 +42,9 @@ struct Options {
   bool planFusion = false;  // print the fusion plan of the entry function after the passes
   bool lower = false;       // print the kernel IR of each of its kernels
   bool kernels = false;     // the input is kernel IR, not a module
+  // The target whose fusion policy (epilogues, custom fusions) --plan-fusion and --lower use;
+  // empty: the default policy, no custom fusions.
+  std::string target;
   // After lowering, in order: "schedule=cpu" (a target's whole schedule) or a schedule pass
   // ("split-reductions=16", "lower-reductions", ...).
   std::vector<std::string> schedule;
@@ -71,6 +74,8 @@ void printHelp() {
          "                         lowering before any target's code generation), not the module\n"
          "  --kernels              the input is kernel IR (as --lower prints it), not a module:\n"
          "                         parse and verify it, run the schedule passes, print it\n"
+         "  --target=TARGET        plan fusion with that target's policy (its epilogues and\n"
+         "                         custom fusions: the cpu's inverted-residual block)\n"
          "  --schedule=TARGET      after --lower, run that target's schedule passes (cpu, cuda)\n"
          "  --emit-cuda            print the kernels (scheduled for the GPU) as CUDA C++\n"
          "schedule passes (after --lower, in the order given; kernel/schedule.h):\n"
@@ -165,6 +170,8 @@ kiln::StatusOr<Options> parseArgs(int argc, char** argv) {
       o.lower = true;
     } else if (a == "--kernels") {
       o.kernels = true;
+    } else if (a.rfind("--target=", 0) == 0) {
+      o.target = a.substr(9);
     } else if (a == "--no-reassociate") {
       o.reassociate = false;
     } else if (a == "--emit-cuda") {
@@ -188,6 +195,9 @@ kiln::StatusOr<Options> parseArgs(int argc, char** argv) {
   if (o.kernels && (o.lower || o.planFusion || !o.passes.empty()))
     return kiln::Status::error("--kernels reads kernel IR: graph passes, --plan-fusion and --lower "
                                "need a module");
+  if (!o.target.empty() && !o.planFusion && !o.lower)
+    return kiln::Status::error("--target=" + o.target +
+                               " plans fusion: it needs --plan-fusion or --lower");
   if (!o.schedule.empty() && !o.lower && !o.kernels)
     return kiln::Status::error("--" + o.schedule[0] + " schedules kernel IR: it needs --lower");
   if (o.emitCuda && !o.lower && !o.kernels)
@@ -241,7 +251,11 @@ kiln::StatusOr<std::string> planAndLower(const kiln::Module& module, const Optio
   if (!f) return kiln::Status::error("the module has no entry function to plan");
   kiln::runtime::CompileOptions options;
   kiln::runtime::CompileTimes times;
-  kiln::fusion::FusionPlan plan = kiln::compiler::fuse(*f, nullptr, options, times);
+  const kiln::runtime::Target* target = nullptr;
+  if (!o.target.empty()) {
+    KILN_ASSIGN_OR_RETURN(target, kiln::runtime::findTarget(o.target));
+  }
+  kiln::fusion::FusionPlan plan = kiln::compiler::fuse(*f, target, options, times);
   std::string out = o.planFusion ? kiln::fusion::explainPlan(*f, plan) : "";
   if (!o.lower) return out;
   KILN_ASSIGN_OR_RETURN(std::vector<kiln::kernel::Kernel> kernels,
