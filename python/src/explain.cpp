@@ -80,7 +80,6 @@ const char* storageName(runtime::Storage s) {
     case runtime::Storage::Constant: return "constant";
     case runtime::Storage::Output: return "output";
     case runtime::Storage::Arena: return "arena";
-    case runtime::Storage::Unstored: return "unstored";
   }
   return "?";
 }

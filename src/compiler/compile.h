@@ -8,7 +8,7 @@
 //                        library calls)
 //   4. schedule          target.schedule: the target's kernel-IR passes (kernel/schedule.h)
 //   5. code              target.build: the target's code for the kernels (a Program)
-//   6. buffers           planBuffers over the kernels, with the kernels the program runs as one
+//   6. buffers           planBuffers over the kernels (custom kernels' internal values get none)
 //
 // With a dump directory (CompileOptions::instrumentation.dumpDir) the pass manager writes the
 // graph after each pass, and the driver the fusion plan (fusion-plan.txt) and the kernel IR
@@ -39,8 +39,8 @@ struct Compiled {
   std::unique_ptr<Module> module;  // after the passes (moved into the program at Stage::Program)
   fusion::FusionPlan plan;         // Stage::Lowered (the program's at Stage::Program)
   std::vector<kernel::Kernel> kernels;  // Stage::Lowered (likewise)
-  // Stage::Lowered: the buffers of the lowered kernels (a target that runs some kernels as one
-  // plans differently: program->buffers() at Stage::Program).
+  // Stage::Lowered: the buffers of the lowered kernels, as the program plans them but at the
+  // default alignment (program->buffers() at Stage::Program).
   std::optional<BufferPlan> buffers;
   std::unique_ptr<runtime::Program> program;  // Stage::Program
   CompileTimes times;

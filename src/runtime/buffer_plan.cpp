@@ -83,7 +83,7 @@ struct Item {
 }  // namespace
 
 StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Kernel>& kernels,
-                                 const std::vector<RunTogether>& together, int64_t alignment) {
+                                 int64_t alignment) {
   BufferPlan p;
   std::map<const Value*, int> outputIndex;
   for (size_t i = 0; i < f.outputs().size(); ++i) outputIndex.emplace(f.outputs()[i], int(i));
@@ -104,30 +104,19 @@ StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Ke
     }
     return p.values.emplace(v, s).first->second;
   };
-  // Liveness: the kernel that defines each value and the last that reads it (for kernels that
-  // run together, the first and the last of their range).
-  std::vector<std::pair<int, int>> range(kernels.size());
-  for (size_t i = 0; i < kernels.size(); ++i) range[i] = {static_cast<int>(i), static_cast<int>(i)};
-  for (const RunTogether& t : together)
-    for (int k = t.first; k <= t.last && k < static_cast<int>(kernels.size()); ++k)
-      range[static_cast<size_t>(k)] = {t.first, t.last};
+  // Liveness: the kernel that defines each value and the last that reads it.
   p.temps.resize(kernels.size());
   for (size_t i = 0; i < kernels.size(); ++i) {
-    const auto [first, last] = range[i];
     for (const kernel::Buffer& b : kernels[i].buffers) {
       if (b.role == kernel::BufferRole::Temp || b.role == kernel::BufferRole::Internal) continue;
       if (!b.value)
         return Status::error("kernel " + kernels[i].name + ": buffer %" + b.name +
                              " holds no graph value");
       Slot& s = slotFor(b.value);
-      if (b.role == kernel::BufferRole::Output) s.first = first;
-      s.last = std::max(s.last, last);
+      if (b.role == kernel::BufferRole::Output) s.first = static_cast<int>(i);
+      s.last = std::max(s.last, static_cast<int>(i));
     }
   }
-  for (const RunTogether& t : together)
-    for (const Value* v : t.unstored)
-      if (auto it = p.values.find(v); it != p.values.end() && it->second.storage == Storage::Arena)
-        it->second.storage = Storage::Unstored;
   // In place: an arena value written by an elementwise kernel over an arena input that dies there.
   for (size_t i = 0; i < kernels.size(); ++i) {
     const kernel::Kernel& k = kernels[i];

@@ -4,7 +4,8 @@
 // allocated per run and handed to the caller. Every other value (and each kernel's temp buffers)
 // gets an offset in one arena per run, reused once the value is dead (liveness over the kernel
 // order, greedy by size); an elementwise kernel writes its result over an input that dies there
-// (in place) when it reads that input only at the index it stores.
+// (in place) when it reads that input only at the index it stores. Internal buffers (values a
+// custom kernel passes between its calls, kernel_ir.h) get nothing: the kernel keeps them.
 #pragma once
 
 #include <cstdint>
@@ -19,9 +20,7 @@ namespace kiln::runtime {
 
 constexpr int64_t kBufferAlignment = 64;
 
-// Unstored: a value that kernels running as one compute and consume among themselves without
-// memory (RunTogether::unstored); it has no address.
-enum class Storage : uint8_t { Parameter, Constant, Output, Arena, Unstored };
+enum class Storage : uint8_t { Parameter, Constant, Output, Arena };
 
 struct Slot {
   Storage storage = Storage::Arena;
@@ -42,17 +41,8 @@ struct BufferPlan {
   int inPlace = 0;  // values written over a dying input
 };
 
-// Kernels [first, last] that run as one, at the first's place (an inverted-residual block,
-// runtime/executable.cpp): every value one of them reads or writes is live over the whole range,
-// so none of them takes another's memory; `unstored` are the values they pass among themselves
-// without memory (they get none).
-struct RunTogether {
-  int first = 0, last = 0;
-  std::vector<const Value*> unstored;
-};
 // Arena offsets are multiples of `alignment` (a power of two).
 StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Kernel>& kernels,
-                                 const std::vector<RunTogether>& together = {},
                                  int64_t alignment = kBufferAlignment);
 
 // "arena 1.2 MiB (liveness lower bound 1.1 MiB, 3 values in place)".

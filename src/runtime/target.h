@@ -151,9 +151,8 @@ class Program {
   // Its sections of an artifact: the module, its constants, the code; everything Target::load
   // needs besides the "meta" and "outputs" sections the Executable writes.
   virtual void artifactParts(ArtifactParts& parts) const = 0;
-  // Kernels it runs as one (their values must not share memory; some need none), and the buffer
-  // plan the driver makes with them (compiler::planProgramBuffers), before the first run.
-  virtual std::vector<RunTogether> runTogether() const = 0;
+  // The buffer plan the driver makes for its kernels (compiler::planProgramBuffers), before the
+  // first run.
   virtual void setBuffers(BufferPlan buffers) = 0;
   // The alignment of its arena's buffers (bytes): what its kernels and libraries assume.
   virtual int64_t bufferAlignment() const { return kBufferAlignment; }

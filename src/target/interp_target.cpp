@@ -40,7 +40,6 @@ class InterpProgram final : public runtime::Program {
     parts.add("module", printModule(*module_, po));
     parts.sections["blob"] = parts.blob.pieces;
   }
-  std::vector<runtime::RunTogether> runTogether() const override { return {}; }
   void setBuffers(BufferPlan buffers) override { buffers_ = std::move(buffers); }
 
  private:

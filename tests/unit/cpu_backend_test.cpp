@@ -677,7 +677,7 @@ TEST(CpuBackend, InvertedResidualBlocks) {
       "f32[3,3,1,40] add(%i0, %wdx)\n  %i2 = f32[3,3,1,40] mul(%i1, %t40)\n  %i3 = f32[3,3,1,40] "
       "add(%i2, %wdc)\n  %i4 = f32[3,3,1,40] mul(%i3, %tst)\n  %i5 = f32[3,3,1,40] sin(%i4)\n  "
       "%wd = f32[3,3,1,40] mul(%i5, %tsc)\n";
-  // Three chains one after another (the runtime groups three consecutive kernels).
+  // Three chains one after another (the planner forms a custom kernel of each that qualifies).
   std::string text =
       "func @main(%x: f32[N,9,13,8], %b40: f32[40], %c40: f32[40], %b8: f32[8], %b12: f32[12]) "
       "-> (f32[N,9,13,8], f32[N,5,7,12], f32[N,5,7,12], f32[N,5,7,40]) {\n"

@@ -32,7 +32,6 @@
 namespace kiln::codegen::cpu {
 
 using runtime::kBufferAlignment;
-using runtime::RunTogether;
 using runtime::Slot;
 using runtime::Storage;
 
@@ -241,58 +240,43 @@ std::vector<Pending> listCalls(CpuProgram::Impl& impl, const PackedByCall* prepa
   return pending;
 }
 
-// Inverted-residual blocks: a 1x1 convolution, a depthwise one and a 1x1 one, each a kernel
-// that is one library call with its bias and clamp as post-ops, where the first two results have
-// no other reader, run as one Kiln kernel that keeps the values between them in cache
-// (codegen/cpu/inverted_residual.h; docs/codegen.md, "Inverted-residual blocks"). Their calls
-// get no oneDNN kernel; the block reads the weights from the constants.
-void matchBlocks(CpuProgram::Impl& impl, const Function& f) {
-  std::map<const Value*, int> readers;
-  for (const kernel::Kernel& k : impl.kernels)
-    for (const kernel::Buffer& b : k.buffers)
-      if (b.role == kernel::BufferRole::Input && b.value) ++readers[b.value];
-  const std::set<const Value*> outputs(f.outputs().begin(), f.outputs().end());
-  for (size_t i = 0; i + 2 < impl.kernels.size(); ++i) {
-    std::array<const kernel::Stmt*, 3> c{};
-    bool ok = true;
-    for (size_t j = 0; j < 3; ++j) {
-      c[j] = onlyCall(impl.kernels[i + j]);
-      ok = ok && c[j] && impl.calls[i + j].size() == 1 && c[j]->node->numResults() == 1;
-    }
-    if (!ok) continue;
-    // Each call's arguments as kernel buffers; the values the calls write (after their
-    // post-ops) and read as their sources.
+// The custom kernels of the plan (kind "custom"): inverted-residual blocks, the CPU target's one
+// custom fusion (inverted_residual.h), each run by Kiln's own kernel that keeps the values
+// between its three calls in cache. Their calls get no oneDNN kernel; the block reads the
+// weights from the constants. The planner claimed each block with the checks of create(), so a
+// refusal here is a bug: an error naming the kernel, never a quiet fallback.
+Status createBlocks(CpuProgram::Impl& impl) {
+  for (size_t i = 0; i < impl.kernels.size(); ++i) {
+    const kernel::Kernel& k = impl.kernels[i];
+    if (k.kind != "custom") continue;
+    std::vector<const kernel::Stmt*> c = kernel::callsOf(k);
+    if (c.size() != 3 || impl.calls[i].size() != 3)
+      return Status::error("kernel " + k.name + ": a custom kernel of " + std::to_string(c.size()) +
+                           " calls; the CPU target's only custom kernel is an inverted-residual "
+                           "block of three");
     Block block;
-    std::array<const Value*, 3> source{}, result{};
-    for (size_t j = 0; j < 3; ++j) {
-      const auto& buffers = impl.kernels[i + j].buffers;
+    for (size_t j = 0; j < 3; ++j)
       for (const std::string& name : c[j]->args) {
-        auto it = std::find_if(buffers.begin(), buffers.end(),
+        auto it = std::find_if(k.buffers.begin(), k.buffers.end(),
                                [&](const kernel::Buffer& b) { return b.name == name; });
-        ok = ok && it != buffers.end();
-        if (ok) block.args[j].push_back(static_cast<size_t>(it - buffers.begin()));
+        if (it == k.buffers.end() || !c[j]->node)
+          return Status::error("kernel " + k.name + ": call " + c[j]->callee +
+                               " has no graph node or names no buffer %" + name);
+        block.args[j].push_back(static_cast<size_t>(it - k.buffers.begin()));
       }
-      const size_t operands = c[j]->node->numOperands();
-      ok = ok && block.args[j].size() > operands;
-      if (!ok) break;
-      source[j] = buffers[block.args[j][0]].value;
-      result[j] = buffers[block.args[j][operands]].value;
-    }
-    if (!ok || source[1] != result[0] || source[2] != result[1] || readers[result[0]] != 1 ||
-        readers[result[1]] != 1 || outputs.count(result[0]) || outputs.count(result[1]))
-      continue;
-    auto k = codegen::cpu::InvertedResidualKernel::create(
+    auto made = codegen::cpu::InvertedResidualKernel::create(
         {c[0]->node, &c[0]->postOps}, {c[1]->node, &c[1]->postOps}, {c[2]->node, &c[2]->postOps});
-    if (!k) continue;
-    block.kernel = std::move(*k);
-    block.unstored = {result[0], result[1]};
-    impl.calls[i][0].block = block.kernel->describe() + " with " + impl.kernels[i + 1].name +
-                             " and " + impl.kernels[i + 2].name;
+    if (!made)
+      return Status::error(
+          "kernel " + k.name + " (the inverted-residual block from " + c[0]->node->describe() +
+          "): code generation refuses the planned block: " + made.status().message());
+    block.kernel = std::move(*made);
+    impl.calls[i][0].block = block.kernel->describe();
     for (size_t j = 1; j < 3; ++j)
-      impl.calls[i + j][0].block = "in " + impl.kernels[i].name + "'s inverted-residual block";
+      impl.calls[i][j].block = "in " + k.name + "'s inverted-residual block";
     impl.blocks.emplace(i, std::move(block));
-    i += 2;
   }
+  return Status::ok();
 }
 
 // What createOneDnnKernel reads of a call: its op and attributes, its operands' and result's
@@ -418,6 +402,7 @@ Status postOpsAsLoops(CpuProgram::Impl& impl) {
 
 // An artifact's object code, linked: the code of each distinct kernel that needs code.
 Status linkObjects(CpuProgram::Impl& impl, const std::vector<ObjectUnit>& objects,
+                   const std::vector<size_t>& generated,
                    std::vector<std::shared_ptr<CompiledKernel>>& uniqueCompiled) {
   const size_t unique = uniqueCompiled.size();
   for (const ObjectUnit& u : objects) {
@@ -432,8 +417,8 @@ Status linkObjects(CpuProgram::Impl& impl, const std::vector<ObjectUnit>& object
     }
     impl.objects.push_back(u);
   }
-  for (const auto& c : uniqueCompiled)
-    if (!c) return Status::error("the artifact has no object code for some kernel");
+  for (size_t u : generated)
+    if (!uniqueCompiled[u]) return Status::error("the artifact has no object code for some kernel");
   return Status::ok();
 }
 
@@ -501,13 +486,15 @@ Status generateCode(CpuProgram::Impl& impl, const std::vector<ObjectUnit>* objec
   impl.uniqueKernels = static_cast<int>(unique.size());
   impl.kernelsHash = hex64(hash64(keys));
   std::vector<std::shared_ptr<codegen::cpu::CompiledKernel>> uniqueCompiled(unique.size());
-  // A kernel that is one library call needs no code: it calls the handler directly.
+  // A kernel that is one library call needs no code: it calls the handler directly. A custom
+  // kernel needs none either: it runs its Block (createBlocks).
   std::vector<size_t> generated;
   for (size_t u = 0; u < unique.size(); ++u) {
+    if (impl.blocks.count(unique[u])) continue;
     uniqueCompiled[u] = codegen::cpu::callOnlyKernel(impl.kernels[unique[u]]);
     if (!uniqueCompiled[u]) generated.push_back(u);
   }
-  KILN_RETURN_IF_ERROR(objects ? linkObjects(impl, *objects, uniqueCompiled)
+  KILN_RETURN_IF_ERROR(objects ? linkObjects(impl, *objects, generated, uniqueCompiled)
                                : compileKernels(impl, unique, generated, uniqueCompiled));
   for (size_t i = 0; i < impl.kernels.size(); ++i)
     impl.compiled.push_back(uniqueCompiled[uniqueOf[i]]);
@@ -524,7 +511,7 @@ Status CpuProgram::buildInto(Impl& impl, std::unique_ptr<Module> module,
   const CompileOptions& options = impl.options;
   Function* f = module->entry();
   std::vector<Pending> pending = listCalls(impl, prepacked);
-  matchBlocks(impl, *f);
+  KILN_RETURN_IF_ERROR(createBlocks(impl));
   std::erase_if(pending, [](const Pending& p) { return !p.call->block.empty(); });
   prepareCalls(impl, *f, pending);
   KILN_RETURN_IF_ERROR(postOpsAsLoops(impl));
@@ -555,15 +542,6 @@ CpuProgram::build(std::unique_ptr<Module> module, fusion::FusionPlan plan,
   impl->kernels = std::move(kernels);
   KILN_RETURN_IF_ERROR(buildInto(*impl, std::move(module), objects, prepacked));
   return std::make_unique<CpuProgram>(std::move(impl));
-}
-
-// A block's kernels run as one, at its first kernel's place: their values may not share memory.
-// The two values between its layers need no memory.
-std::vector<RunTogether> CpuProgram::runTogether() const {
-  std::vector<RunTogether> together;
-  for (const auto& [first, block] : impl_->blocks)
-    together.push_back({static_cast<int>(first), static_cast<int>(first) + 2, block.unstored});
-  return together;
 }
 
 namespace {
@@ -636,7 +614,6 @@ Status CpuProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& 
         return const_cast<std::byte*>(v->def()->constantData().tensor.bytes());
       case Storage::Output: return outputs[static_cast<size_t>(s.offset)].mutableBytes();
       case Storage::Arena: return arena.get() + s.offset;
-      case Storage::Unstored: return nullptr;
     }
     return nullptr;
   };
@@ -649,31 +626,29 @@ Status CpuProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& 
     for (const kernel::Buffer& b : m.kernels[i].buffers) {
       if (b.role == kernel::BufferRole::Temp)
         ptrs.push_back(arena.get() + m.buffers.temps[i][temp++]);
+      else if (b.role == kernel::BufferRole::Internal) ptrs.push_back(nullptr);  // no memory
       else ptrs.push_back(address(b.value));
     }
   };
   std::vector<void*> ptrs;
-  std::array<std::vector<void*>, 3> blockPtrs, blockArgs;
+  std::array<std::vector<void*>, 3> blockArgs;
   if (kernelMs) kernelMs->assign(m.kernels.size(), 0.0);
   for (size_t i = 0; i < m.kernels.size(); ++i) {
     const kernel::Kernel& k = m.kernels[i];
     auto kernelStart = kernelMs ? Clock::now() : Clock::time_point{};
+    kernelPtrs(i, ptrs);
     if (auto block = m.blocks.find(i); block != m.blocks.end()) {
       void* const* args[3];
       for (size_t j = 0; j < 3; ++j) {
-        kernelPtrs(i + j, blockPtrs[j]);
         blockArgs[j].clear();
-        for (size_t b : block->second.args[j]) blockArgs[j].push_back(blockPtrs[j][b]);
+        for (size_t b : block->second.args[j]) blockArgs[j].push_back(ptrs[b]);
         args[j] = blockArgs[j].data();
       }
       block->second.kernel->run(args, *m.pool);
-      if (kernelMs) (*kernelMs)[i] = msSince(kernelStart);
-      i += 2;  // the block's other kernels (their times stay 0)
-      continue;
+    } else {
+      CallContext ctx{&m.calls, i, &error, &mu};
+      m.compiled[i]->run(ptrs.data(), *m.pool, runLibraryCall, &ctx);
     }
-    kernelPtrs(i, ptrs);
-    CallContext ctx{&m.calls, i, &error, &mu};
-    m.compiled[i]->run(ptrs.data(), *m.pool, runLibraryCall, &ctx);
     if (kernelMs) (*kernelMs)[i] = msSince(kernelStart);
     if (!error) return Status(error).prefix("kernel " + k.name);
   }

@@ -35,13 +35,12 @@ struct LibraryCall {
   std::string block;       // the inverted-residual block it runs in, if any (Impl::blocks)
 };
 
-// Three kernels, each one library call (a 1x1, a depthwise and a 1x1 convolution), run as one
-// inverted-residual block (codegen/cpu/inverted_residual.h) by the first: the other two are
-// skipped. `args[j]`: the kernel buffer of each argument of layer j's call.
+// A custom kernel the plan formed of an inverted-residual block (its three calls: a 1x1, a
+// depthwise and a 1x1 convolution), run by Kiln's own kernel (codegen/cpu/inverted_residual.h).
+// `args[j]`: the kernel buffer of each argument of layer j's call.
 struct Block {
   std::unique_ptr<InvertedResidualKernel> kernel;
   std::array<std::vector<size_t>, 3> args;
-  std::vector<const Value*> unstored;  // the first two layers' results, which it never stores
 };
 
 // One compiler's object code: the entry symbols of the distinct kernels it holds.
@@ -63,10 +62,10 @@ class CpuProgram final : public runtime::Program {
     fusion::FusionPlan plan;
     std::vector<kernel::Kernel> kernels;
     std::vector<std::vector<LibraryCall>> calls;  // per kernel, by call index
-    std::map<size_t, Block> blocks;               // by the index of a block's first kernel
+    std::map<size_t, Block> blocks;               // by the index of its custom kernel
     std::vector<std::unique_ptr<CpuCompiler>> compilers;
-    std::vector<std::shared_ptr<CompiledKernel>> compiled;  // per kernel (shared by identical
-                                                            // kernels)
+    // Per kernel (shared by identical kernels; null for a custom kernel, which runs its Block).
+    std::vector<std::shared_ptr<CompiledKernel>> compiled;
     int uniqueKernels = 0;
     std::unique_ptr<ThreadPool> pool;
     BufferPlan buffers;
@@ -105,7 +104,6 @@ class CpuProgram final : public runtime::Program {
   std::string libraryCalls() const override;
   std::string libraryCallDetails() const override;
   void artifactParts(runtime::ArtifactParts& parts) const override;
-  std::vector<runtime::RunTogether> runTogether() const override;
   void setBuffers(BufferPlan buffers) override { impl_->buffers = std::move(buffers); }
 
   // The constants only library kernels hold (in their own layouts), found as calls are

@@ -6,6 +6,7 @@
 
 #include "codegen/cpu/choose_library_calls.h"
 #include "codegen/cpu/cpu_program.h"
+#include "codegen/cpu/inverted_residual.h"
 #include "compiler/compile.h"
 #include "ir/text/text.h"
 #include "kernel/expand_calls.h"
@@ -98,6 +99,13 @@ class CpuTarget final : public runtime::Target {
   // oneDNN's post-ops: f32 matrix products and convolutions (fusion/epilogue.h's default).
   fusion::EpiloguePolicy epiloguePolicy() const override { return {}; }
 
+  // The inverted-residual block (inverted_residual.h), which takes its calls' bias and clamp as
+  // post-ops: not without library calls (they become loops) or without post-ops.
+  std::vector<fusion::CustomFusion> customFusions(const CompileOptions& options) const override {
+    if (!options.libraryCalls || !options.postOps) return {};
+    return {invertedResidualFusion()};
+  }
+
   // Each library call runs on oneDNN where oneDNN has a fast kernel for it, else in another
   // formulation, chosen here with its reason (choose_library_calls.h); without library calls,
   // every call becomes Kiln's loops (kernel/expand_calls.h). Then loops split where a
@@ -106,6 +114,12 @@ class CpuTarget final : public runtime::Target {
   Status schedule(std::vector<kernel::Kernel>& kernels,
                   const CompileOptions& options) const override {
     for (kernel::Kernel& k : kernels) {
+      // A custom kernel runs its calls in Kiln's own code (cpu_program.cpp): nothing to schedule.
+      if (k.kind == "custom") {
+        k.notes.push_back("inverted-residual block: its three calls run as Kiln's row-by-row "
+                          "kernel (codegen/cpu/inverted_residual.h)");
+        continue;
+      }
       if (!options.libraryCalls) {
         KILN_ASSIGN_OR_RETURN(k, kernel::expandCalls(k));
       } else {

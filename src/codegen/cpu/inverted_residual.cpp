@@ -295,7 +295,7 @@ InvertedResidualKernel::create(const Layer& expand, const Layer& depthwise, cons
   s.stride = stride;
   s.outHeight = d->y[1];
   s.outWidth = d->y[2];
-  if ((s.in * s.mid + s.mid * s.out) * static_cast<int64_t>(sizeof(float)) > kMaxWeightBytes)
+  if (k->weightBytes() > kMaxWeightBytes)
     return Status::error("the 1x1 weights are larger than " + std::to_string(kMaxWeightBytes) +
                          " bytes");
   auto ec = biasClamp(*expand.postOps, mid, e->y, nullptr);
@@ -362,6 +362,12 @@ void InvertedResidualKernel::run(void* const* const args[3], const ThreadPool& p
     }
   });
 }
+
+int64_t InvertedResidualKernel::weightBytes() const {
+  return (s_.in * s_.mid + s_.mid * s_.out) * static_cast<int64_t>(sizeof(float));
+}
+
+int64_t InvertedResidualKernel::maxWeightBytes() { return kMaxWeightBytes; }
 
 std::string InvertedResidualKernel::describe() const {
   const Shape& s = s_;

@@ -10,10 +10,11 @@
 // are bound by that traffic (docs/codegen.md, "Inverted-residual blocks"). The output rows are
 // split over the pool's threads; each part expands the row above its first once more.
 //
-// The runtime groups three consecutive call-only kernels into one such block where the first two
-// results have no other reader (runtime/executable.cpp); the buffer plan gives those two no
-// memory. The kernel reads the weights and biases from the calls' own buffers, so it holds
-// nothing; it needs AVX-512 (invertedResidualAvailable()).
+// The CPU target registers the block as a custom fusion (invertedResidualFusion): the planner
+// forms one custom kernel of the three convolutions where create() takes them and the values
+// between them have no other reader; those values are internal to the kernel (no memory). The
+// kernel reads the weights and biases from the calls' own buffers, so it holds nothing; it needs
+// AVX-512 (invertedResidualAvailable()).
 #pragma once
 
 #include <limits>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "codegen/cpu/thread_pool.h"
+#include "fusion/custom_fusion.h"
 #include "ir/ir.h"
 #include "kernel/kernel_ir.h"
 #include "support/status.h"
@@ -30,6 +32,11 @@ namespace kiln::codegen::cpu {
 
 // Whether this CPU runs the kernel (AVX-512F).
 bool invertedResidualAvailable();
+
+// The custom fusion "inverted-residual block": over chains of three convolution kernels whose
+// middle one is grouped, claims those create() takes (the same checks, on the plan's post-op
+// chains), with the reason; declines the others with create()'s reason.
+fusion::CustomFusion invertedResidualFusion();
 
 class InvertedResidualKernel {
  public:
@@ -49,6 +56,9 @@ class InvertedResidualKernel {
 
   // "Kiln inverted-residual block (16 -> 96 -> 24 channels, 112x112, depthwise stride 2, ...)".
   std::string describe() const;
+  // The bytes of its 1x1 weights (expand and project) and the most it takes.
+  int64_t weightBytes() const;
+  static int64_t maxWeightBytes();
 
  private:
   struct Shape {

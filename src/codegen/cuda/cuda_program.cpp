@@ -251,7 +251,6 @@ struct Addresses {
       case Storage::Output:
         return outputs ? outputs[s.offset] : at(m.outputOffsets[static_cast<size_t>(s.offset)]);
       case Storage::Arena: return at(s.offset);
-      case Storage::Unstored: return 0;
     }
     return 0;
   }
@@ -262,6 +261,7 @@ struct Addresses {
     for (const kernel::Buffer& b : m.kernels[i].buffers) {
       if (b.role == kernel::BufferRole::Temp)
         ptrs.push_back(base + static_cast<DevicePtr>(m.buffers.temps[i][temp++]));
+      else if (b.role == kernel::BufferRole::Internal) ptrs.push_back(0);  // no memory
       else ptrs.push_back(of(b.value));
     }
   }

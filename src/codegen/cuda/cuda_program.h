@@ -73,7 +73,6 @@ class CudaProgram final : public runtime::Program {
   std::string libraryCalls() const override;
   std::string libraryCallDetails() const override;
   void artifactParts(runtime::ArtifactParts& parts) const override;
-  std::vector<runtime::RunTogether> runTogether() const override { return {}; }
   void setBuffers(BufferPlan buffers) override;
   // 256 bytes, as cuMemAlloc aligns: cuBLASLt's algorithms assume it of every matrix.
   int64_t bufferAlignment() const override { return kCudaAlignment; }
