@@ -10,11 +10,12 @@
 //   1. oneDNN takes the call with its post-ops: the call stays; the note names the kernel.
 //   2. oneDNN takes it only without its post-ops: the note says so; the program runs the
 //      post-ops as a loop nest after the call (kernel/post_op_loops.h). The program splits them
-//      (cpu_program.cpp), after it has matched inverted-residual blocks, which take a call's
-//      bias, clamp and residual whatever oneDNN would do with them.
+//      (cpu_program.cpp).
 //   3. Otherwise the call becomes Kiln's own loops (kernel/expand_calls.h), never the
 //      interpreter's kernel at run time nor a library's reference code.
-// Calls without a node (parsed kernel IR) and of other ops are left as they are.
+// Calls without a node (parsed kernel IR) and of other ops are left as they are, and so are the
+// calls of custom kernels (the CPU schedule skips them: an inverted-residual block takes its
+// calls' bias, clamp and residual whatever oneDNN would do with them).
 //
 // Does not: pick between fast implementations (oneDNN's own order, and the choices of
 // onednn_convolution.cpp, stand), or move a formulation into the graph (im2col + matmul is the
