@@ -282,28 +282,29 @@ class Simplifier {
     return binary(BinaryOp::Rem, x, intConst(d));
   }
 
-  // x / d * (c * d) + x % d * c -> x * c (for x >= 0) among the terms of a sum; nullptr when
-  // no pair merges.
-  ExprRef mergeDivRem(const ExprRef& sumExpr) const {
+  // y / b * (c * b) + y % b * c -> y * c (for y >= 0) among the terms of a sum, comparing the
+  // quotient in its simplified form (so x / (a * b) pairs with x / a % b: a thread index split
+  // into the dims of a flattened loop nest comes back whole); nullptr when no pair merges.
+  ExprRef mergeDivRem(const ExprRef& sumExpr) {
     std::vector<Term> ts = terms(sumExpr);
     bool merged = false;
-    for (size_t i = 0; i < ts.size(); ++i) {
-      const ExprRef& q = ts[i].e;
-      if (!q || q->kind != Expr::Kind::Binary || q->binary != BinaryOp::Div || !isConst(q->args[1]))
-        continue;
-      int64_t d = q->args[1]->i;
-      if (d <= 0 || !nonNegative(q->args[0])) continue;
-      for (size_t j = 0; j < ts.size(); ++j) {
-        const ExprRef& r = ts[j].e;
-        if (j == i || !r || r->kind != Expr::Kind::Binary || r->binary != BinaryOp::Rem ||
-            !isConst(r->args[1]) || r->args[1]->i != d || r->args[0] != q->args[0])
+    for (bool again = true; again;) {
+      again = false;
+      for (size_t j = 0; j < ts.size() && !again; ++j) {
+        const ExprRef r = ts[j].e;
+        if (!r || r->kind != Expr::Kind::Binary || r->binary != BinaryOp::Rem ||
+            !isConst(r->args[1]) || r->args[1]->i <= 0 || !nonNegative(r->args[0]))
           continue;
-        std::optional<int64_t> cd = checked(BinaryOp::Mul, ts[j].c, d);
-        if (!cd || *cd != ts[i].c) continue;
-        ts[i] = {q->args[0], ts[j].c};
-        ts.erase(ts.begin() + static_cast<std::ptrdiff_t>(j));
-        merged = true;
-        break;
+        std::optional<int64_t> cb = checked(BinaryOp::Mul, ts[j].c, r->args[1]->i);
+        if (!cb) continue;
+        const ExprRef q = divide(r->args[0], r->args[1]->i);
+        for (size_t i = 0; i < ts.size(); ++i) {
+          if (i == j || ts[i].e != q || ts[i].c != *cb) continue;
+          ts[i] = {r->args[0], ts[j].c};
+          ts.erase(ts.begin() + static_cast<std::ptrdiff_t>(j));
+          merged = again = true;
+          break;
+        }
       }
     }
     return merged ? sum(ts) : nullptr;

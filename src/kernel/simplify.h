@@ -15,6 +15,7 @@
 //   x / a / b -> x / (a * b)
 //   x % a % b -> x % b                    when b divides a
 //   x / d * (c*d) + x % d * c -> x * c
+//   x / (a*b) * (c*b) + x / a % b * c -> x / a * c
 //   min(a, b) -> a and max(a, b) -> b     when a's range lies below b's
 //   i -> 0                                for the variable of a loop of extent 1
 // Ranges come from the enclosing loops ([0, extent) for a constant extent) and propagate

@@ -72,6 +72,19 @@ TEST(SimplifyIndices, InnerDimsBelowAFactorOfTheDivisor) {
   EXPECT_EQ(printExpr(simplified(div(flat, c(1568)), 48, 785)), "(i0 * 784 + i1) / 1568");
 }
 
+TEST(SimplifyIndices, AGridIndexSplitIntoDimsComesBackWhole) {
+  // mapToGpu's g = i0 * 256 + i1 split into the dims of [8, 28, 28, 64] and flattened again:
+  // ((g / 50176 * 28 + g / 1792 % 28) * 28 + g / 64 % 28) * 64 + g % 64. The quotient
+  // g / 50176 simplifies to i0 / 196 first; it still pairs with g / 1792 % 28.
+  ExprRef g = add(mul(v("i0"), c(256)), v("i1"));
+  ExprRef n = add(mul(div(g, c(50176)), c(28)), rem(div(g, c(1792)), c(28)));
+  ExprRef h = add(mul(n, c(28)), rem(div(g, c(64)), c(28)));
+  ExprRef flat = add(mul(h, c(64)), rem(g, c(64)));
+  EXPECT_EQ(printExpr(simplified(flat, 1568, 256)), "i0 * 256 + i1");
+  // Its channel alone: what a broadcast bias reads.
+  EXPECT_EQ(printExpr(simplified(rem(g, c(64)), 1568, 256)), "i1 % 64");
+}
+
 TEST(SimplifyIndices, LeavesWhatRangesDoNotAllow) {
   // i1 may exceed the divisor: nothing to drop.
   EXPECT_EQ(printExpr(simplified(div(add(mul(v("i0"), c(100)), v("i1")), c(64)), 4, 200)),

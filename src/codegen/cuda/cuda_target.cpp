@@ -12,6 +12,7 @@
 #include "kernel/gpu_schedule.h"
 #include "kernel/post_op_loops.h"
 #include "kernel/schedule.h"
+#include "kernel/simplify.h"
 
 namespace kiln::codegen::cuda {
 namespace {
@@ -98,13 +99,14 @@ class CudaTarget final : public runtime::Target {
   // post-ops a loop nest after them), other calls run as Kiln's loops; rows of accumulators
   // become a reduction per output element, the outer loops of every nest map to the grid, rows
   // of a warp or more to a block each (gpu_schedule.h), and the reductions left run serially in
-  // their thread.
+  // their thread; then the indices are simplified again, since the grid's flat index split into
+  // a nest's dims mostly recombines (a thread per element of a dense tensor indexes it directly).
   Status schedule(std::vector<kernel::Kernel>& kernels,
                   const CompileOptions& options) const override {
     for (kernel::Kernel& k : kernels) {
       KILN_ASSIGN_OR_RETURN(k, libraryCallsOrLoops(k, options));
       k = kernel::mapToGpu(kernel::reductionsPerOutput(k), kThreadsPerBlock, options.reassociate);
-      k = kernel::lowerReductions(k);
+      k = kernel::simplifyIndices(kernel::lowerReductions(k));
     }
     return Status::ok();
   }
