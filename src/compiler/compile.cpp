@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "ir/text/text.h"
+#include "kernel/buffer_views.h"
 #include "kernel/lower.h"
 #include "kernel/verify.h"
 #include "passes/pipeline.h"
@@ -70,6 +71,7 @@ fusion::FusionPlan fuse(const Function& f, const runtime::Target* target,
   fo.fuse = options.fuse;
   if (target) fo.epilogue = target->epiloguePolicy();
   fo.epilogue.postOps = options.postOps;
+  fo.concatViews = target && target->concatenatesInPlace();
   if (target) fo.custom = target->customFusions(options);
   fusion::FusionPlan plan = fusion::planFusion(f, fo);
   times.fusion = msSince(start);
@@ -82,6 +84,7 @@ StatusOr<std::vector<kernel::Kernel>> lower(const Function& f, const fusion::Fus
   KILN_RETURN_IF_ERROR(writeDump(options, "fusion-plan.txt", fusion::explainPlan(f, plan)));
   auto start = Clock::now();
   KILN_ASSIGN_OR_RETURN(std::vector<kernel::Kernel> kernels, kernel::lowerPlan(f, plan));
+  KILN_RETURN_IF_ERROR(kernel::applyViews(kernels, plan.concats.views));
   for (const kernel::Kernel& k : kernels) KILN_RETURN_IF_ERROR(kernel::verifyKernel(k));
   times.lowering = msSince(start);
   if (!options.instrumentation.dumpDir.empty())

@@ -118,9 +118,13 @@ class Planner {
   }
 
   FusionPlan run() {
+    if (o_.fuse && o_.concatViews)
+      views_ = planConcatViews(f_, [&](const Value* v) { return name(v); });
     std::vector<const Node*> compute;
     for (const auto& n : f_.nodes())
-      if (patternOf(*n) != OpPattern::Buffer) compute.push_back(n.get());
+      if (patternOf(*n) != OpPattern::Buffer && !views_.inPlace.count(n.get()))
+        compute.push_back(n.get());
+    noteInPlaceEdges();
     if (o_.fuse) reserveEpilogues(compute);
     for (auto it = compute.rbegin(); it != compute.rend(); ++it) place(*it);
     if (o_.fuse) fuseSiblings();
@@ -328,6 +332,19 @@ class Planner {
       case KernelKind::Reduction: return "input";
       default: return "epilogue";
     }
+  }
+
+  // The edges into a concatenate in place: each producer stores its slice of the root's buffer.
+  void noteInPlaceEdges() {
+    for (const Node* c : views_.inPlace)
+      for (const Value* v : c->operands()) {
+        auto view = views_.views.find(v);
+        if (!v->def() || views_.inPlace.count(v->def()) || view == views_.views.end()) continue;
+        note(v->def(), c, "in place",
+             "stores its slice of " + name(view->second.of) + " (element offset " +
+                 std::to_string(view->second.offset) + ", row pitch " +
+                 std::to_string(view->second.pitch) + ")");
+      }
   }
 
   // Library epilogues first: the chain of single-use elementwise ops after each matrix product or
@@ -562,9 +579,11 @@ class Planner {
         for (size_t r = 0; r < m->numResults(); ++r) {
           const Value* v = m->result(r);
           bool stored = v->isFunctionOutput();
-          for (const Use& u : v->uses())
+          for (const Use& u : v->uses()) {
+            if (views_.inPlace.count(u.user)) stored = true;  // into its slice
             for (int h : groupsOf_[u.user])
               if (!groups_[h].members.count(m)) stored = true;
+          }
           if (stored) {
             k.outputs.push_back(v);
             storedBy[v] = g;
@@ -580,6 +599,11 @@ class Planner {
       for (const Value* v : k.inputs) {
         auto it = storedBy.find(v);
         if (it != storedBy.end() && it->second != g) deps[g].insert(it->second);
+        // A concatenate in place is complete when the kernels storing its slices have run.
+        if (auto w = views_.writers.find(v); w != views_.writers.end())
+          for (const Value* slice : w->second)
+            if (auto s = storedBy.find(slice); s != storedBy.end() && s->second != g)
+              deps[g].insert(s->second);
       }
     std::map<int, int> newId;
     while (newId.size() < kernels.size()) {
@@ -623,6 +647,7 @@ class Planner {
       for (size_t r = 0; r < p->numResults(); ++r) plan.bytesUnfused += bytesOf(*p->result(r));
     }
     for (Decision& d : siblings_) plan.decisions.push_back(std::move(d));
+    plan.concats = std::move(views_);
     if (o_.fuse)
       planCustomFusions(
           o_.custom, [&](const Value* v) { return name(v); }, plan);
@@ -638,6 +663,7 @@ class Planner {
   std::map<const Node*, std::vector<int>> groupsOf_;
   std::map<std::pair<const Node*, const Node*>, EdgeNote> notes_;
   std::vector<Decision> siblings_;
+  ConcatViews views_;
   std::map<const Node*, const Node*> reserved_;  // epilogue op -> its contraction
   // indicesIn's record: the indices of each member of each kernel, and the index an injective
   // user's operand gets for each of the user's.
@@ -747,6 +773,7 @@ std::string explainPlan(const Function& f, const FusionPlan& plan) {
     if (d.fused) fusedLines += "  " + edge + ": " + d.how + ": " + d.reason + "\n";
     else unfusedLines += "  " + edge + ": " + d.reason + "\n";
   }
+  out += explainConcatViews(plan.concats, name);
   out += "\nfused edges:\n" + (fusedLines.empty() ? "  (none)\n" : fusedLines);
   out += "\nedges left unfused:\n" + (unfusedLines.empty() ? "  (none)\n" : unfusedLines);
   return out;

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "fusion/concat_views.h"
 #include "fusion/custom_fusion.h"
 #include "fusion/epilogue.h"
 #include "fusion/op_pattern.h"
@@ -89,6 +90,9 @@ struct FusionOptions {
   EpiloguePolicy epilogue;
   // The target's custom fusions (custom_fusion.h), tried in order over the planned kernels.
   std::vector<CustomFusion> custom;
+  // Concatenates written in place by their producers where the target's code can store strided
+  // slices (concat_views.h); else every concatenate is computed by a kernel.
+  bool concatViews = false;
   // The largest function (in nodes) the planner keeps a reachability map for (reachability.h);
   // larger ones walk the graph for each convexity check, which decides the same.
   size_t reachabilityMaxNodes = 16384;
@@ -101,6 +105,8 @@ struct FusionPlan {
   bool symbolic = false;            // some dimension was symbolic (counted as 1)
   // The kernels each compute node belongs to (more than one when recomputed).
   std::map<const Node*, std::vector<int>> kernelsOf;
+  // Concatenates in place (no kernel) and the values stored as slices of their buffers.
+  ConcatViews concats;
 };
 
 FusionPlan planFusion(const Function& f, const FusionOptions& options = {});

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ir/op.h"
+#include "kernel/buffer_views.h"
 #include "kernel/lowerer.h"
 #include "kernel/post_op_loops.h"
 
@@ -356,7 +357,7 @@ StatusOr<StmtRef> expandCall(const Kernel& k, const Stmt& call, FreshNames& name
   for (size_t d = vars.size(); d-- > 0;)
     if (!vars[d].empty())
       body = forLoop(vars[d], intConst(s.result->shape[d]), LoopKind::Serial, body);
-  return body;
+  return indexViews(k, body);
 }
 
 // `s` with the calls below it that `which` selects expanded; `s` itself where it has none.

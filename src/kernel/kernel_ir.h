@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -259,6 +260,14 @@ struct Buffer {
   std::vector<int64_t> shape;
   BufferRole role = BufferRole::Input;
   const Value* value = nullptr;  // the graph value it holds
+  // A slice of another value's buffer (a concatenation its producers write in place,
+  // fusion/concat_views.h): the buffer starts `offset` elements into `of`'s, and its element i
+  // lives at (i / rowLength) * pitch + i % rowLength from there (kernel/buffer_views.h).
+  struct View {
+    const Value* of = nullptr;
+    int64_t offset = 0, rowLength = 0, pitch = 0;
+  };
+  std::optional<View> view;
   int64_t elements() const;
 };
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <unordered_set>
 
 namespace kiln::runtime {
@@ -73,6 +74,34 @@ bool elementwiseAccess(const kernel::Kernel& k, const std::string& in, const std
   return ok && stored;
 }
 
+// Slices of a concatenation written in place (kernel::Buffer::view) take no memory of their own:
+// the concatenation's buffer is live from the first kernel that writes a slice to the last that
+// reads it or any slice.
+template <typename SlotFor>
+Status planSlices(const std::vector<kernel::Kernel>& kernels, BufferPlan& p, SlotFor&& slotFor) {
+  std::map<const Value*, std::pair<int, int>> live;  // root -> first write, last read
+  for (const kernel::Kernel& k : kernels)
+    for (const kernel::Buffer& b : k.buffers) {
+      if (!b.view || !b.value) continue;
+      Slot& s = p.values.at(b.value);
+      Slot& root = slotFor(b.view->of);
+      if (s.storage != Storage::Arena || root.storage != Storage::Arena)
+        return Status::error("kernel " + k.name + ": %" + b.name +
+                             " is a slice of a concatenation outside the arena");
+      s.sliceOf = b.view->of;
+      s.sliceBytes = b.view->offset * static_cast<int64_t>(dtypeSize(b.type));
+      auto& range = live.try_emplace(b.view->of, std::numeric_limits<int>::max(), 0).first->second;
+      if (b.role == kernel::BufferRole::Output) range.first = std::min(range.first, s.first);
+      range.second = std::max(range.second, s.last);
+    }
+  for (const auto& [root, range] : live) {
+    Slot& r = p.values.at(root);
+    r.first = std::min(range.first, r.last);
+    r.last = std::max(r.last, range.second);
+  }
+  return Status::ok();
+}
+
 struct Item {
   const Value* value = nullptr;  // null for a temp
   int kernel = -1, temp = -1;    // a temp: which kernel and which of its temps
@@ -117,17 +146,18 @@ StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Ke
       s.last = std::max(s.last, static_cast<int>(i));
     }
   }
+  KILN_RETURN_IF_ERROR(planSlices(kernels, p, slotFor));
   // In place: an arena value written by an elementwise kernel over an arena input that dies there.
   for (size_t i = 0; i < kernels.size(); ++i) {
     const kernel::Kernel& k = kernels[i];
     for (const kernel::Buffer& o : k.buffers) {
       if (o.role != kernel::BufferRole::Output) continue;
       Slot& out = p.values[o.value];
-      if (out.storage != Storage::Arena || out.sharesWith) continue;
+      if (out.storage != Storage::Arena || out.sharesWith || out.sliceOf) continue;
       for (const kernel::Buffer& in : k.buffers) {
         if (in.role != kernel::BufferRole::Input) continue;
         Slot& src = p.values[in.value];
-        if (src.storage != Storage::Arena || src.last != static_cast<int>(i) ||
+        if (src.storage != Storage::Arena || src.sliceOf || src.last != static_cast<int>(i) ||
             src.bytes != out.bytes || dtypeSize(in.type) != dtypeSize(o.type))
           continue;
         bool taken = false;
@@ -143,7 +173,7 @@ StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Ke
   std::vector<Item> items;
   std::map<const Value*, size_t> itemOf;
   for (auto& [v, s] : p.values) {
-    if (s.storage != Storage::Arena || s.sharesWith) continue;
+    if (s.storage != Storage::Arena || s.sharesWith || s.sliceOf) continue;
     itemOf[v] = items.size();
     items.push_back(Item{v, -1, -1, s.bytes, s.first, s.last});
   }
@@ -201,6 +231,8 @@ StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Ke
     while (p.values[root].sharesWith) root = p.values[root].sharesWith;
     s.offset = p.values[root].offset;
   }
+  for (auto& [v, s] : p.values)
+    if (s.sliceOf) s.offset = p.values[s.sliceOf].offset + s.sliceBytes;
   return p;
 }
 

@@ -28,6 +28,10 @@ struct Slot {
   int64_t offset = 0;       // Arena: byte offset; Parameter: parameter index; Output: output index
   int first = 0, last = 0;  // kernels that define and last read it (Arena)
   const Value* sharesWith = nullptr;  // in place: the input whose memory it takes
+  // A slice of a concatenation its producers write in place (kernel::Buffer::view): the
+  // concatenation whose memory it is, and the byte offset in it.
+  const Value* sliceOf = nullptr;
+  int64_t sliceBytes = 0;
 };
 
 struct BufferPlan {

@@ -181,6 +181,9 @@ class Target {
   // The layouts its kernels prefer, which the default pipeline's layout assignment gives
   // convolutions (the CPU's NHWC unless a target says otherwise).
   virtual LayoutTarget layoutTarget(const CompileOptions&) const { return LayoutTarget::cpu(); }
+  // Whether its kernels and library calls store a concatenation's operands into their slices of
+  // its buffer, strided (fusion/concat_views.h); else each concatenate is computed by a kernel.
+  virtual bool concatenatesInPlace() const { return false; }
   // What its library calls apply as they write their results: the planner decides each call's
   // post-ops from it (fusion/epilogue.h).
   virtual fusion::EpiloguePolicy epiloguePolicy() const = 0;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "codegen/cpu/onednn.h"
+#include "kernel/buffer_views.h"
 #include "kernel/expand_calls.h"
 
 namespace kiln::codegen::cpu {
@@ -26,15 +27,29 @@ Status chooseLibraryCalls(kernel::Kernel& k, const runtime::CompileOptions& opti
   std::set<const kernel::Stmt*> loops;
   for (const kernel::Stmt* s : kernel::callsOf(k)) {
     if (!s->node || (s->op != OpCode::DotGeneral && s->op != OpCode::Convolution)) continue;
-    StatusOr<std::string> full = probeOneDnnKernel(*s->node, s->postOps, options.threads);
+    const std::vector<int64_t> strides = resultStrides(k, *s);
+    StatusOr<std::string> full = probeOneDnnKernel(*s->node, s->postOps, options.threads, strides);
     if (full) {
       k.notes.push_back(s->callee + ": " + *full);
       continue;
     }
+    // A strided result (a slice of a concatenation in place) that oneDNN's fast kernels do not
+    // store: the call writes a dense temp, and a copy loop moves it into the slice.
+    if (!strides.empty()) {
+      StatusOr<std::string> dense = probeOneDnnKernel(*s->node, s->postOps, options.threads);
+      if (dense) {
+        const std::string note = s->callee + ": " + *dense +
+                                 "; result copied into its slice of the concatenation (" +
+                                 reason(full.status()) + ")";
+        KILN_ASSIGN_OR_RETURN(k, kernel::resultThroughTemp(k, *s));
+        k.notes.push_back(note);
+        continue;
+      }
+    }
     // Why there is no kernel at all: without post-ops, where they were the first refusal.
     Status why = full.status();
     if (!s->postOps.empty()) {
-      StatusOr<std::string> bare = probeOneDnnKernel(*s->node, {}, options.threads);
+      StatusOr<std::string> bare = probeOneDnnKernel(*s->node, {}, options.threads, strides);
       if (bare) {
         k.notes.push_back(s->callee + ": " + *bare + "; post-ops as loops after it (" +
                           reason(why) + ")");

@@ -23,9 +23,11 @@
 #include "compiler/compile.h"
 #include "interp/interpreter.h"
 #include "ir/text/text.h"
+#include "kernel/buffer_views.h"
 #include "kernel/lower.h"
 #include "kernel/post_op_loops.h"
 #include "kernel/schedule.h"
+#include "kernel/simplify.h"
 #include "support/hash.h"
 #include "support/large_buffer.h"
 
@@ -178,7 +180,7 @@ void CpuProgram::storeBlockedValues(Impl& impl, const Function& f) {
         if (call && call->fast) blockable = call->fast->blockableBuffers();
         if (!blockable.empty()) stored.emplace(call, std::vector<size_t>{});
         if (call && call->separatePostOps) blockable.clear();
-        bool ok = !positions.empty();
+        bool ok = !positions.empty() && !b.view;  // a slice of a concatenation is plain
         for (size_t p : positions)
           ok = ok && std::find(blockable.begin(), blockable.end(), p) != blockable.end();
         if (!ok) excluded.insert(b.value);
@@ -205,7 +207,8 @@ namespace {
 struct Pending {
   LibraryCall* call;
   double flops;
-  const PackedWeights* prepacked;  // from the artifact, or null
+  const PackedWeights* prepacked;   // from the artifact, or null
+  std::vector<int64_t> dstStrides;  // a strided result (onednn.h resultStrides), else empty
 };
 
 // Library calls: a oneDNN kernel where oneDNN takes the op (f32 matrix products and
@@ -234,7 +237,8 @@ std::vector<Pending> listCalls(CpuProgram::Impl& impl, const PackedByCall* prepa
         auto it = prepacked->find({i, j});
         if (it != prepacked->end()) packed = &it->second;
       }
-      pending.push_back({&impl.calls.back()[j], impl.plan.kernels[i].flops, packed});
+      pending.push_back({&impl.calls.back()[j], impl.plan.kernels[i].flops, packed,
+                         codegen::cpu::resultStrides(impl.kernels[i], *stmts[j])});
     }
   }
   return pending;
@@ -299,6 +303,7 @@ std::string callKey(const Pending& p) {
     }
   }
   key += " -> " + n.result(0)->type().str();
+  for (int64_t s : p.dstStrides) key += "," + std::to_string(s);
   for (const kernel::PostOp& o : s.postOps) {
     std::snprintf(buf, sizeof buf, " %s %a %a", kernel::postOpName(o.kind), o.lo, o.hi);
     key += buf;
@@ -328,11 +333,12 @@ void prepareCalls(CpuProgram::Impl& impl, const Function& f, const std::vector<P
         p.flops > 4.0 * static_cast<double>(s->node->operand(1)->type().numElements().value_or(0));
     int threads = small ? 1 : options.threads;
     c.oneThread = small && pooled;
-    auto fast = codegen::cpu::createOneDnnKernel(*s->node, s->postOps, threads, p.prepacked);
+    auto fast =
+        codegen::cpu::createOneDnnKernel(*s->node, s->postOps, threads, p.prepacked, p.dstStrides);
     if (!fast && !s->postOps.empty()) {
       // oneDNN cannot take these post-ops (well): the kernel without them, then ours.
       c.why = fast.status().message();
-      fast = codegen::cpu::createOneDnnKernel(*s->node, {}, threads, p.prepacked);
+      fast = codegen::cpu::createOneDnnKernel(*s->node, {}, threads, p.prepacked, p.dstStrides);
       c.separatePostOps = true;
     }
     if (fast) c.fast = std::move(*fast);
@@ -391,7 +397,8 @@ Status postOpsAsLoops(CpuProgram::Impl& impl) {
                             kernel::postOpsAsLoops(impl.kernels[k], *c.stmt));
       kernel::Kernel nest;
       nest.kind = impl.kernels[k].kind;
-      nest.body = pieces.loops;
+      nest.body = kernel::indexViews(impl.kernels[k], pieces.loops);
+      if (nest.body != pieces.loops) nest = kernel::simplifyIndices(nest);
       nest = kernel::vectorizeInner(kernel::parallelizeOuter(nest, kernel::kParallelThreshold));
       impl.kernels[k] =
           kernel::replaceStmt(impl.kernels[k], c.stmt, kernel::block({pieces.call, nest.body}));

@@ -95,10 +95,9 @@ bool oneDnnWinograd() { return onednn::avx512(); }
 
 namespace {
 
-StatusOr<std::unique_ptr<LibraryKernel>> create(const Node& n,
-                                                const std::vector<kernel::PostOp>& postOps,
-                                                int threads, const PackedWeights* prepacked,
-                                                bool probe) {
+StatusOr<std::unique_ptr<LibraryKernel>>
+create(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads,
+       const PackedWeights* prepacked, bool probe, const std::vector<int64_t>& dstStrides) {
   if (n.numOperands() != 2 || n.numResults() != 1)
     return Status::error(n.describe() + ": expected two operands and one result");
   try {
@@ -107,9 +106,9 @@ StatusOr<std::unique_ptr<LibraryKernel>> create(const Node& n,
     onednn::OmpThreadsScope scope(threads);
     StatusOr<std::unique_ptr<LibraryKernel>> k = Status::error("not a dot_general or convolution");
     if (n.op() == OpCode::DotGeneral)
-      k = onednn::createMatmul(n, postOps, threads, prepacked, probe);
+      k = onednn::createMatmul(n, postOps, threads, prepacked, probe, dstStrides);
     else if (n.op() == OpCode::Convolution)
-      k = onednn::createConvolution(n, postOps, threads, prepacked, probe);
+      k = onednn::createConvolution(n, postOps, threads, prepacked, probe, dstStrides);
     if (!k) return Status(k.status()).prefix(n.describe() + ": no oneDNN kernel");
     return k;
   } catch (const dnnl::error& e) {
@@ -123,15 +122,26 @@ StatusOr<std::unique_ptr<LibraryKernel>> create(const Node& n,
 
 StatusOr<std::unique_ptr<LibraryKernel>>
 createOneDnnKernel(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads,
-                   const PackedWeights* prepacked) {
-  return create(n, postOps, threads, prepacked, /*probe=*/false);
+                   const PackedWeights* prepacked, const std::vector<int64_t>& dstStrides) {
+  return create(n, postOps, threads, prepacked, /*probe=*/false, dstStrides);
 }
 
 StatusOr<std::string> probeOneDnnKernel(const Node& n, const std::vector<kernel::PostOp>& postOps,
-                                        int threads) {
+                                        int threads, const std::vector<int64_t>& dstStrides) {
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<LibraryKernel> k,
-                        create(n, postOps, threads, nullptr, /*probe=*/true));
+                        create(n, postOps, threads, nullptr, /*probe=*/true, dstStrides));
   return k->describe();
+}
+
+std::vector<int64_t> resultStrides(const kernel::Kernel& k, const kernel::Stmt& call) {
+  if (!call.node || call.args.size() <= call.node->numOperands()) return {};
+  const kernel::Buffer* b = k.find(call.args[call.node->numOperands()]);
+  if (!b || !b->view || b->view->rowLength == b->view->pitch) return {};
+  // Dims before the concatenated axis step over whole rows: a row is `pitch` elements apart.
+  std::vector<int64_t> s = onednn::rowMajor(b->shape);
+  for (int64_t& v : s)
+    if (v >= b->view->rowLength) v = v / b->view->rowLength * b->view->pitch;
+  return s;
 }
 
 }  // namespace kiln::codegen::cpu

@@ -117,9 +117,12 @@ bool oneDnnWinograd();
 // the reference kernel). threads <= 0: the OpenMP default (one per CPU). `prepacked`: the
 // constant weights in the layout an earlier compile of the same node chose; used in place when
 // the primitive chooses the same layout, else ignored (the constant is reordered).
+// `dstStrides`: the result's element strides where its buffer is not row-major (a slice of a
+// concatenation written in place; resultStrides), empty where it is.
 StatusOr<std::unique_ptr<LibraryKernel>>
 createOneDnnKernel(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads,
-                   const PackedWeights* prepacked = nullptr);
+                   const PackedWeights* prepacked = nullptr,
+                   const std::vector<int64_t>& dstStrides = {});
 
 // What createOneDnnKernel would make of `n` with `postOps`, found without making it (the
 // primitive descriptors only: no code generated, no weights reordered): the kernel's
@@ -127,6 +130,11 @@ createOneDnnKernel(const Node& n, const std::vector<kernel::PostOp>& postOps, in
 // (a reference one, onednn_internal.h slowImplementation) is an error, as in createOneDnnKernel:
 // the CPU target's schedule asks this for every call and takes another formulation then.
 StatusOr<std::string> probeOneDnnKernel(const Node& n, const std::vector<kernel::PostOp>& postOps,
-                                        int threads);
+                                        int threads, const std::vector<int64_t>& dstStrides = {});
+
+// The element strides of the result buffer of `call` (a Call of `k`) when it is a strided slice
+// (kernel::Buffer::view: the rows of its dims from the concatenated axis on lie `pitch` apart);
+// empty when it is row-major.
+std::vector<int64_t> resultStrides(const kernel::Kernel& k, const kernel::Stmt& call);
 
 }  // namespace kiln::codegen::cpu

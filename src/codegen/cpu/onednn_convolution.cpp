@@ -204,7 +204,8 @@ std::string convolutionName(const ConvDimensionNumbers& dn, size_t rank,
 
 }  // namespace
 
-StatusOr<ConvAxes> convAxes(const Node& n, bool transposed) {
+StatusOr<ConvAxes> convAxes(const Node& n, bool transposed,
+                            const std::vector<int64_t>& dstStrides) {
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> xd, f32Dims(n.operand(0), "input"));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> kd, f32Dims(n.operand(1), "kernel"));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> od, f32Dims(n.result(0), "result"));
@@ -237,7 +238,8 @@ StatusOr<ConvAxes> convAxes(const Node& n, bool transposed) {
   ConvAxes c;
   c.groups = groups, c.inC = inC, c.kO = kO, c.ns = ns, c.strides = strides;
   c.lhsDil = lhsDil, c.rhsDil = rhsDil, c.lo = lo, c.hi = hi;
-  std::vector<int64_t> xs = rowMajor(xd), ks = rowMajor(kd), os = rowMajor(od);
+  std::vector<int64_t> xs = rowMajor(xd), ks = rowMajor(kd);
+  std::vector<int64_t> os = dstStrides.empty() ? rowMajor(od) : dstStrides;
   c.src = {{at(xd, dn.inputBatch), at(xs, dn.inputBatch)}, {inC, at(xs, dn.inputFeature)}};
   c.dst = {{at(od, dn.outputBatch), at(os, dn.outputBatch)}, {kO, at(os, dn.outputFeature)}};
   if (groups > 1) c.wei.push_back({groups, (kO / groups) * at(ks, dn.kernelOutput)});
@@ -302,11 +304,12 @@ onIrLayout(const Node& n, const ConvAxes& conv, const std::vector<kernel::PostOp
 
 StatusOr<std::unique_ptr<LibraryKernel>>
 createConvolution(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads,
-                  const PackedWeights* prepacked, bool probe) {
+                  const PackedWeights* prepacked, bool probe,
+                  const std::vector<int64_t>& dstStrides) {
   const std::vector<int64_t> lhs = n.attrInts("lhs_dilation");
   if (std::any_of(lhs.begin(), lhs.end(), [](int64_t d) { return d != 1; }))
-    return createDeconvolution(n, postOps, threads, prepacked, probe);
-  KILN_ASSIGN_OR_RETURN(const ConvAxes conv, convAxes(n));
+    return createDeconvolution(n, postOps, threads, prepacked, probe, dstStrides);
+  KILN_ASSIGN_OR_RETURN(const ConvAxes conv, convAxes(n, /*transposed=*/false, dstStrides));
   const std::vector<int64_t>& window = conv.window;
   const Dims &dStrides = conv.dStrides, &dDilation = conv.dDilation, &dLo = conv.dLo,
              &dHi = conv.dHi;

@@ -69,8 +69,9 @@ StatusOr<DeconvWindow> deconvWindow(const ConvAxes& c) {
 
 StatusOr<std::unique_ptr<LibraryKernel>>
 createDeconvolution(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads,
-                    const PackedWeights* prepacked, bool probe) {
-  KILN_ASSIGN_OR_RETURN(const ConvAxes conv, convAxes(n, /*transposed=*/true));
+                    const PackedWeights* prepacked, bool probe,
+                    const std::vector<int64_t>& dstStrides) {
+  KILN_ASSIGN_OR_RETURN(const ConvAxes conv, convAxes(n, /*transposed=*/true, dstStrides));
   KILN_ASSIGN_OR_RETURN(const DeconvWindow win, deconvWindow(conv));
   const memory::desc src = stridedDesc(conv.src), wei = stridedDesc(conv.wei),
                      dst = stridedDesc(conv.dst);

@@ -285,20 +285,24 @@ finish(const Node& n, int threads, const memory::desc& src, const memory::desc& 
 // no weights reordered) and returns makeProbedKernel's stand-in.
 
 // onednn_matmul.cpp: dot_general -> matmul.
+// `dstStrides`: the result's strides where it is a strided slice (empty: row-major).
 StatusOr<std::unique_ptr<LibraryKernel>> createMatmul(const Node& n,
                                                       const std::vector<kernel::PostOp>& postOps,
                                                       int threads, const PackedWeights* prepacked,
-                                                      bool probe);
+                                                      bool probe,
+                                                      const std::vector<int64_t>& dstStrides = {});
 
 // onednn_convolution.cpp: convolution -> convolution_forward; one with lhs_dilation (a transposed
 // convolution) -> createDeconvolution.
 StatusOr<std::unique_ptr<LibraryKernel>>
 createConvolution(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads,
-                  const PackedWeights* prepacked, bool probe);
+                  const PackedWeights* prepacked, bool probe,
+                  const std::vector<int64_t>& dstStrides = {});
 
 // A convolution's operands and result as oneDNN axes (batch, feature, spatial...: src and dst
 // over the IR's strides, weights (groups,) out, in, spatial...), with its window parameters as
-// oneDNN counts them. lhs_dilation is refused unless `transposed` (then in `lhsDil`).
+// oneDNN counts them. lhs_dilation is refused unless `transposed` (then in `lhsDil`). `dstStrides`
+// replaces the result's row-major strides (a strided slice; empty: row-major).
 struct ConvAxes {
   std::vector<Axis> src, wei, dst;
   std::vector<std::vector<int64_t>> dstDims;  // the result dims each dst axis covers
@@ -310,12 +314,14 @@ struct ConvAxes {
   int64_t groups = 1, inC = 0, kO = 0;
   size_t ns = 0;  // spatial dims
 };
-StatusOr<ConvAxes> convAxes(const Node& n, bool transposed = false);
+StatusOr<ConvAxes> convAxes(const Node& n, bool transposed = false,
+                            const std::vector<int64_t>& dstStrides = {});
 
 // onednn_deconvolution.cpp: a convolution with lhs_dilation (the transposed convolution ONNX's
 // ConvTranspose imports as) -> deconvolution_forward with the constant kernel flipped back.
 StatusOr<std::unique_ptr<LibraryKernel>>
 createDeconvolution(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads,
-                    const PackedWeights* prepacked, bool probe);
+                    const PackedWeights* prepacked, bool probe,
+                    const std::vector<int64_t>& dstStrides = {});
 
 }  // namespace kiln::codegen::cpu::onednn

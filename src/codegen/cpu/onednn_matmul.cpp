@@ -88,7 +88,8 @@ std::optional<memory::desc> paddedWeights(const std::vector<Axis>& wei, const Ax
 }
 
 // A dot_general's operands and result as oneDNN matmul axes: src (batch..., M, K), weights
-// (batch..., K, N) and dst (batch..., M, N), with the result dims each dst axis covers.
+// (batch..., K, N) and dst (batch..., M, N), with the result dims each dst axis covers; the
+// result on `dstStrides` (a strided slice) unless it is empty (row-major).
 struct MatmulAxes {
   std::vector<Axis> src, wei, dst;
   std::vector<std::vector<int64_t>> dstDims;  // the result dims each dst axis covers
@@ -97,7 +98,7 @@ struct MatmulAxes {
   int64_t m = 1;  // M's extent
 };
 
-StatusOr<MatmulAxes> matmulAxes(const Node& n) {
+StatusOr<MatmulAxes> matmulAxes(const Node& n, const std::vector<int64_t>& dstStrides) {
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> ld, f32Dims(n.operand(0), "lhs"));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> rd, f32Dims(n.operand(1), "rhs"));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> od, f32Dims(n.result(0), "result"));
@@ -109,7 +110,8 @@ StatusOr<MatmulAxes> matmulAxes(const Node& n) {
                        rf = otherDims(static_cast<int64_t>(rd.size()), rb, rc);
   if (od.size() != lb.size() + lf.size() + rf.size())
     return Status::error("result rank does not match the operands");
-  std::vector<int64_t> ls = rowMajor(ld), rs = rowMajor(rd), os = rowMajor(od);
+  std::vector<int64_t> ls = rowMajor(ld), rs = rowMajor(rd);
+  std::vector<int64_t> os = dstStrides.empty() ? rowMajor(od) : dstStrides;
 
   MatmulAxes x;
   // K: the contracting dims must be one strided run on each side.
@@ -161,11 +163,10 @@ StatusOr<MatmulAxes> matmulAxes(const Node& n) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<LibraryKernel>> createMatmul(const Node& n,
-                                                      const std::vector<kernel::PostOp>& postOps,
-                                                      int threads, const PackedWeights* prepacked,
-                                                      bool probe) {
-  KILN_ASSIGN_OR_RETURN(const MatmulAxes x, matmulAxes(n));
+StatusOr<std::unique_ptr<LibraryKernel>>
+createMatmul(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads,
+             const PackedWeights* prepacked, bool probe, const std::vector<int64_t>& dstStrides) {
+  KILN_ASSIGN_OR_RETURN(const MatmulAxes x, matmulAxes(n, dstStrides));
   bool lhsT = x.srcK.ext > 1 && x.m > 1 && x.srcK.stride != 1;
   bool rhsT = x.wK.ext > 1 && x.wN.ext > 1 && x.wN.stride != 1;
   std::string what = "matmul (";
