@@ -150,11 +150,13 @@ std::optional<std::set<std::string>> storeTargets(const StmtRef& s) {
   return out;
 }
 
-// A row's body split over the threads of its block (mapToGpu's row per block).
+// A row's body split over the threads of its block (mapToGpu's row per block), or over the 32
+// lanes of a warp (`warp`: the row per warp, which combines by shuffles and needs no barrier).
 class BlockRow {
  public:
-  BlockRow(std::string thr, int64_t threads, bool reassociate, FreshNames& names)
-      : thr_(std::move(thr)), threads_(threads), reassociate_(reassociate), names_(names) {}
+  BlockRow(std::string thr, int64_t threads, bool reassociate, FreshNames& names, bool warp = false)
+      : thr_(std::move(thr)), threads_(warp ? 32 : threads), reassociate_(reassociate), warp_(warp),
+        names_(names) {}
 
   const std::string& threadVar() const { return thr_; }
 
@@ -163,7 +165,10 @@ class BlockRow {
       case Stmt::Kind::Block: {
         std::vector<StmtRef> out;
         for (const StmtRef& b : s->body) {
-          if (readsWritten(b)) out.push_back(barrier());
+          if (readsWritten(b)) {
+            if (warp_) return std::nullopt;  // a warp's rows take no barrier
+            out.push_back(barrier());
+          }
           std::optional<StmtRef> r = rewrite(b);
           if (!r) return std::nullopt;
           out.push_back(*r);
@@ -188,7 +193,10 @@ class BlockRow {
   }
 
  private:
-  ExprRef thread() const { return var(thr_); }
+  // The thread's place in the row: its lane in a warp's row.
+  ExprRef thread() const {
+    return warp_ ? binary(BinaryOp::Rem, var(thr_), intConst(32)) : var(thr_);
+  }
   ExprRef isFirst() const { return binary(BinaryOp::Eq, thread(), intConst(0)); }
 
   bool readsWritten(const StmtRef& s) {
@@ -240,6 +248,7 @@ class BlockRow {
     const std::string part = names_.fresh("part"), tree = names_.fresh("tree");
     ExprRef partValue = load(part, t, intConst(0));
     StmtRef accumulate = store(part, intConst(0), reduceCombine(s.reduce, partValue, s.value));
+    if (warp_) return warpReduce(s, part, strided(n, s.extents, s.vars, accumulate));
     std::vector<StmtRef> treeSteps = {store(tree, thread(), partValue), barrier()};
     for (int64_t step = threads_ / 2; step >= 1; step /= 2) {
       ExprRef other = load(tree, t, binary(BinaryOp::Add, thread(), intConst(step)));
@@ -262,9 +271,32 @@ class BlockRow {
     return alloc(part, t, 1, MemoryScope::Local, body);
   }
 
+  // The lanes' parts combined by shuffles into a local total that every lane holds (so that
+  // every lane runs the shuffles), then into the accumulator: by every lane for a local one,
+  // by lane 0 for one in memory.
+  std::optional<StmtRef> warpReduce(const Stmt& s, const std::string& part, StmtRef strided) {
+    const DType t = s.value->type;
+    std::optional<UnaryOp> op;
+    if (s.reduce == ReduceKind::Sum) op = UnaryOp::WarpSum;
+    if (s.reduce == ReduceKind::Max || s.reduce == ReduceKind::SelectMax) op = UnaryOp::WarpMax;
+    if (s.reduce == ReduceKind::Min) op = UnaryOp::WarpMin;
+    if (!op || (t != DType::F32 && t != DType::F64)) return std::nullopt;
+    const std::string total = names_.fresh("total");
+    ExprRef acc = load(s.buffer, t, s.index);
+    StmtRef combine =
+        store(s.buffer, s.index, reduceCombine(s.reduce, acc, load(total, t, intConst(0))));
+    if (!locals_.count(s.buffer)) combine = ifThen(isFirst(), combine);
+    StmtRef shuffled =
+        block({store(total, intConst(0), unary(*op, load(part, t, intConst(0)))), combine});
+    StmtRef body = block({store(part, intConst(0), reduceIdentity(s.reduce, t)), strided,
+                          alloc(total, t, 1, MemoryScope::Local, shuffled)});
+    return alloc(part, t, 1, MemoryScope::Local, body);
+  }
+
   std::string thr_;
   int64_t threads_;
   bool reassociate_;
+  bool warp_;
   FreshNames& names_;
   std::set<std::string> locals_;   // per-thread buffers declared in the row
   std::set<std::string> written_;  // memory written since the last barrier
@@ -348,6 +380,27 @@ std::optional<StmtRef> rowPerBlock(const Chain& c, int64_t threadsPerBlock, bool
                  forLoop(row.threadVar(), intConst(threads), LoopKind::GpuThread, *body));
 }
 
+// Rows of at most kMaxWarpRow elements run a row per warp, 8 rows to a block of 256 threads
+// (a block per row would leave most of its threads idle and wait at a barrier per tree step).
+std::optional<StmtRef> rowPerWarp(const Chain& c, int64_t threadsPerBlock, bool reassociate,
+                                  FreshNames& taken) {
+  const int64_t longest = longestReduce(c.body);
+  if (longest < kMinBlockRow || longest > kMaxWarpRow || threadsPerBlock < 32) return std::nullopt;
+  FreshNames names = taken;  // the names of an attempt that fails stay free
+  const int64_t rows = threadsPerBlock / 32, blocks = (c.n + rows - 1) / rows;
+  const std::string bv = names.fresh("blk");
+  BlockRow row(names.fresh("thr"), 32, reassociate, names, /*warp=*/true);
+  ExprRef r = binary(BinaryOp::Add, binary(BinaryOp::Mul, var(bv), intConst(rows)),
+                     binary(BinaryOp::Div, var(row.threadVar()), intConst(32)));
+  std::optional<StmtRef> body = row.rewrite(substituteChain(c, r));
+  if (!body) return std::nullopt;
+  // A whole warp shares its row, so the guard keeps or skips all of its lanes together.
+  if (blocks * rows != c.n) body = ifThen(binary(BinaryOp::Lt, r, intConst(c.n)), *body);
+  taken = names;
+  return forLoop(bv, intConst(blocks), LoopKind::GpuBlock,
+                 forLoop(row.threadVar(), intConst(rows * 32), LoopKind::GpuThread, *body));
+}
+
 StmtRef launch(const StmtRef& s, bool opaque, const std::set<std::string>& scratch,
                int64_t threadsPerBlock, bool reassociate, FreshNames& names,
                std::vector<std::string>& notes) {
@@ -357,6 +410,11 @@ StmtRef launch(const StmtRef& s, bool opaque, const std::set<std::string>& scrat
     notes.push_back("reduction: a thread per output element (consecutive outputs are adjacent in "
                     "memory, the elements each reduces are not)");
     return threadPerIteration(c, threadsPerBlock, names);
+  }
+  if (std::optional<StmtRef> r = rowPerWarp(c, threadsPerBlock, reassociate, names)) {
+    notes.push_back("reduction: a warp per row (" + std::to_string(c.n) + " rows of " +
+                    std::to_string(longestReduce(c.body)) + " elements)");
+    return *r;
   }
   if (std::optional<StmtRef> r = rowPerBlock(c, threadsPerBlock, reassociate, names)) {
     notes.push_back("reduction: a block per row (" + std::to_string(c.n) + " rows of " +

@@ -30,7 +30,12 @@ namespace kiln::kernel {
 // length rounded up to a power of two, at least a warp and at most threadsPerBlock. A float sum
 // or product splits only with `reassociate`; a body of another shape keeps a row per thread.
 // The Reduce statements left (a row per thread) must be lowered after (lowerReductions).
+// Rows of kMinBlockRow to kMaxWarpRow elements run a row per warp instead, threadsPerBlock / 32
+// rows to a block: each Reduce combines its lanes' strided parts by shuffles (warp_sum,
+// warp_max, warp_min; a kind or type they do not take, or a row that reads back what it
+// stored, keeps the row per block), and stores outside loops run on lane 0.
 inline constexpr int64_t kMinBlockRow = 32;
+inline constexpr int64_t kMaxWarpRow = 512;
 Kernel mapToGpu(const Kernel& k, int64_t threadsPerBlock, bool reassociate = true);
 
 // The lowering gives a reduction that keeps the innermost dim a row of accumulators per index

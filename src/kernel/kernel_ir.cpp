@@ -18,11 +18,12 @@ namespace kiln::kernel {
 
 const char* unaryOpName(UnaryOp op) {
   static const char* const names[] = {
-      "neg",  "abs",     "sign",  "floor",     "ceil",   "round_nearest_even",
-      "exp",  "expm1",   "log",   "log1p",     "sqrt",   "rsqrt",
-      "sin",  "cos",     "tan",   "asin",      "acos",   "atan",
-      "sinh", "cosh",    "asinh", "acosh",     "atanh",  "tanh",
-      "erf",  "sigmoid", "not",   "is_finite", "is_inf", "is_nan"};
+      "neg",      "abs",      "sign",    "floor",     "ceil",   "round_nearest_even",
+      "exp",      "expm1",    "log",     "log1p",     "sqrt",   "rsqrt",
+      "sin",      "cos",      "tan",     "asin",      "acos",   "atan",
+      "sinh",     "cosh",     "asinh",   "acosh",     "atanh",  "tanh",
+      "erf",      "sigmoid",  "not",     "is_finite", "is_inf", "is_nan",
+      "warp_sum", "warp_max", "warp_min"};
   return names[static_cast<int>(op)];
 }
 

@@ -62,6 +62,11 @@ enum class UnaryOp : uint8_t {
   IsFinite,
   IsInf,
   IsNan,  // float -> bool
+  // The sum, max or min of the operand over the 32 lanes of a GPU warp, in every lane: a
+  // schedule's row per warp (gpu_schedule.h). Every lane of the warp must evaluate it.
+  WarpSum,
+  WarpMax,
+  WarpMin,
 };
 
 enum class BinaryOp : uint8_t {

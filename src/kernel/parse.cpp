@@ -35,7 +35,7 @@ struct Ast {
 using AstRef = std::unique_ptr<Ast>;
 
 std::optional<UnaryOp> unaryNamed(std::string_view s) {
-  for (int i = 0; i <= static_cast<int>(UnaryOp::IsNan); ++i)
+  for (int i = 0; i <= static_cast<int>(UnaryOp::WarpMin); ++i)
     if (s == unaryOpName(static_cast<UnaryOp>(i))) return static_cast<UnaryOp>(i);
   return std::nullopt;
 }

@@ -351,7 +351,10 @@ llvm::Value* KernelEmitter::floatUnary(UnaryOp op, llvm::Value* v, DType t) {
     case UnaryOp::IsFinite: return b_.CreateFCmpOLT(fabs(v), inf);
     case UnaryOp::IsInf: return b_.CreateFCmpOEQ(fabs(v), inf);
     case UnaryOp::IsNan: return b_.CreateFCmpUNO(v, v);
-    case UnaryOp::Not: break;
+    case UnaryOp::Not:
+    case UnaryOp::WarpSum:  // GPU schedules only
+    case UnaryOp::WarpMax:
+    case UnaryOp::WarpMin: break;
   }
   return fail(std::string(kernel::unaryOpName(op)) + " is not defined for " +
                   std::string(dtypeName(t)),

@@ -30,6 +30,19 @@ KILN_FN float kiln_max(float a, float b) { return a != a ? a : b != b ? b : a ==
 KILN_FN float kiln_min(float a, float b) { return a != a ? a : b != b ? b : a == b ? (__float_as_int(a) < 0 ? a : b) : (a < b ? a : b); }
 KILN_FN double kiln_max(double a, double b) { return a != a ? a : b != b ? b : a == b ? (__double_as_longlong(a) < 0 ? b : a) : (a > b ? a : b); }
 KILN_FN double kiln_min(double a, double b) { return a != a ? a : b != b ? b : a == b ? (__double_as_longlong(a) < 0 ? a : b) : (a < b ? a : b); }
+// A warp's sum, max or min in every lane: a butterfly of shuffles (all 32 lanes take part).
+#define KILN_WARP(NAME, T, COMBINE) \
+  KILN_FN T NAME(T v) { \
+    for (int o = 16; o > 0; o >>= 1) { T w = __shfl_xor_sync(0xffffffffu, v, o); v = COMBINE; } \
+    return v; \
+  }
+KILN_WARP(kiln_warp_sum, float, v + w)
+KILN_WARP(kiln_warp_max, float, kiln_max(v, w))
+KILN_WARP(kiln_warp_min, float, kiln_min(v, w))
+KILN_WARP(kiln_warp_sum, double, v + w)
+KILN_WARP(kiln_warp_max, double, kiln_max(v, w))
+KILN_WARP(kiln_warp_min, double, kiln_min(v, w))
+#undef KILN_WARP
 KILN_FN float kiln_sign(float x) { return (x == 0.0f || x != x) ? x : (x > 0.0f ? 1.0f : -1.0f); }
 KILN_FN double kiln_sign(double x) { return (x == 0.0 || x != x) ? x : (x > 0.0 ? 1.0 : -1.0); }
 // Integers of type T (unsigned UT, signed ST, range [LO, HI]): x / 0 = 0, x % 0 = x,

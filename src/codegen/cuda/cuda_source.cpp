@@ -361,6 +361,9 @@ StatusOr<std::string> Emitter::unaryText(const Expr& e, const std::string& x) {
     case UnaryOp::IsFinite: return "isfinite(" + x + ")";
     case UnaryOp::IsInf: return "isinf(" + x + ")";
     case UnaryOp::IsNan: return "isnan(" + x + ")";
+    case UnaryOp::WarpSum: return "kiln_warp_sum(" + x + ")";
+    case UnaryOp::WarpMax: return "kiln_warp_max(" + x + ")";
+    case UnaryOp::WarpMin: return "kiln_warp_min(" + x + ")";
     case UnaryOp::Not: break;
   }
   return fail(std::string(kernel::unaryOpName(e.unary)) + " is not defined for " +
