@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -45,6 +46,29 @@ class Simplifier {
     Kernel out = k;
     out.body = stmt(k.body);
     return out;
+  }
+
+  // Whether every i64 expression of `s` and below (loop variables included) has a known range
+  // within [lo, hi] for the loops' ranges.
+  bool within(const Stmt& s, int64_t lo, int64_t hi) {
+    if (s.kind == Stmt::Kind::Reduce) return false;  // its variables have no scope here
+    for (const ExprRef& e : {s.index, s.value, s.cond, s.extent})
+      if (e && !exprWithin(e, lo, hi)) return false;
+    if (s.kind != Stmt::Kind::For) {
+      for (const StmtRef& b : s.body)
+        if (b && !within(*b, lo, hi)) return false;
+      return true;
+    }
+    if (!isConst(s.extent) || s.extent->i <= 0) return false;
+    std::optional<Range> saved;
+    if (auto it = vars_.find(s.var); it != vars_.end()) saved = it->second;
+    vars_[s.var] = Range{0, s.extent->i - 1};
+    forget();
+    bool ok = !s.body[0] || within(*s.body[0], lo, hi);
+    if (saved) vars_[s.var] = *saved;
+    else vars_.erase(s.var);
+    forget();
+    return ok;
   }
 
  private:
@@ -92,6 +116,18 @@ class Simplifier {
   void forget() {
     simplified_.clear();
     ranges_.clear();
+    seen_.clear();
+  }
+
+  bool exprWithin(const ExprRef& e, int64_t lo, int64_t hi) {
+    if (!seen_.insert(e.get()).second) return true;  // a shared node is checked once
+    if (e->type == DType::I64) {
+      std::optional<Range> r = range(e);
+      if (!r || r->lo < lo || r->hi > hi) return false;
+    }
+    for (const ExprRef& a : e->args)
+      if (!exprWithin(a, lo, hi)) return false;
+    return true;
   }
 
   std::optional<Range> range(const ExprRef& e) const {
@@ -392,10 +428,13 @@ class Simplifier {
   std::map<std::string, Range> vars_;
   std::unordered_map<ExprRef, ExprRef> simplified_;
   mutable std::unordered_map<ExprRef, std::optional<Range>> ranges_;
+  std::unordered_set<const Expr*> seen_;
 };
 
 }  // namespace
 
 Kernel simplifyIndices(const Kernel& k) { return Simplifier().run(k); }
+
+bool indicesWithin(const Stmt& s, int64_t lo, int64_t hi) { return Simplifier().within(s, lo, hi); }
 
 }  // namespace kiln::kernel

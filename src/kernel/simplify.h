@@ -33,4 +33,10 @@ namespace kiln::kernel {
 // changed).
 Kernel simplifyIndices(const Kernel& k);
 
+// Whether every i64 expression of `s` and the statements below it, loop variables included,
+// has a range within [lo, hi] for the ranges of the loops in `s` (a variable bound outside `s`,
+// a load, a cast or a select of i64 has none): then index arithmetic may use a narrower type
+// (the cuda target's 32-bit indices).
+bool indicesWithin(const Stmt& s, int64_t lo, int64_t hi);
+
 }  // namespace kiln::kernel

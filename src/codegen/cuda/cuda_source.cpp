@@ -4,12 +4,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <set>
 #include <unordered_map>
 
 #include "codegen/cuda/cuda_prelude.h"
 #include "ir/tensor.h"
+#include "kernel/simplify.h"
 
 namespace kiln::codegen::cuda {
 namespace {
@@ -175,6 +177,10 @@ class Emitter {
     return Status::error("kernel " + k_.name + ": " + why);
   }
 
+  // The C type of a value of type t: i64 index arithmetic is `int` in a launch whose indices
+  // all fit (index32_).
+  std::string typeName(DType t) const { return t == DType::I64 && index32_ ? "int" : regType(t); }
+
   Status launch(const Stmt& s, Launch& l) {
     const Stmt* t = s.kind == Stmt::Kind::For ? s.body[0].get() : nullptr;
     if (s.loop != kernel::LoopKind::GpuBlock || !t || t->kind != Stmt::Kind::For ||
@@ -184,6 +190,10 @@ class Emitter {
                   "(schedule it with mapToGpu)");
     l.grid = s.extent->i;
     l.block = t->extent->i;
+    // 32-bit index arithmetic where every index value fits: a 64-bit division by a constant
+    // is several multiplies on the GPU, a 32-bit one a multiply-high.
+    index32_ = kernel::indicesWithin(s, std::numeric_limits<int32_t>::min(),
+                                     std::numeric_limits<int32_t>::max());
     names_.clear();
     used_.clear();
     temps_ = 0;
@@ -201,8 +211,8 @@ class Emitter {
               (in ? "__restrict__ " : "") + c;
     }
     out_ += ") {\n";
-    out_ += "  const i64 " + s.var + " = blockIdx.x;\n";
-    out_ += "  const i64 " + t->var + " = threadIdx.x;\n";
+    out_ += "  const " + typeName(DType::I64) + " " + s.var + " = blockIdx.x;\n";
+    out_ += "  const " + typeName(DType::I64) + " " + t->var + " = threadIdx.x;\n";
     KILN_RETURN_IF_ERROR(stmt(t->body[0], 1));
     out_ += "}\n\n";
     return Status::ok();
@@ -245,6 +255,7 @@ class Emitter {
   std::map<std::string, DType> scratch_;
   std::set<std::string> used_;
   int temps_ = 0;
+  bool index32_ = false;  // this launch's indices all fit in 32 bits
   // Per statement: the uses of each expression node, and the temporaries already printed.
   std::unordered_map<const Expr*, int> uses_;
   std::unordered_map<const Expr*, std::string> memo_;
@@ -284,7 +295,7 @@ StatusOr<std::string> Emitter::expr(const ExprRef& e, int depth) {
   std::string name;
   do name = "v" + std::to_string(temps_++);
   while (used_.count(name));
-  pending_ += pad(depth) + "const " + regType(e->type) + " " + name + " = " + text + ";\n";
+  pending_ += pad(depth) + "const " + typeName(e->type) + " " + name + " = " + text + ";\n";
   memo_[e.get()] = name;
   return name;
 }
@@ -411,7 +422,7 @@ StatusOr<std::string> Emitter::binaryText(const Expr& e, const std::string& x,
       default: break;
     }
   } else {
-    const std::string c = regType(t);
+    const std::string c = typeName(t);
     auto helper = [&](const char* name) {
       return std::string(name) + "((" + c + ")" + x + ", (" + c + ")" + y + ")";
     };
@@ -467,7 +478,8 @@ Status Emitter::stmtBody(const Stmt& s, int depth) {
       KILN_ASSIGN_OR_RETURN(std::string n, expr(s.extent, depth));
       out_ += pending_;
       if (s.loop == kernel::LoopKind::Unrolled) out_ += p + "#pragma unroll\n";
-      out_ += p + "for (i64 " + s.var + " = 0; " + s.var + " < " + n + "; ++" + s.var + ") {\n";
+      out_ += p + "for (" + typeName(DType::I64) + " " + s.var + " = 0; " + s.var + " < " + n +
+              "; ++" + s.var + ") {\n";
       KILN_RETURN_IF_ERROR(stmt(s.body[0], depth + 1));
       out_ += p + "}\n";
       return Status::ok();
