@@ -666,9 +666,10 @@ Status CpuProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& 
 std::string CpuProgram::libraryCallDetails() const { return describeCalls(*impl_); }
 
 std::string CpuProgram::libraryCalls() const {
-  std::map<std::string, int> fast, reference;
+  std::map<std::string, int> fast, kiln, reference;
   for (const auto& calls : impl_->calls)
-    for (const LibraryCall& c : calls) ++(c.fast ? fast : reference)[c.stmt->callee];
+    for (const LibraryCall& c : calls)
+      ++(c.fast ? fast : !c.block.empty() ? kiln : reference)[c.stmt->callee];
   auto list = [](const std::map<std::string, int>& m) {
     std::string s;
     for (const auto& [name, n] : m) s += (s.empty() ? "" : ", ") + std::to_string(n) + " " + name;
@@ -676,6 +677,8 @@ std::string CpuProgram::libraryCalls() const {
   };
   std::string out;
   if (!fast.empty()) out += "oneDNN: " + list(fast);
+  if (!kiln.empty())  // the calls of inverted-residual blocks: Kiln's own kernel runs them
+    out += std::string(out.empty() ? "" : "; ") + "Kiln's blocks: " + list(kiln);
   if (!reference.empty())
     out += std::string(out.empty() ? "" : "; ") + "reference: " + list(reference);
   return out.empty() ? "none" : out;
