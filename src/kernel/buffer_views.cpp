@@ -80,16 +80,10 @@ StatusOr<Kernel> resultThroughTemp(const Kernel& k, const Stmt& call) {
   temp.role = BufferRole::Temp;
   auto dense = std::make_shared<Stmt>(call);
   dense->args[at] = temp.name;
-  std::vector<std::string> vars;
-  std::vector<ExprRef> idx;
-  for (int64_t extent : out->shape) {
-    vars.push_back(extent == 1 ? "" : names.fresh("c"));
-    idx.push_back(extent == 1 ? intConst(0) : var(vars.back()));
-  }
-  ExprRef flat = flatIndex(idx, out->shape);
-  StmtRef copy = store(out->name, viewIndex(*out->view, flat), load(temp.name, out->type, flat));
-  for (size_t d = vars.size(); d-- > 0;)
-    if (!vars[d].empty()) copy = forLoop(vars[d], intConst(out->shape[d]), LoopKind::Serial, copy);
+  const ShapeNest nest = shapeNest(out->shape, names, "c");
+  ExprRef flat = flatIndex(nest.idx, out->shape);
+  StmtRef copy =
+      nest.wrap(store(out->name, viewIndex(*out->view, flat), load(temp.name, out->type, flat)));
   Kernel r = replaceStmt(k, &call, block({dense, copy}));
   r.buffers.push_back(std::move(temp));
   return simplifyIndices(r);

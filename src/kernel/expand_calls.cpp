@@ -335,12 +335,8 @@ ExprRef epilogue(const Site& s, const ExprRef& acc, const Index& out) {
 
 StatusOr<StmtRef> expandCall(const Kernel& k, const Stmt& call, FreshNames& names) {
   KILN_ASSIGN_OR_RETURN(Site s, site(k, call));
-  std::vector<std::string> vars;
-  Index out;
-  for (int64_t extent : s.result->shape) {
-    vars.push_back(extent == 1 ? "" : names.fresh("o"));
-    out.push_back(extent == 1 ? intConst(0) : var(vars.back()));
-  }
+  const ShapeNest nest = shapeNest(s.result->shape, names, "o");
+  const Index& out = nest.idx;
   StatusOr<Contraction> c =
       call.op == OpCode::DotGeneral ? dotGeneral(s, out, names) : convolution(s, out, names);
   KILN_RETURN_IF_ERROR(c.status());
@@ -354,10 +350,7 @@ StatusOr<StmtRef> expandCall(const Kernel& k, const Stmt& call, FreshNames& name
       alloc(acc, at, 1, MemoryScope::Local,
             block({store(acc, intConst(0), reduceIdentity(ReduceKind::Sum, at)), sum,
                    store(s.result->name, flatIndex(out, s.result->shape), epilogue(s, a, out))}));
-  for (size_t d = vars.size(); d-- > 0;)
-    if (!vars[d].empty())
-      body = forLoop(vars[d], intConst(s.result->shape[d]), LoopKind::Serial, body);
-  return indexViews(k, body);
+  return indexViews(k, nest.wrap(body));
 }
 
 // `s` with the calls below it that `which` selects expanded; `s` itself where it has none.

@@ -399,6 +399,23 @@ const char* postOpName(PostOp::Kind k) {
   return "?";
 }
 
+ShapeNest shapeNest(const std::vector<int64_t>& shape, FreshNames& names,
+                    const std::string& prefix) {
+  ShapeNest n;
+  n.shape = shape;
+  for (int64_t extent : shape) {
+    n.vars.push_back(extent == 1 ? "" : names.fresh(prefix));
+    n.idx.push_back(extent == 1 ? intConst(0) : var(n.vars.back()));
+  }
+  return n;
+}
+
+StmtRef ShapeNest::wrap(StmtRef body) const {
+  for (size_t d = vars.size(); d-- > 0;)
+    if (!vars[d].empty()) body = forLoop(vars[d], intConst(shape[d]), LoopKind::Serial, body);
+  return body;
+}
+
 ExprRef flatIndex(const std::vector<ExprRef>& idx, const std::vector<int64_t>& shape) {
   ExprRef flat = intConst(0);
   for (size_t i = 0; i < shape.size(); ++i)

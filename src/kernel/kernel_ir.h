@@ -309,6 +309,18 @@ class FreshNames {
 
 // `k` with statement `target` replaced by `with`; the statements off the path to it stay shared.
 Kernel replaceStmt(const Kernel& k, const Stmt* target, StmtRef with);
+// A serial loop nest over every element of `shape`: `idx` is each dim's index (0 for a dim of
+// extent 1, which gets no loop), `wrap` puts a body inside the loops.
+struct ShapeNest {
+  std::vector<int64_t> shape;
+  std::vector<std::string> vars;  // "" for a dim of extent 1
+  std::vector<ExprRef> idx;
+  StmtRef wrap(StmtRef body) const;
+};
+// Its variables are fresh names prefix0, prefix1, ... of `names`.
+ShapeNest shapeNest(const std::vector<int64_t>& shape, FreshNames& names,
+                    const std::string& prefix);
+
 // Kernels one after another, a blank line between them (parseKernels reads it back).
 std::string printKernels(const std::vector<Kernel>& ks);
 std::string printExpr(const ExprRef& e);

@@ -48,12 +48,8 @@ StatusOr<PostOpLoops> postOpsAsLoops(const Kernel& k, const Stmt& call, size_t k
     return Status::error("kernel " + k.name + ": call " + call.callee +
                          " has post-ops but no float result buffer");
   FreshNames names(k);
-  std::vector<std::string> vars;
-  std::vector<ExprRef> idx;
-  for (int64_t extent : result->shape) {
-    vars.push_back(extent == 1 ? "" : names.fresh("p"));
-    idx.push_back(extent == 1 ? intConst(0) : var(vars.back()));
-  }
+  const ShapeNest nest = shapeNest(result->shape, names, "p");
+  const std::vector<ExprRef>& idx = nest.idx;
   ExprRef flat = flatIndex(idx, result->shape);
   const DType compute = DType::F32;  // f16 and bf16 results too: post-ops compute in f32
   ExprRef x = cast(load(result->name, result->type, flat), compute);
@@ -65,11 +61,7 @@ StatusOr<PostOpLoops> postOpsAsLoops(const Kernel& k, const Stmt& call, size_t k
                            call.callee + " is no buffer of the kernel");
     x = applyPostOp(p, x, idx, operand ? operand->type : DType::F32);
   }
-  StmtRef loops = store(result->name, flat, cast(x, result->type));
-  for (size_t d = vars.size(); d-- > 0;)
-    if (!vars[d].empty())
-      loops = forLoop(vars[d], intConst(result->shape[d]), LoopKind::Serial, loops);
-  return PostOpLoops{bare, loops};
+  return PostOpLoops{bare, nest.wrap(store(result->name, flat, cast(x, result->type)))};
 }
 
 }  // namespace kiln::kernel
