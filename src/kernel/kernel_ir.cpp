@@ -266,8 +266,29 @@ ExprRef select(ExprRef cond, ExprRef a, ExprRef b) {
   return intern(std::move(e));
 }
 
+namespace {
+
+// Whether every value of `from` converts to `to` exactly (and so back to `from` unchanged).
+bool widens(DType from, DType to) {
+  if (from == to) return true;
+  if (from == DType::F16 || from == DType::BF16) return to == DType::F32 || to == DType::F64;
+  if (from == DType::F32) return to == DType::F64;
+  if (!isFloat(from) && from != DType::Bool && !isFloat(to) && to != DType::Bool) {
+    const size_t f = dtypeSize(from), t = dtypeSize(to);
+    if (isUnsignedInteger(from)) return t > f || (t == f && isUnsignedInteger(to));
+    return !isUnsignedInteger(to) && t >= f;
+  }
+  return false;
+}
+
+}  // namespace
+
+// A round trip through a type that holds every value exactly is the value itself:
+// f16(f32(x)) is x for an f16 x (precision lowering leaves such chains between ops).
 ExprRef cast(ExprRef a, DType type) {
   if (a->type == type) return a;
+  if (a->kind == Expr::Kind::Cast && a->args[0]->type == type && widens(type, a->type))
+    return a->args[0];
   Expr e;
   e.kind = Expr::Kind::Cast;
   e.type = type;
