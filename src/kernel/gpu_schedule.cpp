@@ -7,6 +7,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "kernel/lanes.h"
 #include "kernel/schedule_util.h"
 
 namespace kiln::kernel {
@@ -302,32 +303,6 @@ class BlockRow {
   std::set<std::string> written_;  // memory written since the last barrier
 };
 
-// The coefficient of `v` in the index `e` when e is affine in v (0 when e does not use v).
-std::optional<int64_t> coefficient(const ExprRef& e, const ExprRef& v,
-                                   std::unordered_map<const Expr*, std::optional<int64_t>>& memo) {
-  if (e == v) return 1;
-  if (e->args.empty()) return 0;
-  auto found = memo.find(e.get());
-  if (found != memo.end()) return found->second;
-  std::optional<int64_t> r;
-  std::vector<std::optional<int64_t>> a;
-  for (const ExprRef& x : e->args) a.push_back(coefficient(x, v, memo));
-  bool uses = false;
-  for (const std::optional<int64_t>& x : a) uses = uses || !x || *x != 0;
-  if (!uses) r = 0;
-  else if (e->kind == Expr::Kind::Binary && a[0] && a[1]) {
-    const BinaryOp op = e->binary;
-    if (op == BinaryOp::Add) r = *a[0] + *a[1];
-    else if (op == BinaryOp::Sub) r = *a[0] - *a[1];
-    else if (op == BinaryOp::Mul && *a[1] == 0 && e->args[1]->kind == Expr::Kind::Const)
-      r = *a[0] * e->args[1]->i;
-    else if (op == BinaryOp::Mul && *a[0] == 0 && e->args[0]->kind == Expr::Kind::Const)
-      r = *a[1] * e->args[0]->i;
-  }
-  memo[e.get()] = r;
-  return r;
-}
-
 void loadIndices(const ExprRef& e, std::vector<ExprRef>& out) {
   if (!e) return;
   if (e->kind == Expr::Kind::Load) out.push_back(e->args[0]);
@@ -354,12 +329,11 @@ bool threadPerOutputCoalesces(const Chain& c) {
     std::vector<ExprRef> indices;
     loadIndices(r->value, indices);
     const ExprRef own = var(r->vars.back());
-    std::unordered_map<const Expr*, std::optional<int64_t>> byThread, byRow;
     for (const ExprRef& i : indices) {
-      std::optional<int64_t> t = coefficient(i, inner, byThread);
+      std::optional<int64_t> t = coefficientOf(i, inner);
       if (!t || (*t != 0 && *t != 1)) return false;
       moves = moves || *t == 1;
-      std::optional<int64_t> along = coefficient(i, own, byRow);
+      std::optional<int64_t> along = coefficientOf(i, own);
       if (along && *along == 1) return false;
     }
   }

@@ -44,6 +44,17 @@ Kernel mapToGpu(const Kernel& k, int64_t threadsPerBlock, bool reassociate = tru
 // Reduce into an accumulator of its own, so that mapToGpu maps every output element.
 Kernel reductionsPerOutput(const Kernel& k);
 
+// A nest of loops whose innermost loop only stores, each store to consecutive elements for
+// consecutive iterations, splits that loop into groups of lanes a thread runs together:
+//   for i in [0, E) { body }  ->  for io in [0, E / L) { vectorized for iv in [0, L) { body } }
+// with i = io * L + iv, so that each group of stores, and of loads that move with them, is one
+// access of `bytes` (a GPU's 16-byte loads and stores: a quarter of the memory instructions of
+// 4-byte ones, half of what saturates the bus). L is `bytes` over the widest stored element,
+// halved until it divides E and every store's index at iv = 0 (lanes.h); a buffer the body both
+// loads and stores must be loaded only at the index it is stored at (each lane reads what it
+// writes). Runs before mapToGpu, which maps the loops around the lanes.
+Kernel vectorizeLanes(const Kernel& k, int64_t bytes);
+
 // The launches of a kernel mapToGpu scheduled: its top-level statements.
 std::vector<StmtRef> gpuLaunches(const Kernel& k);
 

@@ -88,6 +88,7 @@ void printHelp() {
          "  --expand-calls         library calls (dot_general, convolution) into Kiln's loops\n"
          "  --map-gpu=N            each nest a GPU launch of N threads per block (gpu_schedule.h)\n"
          "  --reductions-per-output  a row of accumulators as a Reduce per output element\n"
+         "  --gpu-lanes=N          innermost loops of stores in groups of N-byte accesses\n"
          "  --no-reassociate       float sums keep their order (split-reductions, map-gpu,\n"
          "                         --schedule)\n"
       << kiln::instrumentationFlagsHelp()
@@ -100,8 +101,9 @@ void printHelp() {
 }
 
 bool isSchedulePass(const std::string& flag) {
-  for (const char* p : {"--schedule=", "--partition-loops=", "--cache-rows=",
-                        "--parallelize-outer=", "--split-reductions=", "--map-gpu="})
+  for (const char* p :
+       {"--schedule=", "--partition-loops=", "--cache-rows=", "--parallelize-outer=",
+        "--split-reductions=", "--map-gpu=", "--gpu-lanes="})
     if (flag.rfind(p, 0) == 0) return true;
   return flag == "--vectorize-inner" || flag == "--lower-reductions" || flag == "--expand-calls" ||
          flag == "--reductions-per-output";
@@ -134,6 +136,7 @@ kiln::Status schedule(const std::string& spec, const Options& o,
     else if (name == "lower-reductions") k = kiln::kernel::lowerReductions(k);
     else if (name == "map-gpu") k = kiln::kernel::mapToGpu(k, n, o.reassociate);
     else if (name == "reductions-per-output") k = kiln::kernel::reductionsPerOutput(k);
+    else if (name == "gpu-lanes") k = kiln::kernel::vectorizeLanes(k, n);
     else {
       KILN_ASSIGN_OR_RETURN(k, kiln::kernel::expandCalls(k));
     }

@@ -20,6 +20,8 @@ namespace {
 // Threads per block of a launch: 8 warps, enough to hide memory latency with a few blocks per
 // multiprocessor and small enough for any kernel's registers.
 constexpr int64_t kThreadsPerBlock = 256;
+// The widest load and store of a thread: 128 bits.
+constexpr int64_t kAccessBytes = 16;
 
 // The architecture code is compiled for when no --cuda-arch is given: the GPU's, else the
 // H100/H200's (NVRTC needs no GPU).
@@ -97,15 +99,18 @@ class CudaTarget final : public runtime::Target {
 
   // Matrix products cuBLASLt takes and convolutions cuDNN takes stay library calls (their
   // post-ops a loop nest after them), other calls run as Kiln's loops; rows of accumulators
-  // become a reduction per output element, the outer loops of every nest map to the grid, rows
-  // of a warp or more to a block each (gpu_schedule.h), and the reductions left run serially in
-  // their thread; then the indices are simplified again, since the grid's flat index split into
-  // a nest's dims mostly recombines (a thread per element of a dense tensor indexes it directly).
+  // become a reduction per output element, the innermost loop of a nest of stores runs a group
+  // of consecutive elements per thread (16-byte accesses), the outer loops of every nest map to the
+  // grid, rows of a warp or more to a block each (gpu_schedule.h), and the reductions left run
+  // serially in their thread; then the indices are simplified again, since the grid's flat index
+  // split into a nest's dims mostly recombines (a thread per element of a dense tensor indexes it
+  // directly).
   Status schedule(std::vector<kernel::Kernel>& kernels,
                   const CompileOptions& options) const override {
     for (kernel::Kernel& k : kernels) {
       KILN_ASSIGN_OR_RETURN(k, libraryCallsOrLoops(k, options));
-      k = kernel::mapToGpu(kernel::reductionsPerOutput(k), kThreadsPerBlock, options.reassociate);
+      k = kernel::vectorizeLanes(kernel::reductionsPerOutput(k), kAccessBytes);
+      k = kernel::mapToGpu(k, kThreadsPerBlock, options.reassociate);
       k = kernel::simplifyIndices(kernel::lowerReductions(k));
     }
     return Status::ok();
