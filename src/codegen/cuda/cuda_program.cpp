@@ -21,9 +21,11 @@ namespace {
 
 int64_t alignUp(int64_t n) { return (n + kCudaAlignment - 1) / kCudaAlignment * kCudaAlignment; }
 
-int64_t bytesOf(const Value* v) {
-  return v->type().numElements().value_or(0) * static_cast<int64_t>(dtypeSize(v->type().dtype()));
+int64_t tensorBytes(const TensorType& t) {
+  return t.numElements().value_or(0) * static_cast<int64_t>(dtypeSize(t.dtype()));
 }
+
+int64_t bytesOf(const Value* v) { return tensorBytes(v->type()); }
 
 }  // namespace
 
@@ -234,7 +236,8 @@ struct Addresses {
   const CudaProgram::Impl& m;
   const CudaProgram::Device& d;
   DevicePtr base;
-  // The caller's tensors (runOnDevice) instead of the run memory's input and output slots.
+  // The caller's tensors (runOnDevice) instead of the run memory's input and output slots
+  // (0: the slot, for a tensor that is not aligned as the kernels assume).
   const DevicePtr* inputs = nullptr;
   const DevicePtr* outputs = nullptr;
 
@@ -246,10 +249,12 @@ struct Addresses {
     const auto at = [&](int64_t offset) { return base + static_cast<DevicePtr>(offset); };
     switch (s.storage) {
       case Storage::Parameter:
-        return inputs ? inputs[s.offset] : at(m.inputOffsets[static_cast<size_t>(s.offset)]);
+        return inputs && inputs[s.offset] ? inputs[s.offset]
+                                          : at(m.inputOffsets[static_cast<size_t>(s.offset)]);
       case Storage::Constant: return d.weights + static_cast<DevicePtr>(d.weightOffsets.at(v));
       case Storage::Output:
-        return outputs ? outputs[s.offset] : at(m.outputOffsets[static_cast<size_t>(s.offset)]);
+        return outputs && outputs[s.offset] ? outputs[s.offset]
+                                            : at(m.outputOffsets[static_cast<size_t>(s.offset)]);
       case Storage::Arena: return at(s.offset);
     }
     return 0;
@@ -460,12 +465,19 @@ Status CudaProgram::runOnDevice(std::span<const runtime::DeviceTensor> inputs,
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<Device> d, device());
   const Driver& drv = *d->driver;
   const Stream caller = reinterpret_cast<Stream>(stream);
-  std::vector<DevicePtr> in, out;
-  for (const runtime::DeviceTensor& t : inputs) in.push_back(static_cast<DevicePtr>(t.data));
+  // Kernels and libraries assume kCudaAlignment (16-byte vector accesses, cuBLASLt's
+  // heuristic): a caller's tensor off it goes through the run memory's slot for it.
+  auto aligned = [](const runtime::DeviceTensor& t) {
+    return static_cast<DevicePtr>(t.data) % kCudaAlignment == 0 ? static_cast<DevicePtr>(t.data)
+                                                                : DevicePtr{0};
+  };
+  std::vector<DevicePtr> in, out, direct;
+  for (const runtime::DeviceTensor& t : inputs) in.push_back(aligned(t));
   for (const runtime::DeviceTensor& t : outputs) out.push_back(static_cast<DevicePtr>(t.data));
+  for (const runtime::DeviceTensor& t : outputs) direct.push_back(aligned(t));
   RunMemory run(*d);
   KILN_RETURN_IF_ERROR(run.open(m.runBytes));
-  Addresses at{m, *d, run.base(), in.data(), out.data()};
+  Addresses at{m, *d, run.base(), in.data(), direct.data()};
   RunEvents events{drv, {}};
   auto handOver = [&](Stream from, Stream to) -> Status {
     KILN_ASSIGN_OR_RETURN(Event e, events.add());
@@ -473,13 +485,17 @@ Status CudaProgram::runOnDevice(std::span<const runtime::DeviceTensor> inputs,
     return drv.wait(to, e);
   };
   KILN_RETURN_IF_ERROR(handOver(caller, run.stream()));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (!in[i])
+      KILN_RETURN_IF_ERROR(drv.copyOnDevice(run.base() + static_cast<DevicePtr>(m.inputOffsets[i]),
+                                            static_cast<DevicePtr>(inputs[i].data),
+                                            tensorBytes(inputs[i].type), run.stream()));
   std::vector<DevicePtr> key = in;
-  key.insert(key.end(), out.begin(), out.end());
+  key.insert(key.end(), direct.begin(), direct.end());
   KILN_RETURN_IF_ERROR(replayOrIssueAt(*d, m, at, run, key));
   for (size_t o = 0; o < outputs.size(); ++o) {
     const Value* v = m.f->outputs()[o];
-    const int64_t bytes = outputs[o].type.numElements().value_or(0) *
-                          static_cast<int64_t>(dtypeSize(outputs[o].type.dtype()));
+    const int64_t bytes = tensorBytes(outputs[o].type);
     const DevicePtr src = at.of(v);
     if (src && src != out[o]) {
       KILN_RETURN_IF_ERROR(drv.copyOnDevice(out[o], src, bytes, run.stream()));
