@@ -69,6 +69,24 @@ Status MappedFile::read(std::string_view range,
   return Status::ok();
 }
 
+Status MappedFile::copyTo(std::string_view range, void* out) const {
+  const char* base = static_cast<const char*>(data_);
+  KILN_CHECK(range.empty() || (range.data() >= base && range.data() + range.size() <= base + size_),
+             "MappedFile::copyTo: the range is not part of the file");
+  off_t at = range.empty() ? 0 : static_cast<off_t>(range.data() - base);
+  for (size_t done = 0; done < range.size();) {
+    ssize_t n = ::pread(fd_, static_cast<char*>(out) + done, range.size() - done,
+                        at + static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      return Status::error(n < 0 ? std::string("cannot read file: ") + std::strerror(errno)
+                                 : std::string("the file is shorter than when it was mapped"),
+                           Location{path_, 0, 0});
+    done += static_cast<size_t>(n);
+  }
+  return Status::ok();
+}
+
 MappedFile::MappedFile(MappedFile&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)),
       fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)) {}

@@ -4,18 +4,17 @@
 #include "frontend/onnx/importer.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
-#include <fcntl.h>
 #include <filesystem>
-#include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <limits>
-#include <sys/stat.h>
-#include <unistd.h>
+#include <memory>
+#include <optional>
 
+#include "frontend/onnx/raw_data_split.h"
 #include "frontend/onnx/tensor_proto.h"
 #include "interp/interpreter.h"
 #include "ir/verifier.h"
+#include "support/mapped_file.h"
 
 namespace kiln::onnx {
 
@@ -481,47 +480,77 @@ StatusOr<pb::ModelProto> parseModel(std::string_view bytes) {
   return model;
 }
 
-// A model parsed from a file, read through a small buffer: the file's bytes are never all in
-// memory next to the parsed model. Errors as readFileLimited's and parseModel's.
-StatusOr<pb::ModelProto> parseModelFile(const std::string& path) {
+// raw_data payloads from this size on are read from the file straight into their tensors (a
+// page: smaller ones cost less to parse with the message).
+constexpr size_t kOutsideRawBytes = 4096;
+
+// A model parsed from a file, and per main-graph initializer the raw_data that the parse left in
+// the file (nullopt: it is in the message), a part of `file`'s bytes.
+struct ParsedFile {
+  pb::ModelProto model;
+  std::vector<std::optional<std::string_view>> outside;
+  MappedFile file;
+};
+
+// The model at `path`, mapped and parsed without its large initializer payloads
+// (raw_data_split.h), which protobuf would copy into a string each, grown piece by piece from
+// the read buffer (every weight's bytes copied about twice, into fresh pages). Where the bytes
+// are not of the expected shape, parsed whole.
+StatusOr<ParsedFile> parseModelFile(const std::string& path) {
   const std::string what = "model file '" + path + "'";
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) return Status::error(what + " does not exist");
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  struct stat st {};
-  if (fd < 0 || ::fstat(fd, &st) != 0) {
-    if (fd >= 0) ::close(fd);
-    return Status::error(what + ": cannot read it (" + std::strerror(errno) + ")");
-  }
-  if (static_cast<int64_t>(st.st_size) > kMaxProtoBytes) {
-    ::close(fd);
-    return Status::error(what + " is " + std::to_string(st.st_size) +
+  StatusOr<MappedFile> mapped = MappedFile::open(path);
+  if (!mapped) return Status::error(what + ": cannot read it (" + mapped.status().message() + ")");
+  ParsedFile out;
+  out.file = std::move(mapped).value();
+  std::string_view file = out.file.bytes();
+  if (static_cast<int64_t>(file.size()) > kMaxProtoBytes)
+    return Status::error(what + " is " + std::to_string(file.size()) +
                          " bytes; files over 2 GB are not supported (store large weights as "
                          "external data)");
-  }
-  pb::ModelProto model;
-  bool parsed;
-  {
-    google::protobuf::io::FileInputStream in(fd, 1 << 20);
-    parsed = model.ParseFromZeroCopyStream(&in);
-  }
-  ::close(fd);
-  if (!parsed)
+  std::optional<SplitModel> split = splitInitializerData(file, kOutsideRawBytes);
+  std::string_view bytes = split ? std::string_view(split->skeleton) : file;
+  if (!out.model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
     return Status::error(path + ": not a valid ONNX model (corrupt or truncated protobuf data)");
-  if (!model.has_graph()) return Status::error(path + ": not a valid ONNX model (it has no graph)");
-  return model;
+  if (!out.model.has_graph())
+    return Status::error(path + ": not a valid ONNX model (it has no graph)");
+  if (split) {
+    KILN_CHECK(split->raw.size() == static_cast<size_t>(out.model.graph().initializer_size()),
+               "splitInitializerData: one entry per initializer");
+    out.outside = std::move(split->raw);
+  }
+  return out;
 }
 
-// Imports a parsed model. Its main graph's initializers are converted first, once, taking over
-// their raw data (the model is not used afterwards).
-StatusOr<std::unique_ptr<Module>> importParsed(pb::ModelProto& model, const std::string& baseDir,
+// The main graph's initializers as tensors, converted once, taking over the raw data in the
+// message (the model is not used afterwards) or reading it from `parsed.file`.
+std::map<const pb::TensorProto*, StatusOr<Tensor>> convertInitializers(ParsedFile& parsed,
+                                                                       const std::string& baseDir) {
+  std::map<const pb::TensorProto*, StatusOr<Tensor>> converted;
+  size_t i = 0;
+  for (pb::TensorProto& t : *parsed.model.mutable_graph()->mutable_initializer()) {
+    std::string what = "initializer '" + t.name() + "'";
+    std::optional<std::string_view> outside;
+    if (i < parsed.outside.size()) outside = parsed.outside[i];
+    ++i;
+    if (outside) {
+      converted.emplace(&t, tensorFromOutsideRaw(t, *outside, parsed.file, what));
+      continue;
+    }
+    std::string* raw = t.has_raw_data() ? t.mutable_raw_data() : nullptr;
+    converted.emplace(&t, tensorFromProto(t, baseDir, what, raw));
+  }
+  return converted;
+}
+
+// Imports a parsed model.
+StatusOr<std::unique_ptr<Module>> importParsed(ParsedFile& parsed, const std::string& baseDir,
                                                const ImportOptions& options,
                                                ImportReport* report = nullptr) {
-  std::map<const pb::TensorProto*, StatusOr<Tensor>> converted;
-  for (pb::TensorProto& t : *model.mutable_graph()->mutable_initializer()) {
-    std::string* raw = t.has_raw_data() ? t.mutable_raw_data() : nullptr;
-    converted.emplace(&t, tensorFromProto(t, baseDir, "initializer '" + t.name() + "'", raw));
-  }
+  pb::ModelProto& model = parsed.model;
+  std::map<const pb::TensorProto*, StatusOr<Tensor>> converted =
+      convertInitializers(parsed, baseDir);
   ImportReport local;
   ImportReport& seen = report ? *report : local;
   // Graph inputs are bound to their given values only where a node needs them; each round binds
@@ -543,8 +572,9 @@ StatusOr<std::unique_ptr<Module>> importParsed(pb::ModelProto& model, const std:
 
 StatusOr<std::unique_ptr<Module>>
 importModelBytes(std::string_view bytes, const std::string& baseDir, const ImportOptions& options) {
-  KILN_ASSIGN_OR_RETURN(pb::ModelProto model, parseModel(bytes));
-  return importParsed(model, baseDir, options);
+  ParsedFile parsed;
+  KILN_ASSIGN_OR_RETURN(parsed.model, parseModel(bytes));
+  return importParsed(parsed, baseDir, options);
 }
 
 StatusOr<std::vector<Unsupported>> checkModelBytes(std::string_view bytes,
@@ -560,8 +590,8 @@ StatusOr<std::vector<Unsupported>> checkModelBytes(std::string_view bytes,
 
 StatusOr<std::unique_ptr<Module>>
 importModelFile(const std::string& path, const ImportOptions& options, ImportReport* report) {
-  KILN_ASSIGN_OR_RETURN(pb::ModelProto model, parseModelFile(path));
-  auto r = importParsed(model, parentDir(path), options, report);
+  KILN_ASSIGN_OR_RETURN(ParsedFile parsed, parseModelFile(path));
+  auto r = importParsed(parsed, parentDir(path), options, report);
   if (!r) {
     Status s = r.status();
     return s.prefix(path);

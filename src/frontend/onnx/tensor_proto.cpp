@@ -8,6 +8,7 @@
 
 #include <bit>
 #include <charconv>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -225,8 +226,18 @@ int onnxFromDType(DType t) {
   return TP::UNDEFINED;
 }
 
-StatusOr<Tensor> tensorFromProto(const TP& t, const std::string& baseDir, const std::string& what,
-                                 std::string* takeRaw) {
+namespace {
+
+// What a TensorProto declares: its element type, dims, element count and byte count.
+struct Declared {
+  DType dtype;
+  std::vector<int64_t> dims;
+  int64_t n, bytes;
+};
+
+// Every source is checked against the declared element count before a tensor is allocated, so
+// absurd dims fail here instead of in the allocator.
+StatusOr<Declared> declared(const TP& t, const std::string& what) {
   auto dtype = dtypeFromOnnx(t.data_type());
   if (!dtype)
     return Status::error(what + ": element type " + onnxDTypeName(t.data_type()) +
@@ -237,36 +248,61 @@ StatusOr<Tensor> tensorFromProto(const TP& t, const std::string& baseDir, const 
     if (d < 0) return Status::error(what + ": negative dimension " + std::to_string(d));
   auto count = checkedNumElements(dims);
   if (!count) return Status::error(what + ": " + count.status().message());
-  // Every source is checked against the element count before the tensor is allocated, so
-  // absurd dims fail here instead of in the allocator.
-  int64_t n = *count;
-  int64_t bytes = n * static_cast<int64_t>(dtypeSize(*dtype));
-  TensorType type = TensorType::of(*dtype, dims);
+  int64_t bytes = *count * static_cast<int64_t>(dtypeSize(*dtype));
+  return Declared{*dtype, std::move(dims), *count, bytes};
+}
+
+Status checkRawSize(const Declared& d, size_t size, const std::string& what) {
+  if (static_cast<int64_t>(size) == d.bytes) return Status::ok();
+  return Status::error(what + ": raw_data has " + std::to_string(size) + " bytes, " +
+                       TensorType::of(d.dtype, d.dims).str() + " needs " + std::to_string(d.bytes));
+}
+
+// A copy of raw bytes (bool normalised to 0/1). Every byte is written: no zero fill first.
+Tensor copyRaw(const Declared& d, std::string_view raw) {
+  Tensor out = Tensor::uninitialized(d.dtype, d.dims);
+  if (!raw.empty()) std::memcpy(out.mutableBytes(), raw.data(), raw.size());
+  if (out.dtype() == DType::Bool)
+    for (int64_t i = 0; i < d.n; ++i) out.mutableData<uint8_t>()[i] = out.data<uint8_t>()[i] != 0;
+  return out;
+}
+
+}  // namespace
+
+StatusOr<Tensor> tensorFromProto(const TP& t, const std::string& baseDir, const std::string& what,
+                                 std::string* takeRaw) {
+  KILN_ASSIGN_OR_RETURN(Declared d, declared(t, what));
   if (t.data_location() == TP::EXTERNAL) {
-    KILN_ASSIGN_OR_RETURN(ExternalSpan span, locateExternal(t, bytes, baseDir, what));
-    KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::create(*dtype, dims));
+    KILN_ASSIGN_OR_RETURN(ExternalSpan span, locateExternal(t, d.bytes, baseDir, what));
+    KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::create(d.dtype, d.dims));
     KILN_RETURN_IF_ERROR(readExternal(span, out, what));
     return out;
   }
   if (t.has_raw_data()) {
-    const std::string& raw = t.raw_data();
-    if (static_cast<int64_t>(raw.size()) != bytes)
-      return Status::error(what + ": raw_data has " + std::to_string(raw.size()) + " bytes, " +
-                           type.str() + " needs " + std::to_string(bytes));
-    if (takeRaw && *dtype != DType::Bool)
-      return Tensor::fromBytes(*dtype, dims, std::move(*takeRaw));
-    KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::create(*dtype, dims));
-    if (!raw.empty()) std::memcpy(out.mutableBytes(), raw.data(), raw.size());
-    if (out.dtype() == DType::Bool)  // normalise to 0/1
-      for (int64_t i = 0; i < n; ++i) out.mutableData<uint8_t>()[i] = out.data<uint8_t>()[i] != 0;
-    return out;
+    KILN_RETURN_IF_ERROR(checkRawSize(d, t.raw_data().size(), what));
+    if (takeRaw && d.dtype != DType::Bool)
+      return Tensor::fromBytes(d.dtype, d.dims, std::move(*takeRaw));
+    return copyRaw(d, t.raw_data());
   }
-  int64_t have = typedCount(t, *dtype);
-  if (have != n)
-    return Status::error(what + ": " + typedFieldName(*dtype) + " has " + std::to_string(have) +
-                         " elements, " + type.str() + " needs " + std::to_string(n));
-  KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::create(*dtype, dims));
+  int64_t have = typedCount(t, d.dtype);
+  if (have != d.n)
+    return Status::error(what + ": " + typedFieldName(d.dtype) + " has " + std::to_string(have) +
+                         " elements, " + TensorType::of(d.dtype, d.dims).str() + " needs " +
+                         std::to_string(d.n));
+  KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::create(d.dtype, d.dims));
   fillTyped(t, out);
+  return out;
+}
+
+StatusOr<Tensor> tensorFromOutsideRaw(const TP& t, std::string_view raw, const MappedFile& file,
+                                      const std::string& what) {
+  KILN_ASSIGN_OR_RETURN(Declared d, declared(t, what));
+  KILN_RETURN_IF_ERROR(checkRawSize(d, raw.size(), what));
+  Tensor out = Tensor::uninitialized(d.dtype, d.dims);
+  Status read = file.copyTo(raw, out.mutableBytes());
+  if (!read) return Status::error(what + ": " + read.message());
+  if (out.dtype() == DType::Bool)  // normalise to 0/1
+    for (int64_t i = 0; i < d.n; ++i) out.mutableData<uint8_t>()[i] = out.data<uint8_t>()[i] != 0;
   return out;
 }
 

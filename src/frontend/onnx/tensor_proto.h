@@ -4,9 +4,11 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "frontend/onnx/proto.h"
 #include "ir/tensor.h"
+#include "support/mapped_file.h"
 
 namespace kiln::onnx {
 
@@ -26,6 +28,11 @@ int onnxFromDType(DType t);
 // instead of copying it (a model's weights are not held twice while it is imported).
 StatusOr<Tensor> tensorFromProto(const pb::TensorProto& t, const std::string& baseDir,
                                  const std::string& what, std::string* takeRaw = nullptr);
+
+// The tensor of `t` whose raw_data was cut out of the message (raw_data_split.h): `raw`, a part
+// of `file`'s bytes, read from the file straight into the tensor.
+StatusOr<Tensor> tensorFromOutsideRaw(const pb::TensorProto& t, std::string_view raw,
+                                      const MappedFile& file, const std::string& what);
 
 // Reads a whole file, refusing files over kMaxProtoBytes.
 StatusOr<std::string> readFileLimited(const std::string& path, const std::string& what);
