@@ -246,10 +246,12 @@ class BlockRow {
     const DType t = s.value->type;
     const int64_t n = reduceLength(s);
     if (n <= 0 || (!reassociate_ && reduceDependsOnOrder(s.reduce, t))) return std::nullopt;
-    const std::string part = names_.fresh("part"), tree = names_.fresh("tree");
+    const std::string part = names_.fresh("part");
     ExprRef partValue = load(part, t, intConst(0));
     StmtRef accumulate = store(part, intConst(0), reduceCombine(s.reduce, partValue, s.value));
     if (warp_) return warpReduce(s, part, strided(n, s.extents, s.vars, accumulate));
+    if (warpOp(s.reduce, t)) return warpTree(s, part, strided(n, s.extents, s.vars, accumulate));
+    const std::string tree = names_.fresh("tree");
     std::vector<StmtRef> treeSteps = {store(tree, thread(), partValue), barrier()};
     for (int64_t step = threads_ / 2; step >= 1; step /= 2) {
       ExprRef other = load(tree, t, binary(BinaryOp::Add, thread(), intConst(step)));
@@ -277,11 +279,8 @@ class BlockRow {
   // by lane 0 for one in memory.
   std::optional<StmtRef> warpReduce(const Stmt& s, const std::string& part, StmtRef strided) {
     const DType t = s.value->type;
-    std::optional<UnaryOp> op;
-    if (s.reduce == ReduceKind::Sum) op = UnaryOp::WarpSum;
-    if (s.reduce == ReduceKind::Max || s.reduce == ReduceKind::SelectMax) op = UnaryOp::WarpMax;
-    if (s.reduce == ReduceKind::Min) op = UnaryOp::WarpMin;
-    if (!op || (t != DType::F32 && t != DType::F64)) return std::nullopt;
+    std::optional<UnaryOp> op = warpOp(s.reduce, t);
+    if (!op) return std::nullopt;
     const std::string total = names_.fresh("total");
     ExprRef acc = load(s.buffer, t, s.index);
     StmtRef combine =
@@ -291,6 +290,46 @@ class BlockRow {
         block({store(total, intConst(0), unary(*op, load(part, t, intConst(0)))), combine});
     StmtRef body = block({store(part, intConst(0), reduceIdentity(s.reduce, t)), strided,
                           alloc(total, t, 1, MemoryScope::Local, shuffled)});
+    return alloc(part, t, 1, MemoryScope::Local, body);
+  }
+
+  // The shuffle that combines a reduction's values across a warp, where there is one.
+  static std::optional<UnaryOp> warpOp(ReduceKind k, DType t) {
+    if (t != DType::F32 && t != DType::F64) return std::nullopt;
+    if (k == ReduceKind::Sum) return UnaryOp::WarpSum;
+    if (k == ReduceKind::Max || k == ReduceKind::SelectMax) return UnaryOp::WarpMax;
+    if (k == ReduceKind::Min) return UnaryOp::WarpMin;
+    return std::nullopt;
+  }
+
+  // A block's parts combined in two rounds of shuffles instead of a tree of log2(T) barriers:
+  // each warp's total goes to shared memory (lane 0), then every warp combines those T / 32
+  // totals by shuffles, so every thread holds the row's total after two barriers.
+  StmtRef warpTree(const Stmt& s, const std::string& part, StmtRef strided) {
+    const DType t = s.value->type;
+    const UnaryOp op = *warpOp(s.reduce, t);
+    const int64_t warps = threads_ / 32;
+    const std::string total = names_.fresh("total"), tree = names_.fresh("tree");
+    const ExprRef lane = binary(BinaryOp::Rem, thread(), intConst(32));
+    const ExprRef own = load(total, t, intConst(0));
+    // Lanes past the warps' count read the last total and combine the identity instead.
+    ExprRef other = select(binary(BinaryOp::Lt, lane, intConst(warps)),
+                           load(tree, t, binary(BinaryOp::Min, lane, intConst(warps - 1))),
+                           reduceIdentity(s.reduce, t));
+    ExprRef acc = load(s.buffer, t, s.index);
+    StmtRef combine = store(s.buffer, s.index, reduceCombine(s.reduce, acc, own));
+    if (!locals_.count(s.buffer)) {
+      written_.insert(s.buffer);
+      combine = ifThen(isFirst(), combine);
+    }
+    StmtRef rounds =
+        block({store(total, intConst(0), unary(op, load(part, t, intConst(0)))),
+               ifThen(binary(BinaryOp::Eq, lane, intConst(0)),
+                      store(tree, binary(BinaryOp::Div, thread(), intConst(32)), own)),
+               barrier(), store(total, intConst(0), unary(op, other)), combine, barrier()});
+    StmtRef body = block({store(part, intConst(0), reduceIdentity(s.reduce, t)), strided,
+                          alloc(total, t, 1, MemoryScope::Local,
+                                alloc(tree, t, warps, MemoryScope::Shared, rounds))});
     return alloc(part, t, 1, MemoryScope::Local, body);
   }
 
