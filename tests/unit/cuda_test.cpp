@@ -375,13 +375,14 @@ TEST(CudaDevice, ArtifactForAnotherArchitectureIsRefused) {
       << got.status().message();
 }
 
-// Convolutions with a bias and relu after them (a loop nest after the cuDNN call), a grouped
-// strided one and a dilated 1-D one, in every precision: cuDNN runs all three, NCHW in f32,
-// NHWC otherwise. Tolerances relative to the output's largest magnitude: f32 on FMA units 1e-5
+// Convolutions with a bias and relu after them (cuDNN's fused call in f32 and f16, a loop nest
+// after the call in bf16), one of them grouped and strided, one also adding a residual, and a
+// dilated 1-D one with no epilogue, in every precision: cuDNN runs all three, NCHW in f32, NHWC
+// otherwise. Tolerances relative to the output's largest magnitude: f32 on FMA units 1e-5
 // (as above); tf32 and f16 round operands to 10 mantissa bits (2^-11 relative each, summed over
 // up to 36 products) 1e-2; bf16 to 7 bits, 5e-2 (docs/gpu.md).
 constexpr const char* kConvs =
-    R"(func @main(%x: f32[2,4,9,9], %w: f32[6,2,3,3], %b: f32[6], %s: f32[1,2,20], %v: f32[3,2,3]) -> (f32[2,6,5,5], f32[1,3,16]) {
+    R"(func @main(%x: f32[2,4,9,9], %w: f32[6,2,3,3], %b: f32[6], %s: f32[1,2,20], %v: f32[3,2,3], %w3: f32[4,4,3,3], %b3: f32[4]) -> (f32[2,6,5,5], f32[1,3,16], f32[2,4,9,9]) {
   %c = f32[2,6,5,5] convolution(%x, %w) {window_strides = [2, 2], padding_low = [1, 1], padding_high = [1, 1], feature_group_count = 2}
   %bb = f32[2,6,5,5] broadcast_in_dim(%b) {dims = [1]}
   %a = f32[2,6,5,5] add(%c, %bb)
@@ -389,13 +390,20 @@ constexpr const char* kConvs =
   %zb = f32[2,6,5,5] broadcast_in_dim(%zero) {dims = []}
   %r = f32[2,6,5,5] max(%a, %zb)
   %d = f32[1,3,16] convolution(%s, %v) {rhs_dilation = [2]}
-  return %r, %d
+  %c3 = f32[2,4,9,9] convolution(%x, %w3) {padding_low = [1, 1], padding_high = [1, 1]}
+  %bb3 = f32[2,4,9,9] broadcast_in_dim(%b3) {dims = [1]}
+  %a3 = f32[2,4,9,9] add(%c3, %bb3)
+  %s3 = f32[2,4,9,9] add(%a3, %x)
+  %zb3 = f32[2,4,9,9] broadcast_in_dim(%zero) {dims = []}
+  %r3 = f32[2,4,9,9] max(%s3, %zb3)
+  return %r, %d, %r3
 })";
 
 std::vector<Tensor> convInputs() {
   std::vector<Tensor> in = {Tensor(DType::F32, {2, 4, 9, 9}), Tensor(DType::F32, {6, 2, 3, 3}),
-                            Tensor(DType::F32, {6}), Tensor(DType::F32, {1, 2, 20}),
-                            Tensor(DType::F32, {3, 2, 3})};
+                            Tensor(DType::F32, {6}),          Tensor(DType::F32, {1, 2, 20}),
+                            Tensor(DType::F32, {3, 2, 3}),    Tensor(DType::F32, {4, 4, 3, 3}),
+                            Tensor(DType::F32, {4})};
   for (size_t t = 0; t < in.size(); ++t)
     for (int64_t i = 0; i < in[t].numElements(); ++i)
       in[t].setDouble(i, std::sin(0.37 * double(i) + double(t)));
@@ -433,7 +441,7 @@ void expectOnLibraries(const char* text, const std::vector<Tensor>& inputs, cons
 }
 
 void expectConvolutionsOnCudnn(const char* precision, double tolerance) {
-  expectOnLibraries(kConvs, convInputs(), precision, tolerance, "2 cuDNN convolution");
+  expectOnLibraries(kConvs, convInputs(), precision, tolerance, "3 cuDNN convolution");
 }
 
 TEST(CudaDevice, ConvolutionsOnCudnnF32) {

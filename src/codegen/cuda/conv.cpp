@@ -2,7 +2,10 @@
 #include "codegen/cuda/conv.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
+
+#include "codegen/cuda/library_call.h"
 
 namespace kiln::codegen::cuda {
 namespace {
@@ -119,6 +122,43 @@ std::optional<ConvShape> convShape(const kernel::Kernel& k, const kernel::Stmt& 
     if (n == 0 || n >= limit) return no("an empty tensor or one of 2^31 elements or more");
   }
   return c;
+}
+
+std::string ConvEpilogue::str() const {
+  if (!taken) return "none";
+  return std::string("bias") + (residual >= 0 ? " + residual" : "") + " + relu";
+}
+
+ConvEpilogue convEpilogue(const kernel::Kernel& k, const kernel::Stmt& call, const ConvShape& c,
+                          std::string* why) {
+  ConvEpilogue e;
+  auto stop = [&](const std::string& reason) {
+    if (why) *why = reason;
+    return ConvEpilogue{};
+  };
+  const kernel::Buffer* out = call.args.size() > 2 ? k.find(call.args[2]) : nullptr;
+  if (!out) return stop("the call's result is no buffer of the kernel");
+  if (c.type != DType::F32 && c.type != DType::F16)
+    return stop("a bf16 convolution (cuDNN's fused call is taken in f32 and f16)");
+  const int feature = c.channelsLast ? static_cast<int>(out->shape.size()) - 1 : 1;
+  for (size_t i = 0; i < call.postOps.size(); ++i) {
+    const kernel::PostOp& p = call.postOps[i];
+    using Kind = kernel::PostOp::Kind;
+    if (p.kind == Kind::Clamp && p.lo == 0 && std::isinf(p.hi) && p.hi > 0) {
+      if (e.bias < 0) return stop("a relu with no bias before it (cuDNN's fused call adds one)");
+      e.taken = i + 1;
+      if (why && e.taken < call.postOps.size()) *why = "a post-op after the relu";
+      return e;
+    }
+    const kernel::Buffer* operand = p.kind == Kind::Add ? k.find(p.operand) : nullptr;
+    if (!operand || operand->type != out->type)
+      return stop(std::string("a ") + kernel::postOpName(p.kind) +
+                  " before a relu (cuDNN's fused call takes a bias, a residual, then a relu)");
+    if (postOpReadsWhole(p, *out) && e.residual < 0) e.residual = static_cast<int>(i);
+    else if (postOpVectorDim(p) == feature && e.bias < 0) e.bias = static_cast<int>(i);
+    else return stop("an add that is neither one bias along the features nor one residual");
+  }
+  return stop("no relu (cuDNN fuses a bias without one only on one algorithm)");
 }
 
 }  // namespace kiln::codegen::cuda

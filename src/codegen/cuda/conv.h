@@ -30,4 +30,22 @@ struct ConvShape {
 std::optional<ConvShape> convShape(const kernel::Kernel& k, const kernel::Stmt& call,
                                    std::string* why);
 
+// The epilogue cuDNN's fused convolution applies as it writes, y = relu(conv + z + bias): the
+// leading post-ops of a convolution that are one bias add along the feature dim and at most one
+// add of an operand of the result's shape (z), in either order, then a relu. cuDNN takes an
+// identity activation with only one algorithm (implicit precomputed GEMM), so a chain without
+// the relu, or without a bias, is not taken: the measured algorithm and a loop after it win.
+// Taken in f32 and f16 (the configurations cuDNN documents for the fused call).
+struct ConvEpilogue {
+  int residual = -1;        // the post-op whose operand is z, or -1
+  int bias = -1;            // the post-op whose operand is the bias
+  size_t taken = 0;         // 0, or the post-ops through the relu
+  std::string str() const;  // "bias + residual + relu" ("none" when nothing is taken)
+};
+
+// The epilogue of convolution `call` (with ConvShape `c`); `why` says why it stops before the
+// last post-op.
+ConvEpilogue convEpilogue(const kernel::Kernel& k, const kernel::Stmt& call, const ConvShape& c,
+                          std::string* why);
+
 }  // namespace kiln::codegen::cuda

@@ -84,6 +84,8 @@ struct Conv::Plan {
   cudnnTensorDescriptor_t x = nullptr, y = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
+  cudnnTensorDescriptor_t bias = nullptr;  // the fused call's
+  cudnnActivationDescriptor_t relu = nullptr;
   cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   cudnnMathType_t math = CUDNN_FMA_MATH;
   size_t workspace = 0;
@@ -93,6 +95,8 @@ struct Conv::Plan {
     if (y) cudnnDestroyTensorDescriptor(y);
     if (w) cudnnDestroyFilterDescriptor(w);
     if (conv) cudnnDestroyConvolutionDescriptor(conv);
+    if (bias) cudnnDestroyTensorDescriptor(bias);
+    if (relu) cudnnDestroyActivationDescriptor(relu);
   }
 };
 
@@ -132,6 +136,21 @@ Status describePlan(Conv::Plan& p, const ConvShape& c) {
   if (out != ints(y))
     return Status::error("cuDNN: the result of " + c.str() + " has another shape");
   return Status::ok();
+}
+
+// The fused call's bias (1 x C x 1 x 1 in the convolution's format and type) and relu.
+Status describeEpilogue(Conv::Plan& p, const ConvShape& c) {
+  std::vector<int> dims(c.in.size() + 2, 1);
+  dims[1] = static_cast<int>(c.outFeatures);
+  KILN_RETURN_IF_ERROR(check(cudnnCreateTensorDescriptor(&p.bias), "a tensor descriptor"));
+  KILN_RETURN_IF_ERROR(check(
+      cudnnSetTensorNdDescriptorEx(p.bias, c.channelsLast ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
+                                   dataType(c.type), static_cast<int>(dims.size()), dims.data()),
+      "the bias"));
+  KILN_RETURN_IF_ERROR(check(cudnnCreateActivationDescriptor(&p.relu), "an activation"));
+  return check(
+      cudnnSetActivationDescriptor(p.relu, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0),
+      "the relu");
 }
 
 // Room for every forward algorithm's result (cuDNN's count).
@@ -223,11 +242,18 @@ Status measureAlgorithm(cudnnHandle_t h, Conv::Plan& p, const ConvShape& c) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Conv>> Conv::create(const ConvShape& shape) {
+StatusOr<std::unique_ptr<Conv>> Conv::create(const ConvShape& shape, const ConvEpilogue& epilogue,
+                                             int zArg, int biasArg) {
   std::unique_ptr<Conv> conv(new Conv());
   conv->shape_ = shape;
+  conv->epilogue_ = epilogue;
+  conv->zArg_ = zArg;
+  conv->biasArg_ = biasArg;
+  if (epilogue.taken && (biasArg < 0 || (epilogue.residual >= 0) != (zArg >= 0)))
+    return Status::error("cuDNN: the fused convolution " + shape.str() + " lacks an operand");
   conv->plan_ = std::make_unique<Plan>();
   KILN_RETURN_IF_ERROR(describePlan(*conv->plan_, shape));
+  if (epilogue.taken) KILN_RETURN_IF_ERROR(describeEpilogue(*conv->plan_, shape));
   HandleLease lease;
   KILN_ASSIGN_OR_RETURN(lease.h, handles().acquire());
   const bool tensorCores = shape.type != DType::F32 || shape.tf32;
@@ -245,6 +271,13 @@ Status Conv::run(const DevicePtr* args, DevicePtr workspace, Stream stream) cons
       check(cudnnSetStream(lease.h, static_cast<cudaStream_t>(stream)), "cudnnSetStream"));
   const float one = 1.0f, zero = 0.0f;
   const Plan& p = *plan_;
+  auto ptr = [&](int i) { return reinterpret_cast<void*>(args[i]); };
+  if (epilogue_.taken)  // y = relu(conv(x) + alpha2 * z + bias); z is y itself when alpha2 = 0
+    return check(cudnnConvolutionBiasActivationForward(
+                     lease.h, &one, p.x, ptr(0), p.w, ptr(1), p.conv, p.algo,
+                     reinterpret_cast<void*>(workspace), p.workspace, zArg_ >= 0 ? &one : &zero,
+                     p.y, ptr(zArg_ >= 0 ? zArg_ : 2), p.bias, ptr(biasArg_), p.relu, p.y, ptr(2)),
+                 "the fused convolution " + shape_.str());
   return check(cudnnConvolutionForward(lease.h, &one, p.x, reinterpret_cast<const void*>(args[0]),
                                        p.w, reinterpret_cast<const void*>(args[1]), p.conv, p.algo,
                                        reinterpret_cast<void*>(workspace), p.workspace, &zero, p.y,
@@ -271,8 +304,8 @@ std::vector<int64_t> Conv::argBytes() const {
 }
 
 std::string Conv::describe() const {
-  return "cuDNN " + shape_.str() + ", " + algoName(plan_->algo) +
-         (plan_->math == CUDNN_FMA_MATH ? "" : ", tensor cores") +
+  return "cuDNN " + shape_.str() + (epilogue_.taken ? " then " + epilogue_.str() : "") + ", " +
+         algoName(plan_->algo) + (plan_->math == CUDNN_FMA_MATH ? "" : ", tensor cores") +
          (plan_->measured ? ", fastest measured" : ", heuristic");
 }
 

@@ -13,10 +13,13 @@ namespace kiln::codegen::cuda {
 
 class Conv final : public LibraryCall {
  public:
-  // Needs the driver's context current (Driver::get).
-  static StatusOr<std::unique_ptr<Conv>> create(const ConvShape& shape);
+  // Needs the driver's context current (Driver::get). With an epilogue (convEpilogue), the
+  // call is cuDNN's fused convolution; zArg and biasArg are its operands' argument indices.
+  static StatusOr<std::unique_ptr<Conv>> create(const ConvShape& shape,
+                                                const ConvEpilogue& epilogue = {}, int zArg = -1,
+                                                int biasArg = -1);
   ~Conv() override;
-  // args: input, kernel, result.
+  // args: input, kernel, result, then the epilogue's operands.
   Status run(const DevicePtr* args, DevicePtr workspace, Stream stream) const override;
   std::string describe() const override;
   StatusOr<std::unique_ptr<LibraryCall>> alone() const override;
@@ -28,6 +31,8 @@ class Conv final : public LibraryCall {
   Conv() = default;
   std::unique_ptr<Plan> plan_;
   ConvShape shape_;
+  ConvEpilogue epilogue_;
+  int zArg_ = -1, biasArg_ = -1;
 };
 
 // "cuDNN 9.19.0", or why this build has none.

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "codegen/cuda/library_call.h"
+
 namespace kiln::codegen::cuda {
 namespace {
 
@@ -97,20 +99,8 @@ namespace {
 
 // Whether post-op `p` (an add) reads a vector along the result's last dim, of extent n.
 bool isBias(const kernel::PostOp& p, const kernel::Buffer& out, int64_t n) {
-  int along = -1;
-  for (size_t j = 0; j < p.operandShape.size(); ++j) {
-    if (p.operandShape[j] == 1) continue;
-    if (along >= 0) return false;
-    along = static_cast<int>(p.operandDims[j]);
-  }
+  const int along = postOpVectorDim(p);
   return along >= 0 && static_cast<size_t>(along) + 1 == out.shape.size() && out.shape.back() == n;
-}
-
-bool isWhole(const kernel::PostOp& p, const kernel::Buffer& out) {
-  if (p.operandShape != out.shape) return false;
-  for (size_t j = 0; j < p.operandDims.size(); ++j)
-    if (p.operandDims[j] != static_cast<int64_t>(j)) return false;
-  return true;
 }
 
 // Why cuBLASLt's epilogue cannot take post-op `p` after those of `e`, or "" when it can (and
@@ -122,7 +112,7 @@ std::string takeOne(GemmEpilogue& e, const kernel::PostOp& p, int index, const k
   if (p.kind == Kind::Add) {
     const kernel::Buffer* operand = k.find(p.operand);
     if (!operand || operand->type != out.type) return "an add of an operand of another type";
-    if (isWhole(p, out) && e.residual < 0) {
+    if (postOpReadsWhole(p, out) && e.residual < 0) {
       e.residual = index;
       return "";
     }

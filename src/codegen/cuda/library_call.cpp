@@ -31,11 +31,35 @@ std::optional<std::string> libraryFor(const kernel::Kernel& k, const kernel::Stm
   return std::nullopt;
 }
 
+bool postOpReadsWhole(const kernel::PostOp& p, const kernel::Buffer& out) {
+  if (p.operandShape != out.shape) return false;
+  for (size_t j = 0; j < p.operandDims.size(); ++j)
+    if (p.operandDims[j] != static_cast<int64_t>(j)) return false;
+  return true;
+}
+
+int postOpVectorDim(const kernel::PostOp& p) {
+  int along = -1;
+  for (size_t j = 0; j < p.operandShape.size(); ++j) {
+    if (p.operandShape[j] == 1) continue;
+    if (along >= 0) return -1;
+    along = static_cast<int>(p.operandDims[j]);
+  }
+  return along;
+}
+
 size_t libraryEpilogue(const kernel::Kernel& k, const kernel::Stmt& call, std::string* what,
                        std::string* why) {
   if (call.op == OpCode::DotGeneral) {
     if (std::optional<GemmShape> g = gemmShape(k, call, why)) {
       GemmEpilogue e = gemmEpilogue(k, call, *g, why);
+      if (what) *what = e.str();
+      return e.taken;
+    }
+  }
+  if (call.op == OpCode::Convolution) {
+    if (std::optional<ConvShape> c = convShape(k, call, why)) {
+      ConvEpilogue e = convEpilogue(k, call, *c, why);
       if (what) *what = e.str();
       return e.taken;
     }
@@ -73,17 +97,23 @@ StatusOr<std::unique_ptr<LibraryCall>> makeLibraryCall(const kernel::Kernel& k,
       }
       why = "post-ops cuBLASLt does not take: " + why;
     }
-  } else if (!call.postOps.empty()) {
-    why = "post-ops";
   }
 #ifdef KILN_HAVE_CUDNN
   if (why.empty() && call.op == OpCode::Convolution) {
     if (std::optional<ConvShape> c = convShape(k, call, &why)) {
       c->tf32 = tf32 && c->type == DType::F32;
-      KILN_ASSIGN_OR_RETURN(std::unique_ptr<Conv> conv, Conv::create(*c));
-      return std::unique_ptr<LibraryCall>(std::move(conv));
+      ConvEpilogue e = convEpilogue(k, call, *c, &why);
+      if (e.taken == call.postOps.size()) {
+        KILN_ASSIGN_OR_RETURN(
+            std::unique_ptr<Conv> conv,
+            Conv::create(*c, e, postOpArg(call, e.residual), postOpArg(call, e.bias)));
+        return std::unique_ptr<LibraryCall>(std::move(conv));
+      }
+      why = "post-ops cuDNN does not take: " + why;
     }
   }
+#else
+  if (why.empty() && !call.postOps.empty()) why = "post-ops";
 #endif
   if (why.empty()) libraryFor(k, call, &why);
   return Status::error("kernel " + k.name + ": library call " + call.callee +
