@@ -114,7 +114,8 @@ EvalResult one(Tensor t) { return std::vector<Tensor>{std::move(t)}; }
 
 // out = x read through the walk `s` over the result's index space.
 EvalResult readThrough(const Tensor& x, const Affine& s, const TensorType& rt) {
-  Tensor out = makeResult(rt);
+  // The copy writes every element: no zero fill first (a second pass over fresh memory).
+  Tensor out = Tensor::uninitialized(rt.dtype(), rt.staticDims());
   copyBox(x, s, out, dense(out.dims()), out.dims());
   return one(std::move(out));
 }
