@@ -12,7 +12,6 @@
 #include "passes/fold_batch_norm.h"
 #include "passes/layout_assignment.h"
 #include "passes/lower_precision.h"
-#include "passes/pad_conv_channels.h"
 #include "passes/propagate_shapes.h"
 #include "passes/recognize_patterns.h"
 #include "passes/specialize_shapes.h"
@@ -53,10 +52,6 @@ const PassEntry kPasses[] = {
      [](Module& m) { return convolutionToMatmul(m); }},
     {"layout-assignment", "convolutions to the target layout (CPU: NHWC), transposes to the edges",
      assignLayoutForCpu},
-    {"pad-conv-channels",
-     "zero-pad the input channels of f16/bf16 convolutions to a multiple of 8 (cuda: tensor "
-     "cores)",
-     padConvChannels},
     {"lower-precision-f16", "compute and store f32 values in f16, the signature staying f32",
      [](Module& m) { return lowerPrecision(m, DType::F16); }},
     {"lower-precision-bf16", "compute and store f32 values in bf16, the signature staying f32",

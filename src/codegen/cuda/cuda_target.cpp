@@ -79,11 +79,9 @@ class CudaTarget final : public runtime::Target {
            std::to_string(i.memory >> 30) + " GiB), " + nvrtcVersionString();
   }
 
-  // Attention runs as two matrix products around a softmax kernel until a fused kernel lands;
-  // f16/bf16 convolutions get input channels in multiples of 8 (tensor cores).
+  // Attention runs as two matrix products around a softmax kernel until a fused kernel lands.
   Status graphPasses(Module& module, PassManager& pm, int) const override {
-    KILN_RETURN_IF_ERROR(pm.runPass("split-attention", module).status());
-    return pm.runPass("pad-conv-channels", module).status();
+    return pm.runPass("split-attention", module).status();
   }
   // The products' and convolutions' epilogues in every precision: the libraries take what they
   // can (libraryEpilogue), the rest runs as a loop nest after the call.
