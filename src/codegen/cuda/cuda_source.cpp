@@ -244,6 +244,16 @@ class Emitter {
   Status stmt(const StmtRef& s, int depth);
   Status stmtBody(const Stmt& s, int depth);
   Status lanes(const Stmt& s, int depth);
+  // A load or store a vectorized loop moves as wide accesses through local `array`.
+  struct LaneGroup {
+    std::string array, buffer;
+    ExprRef base;
+    DType type;
+    const Stmt* store = nullptr;
+    const Expr* load = nullptr;
+  };
+  std::vector<LaneGroup> laneGroups(const std::string& lane, int64_t n,
+                                    const std::vector<const Stmt*>& stores) const;
   std::string freshTemp(const std::string& prefix);
   std::string laneCopies(const std::string& to, const std::string& from, int64_t bytes,
                          int depth) const;
@@ -571,6 +581,28 @@ std::string Emitter::laneCopies(const std::string& to, const std::string& from, 
   return text;
 }
 
+// The loads (in the stores' values) and stores of a vectorized loop of `n` lanes over `lane`
+// whose elements are the lanes' consecutive, aligned group, each with its index at lane 0.
+std::vector<Emitter::LaneGroup> Emitter::laneGroups(const std::string& lane, int64_t n,
+                                                    const std::vector<const Stmt*>& stores) const {
+  std::vector<ExprRef> loads;
+  std::set<const Expr*> seen;
+  std::function<void(const ExprRef&)> collect = [&](const ExprRef& e) {
+    if (!e || !seen.insert(e.get()).second) return;
+    if (e->kind == Expr::Kind::Load) loads.push_back(e);
+    for (const ExprRef& a : e->args) collect(a);
+  };
+  for (const Stmt* st : stores) collect(st->value);
+  std::vector<LaneGroup> groups;
+  for (const ExprRef& l : loads)
+    if (ExprRef b = kernel::laneBase(l->args[0], lane, n); b && k_.find(l->name))
+      groups.push_back({"", l->name, b, l->type, nullptr, l.get()});
+  for (const Stmt* st : stores)
+    if (ExprRef b = kernel::laneBase(st->index, lane, n); b && k_.find(st->buffer))
+      groups.push_back({"", st->buffer, b, st->value->type, st, nullptr});
+  return groups;
+}
+
 // A vectorized loop of stores (vectorizeLanes): each load and store whose elements are the
 // lanes' consecutive, aligned group (laneBase) moves as wide accesses into and out of a local
 // array; the lanes compute between them, unrolled. Other accesses stay per lane.
@@ -590,36 +622,15 @@ Status Emitter::lanes(const Stmt& s, int depth) {
     return st;
   }
   const int64_t n = s.extent->i;
-  std::vector<ExprRef> loads;
-  std::set<const Expr*> seen;
-  std::function<void(const ExprRef&)> collect = [&](const ExprRef& e) {
-    if (!e || !seen.insert(e.get()).second) return;
-    if (e->kind == Expr::Kind::Load) loads.push_back(e);
-    for (const ExprRef& a : e->args) collect(a);
-  };
-  for (const Stmt* st : stores) collect(st->value);
+  std::vector<LaneGroup> groups = laneGroups(s.var, n, stores);
   uses_.clear();
   memo_.clear();
   pending_.clear();
-  struct Group {
-    std::string array, buffer;
-    ExprRef base;
-    DType type;
-    const Stmt* store = nullptr;
-    const Expr* load = nullptr;
-  };
-  std::vector<Group> groups;
-  for (const ExprRef& l : loads)
-    if (ExprRef b = kernel::laneBase(l->args[0], s.var, n); b && k_.find(l->name))
-      groups.push_back({"", l->name, b, l->type, nullptr, l.get()});
-  for (const Stmt* st : stores)
-    if (ExprRef b = kernel::laneBase(st->index, s.var, n); b && k_.find(st->buffer))
-      groups.push_back({"", st->buffer, b, st->value->type, st, nullptr});
-  for (const Group& g : groups) countUses(g.base);
+  for (const LaneGroup& g : groups) countUses(g.base);
   const std::string p = pad(depth);
   std::string fill;
   std::vector<std::string> at;
-  for (Group& g : groups) {
+  for (LaneGroup& g : groups) {
     KILN_ASSIGN_OR_RETURN(std::string b, buffer(g.buffer, g.type));
     KILN_ASSIGN_OR_RETURN(std::string i, expr(g.base, depth + 1));
     g.array = freshTemp(g.load ? "ld" : "st");
@@ -630,7 +641,7 @@ Status Emitter::lanes(const Stmt& s, int depth) {
     if (g.load) fill += laneCopies(g.array, at.back(), bytes, depth + 1);
   }
   out_ += p + "{\n" + pending_ + fill;
-  for (const Group& g : groups) {
+  for (const LaneGroup& g : groups) {
     if (g.load) laneLoads_[g.load] = g.array;
     else laneStores_[g.store] = g.array;
   }
