@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "codegen/cpu/onednn.h"
+#include "codegen/cpu/onednn_internal.h"
 #include "interp/interpreter.h"
 #include "ir/text/text.h"
 
@@ -286,6 +287,52 @@ TEST(OneDnn, ConvolutionConstantWeights) {
               "feature_group_count = 2}",
               "  %w = f32[16,4,3,3] constant() {value = " + literal(16 * 4 * 3 * 3, rng) + "}\n");
   EXPECT_NE(d.find("constant weights"), std::string::npos) << d;
+}
+
+// Constant weights whose packed layout pads the channels (3 and 20 of blocks of 8 or 16): the
+// padding must be zero, for a padded input channel multiplies a zero-padded input.
+TEST(OneDnn, ConvolutionPaddedConstantWeights) {
+  std::mt19937 rng(13);
+  for (int64_t in : {3, 20}) {
+    std::string c = std::to_string(in);
+    std::string d = checkOp("%x: f32[2,9,9," + c + "]", "f32[2,9,9,20]",
+                            "convolution(%x, %w) {padding_low = [1, 1], padding_high = [1, 1], "
+                            "dimension_numbers = \"b01f_01io->b01f\"}",
+                            "  %w = f32[3,3," + c + ",20] constant() {value = " +
+                                literal(20 * in * 3 * 3, rng) + "}\n");
+    EXPECT_NE(d.find("constant weights reordered"), std::string::npos) << d;
+  }
+}
+
+// A reorder into a blocked layout with padding writes every byte: the elements, and zeros in
+// the padding (so packWeights does not zero the buffer first). A layout with gaps is refused.
+TEST(OneDnn, ReorderZeroPadsItsOutput) {
+  using dnnl::memory;
+  memory::dims dims = {20, 3, 3, 3};
+  memory::desc plain(dims, memory::data_type::f32, memory::format_tag::oihw);
+  memory::desc blocked(dims, memory::data_type::f32, memory::format_tag::OIhw16i16o);
+  ASSERT_GT(blocked.get_size(), plain.get_size());
+  EXPECT_TRUE(onednn::reorderWritesEveryByte(plain));
+  EXPECT_TRUE(onednn::reorderWritesEveryByte(blocked));
+  EXPECT_FALSE(onednn::reorderWritesEveryByte(
+      memory::desc({20, 27}, memory::data_type::f32, memory::dims{32, 1})));
+  std::vector<float> src(20 * 3 * 3 * 3);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i + 1);
+  std::vector<float> dst(blocked.get_size() / sizeof(float), std::nanf(""));
+  const dnnl::engine& engine = onednn::cpuEngine();
+  memory from(plain, engine, src.data()), to(blocked, engine, dst.data());
+  dnnl::stream& stream = onednn::threadStream();
+  dnnl::reorder(from, to).execute(stream, from, to);
+  stream.wait();
+  double sum = 0;
+  size_t nonzero = 0;
+  for (float v : dst) {
+    ASSERT_FALSE(std::isnan(v));
+    sum += v;
+    nonzero += v != 0;
+  }
+  EXPECT_EQ(nonzero, src.size());
+  EXPECT_EQ(sum, static_cast<double>(src.size()) * (src.size() + 1) / 2);
 }
 
 // Post-ops: the kernel applies them as it writes the result. Expected values are computed

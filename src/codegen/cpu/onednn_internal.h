@@ -179,6 +179,10 @@ struct HeldWeights {
 // (ConstantData::held: an artifact stores it only in the layout its library kernel chose).
 bool heldWeights(const Node& n);
 
+// Whether a reorder into `d` writes every byte of its get_size(): a blocked layout whose elements,
+// padding included, tile the buffer exactly (a reorder zero-pads its output).
+bool reorderWritesEveryByte(const memory::desc& d);
+
 // The constant data of the weights operand (operand 1) when it is an f32 `constant` that
 // `weights` describes, else null.
 const Tensor* constantWeights(const Node& n, const memory::desc& weights);

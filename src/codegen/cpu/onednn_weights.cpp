@@ -1,7 +1,9 @@
 // oneDNN library kernels: constant weights. A primitive created with weights of format `any`
 // picks their layout; the constant is reordered into it once (packWeights), or an artifact's
 // prepacked bytes in that layout are used in place. See onednn.h and docs/codegen.md, "Weights".
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -9,6 +11,8 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "codegen/cpu/onednn_internal.h"
 #include "ir/op.h"
@@ -46,6 +50,34 @@ std::string layoutText(const memory::desc& d) {
          list(b.inner_idxs, b.inner_nblks) + " extra " + std::to_string(m.extra.flags) + "," +
          std::to_string(m.extra.compensation_mask) + "," + std::to_string(m.extra.scale_adjust) +
          " bytes " + std::to_string(d.get_size());
+}
+
+bool reorderWritesEveryByte(const memory::desc& d) {
+  const dnnl_memory_desc_t& m = d.data;
+  if (m.format_kind != dnnl_blocked || m.extra.flags != 0 || m.offset0 != 0) return false;
+  const dnnl_blocking_desc_t& b = m.format_desc.blocking;
+  // The inner blocks are one dense tile; each dimension's outer extent steps over whole tiles.
+  int64_t tile = 1;
+  int64_t perDim[DNNL_MAX_NDIMS];
+  std::fill(perDim, perDim + DNNL_MAX_NDIMS, 1);
+  for (int i = 0; i < b.inner_nblks; ++i) {
+    tile *= b.inner_blks[i];
+    perDim[b.inner_idxs[i]] *= b.inner_blks[i];
+  }
+  std::vector<std::pair<int64_t, int64_t>> outer;  // (stride, extent) of the outer steps
+  for (int i = 0; i < m.ndims; ++i) {
+    if (m.padded_offsets[i] != 0) return false;
+    int64_t extent = m.padded_dims[i] / perDim[i];
+    if (extent > 1) outer.emplace_back(b.strides[i], extent);
+  }
+  // Sorted by stride, each step must span exactly the steps inside it: no gaps, no overlap.
+  std::sort(outer.begin(), outer.end());
+  int64_t span = tile;
+  for (const auto& [stride, extent] : outer) {
+    if (stride != span) return false;
+    span *= extent;
+  }
+  return static_cast<size_t>(span) * memory::data_type_size(d.data_type()) == d.get_size();
 }
 
 bool heldWeights(const Node& n) {
@@ -87,9 +119,11 @@ StatusOr<HeldWeights> packWeights(const Tensor* constant, bool heldData,
   std::shared_ptr<std::byte> bytes = allocateLarge(chosen.get_size());
   memory packed(chosen, engine, bytes.get());
   held.owner = bytes;
-  // The reorder writes the elements only; the gaps of a strided layout (padded rows) are zeroed
-  // so that an artifact holding these bytes is deterministic.
-  std::memset(packed.get_data_handle(), 0, chosen.get_size());
+  // The reorder writes every element and zeroes the padding (dnnl.h, dnnl_primitive_execute:
+  // padded outputs come zero-padded). Only a layout with bytes outside both (gaps between padded
+  // rows) is zeroed first, so that an artifact holding it is deterministic: elsewhere the zeroing
+  // is a second pass over fresh pages that the reorder writes anyway.
+  if (!reorderWritesEveryByte(chosen)) std::memset(packed.get_data_handle(), 0, chosen.get_size());
   // The reorder's scratchpad (Winograd weight transforms need one of several MiB) in Kiln's
   // memory too: oneDNN's own would be fresh 4 KiB pages on every reorder. Creating the reorder
   // and asking for its scratchpad run under one lock: oneDNN shares what it creates between
