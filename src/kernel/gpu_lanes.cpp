@@ -11,28 +11,12 @@
 namespace kiln::kernel {
 namespace {
 
+using detail::unwrap;
+
 bool splittable(const StmtRef& s) {
   return s && s->kind == Stmt::Kind::For &&
          (s->loop == LoopKind::Serial || s->loop == LoopKind::Parallel) &&
          s->extent->kind == Expr::Kind::Const && s->extent->i > 0;
-}
-
-StmtRef unwrap(StmtRef s) {
-  while (s && s->kind == Stmt::Kind::Block && s->body.size() == 1) s = s->body[0];
-  return s;
-}
-
-// The stores of a body made only of stores (and blocks); false for anything else.
-bool storesOnly(const StmtRef& s, std::vector<const Stmt*>& stores) {
-  if (!s) return true;
-  if (s->kind == Stmt::Kind::Store) {
-    stores.push_back(s.get());
-    return true;
-  }
-  if (s->kind != Stmt::Kind::Block) return false;
-  for (const StmtRef& b : s->body)
-    if (!storesOnly(b, stores)) return false;
-  return true;
 }
 
 void loadsOf(const ExprRef& e, std::vector<const Expr*>& out) {

@@ -10,11 +10,7 @@ namespace kiln::kernel {
 namespace {
 
 using detail::rewrite;
-
-StmtRef unwrapBlock(StmtRef s) {
-  while (s && s->kind == Stmt::Kind::Block && s->body.size() == 1) s = s->body[0];
-  return s;
-}
+using detail::unwrap;
 
 // for v in [0, n): body, with a constant extent.
 bool isLoopOver(const StmtRef& s, int64_t n) {
@@ -99,18 +95,18 @@ std::optional<StmtRef> perOutput(const StmtRef& s) {
   if (!isLoopOver(init, channels) || !isLoopOver(out, channels)) return std::nullopt;
   std::vector<std::string> vars;
   std::vector<ExprRef> extents;
-  StmtRef cur = unwrapBlock(b->body[1]);
+  StmtRef cur = unwrap(b->body[1]);
   while (cur && cur->kind == Stmt::Kind::For && !isLoopOver(cur, channels)) {
     if (cur->loop != LoopKind::Serial || cur->extent->kind != Expr::Kind::Const)
       return std::nullopt;
     vars.push_back(cur->var);
     extents.push_back(cur->extent);
-    cur = unwrapBlock(cur->body[0]);
+    cur = unwrap(cur->body[0]);
   }
   if (vars.empty() || !isLoopOver(cur, channels)) return std::nullopt;
   const std::string c = cur->var;
-  const StmtRef update = unwrapBlock(cur->body[0]);
-  const StmtRef zero = unwrapBlock(init->body[0]);
+  const StmtRef update = unwrap(cur->body[0]);
+  const StmtRef zero = unwrap(init->body[0]);
   const ExprRef atC = load(acc, t, var(c));
   if (!update || update->kind != Stmt::Kind::Store || update->buffer != acc ||
       update->index != var(c) || !zero || zero->kind != Stmt::Kind::Store || zero->buffer != acc ||

@@ -14,6 +14,7 @@ namespace kiln::kernel {
 namespace {
 
 using detail::rewrite;
+using detail::unwrap;
 using detail::writesAny;
 
 // The top-level statements of a kernel body, through blocks and the scratch buffers declared
@@ -53,12 +54,6 @@ void collect(const StmtRef& s, TopLevel& out) {
     return;
   }
   out.stmts.push_back(s);
-}
-
-// The single statement `s` wraps (through one-statement blocks).
-StmtRef unwrap(StmtRef s) {
-  while (s && s->kind == Stmt::Kind::Block && s->body.size() == 1) s = s->body[0];
-  return s;
 }
 
 bool mappable(const StmtRef& s, bool opaque, const std::set<std::string>& scratch) {

@@ -62,6 +62,18 @@ int64_t knownMultiple(const ExprRef& e) {
   return multiple(e, memo);
 }
 
+bool storesOnly(const StmtRef& s, std::vector<const Stmt*>& stores) {
+  if (!s) return true;
+  if (s->kind == Stmt::Kind::Store) {
+    stores.push_back(s.get());
+    return true;
+  }
+  if (s->kind != Stmt::Kind::Block) return false;
+  for (const StmtRef& b : s->body)
+    if (!storesOnly(b, stores)) return false;
+  return true;
+}
+
 ExprRef laneBase(const ExprRef& index, const std::string& lane, int64_t lanes) {
   const ExprRef v = var(lane);
   std::optional<int64_t> c = coefficientOf(index, v);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kernel/kernel_ir.h"
 
@@ -19,6 +20,10 @@ std::optional<int64_t> coefficientOf(const ExprRef& e, const ExprRef& v);
 // multiply, sums keep their terms' greatest common divisor; 1 when none is known. Capped at
 // 2^30 (a constant 0 is divisible by anything).
 int64_t knownMultiple(const ExprRef& e);
+
+// Whether `s` is made only of stores (and blocks of them), appending them to `stores`: the body
+// of a loop whose iterations may split into lanes.
+bool storesOnly(const StmtRef& s, std::vector<const Stmt*>& stores);
 
 // For an index `index` of the loop variable `lane` in [0, lanes): the index at lane 0 when the
 // index is base + lane and base is a multiple of `lanes` (the lanes' elements are consecutive

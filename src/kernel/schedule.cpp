@@ -19,6 +19,11 @@ StmtRef rewrite(const StmtRef& s, const std::function<StmtRef(StmtRef)>& f) {
   return f(out);
 }
 
+StmtRef unwrap(StmtRef s) {
+  while (s && s->kind == Stmt::Kind::Block && s->body.size() == 1) s = s->body[0];
+  return s;
+}
+
 ExprRef replaceAll(const ExprRef& e, const std::unordered_map<const Expr*, ExprRef>& replace,
                    std::unordered_map<const Expr*, ExprRef>& memo) {
   auto r = replace.find(e.get());

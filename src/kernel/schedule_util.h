@@ -28,6 +28,9 @@ StmtRef replaceInStmt(const StmtRef& s, const std::unordered_map<const Expr*, Ex
 // The buffers the loads of `e` read.
 std::set<std::string> loadedBuffers(const ExprRef& e);
 
+// The single statement `s` wraps, through blocks of one statement.
+StmtRef unwrap(StmtRef s);
+
 // Whether `s` stores to (or reduces into) any of `buffers`; a library call counts as writing
 // anything it names.
 bool writesAny(const StmtRef& s, const std::set<std::string>& buffers);

@@ -608,14 +608,7 @@ std::vector<Emitter::LaneGroup> Emitter::laneGroups(const std::string& lane, int
 // array; the lanes compute between them, unrolled. Other accesses stay per lane.
 Status Emitter::lanes(const Stmt& s, int depth) {
   std::vector<const Stmt*> stores;
-  std::function<bool(const StmtRef&)> only = [&](const StmtRef& b) {
-    if (b->kind == Stmt::Kind::Store) return stores.push_back(b.get()), true;
-    if (b->kind != Stmt::Kind::Block) return false;
-    for (const StmtRef& c : b->body)
-      if (!only(c)) return false;
-    return true;
-  };
-  if (s.extent->kind != Expr::Kind::Const || !only(s.body[0])) {
+  if (s.extent->kind != Expr::Kind::Const || !kernel::storesOnly(s.body[0], stores)) {
     lane_ = s.var;  // a plain loop
     Status st = stmtBody(s, depth);
     lane_.clear();
