@@ -108,7 +108,8 @@ def compile(
     dims: sizes of the model's symbolic dimensions, e.g. {"N": 8}.
     opt_level: 1 runs the graph optimisation pipeline, 0 none.
     cache_dir: the persistent compile cache's directory (None: no cache).
-    dump_dir: a directory to write the IR into after each stage (00-import.kir, ...).
+    dump_dir: a directory to write the IR into after each stage (00-import.kir, ...); constant
+        data over 4 KiB prints as `elided`.
     precision: "f32" (the default), "tf32" (cuda matrix products on TF32 tensor cores), "f16"
         or "bf16" (values computed and stored in that type; inputs and outputs stay f32;
         tolerances in docs/gpu.md).

@@ -57,6 +57,17 @@ StatusOr<std::unique_ptr<Pass>> createPassFromSpec(const std::string& spec) {
   return p;
 }
 
+namespace {
+
+// How dumps and --print-after print a module: constant data over 4 KiB elided unless asked for.
+PrintOptions dumpOptions(const PassManagerOptions& o) {
+  PrintOptions po;
+  if (!o.dumpConstants) po.elideDataOver = 4096;
+  return po;
+}
+
+}  // namespace
+
 StatusOr<size_t> parseInstrumentationFlag(const std::vector<std::string>& args, size_t i,
                                           PassManagerOptions& options) {
   const std::string& a = args[i];
@@ -66,6 +77,10 @@ StatusOr<size_t> parseInstrumentationFlag(const std::vector<std::string>& args, 
   }
   if (a == "--time-passes") {
     options.timePasses = true;
+    return size_t{1};
+  }
+  if (a == "--dump-constants") {
+    options.dumpConstants = true;
     return size_t{1};
   }
   for (const std::string flag : {"--dump-dir", "--print-after"}) {
@@ -92,7 +107,9 @@ StatusOr<size_t> parseInstrumentationFlag(const std::vector<std::string>& args, 
 const char* instrumentationFlagsHelp() {
   return "  --verify-each          verify the IR after every pass (always on in debug builds)\n"
          "  --dump-dir DIR         write the IR to DIR before the first pass and after each one\n"
-         "                         (00-<start>.kir, 01-<pass>.kir, ...)\n"
+         "                         (00-<start>.kir, 01-<pass>.kir, ...); constant data\n"
+         "                         over 4 KiB prints as `elided`\n"
+         "  --dump-constants       write all constant data in dumps and --print-after\n"
          "  --time-passes          print the wall time of each pass to stderr\n"
          "  --print-after=PASS     print the IR to stderr after PASS (or all)\n";
 }
@@ -149,7 +166,7 @@ StatusOr<bool> PassManager::runPass(Pass& pass, Module& m) {
   if (options_.printAfter.count(pass.name()) || options_.printAfter.count("all")) {
     std::ostream& os = options_.printStream ? *options_.printStream : std::cerr;
     os << "// ----- IR after " << pass.name() << (*changed ? "" : " (unchanged)") << " -----\n"
-       << printModule(m);
+       << printModule(m, dumpOptions(options_));
   }
   return *changed;
 }
@@ -165,7 +182,7 @@ Status PassManager::dump(const Module& m, const std::string& label) {
   std::snprintf(prefix, sizeof prefix, "%02d-", dumpIndex_++);
   fs::path path = fs::path(options_.dumpDir) / (prefix + label + ".kir");
   std::ofstream out(path);
-  out << printModule(m);
+  out << printModule(m, dumpOptions(options_));
   out.close();
   if (!out) return Status::error("cannot write IR dump '" + path.string() + "'");
   return Status::ok();

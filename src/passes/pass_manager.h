@@ -19,8 +19,11 @@ struct PassManagerOptions {
   // Verify the module after every pass. Always on in debug builds (!NDEBUG).
   bool verifyEach = false;
   // When set, the IR is written there before the first pass (00-input.kir) and after every pass
-  // (01-<pass>.kir, 02-<pass>.kir, ...). The files are complete .kir modules that parse back.
+  // (01-<pass>.kir, 02-<pass>.kir, ...). The files are complete .kir modules that parse back,
+  // unless a constant's data is over 4 KiB: that prints as `elided` (as in XLA's dumps, so a
+  // model's weights are not written once per pass) unless dumpConstants is set.
   std::string dumpDir;
+  bool dumpConstants = false;
   // Collect the wall time of every pass run; timingReport() formats it.
   bool timePasses = false;
   // Names of passes whose output is printed to `printStream` (stderr by default) after they run;
@@ -33,8 +36,9 @@ struct PassManagerOptions {
 };
 
 // The instrumentation flags that `kiln` and `kiln-opt` share: --verify-each, --time-passes,
-// --dump-dir DIR (or --dump-dir=DIR), --print-after=PASS (or --print-after PASS). Looks at
-// args[i]; returns how many arguments it used (0: not one of these flags) or a usage error.
+// --dump-constants, --dump-dir DIR (or --dump-dir=DIR), --print-after=PASS (or --print-after PASS).
+// Looks at args[i]; returns how many arguments it used (0: not one of these flags) or a usage
+// error.
 StatusOr<size_t> parseInstrumentationFlag(const std::vector<std::string>& args, size_t i,
                                           PassManagerOptions& options);
 

@@ -590,6 +590,10 @@ Status Parser::parseDataEntry() {
     data_[nameTok.str] = DataEntry{Tensor(), locOf(nameTok), type};
     return Status::ok();
   }
+  if (atWord("elided"))  // data @w = f32[...] elided: an IR dump left the values out
+    return errorAt(cur(), "data @" + nameTok.str +
+                              " was elided when this module was printed (IR dumps leave out "
+                              "data over 4 KiB; --dump-constants writes it)");
   if (atWord("blob")) {  // data @w = f32[...] blob OFFSET: bytes in the container's blob
     take();
     if (!at(Tok::Integer)) return expected("a blob offset");

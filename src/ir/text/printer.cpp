@@ -376,7 +376,7 @@ uint64_t Blob::add(const Tensor& t) {
 
 namespace {
 
-void printDataEntry(const DataNames::Entry& e, std::string& out, Blob* blob) {
+void printDataEntry(const DataNames::Entry& e, std::string& out, const PrintOptions& opts) {
   static const char* kHex = "0123456789abcdef";
   const std::string& name = e.name;
   if (!e.tensor) {
@@ -384,9 +384,13 @@ void printDataEntry(const DataNames::Entry& e, std::string& out, Blob* blob) {
     return;
   }
   const Tensor& t = *e.tensor;
-  if (blob) {
+  if (Blob* blob = opts.blob) {
     out += "data " + nameText('@', name) + " = " + t.type().str() + " blob " +
            std::to_string(blob->add(t)) + "\n";
+    return;
+  }
+  if (t.byteSize() > opts.elideDataOver) {
+    out += "data " + nameText('@', name) + " = " + t.type().str() + " elided\n";
     return;
   }
   out += "data " + nameText('@', name) + " = " + t.type().str() + " 0x";
@@ -413,7 +417,7 @@ std::string printModule(const Module& m, const PrintOptions& opts) {
     FunctionPrinter(*fns[i], data, opts).print(out);
   }
   if (!data.entries().empty()) out += "\n";
-  for (const DataNames::Entry& e : data.entries()) printDataEntry(e, out, opts.blob);
+  for (const DataNames::Entry& e : data.entries()) printDataEntry(e, out, opts);
   return out;
 }
 

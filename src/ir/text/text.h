@@ -10,6 +10,7 @@
 // docs/kir.md describes the grammar.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <set>
@@ -41,6 +42,10 @@ struct PrintOptions {
   // Constants printed as held (`data @w = f32[64,3,7,7] held`, no data; ConstantData::held)
   // although their data is here: an artifact stores them only in its kernels' layouts.
   const std::set<const Node*>* held = nullptr;
+  // Data entries of more bytes than this print as `data @w = f32[64,3,7,7] elided`: IR dumps
+  // stay readable and small (a pass's dump of resnet18 is 90 MB of hex otherwise). The parser
+  // refuses such entries, since their values are gone.
+  uint64_t elideDataOver = UINT64_MAX;
 };
 
 std::string printModule(const Module& m, const PrintOptions& opts = {});
