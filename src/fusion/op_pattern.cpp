@@ -1,6 +1,7 @@
 // Op patterns and per-node costs for fusion.
 #include "fusion/op_pattern.h"
 
+#include <algorithm>
 #include <string>
 
 namespace kiln::fusion {
@@ -44,6 +45,9 @@ OpPattern patternOf(const Node& n) {
         case OpCode::Gelu:
         case OpCode::BatchNormInference: return OpPattern::Elementwise;
         case OpCode::Attention: return OpPattern::Attention;
+        // A whole recurrence: one library call where the target keeps it (the CPU's oneDNN).
+        case OpCode::Lstm:
+        case OpCode::Gru: return OpPattern::Opaque;
         default: return OpPattern::Reduction;  // softmax, log_softmax, layer_norm
       }
   }
@@ -150,7 +154,18 @@ double flopsOf(const Node& n) {
       double scores = out / (k.empty() || !k.back().isStatic() ? 1 : k.back().value()) * sk;
       return 4 * out * sk + 12 * scores;
     }
-    case OpPattern::Opaque: return out;
+    case OpPattern::Opaque:
+      if (n.op() == OpCode::Lstm || n.op() == OpCode::Gru) {
+        // Every step, batch row and direction: x w^T and h r^T over all gates, so 2 * (|w| + |r|)
+        // per row of x (S * B rows; |w| and |r| cover the directions).
+        const Dim& inputs = n.operand(0)->type().dims().back();
+        const double rows =
+            static_cast<double>(elementsOf(*n.operand(0))) /
+            static_cast<double>(inputs.isStatic() ? std::max<int64_t>(1, inputs.value()) : 1);
+        return 2 * rows *
+               static_cast<double>(elementsOf(*n.operand(1)) + elementsOf(*n.operand(2)));
+      }
+      return out;
   }
   return out;
 }

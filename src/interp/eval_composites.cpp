@@ -1,5 +1,5 @@
 // Reference kernels of the composite ops: softmax, log_softmax, layer_norm, batch_norm_inference,
-// gelu and attention (semantics in docs/ops.md).
+// gelu, attention, lstm and gru (semantics in docs/ops.md).
 //
 // These are computed directly with loops, not through the ops' decompositions: the decompose-
 // composites pass is checked against these kernels, so they must not share its code. Work is done
@@ -296,6 +296,130 @@ EvalResult evalAttention(const EvalContext& c) {
   });
 }
 
+// ---------------------------------------------------------------------------------------------
+// lstm and gru: the ONNX cells with their default activations (docs/ops.md), step by step.
+
+double sigmoid(double v) { return 1 / (1 + std::exp(-v)); }
+
+// One direction d of a recurrence over all steps: writes y [S, B, D*H] at column offset d*H and
+// the final states hT (and cT) [B, H].
+struct Recurrence {
+  bool lstm, linearBeforeReset;
+  int64_t steps, batch, input, hidden, dirs;
+  std::vector<double> x, w, r, b, h0, c0;
+};
+
+void runDirection(const Recurrence& k, int64_t d, bool reverse, std::vector<double>& y,
+                  std::vector<double>& hT, std::vector<double>& cT) {
+  const int64_t H = k.hidden, G = k.lstm ? 4 : 3, B = k.batch, I = k.input;
+  const double* w = k.w.data() + d * G * H * I;
+  const double* r = k.r.data() + d * G * H * H;
+  const double* wb = k.b.data() + d * 2 * G * H;
+  const double* rb = wb + G * H;
+  std::vector<double> h(k.h0.begin() + d * B * H, k.h0.begin() + (d + 1) * B * H), c;
+  if (k.lstm) c.assign(k.c0.begin() + d * B * H, k.c0.begin() + (d + 1) * B * H);
+  std::vector<double> xw(static_cast<size_t>(G * H)), hr(static_cast<size_t>(G * H));
+  for (int64_t s = 0; s < k.steps; ++s) {
+    const int64_t t = reverse ? k.steps - 1 - s : s;
+    std::vector<double> next = h;
+    for (int64_t n = 0; n < B; ++n) {
+      const double* xt = k.x.data() + (t * B + n) * I;
+      const double* hp = h.data() + n * H;
+      for (int64_t j = 0; j < G * H; ++j) {
+        double a = wb[j], e = rb[j];
+        for (int64_t i = 0; i < I; ++i) a += xt[i] * w[j * I + i];
+        for (int64_t i = 0; i < H; ++i) e += hp[i] * r[j * H + i];
+        xw[static_cast<size_t>(j)] = a;
+        hr[static_cast<size_t>(j)] = e;
+      }
+      auto at = [&](const std::vector<double>& v, int64_t g, int64_t j) {
+        return v[static_cast<size_t>(g * H + j)];
+      };
+      std::vector<double> rh(static_cast<size_t>(H));  // gru: r * h_prev
+      for (int64_t j = 0; j < H && !k.lstm; ++j)
+        rh[static_cast<size_t>(j)] = sigmoid(at(xw, 1, j) + at(hr, 1, j)) * hp[j];
+      for (int64_t j = 0; j < H; ++j) {
+        double out;
+        if (k.lstm) {  // gates i, o, f, c
+          double i = sigmoid(at(xw, 0, j) + at(hr, 0, j)), o = sigmoid(at(xw, 1, j) + at(hr, 1, j));
+          double f = sigmoid(at(xw, 2, j) + at(hr, 2, j)),
+                 g = std::tanh(at(xw, 3, j) + at(hr, 3, j));
+          double& cs = c[static_cast<size_t>(n * H + j)];
+          cs = f * cs + i * g;
+          out = o * std::tanh(cs);
+        } else {  // gates z, r, h
+          double z = sigmoid(at(xw, 0, j) + at(hr, 0, j));
+          double rg = sigmoid(at(xw, 1, j) + at(hr, 1, j));
+          double lin = at(hr, 2, j);   // h_prev R_h^T + Rb_h
+          if (!k.linearBeforeReset) {  // (r * h_prev) R_h^T + Rb_h
+            lin = rb[2 * H + j];
+            for (int64_t i = 0; i < H; ++i)
+              lin += rh[static_cast<size_t>(i)] * r[(2 * H + j) * H + i];
+            rg = 1;
+          }
+          double hh = std::tanh(at(xw, 2, j) + rg * lin);
+          out = (1 - z) * hh + z * hp[j];
+        }
+        next[static_cast<size_t>(n * H + j)] = out;
+        y[static_cast<size_t>((t * B + n) * k.dirs * H + d * H + j)] = out;
+      }
+    }
+    h = std::move(next);
+  }
+  hT = std::move(h);
+  cT = std::move(c);
+}
+
+EvalResult evalRecurrence(const EvalContext& c) {
+  const Tensor& x = c.operands[0];
+  Recurrence k;
+  k.lstm = c.node.op() == OpCode::Lstm;
+  k.linearBeforeReset = !k.lstm && c.node.attrBool("linear_before_reset");
+  const bool bidirectional = c.node.attrEnum("direction") == "bidirectional";
+  const bool reverse = c.node.attrEnum("direction") == "reverse";
+  k.dirs = bidirectional ? 2 : 1;
+  if (x.rank() != 3 || c.operands[2].rank() != 3) return fail(c, "x and r must be 3-D");
+  k.steps = x.dims()[0];
+  k.batch = x.dims()[1];
+  k.input = x.dims()[2];
+  k.hidden = c.operands[2].dims()[2];
+  const int64_t G = k.lstm ? 4 : 3;
+  const std::vector<std::vector<int64_t>> want = {
+      {k.steps, k.batch, k.input},      {k.dirs, G * k.hidden, k.input},
+      {k.dirs, G * k.hidden, k.hidden}, {k.dirs, 2 * G * k.hidden},
+      {k.dirs, k.batch, k.hidden},      {k.dirs, k.batch, k.hidden}};
+  for (size_t i = 0; i < c.operands.size(); ++i)
+    if (c.operands[i].dims() != want[i] || c.operands[i].dtype() != x.dtype())
+      return fail(c, "operand " + std::to_string(i) + " " + c.operands[i].type().str() +
+                         " does not fit x " + x.type().str());
+  return withFloatDType(c, x.dtype(), [&](auto tag) -> EvalResult {
+    constexpr DType D = decltype(tag)::value;
+    auto toDouble = [](const std::vector<Work<D>>& v) {
+      return std::vector<double>(v.begin(), v.end());
+    };
+    std::vector<double>* fields[] = {&k.x, &k.w, &k.r, &k.b, &k.h0, &k.c0};
+    for (size_t i = 0; i < c.operands.size(); ++i) *fields[i] = toDouble(loadAll<D>(c.operands[i]));
+    std::vector<double> y(static_cast<size_t>(k.steps * k.batch * k.dirs * k.hidden));
+    std::vector<double> hs, cs;
+    for (int64_t d = 0; d < k.dirs; ++d) {
+      std::vector<double> hT, cT;
+      runDirection(k, d, reverse || d == 1, y, hT, cT);
+      hs.insert(hs.end(), hT.begin(), hT.end());
+      cs.insert(cs.end(), cT.begin(), cT.end());
+    }
+    std::vector<Tensor> results;
+    for (const std::vector<double>* v : {&y, &hs, &cs}) {
+      if (results.size() == c.node.numResults()) break;
+      const std::vector<int64_t> dims =
+          v == &y ? std::vector<int64_t>{k.steps, k.batch, k.dirs * k.hidden} : want[4];
+      KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::create(x.dtype(), dims));
+      storeAll<D>(t, std::vector<Work<D>>(v->begin(), v->end()));
+      results.push_back(std::move(t));
+    }
+    return results;
+  });
+}
+
 }  // namespace
 
 EvalResult evalComposite(const EvalContext& c) {
@@ -306,6 +430,8 @@ EvalResult evalComposite(const EvalContext& c) {
     case OpCode::BatchNormInference: return evalBatchNorm(c);
     case OpCode::Gelu: return evalGelu(c);
     case OpCode::Attention: return evalAttention(c);
+    case OpCode::Lstm:
+    case OpCode::Gru: return evalRecurrence(c);
     default: break;
   }
   return fail(c, std::string(opName(c.node.op())) + " is not a composite op");

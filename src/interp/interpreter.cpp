@@ -157,6 +157,7 @@ interp::EvalResult dispatch(const interp::EvalContext& c) {
       return interp::evalContraction(c);
     case OpCode::Softmax: case OpCode::LogSoftmax: case OpCode::LayerNorm:
     case OpCode::BatchNormInference: case OpCode::Gelu: case OpCode::Attention:
+    case OpCode::Lstm: case OpCode::Gru:
       return interp::evalComposite(c);
   }
   // clang-format on

@@ -177,6 +177,13 @@ Extra extraFor(OpCode op) {
     case OpCode::Gelu: return {{optEnum("approximate", "none", {"none", "tanh"})}, inferGelu};
     case OpCode::Attention:
       return {{opt("scale", K::Float), optBool("causal", false)}, inferAttention};
+    case OpCode::Lstm:
+      return {{optEnum("direction", "forward", {"forward", "reverse", "bidirectional"})},
+              inferRecurrence};
+    case OpCode::Gru:
+      return {{optEnum("direction", "forward", {"forward", "reverse", "bidirectional"}),
+               optBool("linear_before_reset", false)},
+              inferRecurrence};
   }
   return {{}, nullptr};
 }

@@ -47,6 +47,7 @@ KILN_DECLARE_RULE(inferLayerNorm)
 KILN_DECLARE_RULE(inferBatchNorm)
 KILN_DECLARE_RULE(inferGelu)
 KILN_DECLARE_RULE(inferAttention)
+KILN_DECLARE_RULE(inferRecurrence)
 #undef KILN_DECLARE_RULE
 
 }  // namespace kiln

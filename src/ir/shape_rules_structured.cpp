@@ -480,4 +480,41 @@ Types inferAttention(const InferInput& in) {
   return std::vector<TensorType>{q.withDims(std::move(out))};
 }
 
+// lstm / gru: x [S, B, I], w [D, G*H, I], r [D, G*H, H], b [D, 2*G*H], h0 [D, B, H] (and c0
+// for lstm) -> y [S, B, D*H], y_h [D, B, H] (and y_c). G is 4 (lstm) or 3 (gru); D is 2 for
+// bidirectional, else 1.
+Types inferRecurrence(const InferInput& in) {
+  bool lstm = in.op == OpCode::Lstm;
+  const int64_t gates = lstm ? 4 : 3;
+  const TensorType &x = in.operands[0], &w = in.operands[1], &r = in.operands[2];
+  KILN_RETURN_IF_ERROR(requireFloat(x.dtype(), "x"));
+  for (const TensorType& t : in.operands)
+    if (t.dtype() != x.dtype()) return err("operands must share x's dtype " + x.str());
+  if (x.rank() != 3 || w.rank() != 3 || r.rank() != 3)
+    return err("x, w and r must be 3-D, got " + x.str() + ", " + w.str() + ", " + r.str());
+  const Dim hidden = r.dim(2);
+  if (!hidden.isStatic() || !w.dim(1).isStatic() || !w.dim(0).isStatic())
+    return err("w's and r's extents must be static, got " + w.str() + ", " + r.str());
+  const int64_t dirs = getEnum(in.op, in.attrs, "direction") == "bidirectional" ? 2 : 1;
+  const int64_t h = hidden.value();
+  const Dim dirsDim(dirs), gatesHidden(gates * h);
+  if (w.dim(0) != dirsDim || w.dim(1) != gatesHidden || w.dim(2) != x.dim(2))
+    return err("w " + w.str() + " must be [" + std::to_string(dirs) + ", " +
+               std::to_string(gates * h) + ", " + x.dim(2).str() + "]");
+  if (r.dim(0) != dirsDim || r.dim(1) != gatesHidden)
+    return err("r " + r.str() + " must be [" + std::to_string(dirs) + ", " +
+               std::to_string(gates * h) + ", " + std::to_string(h) + "]");
+  const TensorType& b = in.operands[3];
+  if (b.rank() != 2 || b.dim(0) != dirsDim || b.dim(1) != Dim(2 * gates * h))
+    return err("b " + b.str() + " must be [" + std::to_string(dirs) + ", " +
+               std::to_string(2 * gates * h) + "]");
+  TensorType state = x.withDims({dirsDim, x.dim(1), hidden});
+  for (size_t i = 4; i < in.operands.size(); ++i)
+    if (in.operands[i] != state)
+      return err("initial state " + in.operands[i].str() + " must be " + state.str());
+  std::vector<TensorType> out{x.withDims({x.dim(0), x.dim(1), Dim(dirs * h)}), state};
+  if (lstm) out.push_back(state);
+  return out;
+}
+
 }  // namespace kiln

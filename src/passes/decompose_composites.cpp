@@ -10,6 +10,7 @@
 
 #include "ir/builder.h"
 #include "ir/verifier.h"
+#include "passes/unroll_recurrence.h"
 
 namespace kiln {
 namespace {
@@ -271,19 +272,64 @@ Status decomposeNode(Function& f, Node* n, bool splitOnly = false) {
   return Status::ok();
 }
 
-}  // namespace
+bool isRecurrence(const Node& n) { return n.op() == OpCode::Lstm || n.op() == OpCode::Gru; }
 
-StatusOr<bool> decomposeComposites(Module& m) {
+// lstm / gru unrolled over their steps (passes/unroll_recurrence.h), y back to [S, B, D*H].
+Status decomposeRecurrence(Function& f, Node* n) {
+  Builder b(&f);
+  b.setInsertionPoint(n);
+  b.setLoc(n->loc());
+  b.setOrigin(n->origin());
+  RecurrenceSpec k;
+  k.cell = n->op() == OpCode::Lstm ? RecurrentCell::Lstm : RecurrentCell::Gru;
+  k.hidden = n->operand(2)->type().dim(2).value();
+  k.bidirectional = n->attrEnum("direction") == "bidirectional";
+  k.reverse = n->attrEnum("direction") == "reverse";
+  k.linearBeforeReset = n->op() == OpCode::Gru && n->attrBool("linear_before_reset");
+  k.activations = defaultActivations(k.cell, k.bidirectional ? 2 : 1);
+  RecurrenceOperands in{n->operand(0), n->operand(1),
+                        n->operand(2), n->operand(3),
+                        n->operand(4), n->numOperands() > 5 ? n->operand(5) : nullptr};
+  StatusOr<RecurrenceResults> r = unrollRecurrence(b, k, in);
+  if (!r) return Status(r.status()).prefix("cannot decompose " + n->describe());
+  const Shape& yDims = n->result(0)->type().dims();
+  std::vector<Value*> now{b.reshape(b.transpose(r->y, {0, 2, 1, 3}), yDims), r->yh, r->yc};
+  if (!b.ok()) return Status(b.status()).prefix("cannot decompose " + n->describe());
+  for (size_t i = 0; i < n->numResults(); ++i) {
+    Value* old = n->result(i);
+    KILN_CHECK(now[i] && now[i]->type() == old->type(), "decomposition of " + n->describe() +
+                                                            " result " + std::to_string(i) +
+                                                            " has the wrong type");
+    now[i]->setName(old->name());
+    f.replaceAllUsesWith(old, now[i]);
+  }
+  f.erase(n);
+  return Status::ok();
+}
+
+// Decomposes the composites of `m` that `pick` selects.
+StatusOr<bool> decomposeWhere(Module& m, const std::function<bool(const Node&)>& pick) {
   bool changed = false;
   for (const auto& f : m.functions()) {
     // Collect first: decomposing inserts nodes into the list being walked.
     std::vector<Node*> composites;
     for (const auto& n : f->nodes())
-      if (n->info().opClass == OpClass::Composite) composites.push_back(n.get());
-    for (Node* n : composites) KILN_RETURN_IF_ERROR(decomposeNode(*f, n));
+      if (n->info().opClass == OpClass::Composite && pick(*n)) composites.push_back(n.get());
+    for (Node* n : composites)
+      KILN_RETURN_IF_ERROR(isRecurrence(*n) ? decomposeRecurrence(*f, n) : decomposeNode(*f, n));
     changed = changed || !composites.empty();
   }
   return changed;
+}
+
+}  // namespace
+
+StatusOr<bool> decomposeComposites(Module& m) {
+  return decomposeWhere(m, [](const Node&) { return true; });
+}
+
+StatusOr<bool> decomposeRecurrences(Module& m, const std::function<bool(const Node&)>& keep) {
+  return decomposeWhere(m, [&](const Node& n) { return isRecurrence(n) && !(keep && keep(n)); });
 }
 
 StatusOr<bool> splitAttention(Module& m) {

@@ -1,15 +1,17 @@
 // decompose-composites: rewrites composite ops into core ops.
 #pragma once
 
+#include <functional>
+
 #include "ir/ir.h"
 #include "support/status.h"
 
 namespace kiln {
 
-// Replaces every softmax, log_softmax, layer_norm, batch_norm_inference, gelu and attention node
-// of every function by the core ops that compute it (reduce, broadcast_in_dim, elementwise
-// arithmetic, dot_general, iota/reverse/compare for the causal mask, select, convert), inserted
-// where the composite stood. Returns whether anything changed.
+// Replaces every softmax, log_softmax, layer_norm, batch_norm_inference, gelu, attention, lstm
+// and gru node of every function by the core ops that compute it (reduce, broadcast_in_dim,
+// elementwise arithmetic, dot_general, iota/reverse/compare for the causal mask, select, convert),
+// inserted where the composite stood. Returns whether anything changed.
 //
 // Needs: each composite node passes verifyNode (it is checked first; an invalid node is an error
 // naming it). Symbolic dimensions are fine: extents that the arithmetic needs at run time (the
@@ -28,5 +30,11 @@ StatusOr<bool> decomposeComposites(Module& m);
 // attention computes in f32 between converts, as in decomposeComposites. Returns whether
 // anything changed.
 StatusOr<bool> splitAttention(Module& m);
+
+// decompose-recurrences: unrolls every lstm and gru node (passes/unroll_recurrence.h) that `keep`
+// does not keep, for targets without a whole-sequence recurrence kernel. Returns whether anything
+// changed.
+StatusOr<bool> decomposeRecurrences(Module& m,
+                                    const std::function<bool(const Node&)>& keep = nullptr);
 
 }  // namespace kiln

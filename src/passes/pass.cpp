@@ -28,9 +28,11 @@ struct PassEntry {
 // Every pass, by flag name. Add a pass here and it is known to kiln-opt and runPasses.
 const PassEntry kPasses[] = {
     {"decompose-composites",
-     "rewrite softmax, log_softmax, layer_norm, batch_norm_inference, gelu and attention into "
-     "core ops",
+     "rewrite softmax, log_softmax, layer_norm, batch_norm_inference, gelu, attention, lstm and "
+     "gru into core ops",
      decomposeComposites},
+    {"decompose-recurrences", "unroll lstm and gru over their steps into core ops",
+     [](Module& m) { return decomposeRecurrences(m); }},
     {"split-attention",
      "rewrite attention into dot_general, softmax, dot_general (no fused attention kernel)",
      splitAttention},

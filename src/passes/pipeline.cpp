@@ -3,11 +3,10 @@
 #include "passes/pipeline.h"
 
 namespace kiln {
-namespace {
 
 // Simplify, fold, merge and sweep until a round changes nothing (or the bound is reached: the
 // module is then valid, just possibly not fully simplified).
-StatusOr<bool> cleanup(Module& m, PassManager& pm, int maxRounds) {
+StatusOr<bool> runCleanup(Module& m, PassManager& pm, int maxRounds) {
   bool changed = false;
   for (int round = 0; round < maxRounds; ++round) {
     bool roundChanged = false;
@@ -20,8 +19,6 @@ StatusOr<bool> cleanup(Module& m, PassManager& pm, int maxRounds) {
   }
   return changed;
 }
-
-}  // namespace
 
 std::vector<std::string> defaultPipelineDescription() {
   return {"specialize-shapes=<bindings> (when given)",
@@ -53,19 +50,19 @@ StatusOr<bool> runDefaultPipeline(Module& m, PassManager& pm, const PipelineOpti
 
   // 2. Clean up what exporters write: shape computations on constants, identity reshapes and
   //    casts, duplicated initializers. Patterns match more reliably on the cleaned graph.
-  KILN_RETURN_IF_ERROR(step(cleanup(m, pm, rounds)));
+  KILN_RETURN_IF_ERROR(step(runCleanup(m, pm, rounds)));
 
   // 3. Recognise composites (GELU, layer norm, softmax, attention) so backends can use fused
   //    kernels, and fold batch norms into the convolutions before them.
   KILN_RETURN_IF_ERROR(step(pm.runPass("recognize-patterns", m)));
   KILN_RETURN_IF_ERROR(step(pm.runPass("fold-batch-norm", m)));
-  KILN_RETURN_IF_ERROR(step(cleanup(m, pm, rounds)));
+  KILN_RETURN_IF_ERROR(step(runCleanup(m, pm, rounds)));
 
   // 4. Layout: convolutions in the target's layout, transposes pushed to the graph's edges; the
   //    cleanup folds the transposed weights into new constants.
   std::unique_ptr<Pass> layout = makeLayoutAssignmentPass(options.target);
   KILN_RETURN_IF_ERROR(step(pm.runPass(*layout, m)));
-  KILN_RETURN_IF_ERROR(step(cleanup(m, pm, rounds)));
+  KILN_RETURN_IF_ERROR(step(runCleanup(m, pm, rounds)));
   return changed;
 }
 

@@ -30,6 +30,11 @@ std::vector<std::string> defaultPipelineDescription();
 // options say). Returns whether the module changed.
 StatusOr<bool> runDefaultPipeline(Module& m, PassManager& pm, const PipelineOptions& options = {});
 
+// The pipeline's cleanup: algebraic-simplify, constant-fold, cse and dce until a round changes
+// nothing or `maxRounds` rounds ran. For a target's graph passes that expand ops (an unrolled
+// recurrence's slices and reshapes).
+StatusOr<bool> runCleanup(Module& m, PassManager& pm, int maxRounds = 8);
+
 // Same, with a pass manager of its own configured by `instrumentation`; the timing table, when
 // asked for, is appended to `timingReport` (if not null).
 StatusOr<bool> runDefaultPipeline(Module& m, const PipelineOptions& options,

@@ -86,12 +86,17 @@ std::string square(int64_t n) {
          "]) {\n  %c = f32[" + d + "," + d + "] dot_general(%a, %b)";
 }
 
-const char* kindGroup(fusion::KernelKind k) {
-  switch (k) {
+// A kernel's ceiling: copy bandwidth for loops and reductions, the matmul rate for contractions
+// and whole recurrences (lstm, gru: their steps' matrix products are their work).
+const char* kindGroup(const fusion::Kernel& k) {
+  switch (k.kind) {
     case fusion::KernelKind::Loop:
     case fusion::KernelKind::Reduction: return "memory";
     case fusion::KernelKind::Contraction: return "compute";
-    default: return "other";
+    default:
+      if (k.anchor && (k.anchor->op() == OpCode::Lstm || k.anchor->op() == OpCode::Gru))
+        return "compute";
+      return "other";
   }
 }
 
@@ -209,13 +214,13 @@ std::string slowestLines(const std::vector<fusion::Kernel>& kernels, const std::
   std::vector<size_t> slowest, slowestMemory;
   for (size_t k : order) {
     if (slowest.size() < 8) slowest.push_back(k);
-    if (slowestMemory.size() < 8 && std::string(kindGroup(kernels[k].kind)) == "memory")
+    if (slowestMemory.size() < 8 && std::string(kindGroup(kernels[k])) == "memory")
       slowestMemory.push_back(k);
   }
   auto line = [&](size_t index) {
     const auto& k = kernels[index];
     double ms = med[index];
-    bool compute = k.kind == fusion::KernelKind::Contraction;
+    bool compute = std::string(kindGroup(k)) == "compute";
     double rate =
         ms > 0 ? (compute ? k.flops : double(k.bytesRead + k.bytesWritten)) / (ms * 1e6) : 0;
     return sprint("    k%-3d %-12s %8.3f ms  %7.1f %s  %3.0f%%  %s\n", k.id,
@@ -241,7 +246,7 @@ std::string rooflineReport(const runtime::Executable& exe,
   const std::vector<double> med = medians(kernels.size(), kernelMs);
   std::map<std::string, Group> groups;
   for (size_t k = 0; k < kernels.size(); ++k) {
-    Group& g = groups[kindGroup(kernels[k].kind)];
+    Group& g = groups[kindGroup(kernels[k])];
     ++g.kernels;
     g.bytes += static_cast<double>(kernels[k].bytesRead + kernels[k].bytesWritten);
     g.flops += kernels[k].flops;

@@ -26,6 +26,13 @@ std::string reason(const Status& s) {
 Status chooseLibraryCalls(kernel::Kernel& k, const runtime::CompileOptions& options) {
   std::set<const kernel::Stmt*> loops;
   for (const kernel::Stmt* s : kernel::callsOf(k)) {
+    if (s->node && (s->op == OpCode::Lstm || s->op == OpCode::Gru)) {
+      // Kept whole by graphPasses only where oneDNN takes it; there are no loops to fall back on.
+      StatusOr<std::string> rnn = probeOneDnnKernel(*s->node, {}, options.threads);
+      k.notes.push_back(s->callee + ": " +
+                        (rnn ? *rnn : "the reference kernel (" + reason(rnn.status()) + ")"));
+      continue;
+    }
     if (!s->node || (s->op != OpCode::DotGeneral && s->op != OpCode::Convolution)) continue;
     const std::vector<int64_t> strides = resultStrides(k, *s);
     StatusOr<std::string> full = probeOneDnnKernel(*s->node, s->postOps, options.threads, strides);

@@ -98,17 +98,23 @@ namespace {
 StatusOr<std::unique_ptr<LibraryKernel>>
 create(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads,
        const PackedWeights* prepacked, bool probe, const std::vector<int64_t>& dstStrides) {
-  if (n.numOperands() != 2 || n.numResults() != 1)
+  const bool recurrence = n.op() == OpCode::Lstm || n.op() == OpCode::Gru;
+  if (!recurrence && (n.numOperands() != 2 || n.numResults() != 1))
     return Status::error(n.describe() + ": expected two operands and one result");
+  if (recurrence && (!postOps.empty() || !dstStrides.empty()))
+    return Status::error(n.describe() + ": no oneDNN kernel: a recurrence takes no post-ops and "
+                                        "writes dense results");
   try {
     // Primitives read the thread count when they are created (jit kernels size their work
     // split by it), so creation runs under the same limit as run().
     onednn::OmpThreadsScope scope(threads);
-    StatusOr<std::unique_ptr<LibraryKernel>> k = Status::error("not a dot_general or convolution");
+    StatusOr<std::unique_ptr<LibraryKernel>> k =
+        Status::error("not a dot_general, convolution, lstm or gru");
     if (n.op() == OpCode::DotGeneral)
       k = onednn::createMatmul(n, postOps, threads, prepacked, probe, dstStrides);
     else if (n.op() == OpCode::Convolution)
       k = onednn::createConvolution(n, postOps, threads, prepacked, probe, dstStrides);
+    else if (recurrence) k = onednn::createRecurrence(n, threads, probe);
     if (!k) return Status(k.status()).prefix(n.describe() + ": no oneDNN kernel");
     return k;
   } catch (const dnnl::error& e) {

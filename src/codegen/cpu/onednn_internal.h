@@ -296,6 +296,10 @@ StatusOr<std::unique_ptr<LibraryKernel>> createMatmul(const Node& n,
                                                       bool probe,
                                                       const std::vector<int64_t>& dstStrides = {});
 
+// onednn_rnn.cpp: lstm -> lstm_forward, gru -> gru_forward or lbr_gru_forward, the constant
+// weights packed once. No post-ops; the states and sequences as the IR stores them.
+StatusOr<std::unique_ptr<LibraryKernel>> createRecurrence(const Node& n, int threads, bool probe);
+
 // onednn_convolution.cpp: convolution -> convolution_forward; one with lhs_dilation (a transposed
 // convolution) -> createDeconvolution.
 StatusOr<std::unique_ptr<LibraryKernel>>

@@ -13,6 +13,7 @@
 #include "kernel/post_op_loops.h"
 #include "kernel/schedule.h"
 #include "kernel/simplify.h"
+#include "passes/pipeline.h"
 
 namespace kiln::codegen::cuda {
 namespace {
@@ -79,8 +80,12 @@ class CudaTarget final : public runtime::Target {
            std::to_string(i.memory >> 30) + " GiB), " + nvrtcVersionString();
   }
 
-  // Attention runs as two matrix products around a softmax kernel until a fused kernel lands.
+  // Attention runs as two matrix products around a softmax kernel until a fused kernel lands;
+  // lstm and gru unroll over their steps (no whole-sequence recurrence kernel here yet).
   Status graphPasses(Module& module, PassManager& pm, int) const override {
+    KILN_ASSIGN_OR_RETURN(bool unrolled, pm.runPass("decompose-recurrences", module));
+    // The steps' slices, reshapes and transposes simplify as the importer's unrolling did.
+    if (unrolled) KILN_RETURN_IF_ERROR(runCleanup(module, pm).status());
     return pm.runPass("split-attention", module).status();
   }
   // The products' and convolutions' epilogues in every precision: the libraries take what they

@@ -201,6 +201,28 @@ MODELS = {f.__name__: f for f in [conv_relu, shape_subgraph, broadcast_matmul, s
                                   reshape_by_input, reshape_by_dim_arithmetic]}
 
 
+def recurrent(op, hidden, gates, **attrs):
+    # One LSTM or GRU over x [5, 2, 3] with seeded random initializers W, R, B (2 directions when
+    # direction is bidirectional); the outputs Y and Y_h.
+    dirs = 2 if attrs.get("direction") == "bidirectional" else 1
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+             for name, shape in [("W", (dirs, gates * hidden, 3)), ("R", (dirs, gates * hidden, hidden)),
+                                 ("B", (dirs, 2 * gates * hidden))]]
+    nodes = [helper.make_node(op, ["x", "W", "R", "B"], ["y", "y_h"], name="rnn",
+                              hidden_size=hidden, **attrs)]
+    return model(nodes, [helper.make_tensor_value_info("x", F, [5, 2, 3])],
+                 [helper.make_tensor_value_info("y", F, None), helper.make_tensor_value_info("y_h", F, None)],
+                 inits)
+
+
+MODELS.update({
+    "lstm_bidirectional": lambda: recurrent("LSTM", 4, 4, direction="bidirectional"),
+    "gru_linear_before_reset": lambda: recurrent("GRU", 4, 3, linear_before_reset=1),
+    "gru_clip": lambda: recurrent("GRU", 4, 3, clip=2.0),
+})
+
+
 def external_link(out):
     # OUT's folder gets model.onnx, whose initializer w (f32[2]) is external data at link.bin,
     # a symbolic link to a file outside the folder (OUT's folder/../elsewhere/secret.bin).
