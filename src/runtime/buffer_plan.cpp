@@ -107,6 +107,9 @@ struct Item {
   int kernel = -1, temp = -1;    // a temp: which kernel and which of its temps
   int64_t bytes = 0;
   int first = 0, last = 0;
+  // Where the item comes in the function: its node's position and result index (a temp: after
+  // every value, by kernel and temp), so that the placement never depends on heap addresses.
+  std::pair<size_t, size_t> rank;
 };
 
 }  // namespace
@@ -172,10 +175,12 @@ StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Ke
   // Arena items: values (a value in place extends its source's interval) and temps.
   std::vector<Item> items;
   std::map<const Value*, size_t> itemOf;
+  std::map<const Node*, size_t> position;
+  for (const auto& n : f.nodes()) position.emplace(n.get(), position.size());
   for (auto& [v, s] : p.values) {
     if (s.storage != Storage::Arena || s.sharesWith || s.sliceOf) continue;
     itemOf[v] = items.size();
-    items.push_back(Item{v, -1, -1, s.bytes, s.first, s.last});
+    items.push_back(Item{v, -1, -1, s.bytes, s.first, s.last, {position.at(v->def()), v->index()}});
   }
   for (auto& [v, s] : p.values) {
     if (!s.sharesWith) continue;
@@ -189,7 +194,14 @@ StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Ke
     for (const kernel::Buffer& b : kernels[i].buffers) {
       if (b.role != kernel::BufferRole::Temp) continue;
       int64_t bytes = b.elements() * static_cast<int64_t>(dtypeSize(b.type));
-      items.push_back(Item{nullptr, int(i), t++, bytes, int(i), int(i)});
+      items.push_back(Item{nullptr,
+                           int(i),
+                           t,
+                           bytes,
+                           int(i),
+                           int(i),
+                           {f.nodes().size() + i, static_cast<size_t>(t)}});
+      ++t;
       p.temps[i].push_back(0);
     }
   }
@@ -203,8 +215,10 @@ StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Ke
   // Greedy by size: each item at the lowest offset free over its live interval.
   std::vector<size_t> order(items.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return items[a].bytes > items[b].bytes; });
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (items[a].bytes != items[b].bytes) return items[a].bytes > items[b].bytes;
+    return items[a].rank < items[b].rank;
+  });
   std::vector<std::pair<size_t, int64_t>> placed;  // item, offset
   for (size_t idx : order) {
     const Item& it = items[idx];
