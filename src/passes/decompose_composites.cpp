@@ -10,6 +10,7 @@
 
 #include "ir/builder.h"
 #include "ir/verifier.h"
+#include "passes/rewrite_util.h"
 #include "passes/unroll_recurrence.h"
 
 namespace kiln {
@@ -276,10 +277,7 @@ bool isRecurrence(const Node& n) { return n.op() == OpCode::Lstm || n.op() == Op
 
 // lstm / gru unrolled over their steps (passes/unroll_recurrence.h), y back to [S, B, D*H].
 Status decomposeRecurrence(Function& f, Node* n) {
-  Builder b(&f);
-  b.setInsertionPoint(n);
-  b.setLoc(n->loc());
-  b.setOrigin(n->origin());
+  Builder b = rewrite::builderBefore(n);
   RecurrenceSpec k;
   k.cell = n->op() == OpCode::Lstm ? RecurrentCell::Lstm : RecurrentCell::Gru;
   k.hidden = n->operand(2)->type().dim(2).value();
