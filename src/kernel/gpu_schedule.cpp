@@ -59,7 +59,9 @@ void collect(const StmtRef& s, TopLevel& out) {
 bool mappable(const StmtRef& s, bool opaque, const std::set<std::string>& scratch) {
   if (!s || s->kind != Stmt::Kind::For) return false;
   if (s->extent->kind != Expr::Kind::Const || s->extent->i <= 0) return false;
-  bool kindOk = opaque ? s->loop == LoopKind::Parallel
+  // An opaque kernel's lowering orders its loops: only those it made parallel or vectorized
+  // (both run their iterations in any order) map.
+  bool kindOk = opaque ? s->loop == LoopKind::Parallel || s->loop == LoopKind::Vectorized
                        : s->loop == LoopKind::Serial || s->loop == LoopKind::Parallel;
   return kindOk && !writesAny(s, scratch);
 }

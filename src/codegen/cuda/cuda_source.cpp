@@ -26,6 +26,15 @@ using kernel::Stmt;
 using kernel::StmtRef;
 using kernel::UnaryOp;
 
+// A vectorized loop runs as one thread's group of lanes, unrolled, only at the sizes
+// vectorizeLanes makes (16 bytes of elements at most); a longer one (an unmapped loop an opaque
+// kernel's lowering vectorized for a CPU) stays a loop: unrolled, it compiles for minutes.
+constexpr int64_t kMaxLanes = 16;  // 16 one-byte elements
+
+bool unrollsAsLanes(const Stmt& s) {
+  return s.extent->kind == Expr::Kind::Const && s.extent->i <= kMaxLanes;
+}
+
 // The C type of a value of `t` in registers (f16 and bf16 compute in float).
 const char* regType(DType t) {
   switch (t) {
@@ -500,7 +509,8 @@ Status Emitter::stmtBody(const Stmt& s, int depth) {
       if (s.loop == kernel::LoopKind::Vectorized && lane_.empty()) return lanes(s, depth);
       KILN_ASSIGN_OR_RETURN(std::string n, expr(s.extent, depth));
       out_ += pending_;
-      if (s.loop == kernel::LoopKind::Unrolled || s.loop == kernel::LoopKind::Vectorized)
+      if (s.loop == kernel::LoopKind::Unrolled ||
+          (s.loop == kernel::LoopKind::Vectorized && unrollsAsLanes(s)))
         out_ += p + "#pragma unroll\n";
       out_ += p + "for (" + typeName(DType::I64) + " " + s.var + " = 0; " + s.var + " < " + n +
               "; ++" + s.var + ") {\n";
@@ -608,7 +618,7 @@ std::vector<Emitter::LaneGroup> Emitter::laneGroups(const std::string& lane, int
 // array; the lanes compute between them, unrolled. Other accesses stay per lane.
 Status Emitter::lanes(const Stmt& s, int depth) {
   std::vector<const Stmt*> stores;
-  if (s.extent->kind != Expr::Kind::Const || !kernel::storesOnly(s.body[0], stores)) {
+  if (!unrollsAsLanes(s) || !kernel::storesOnly(s.body[0], stores)) {
     lane_ = s.var;  // a plain loop
     Status st = stmtBody(s, depth);
     lane_.clear();
