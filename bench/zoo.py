@@ -11,11 +11,13 @@ runs in minutes on a small machine.
 
 Each model gets OUT_DIR/NAME/{model.onnx, input_0.npy, expected_0.npy, expected_1.npy, ...}
 (outputs named output_0, output_1, ...), the layout `bench/run.py --zoo` reads (it calls this
-script for the models missing from its --zoo-dir). Models are not committed: export them where
-you like.
+script for the models missing from its --zoo-dir). Where torch has a GPU, also
+low_precision.json: torch's own f16 and bf16 error per output (tests/models/check_model.py).
+Models are not committed: export them where you like.
 """
 import argparse
 import inspect
+import json
 import math
 import os
 import sys
@@ -606,7 +608,32 @@ def export(name, out_dir, opset):
         np.save(os.path.join(folder, f"input_{i}.npy"), x.numpy())
     for i, y in enumerate(expected):
         np.save(os.path.join(folder, f"expected_{i}.npy"), y.detach().numpy())
+    if torch.cuda.is_available():
+        write_low_precision_errors(model, inputs, expected, folder)
     os.replace(tmp, os.path.join(folder, "model.onnx"))  # last: its presence means complete
+
+
+def write_low_precision_errors(model, inputs, expected, folder):
+    """torch's own error in f16 and bf16 on the GPU, per output, as check_model.py measures
+    Kiln's (max |got - f32| / max |f32|; null where torch's output is not finite, e.g. values past
+    f16's range): folder/low_precision.json, the floor of check_model.py's limit in those
+    precisions. How much a model's outputs move in a low precision is the model's own property."""
+    errors = {}
+    for name, dtype in [("f16", torch.float16), ("bf16", torch.bfloat16)]:
+        low = model.to("cuda", dtype)
+        args = [x.to("cuda", dtype) if x.is_floating_point() else x.to("cuda") for x in inputs]
+        with torch.no_grad():
+            got = low(*args)
+        got = list(got) if isinstance(got, (tuple, list)) else [got]
+        errors[name] = []
+        for g, want in zip(got, expected):
+            g = g.float().cpu().double()
+            want = want.detach().double()
+            err = float((g - want).abs().max() / want.abs().max())
+            errors[name].append(err if math.isfinite(err) else None)
+        model.to("cpu", torch.float32)
+    with open(os.path.join(folder, "low_precision.json"), "w") as f:
+        json.dump(errors, f)
 
 
 def main():

@@ -19,11 +19,12 @@ JOBS=${KILN_JOBS:-$(nproc)}
 PYTHON=${KILN_PYTHON:-python3}
 mkdir -p "$BUILD_DIR" "$LOG"
 failed=()
-step() {  # step NAME COMMAND...: runs it, logs it, records a failure
-  local name=$1
+step() {  # step NAME COMMAND...: runs it, logs it, records a failure (exit 77: a skip)
+  local name=$1 rc=0
   shift
   echo "== $name"
-  if "$@" >"$LOG/$name.log" 2>&1; then tail -n 3 "$LOG/$name.log"; else
+  "$@" >"$LOG/$name.log" 2>&1 || rc=$?
+  if [ $rc -eq 0 ] || [ $rc -eq 77 ]; then tail -n 3 "$LOG/$name.log"; else
     echo "FAILED: $name (log: $LOG/$name.log)"
     tail -n 20 "$LOG/$name.log"
     failed+=("$name")
@@ -44,7 +45,8 @@ MODELS_DIR="$BUILD_DIR/models"
 all=$("$PYTHON" -c 'import sys; sys.path.insert(0, "tools"); import export_models as m; print(",".join(m.MODELS))' 2>/dev/null)
 step export "$PYTHON" tools/export_models.py "$MODELS_DIR" --models "${KILN_GPU_MODELS:-$all}"
 # check_models DIR KIND: every model folder in DIR against torch, f32 at 1e-4, f16 and bf16 at
-# docs/gpu.md's tolerances.
+# docs/gpu.md's tolerances (for the zoo's models, at least 1.25 times torch's own error in that
+# precision: check_model.py).
 check_models() {
   local dir m p
   for dir in "$1"/*/; do
