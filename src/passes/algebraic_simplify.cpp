@@ -21,7 +21,8 @@ using RuleIndex = std::array<std::vector<const Rule*>, kNumOps>;
 const RuleIndex& ruleIndex() {
   static const RuleIndex index = [] {
     RuleIndex r;
-    for (auto table : {simplify::arithmeticRules(), simplify::movementRules()})
+    for (auto table :
+         {simplify::arithmeticRules(), simplify::movementRules(), simplify::windowRules()})
       for (const Rule& rule : table) r[static_cast<size_t>(rule.op)].push_back(&rule);
     return r;
   }();
@@ -70,7 +71,8 @@ StatusOr<bool> algebraicSimplify(Module& m) {
 
 std::vector<std::string> algebraicSimplifyRules() {
   std::vector<std::string> out;
-  for (auto table : {simplify::arithmeticRules(), simplify::movementRules()})
+  for (auto table :
+       {simplify::arithmeticRules(), simplify::movementRules(), simplify::windowRules()})
     for (const Rule& rule : table) out.emplace_back(rule.formula);
   return out;
 }

@@ -1,5 +1,6 @@
 #include "passes/convolution_to_matmul.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "ir/builder.h"
@@ -8,6 +9,19 @@
 
 namespace kiln {
 namespace {
+
+// The share of (output position, tap) pairs along one spatial dim that read the input rather than
+// padding: input extent x, output extent y, kernel extent k.
+double inputShare(int64_t x, int64_t y, int64_t k, int64_t stride, int64_t lo, int64_t dil) {
+  int64_t reads = 0;
+  for (int64_t t = 0; t < k; ++t) {
+    const int64_t first = t * dil - lo;  // the input index output 0 reads
+    const int64_t begin = first >= 0 ? 0 : (-first + stride - 1) / stride;
+    const int64_t end = first > x - 1 ? 0 : std::min(y, (x - 1 - first) / stride + 1);
+    reads += std::max<int64_t>(0, end - begin);
+  }
+  return static_cast<double>(reads) / static_cast<double>(k * y);
+}
 
 // The rewrite of `n`, or null when it does not apply (the builder's status says why if it
 // failed).
@@ -36,6 +50,10 @@ Value* im2colProduct(Builder& b, const Node& n, const ConvolutionToMatmulOptions
   int64_t c = x[3], kh = w[0], kw = w[1], k = w[3];
   if (kh * kw == 1 || c < 64 || w[2] != c) return nullptr;
   if (y[0] * y[1] * y[2] > kConvolutionToMatmulMaxPixels) return nullptr;
+  if (inputShare(x[1], y[1], kh, strides[0], lo[0], rhsDil[0]) *
+          inputShare(x[2], y[2], kw, strides[1], lo[1], rhsDil[1]) <
+      kConvolutionToMatmulMinInputShare)
+    return nullptr;
   if (options.keepWinograd && kh == 3 && kw == 3 && strides[0] == 1 && strides[1] == 1 &&
       rhsDil[0] == 1 && rhsDil[1] == 1 && c % 16 == 0 && k % 16 == 0)
     return nullptr;

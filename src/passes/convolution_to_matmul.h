@@ -20,6 +20,11 @@
 // kernels compile in about 25 ms each because the CPU backend moves their copy rows as blocks
 // (kernel/copy_loop.h); as vectorized loops they took LLVM 100-150 ms each (docs/passes.md).
 //
+// It also leaves convolutions whose taps mostly read padding (less than half of the (output
+// pixel, tap) pairs read the input: a dilated convolution over a small feature map): the im2col
+// product multiplies every tap, oneDNN's direct kernels skip those of the padding (deeplabv3's
+// 3x3 convolution of dilation 12 over 14x14x960: 8.6 ms as the product, 2.3 ms on oneDNN).
+//
 // With `keepWinograd` (pass spec `convolution-to-matmul=keep-winograd`; the CPU compile sets it
 // where oneDNN has Winograd kernels, codegen/cpu/onednn.h) it leaves 3x3 convolutions of stride 1
 // and dilation 1 whose channel counts are multiples of 16: a Winograd convolution does 4/9
@@ -36,6 +41,7 @@
 namespace kiln {
 
 inline constexpr int64_t kConvolutionToMatmulMaxPixels = 196;
+inline constexpr double kConvolutionToMatmulMinInputShare = 0.5;
 
 struct ConvolutionToMatmulOptions {
   bool keepWinograd = false;

@@ -23,5 +23,7 @@ struct Rule {
 std::span<const Rule> arithmeticRules();
 // Data movement and reductions (simplify_rules_movement.cpp).
 std::span<const Rule> movementRules();
+// Windowed ops: convolution taps that read only padding (simplify_rules_window.cpp).
+std::span<const Rule> windowRules();
 
 }  // namespace kiln::simplify

@@ -121,6 +121,63 @@ TEST(AlgebraicSimplify, IntegerRulesWrapLikeTheOps) {
     EXPECT_TRUE((*ref)[o].identical((*got)[o])) << "output " << o;
 }
 
+// A 1-D convolution (NCW) of x[1,2,X] with w[3,2,K]: stride, padding and dilation given.
+std::string conv1d(int64_t x, int64_t k, int64_t stride, int64_t lo, int64_t hi, int64_t dil) {
+  const int64_t y = (x + lo + hi - ((k - 1) * dil + 1)) / stride + 1;
+  auto s = [](int64_t v) { return std::to_string(v); };
+  return "func @main(%x: f32[1,2," + s(x) + "], %w: f32[3,2," + s(k) + "]) -> (f32[1,3," + s(y) +
+         "]) {\n  %y = f32[1,3," + s(y) + "] convolution(%x, %w) {window_strides = [" + s(stride) +
+         "], padding_low = [" + s(lo) + "], padding_high = [" + s(hi) + "], rhs_dilation = [" +
+         s(dil) + "]}\n  return %y\n}\n";
+}
+
+// Dropping the taps of a convolution that read only padding adds no value: over strides,
+// paddings and dilations (those where the window fits), the simplified convolution gives the
+// interpreter's values bit for bit (the dropped taps only added zeros), and some drop taps.
+TEST(AlgebraicSimplify, ConvolutionTapsOfPaddingAreDroppedExactly) {
+  int rewritten = 0, cases = 0;
+  for (int64_t x : {1, 3, 5})
+    for (int64_t k : {1, 2, 3})
+      for (int64_t stride : {1, 2, 4})
+        for (int64_t dil : {1, 2, 5})
+          for (int64_t lo : {0, 2, 6})
+            for (int64_t hi : {0, 1, 7}) {
+              if (x + lo + hi < (k - 1) * dil + 1) continue;
+              const std::string text = conv1d(x, k, stride, lo, hi, dil);
+              auto before = parse(text), after = parse(text);
+              ASSERT_TRUE(before && after);
+              ASSERT_TRUE(algebraicSimplify(*after).isOk()) << text;
+              rewritten += countOp(*after->entry(), OpCode::Slice) > 0;
+              ++cases;
+              Tensor xs(DType::F32, {1, 2, x}), ws(DType::F32, {3, 2, k});
+              for (int64_t i = 0; i < xs.numElements(); ++i)
+                xs.mutableData<float>()[i] = 0.25f * static_cast<float>(i + 1);
+              for (int64_t i = 0; i < ws.numElements(); ++i)
+                ws.mutableData<float>()[i] = 1.0f - 0.125f * static_cast<float>(i);
+              auto ref = interpret(*before->entry(), std::vector<Tensor>{xs, ws});
+              auto got = interpret(*after->entry(), std::vector<Tensor>{xs, ws});
+              ASSERT_TRUE(ref.isOk() && got.isOk()) << text << printModule(*after);
+              ASSERT_EQ((*ref)[0].numElements(), (*got)[0].numElements());
+              for (int64_t i = 0; i < (*ref)[0].numElements(); ++i)
+                ASSERT_TRUE(sameFloat((*ref)[0].data<float>()[i], (*got)[0].data<float>()[i]))
+                    << text << printModule(*after) << "element " << i;
+            }
+  EXPECT_GE(rewritten, 100) << rewritten << " of " << cases;  // 152 of 615
+  // A 3x3 convolution of dilation 24 over 14x14 (deeplabv3's ASPP) reads the input only at its
+  // centre tap: it becomes a 1x1 convolution without padding.
+  auto m = parse(R"(func @main(%x: f32[1,8,14,14], %w: f32[4,8,3,3]) -> (f32[1,4,14,14]) {
+  %y = f32[1,4,14,14] convolution(%x, %w) {padding_low = [24, 24], padding_high = [24, 24], rhs_dilation = [24, 24]}
+  return %y
+}
+)");
+  ASSERT_TRUE(m && algebraicSimplify(*m).isOk());
+  const std::string printed = printModule(*m);
+  EXPECT_NE(printed.find("f32[4,8,1,1] slice(%w)"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("padding_low = [0, 0], padding_high = [0, 0], rhs_dilation = [1, 1]"),
+            std::string::npos)
+      << printed;
+}
+
 TEST(AlgebraicSimplify, EveryRuleHasAFormula) {
   std::vector<std::string> rules = algebraicSimplifyRules();
   EXPECT_GE(rules.size(), 30u);
