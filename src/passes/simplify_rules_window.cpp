@@ -1,5 +1,8 @@
 // algebraic-simplify rules for windowed ops. Exact: a convolution tap that reads only padding
-// for every output position adds zeros, so dropping it changes no value.
+// for every output position adds w * 0 = 0 for a finite weight w, so dropping it changes no value
+// (the weights must be constants without NaN or infinity: inf * 0 is NaN).
+#include <cmath>
+
 #include "ir/op.h"
 #include "passes/rewrite_util.h"
 #include "passes/simplify_rules.h"
@@ -49,6 +52,8 @@ Kept keptTaps(const Dim& d) {
 // dilated 3x3 convolution whose dilation passes the feature map is a 1x1 one)
 Value* convolutionPaddingTaps(Node& n) {
   if (n.numOperands() != 2) return nullptr;
+  const Tensor* weights = rewrite::constantOf(n.operand(1));
+  if (!weights) return nullptr;
   const TensorType &xt = n.operand(0)->type(), &wt = n.operand(1)->type();
   const TensorType& yt = n.result()->type();
   if (!xt.isStatic() || !wt.isStatic() || !yt.isStatic()) return nullptr;
@@ -79,6 +84,8 @@ Value* convolutionPaddingTaps(Node& n) {
     if (kept.end - kept.begin == 1) w.rhsDil[i] = 1;  // one tap: its dilation means nothing
   }
   if (!changed) return nullptr;
+  for (int64_t i = 0; i < weights->numElements(); ++i)
+    if (!std::isfinite(weights->getDouble(i))) return nullptr;
   AttrMap attrs = n.attrs();
   attrs["padding_low"] = intsAttr(w.lo);
   attrs["padding_high"] = intsAttr(w.hi);
