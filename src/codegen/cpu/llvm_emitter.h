@@ -116,6 +116,7 @@ class KernelEmitter {
   void emitIf(const Stmt& s);
   void emitCall(const Stmt& s);
   static bool containsVectorizedLoop(const Stmt& s);
+  static bool contiguousStores(const Stmt& s);
   static bool independentIterations(const Stmt& body);
   llvm::MDNode* loopMetadata(LoopKind kind, const Stmt& s, llvm::MDNode* accessGroup);
   void tagAccess(llvm::Instruction* access);
