@@ -467,9 +467,10 @@ class OpaqueLowerer {
   // ---- resize -----------------------------------------------------------------------------
 
   // Nearest: each output element copies the input element at the nearest source index of each
-  // dim. Linear and cubic: per output element, each resized dim's clamped source coordinate,
-  // tap indices (clamped to the input: edge padding) and weights in f64, then the sum over the
-  // taps of all resized dims, nested with the first resized dim innermost. That is the order
+  // dim. Linear and cubic: first, per resized dim, a table of each output coordinate's tap
+  // indices (clamped to the input: edge padding) and weights in f64, from its clamped source
+  // coordinate; then per output element the sum over the taps of all resized dims, read from
+  // the tables, nested with the first resized dim innermost. That is the order
   // of the reference's separable passes (one pass per dim, first dim first), so the double
   // sums are the same; the result is rounded once into the dtype.
   StatusOr<StmtRef> resize() {
@@ -521,22 +522,32 @@ class OpaqueLowerer {
     for (size_t d = 0; d < dims.size(); ++d)
       if (!dims[d].identity()) resized.push_back(d);
     const auto m = static_cast<int64_t>(resized.size());
+    if (m == 0)
+      return nest(outDims, elements, [&](const Index& o) {
+        ExprRef i = flatIndex(o, outDims);
+        return store(out_[0], i, fromF64(toF64(load(in_[0], dt, i)), dt));
+      });
     int64_t work = elements;
     for (int64_t q = 0; q < m; ++q) work *= taps;
+    // The tables: for each resized dim q and output coordinate oq, its taps' clamped indices and
+    // weights at base[q] + oq * taps + k; computed once per dim, not per output element.
     const std::string coord = local("coord"), weight = local("weight"), tap = local("tap"),
                       acc = local("acc"), total = local("total");
-    std::vector<std::string> tv;
-    for (int64_t q = 0; q < m; ++q) tv.push_back(fresh("t"));
-    return nest(outDims, work, [&](const Index& o) {
-      ExprRef outIdx = flatIndex(o, outDims);
-      if (m == 0) return store(out_[0], outIdx, fromF64(toF64(load(in_[0], dt, outIdx)), dt));
-      std::vector<StmtRef> body;
-      auto slot = [&](int64_t q, int64_t k) { return i64(q * taps + k); };
-      // Taps and weights of each resized dim (interp's resizeTaps).
-      for (int64_t q = 0; q < m; ++q) {
-        const ResizeDim& d = dims[resized[static_cast<size_t>(q)]];
-        body.push_back(store(coord, i64(q), coordinate(d, o[resized[static_cast<size_t>(q)]])));
-        ExprRef c = load(coord, DType::F64, i64(q));
+    std::vector<int64_t> base(static_cast<size_t>(m) + 1, 0);
+    for (int64_t q = 0; q < m; ++q)
+      base[static_cast<size_t>(q) + 1] =
+          base[static_cast<size_t>(q)] + dims[resized[static_cast<size_t>(q)]].out * taps;
+    auto slot = [&](int64_t q, const ExprRef& oq, const ExprRef& k) {
+      return add(i64(base[static_cast<size_t>(q)]), add(mul(oq, i64(taps)), k));
+    };
+    std::vector<StmtRef> stmts;
+    for (int64_t q = 0; q < m; ++q) {
+      const ResizeDim& d = dims[resized[static_cast<size_t>(q)]];
+      // Taps and weights along this dim (interp's resizeTaps).
+      stmts.push_back(nest({d.out}, d.out * taps * 8, [&](const Index& o) {
+        std::vector<StmtRef> body;
+        body.push_back(store(coord, i64(0), coordinate(d, o[0])));
+        ExprRef c = load(coord, DType::F64, i64(0));
         ExprRef r = sub(c, floorOf(c));
         ExprRef first = toI64(floorOf(c));
         std::vector<ExprRef> w = {sub(f64(1), r), r};
@@ -551,29 +562,39 @@ class OpaqueLowerer {
           // exclude_outside: taps outside the input weigh 0 (then all renormalise below).
           if (cubic && excludeOutside)
             wk = select(both(ge(t, i64(0)), lt(t, i64(d.in))), wk, f64(0));
-          body.push_back(store(weight, slot(q, k), wk));
-          body.push_back(store(tap, slot(q, k), clampI(t, 0, d.in - 1)));
+          body.push_back(store(weight, slot(q, o[0], i64(k)), wk));
+          body.push_back(store(tap, slot(q, o[0], i64(k)), clampI(t, 0, d.in - 1)));
         }
         if (cubic && excludeOutside) {
           // total = ((0 + w0) + w1) + ...; w[k] = total != 0 ? w[k] / total : 0.
           ExprRef sum = f64(0);
-          for (int64_t k = 0; k < taps; ++k) sum = add(sum, load(weight, DType::F64, slot(q, k)));
-          body.push_back(store(total, i64(0), sum));
-          ExprRef s = load(total, DType::F64, i64(0));
           for (int64_t k = 0; k < taps; ++k)
-            body.push_back(store(weight, slot(q, k),
-                                 select(binary(BinaryOp::Ne, s, f64(0)),
-                                        div(load(weight, DType::F64, slot(q, k)), s), f64(0))));
+            sum = add(sum, load(weight, DType::F64, slot(q, o[0], i64(k))));
+          body.push_back(store(total, i64(0), sum));
+          ExprRef ts = load(total, DType::F64, i64(0));
+          for (int64_t k = 0; k < taps; ++k)
+            body.push_back(
+                store(weight, slot(q, o[0], i64(k)),
+                      select(binary(BinaryOp::Ne, ts, f64(0)),
+                             div(load(weight, DType::F64, slot(q, o[0], i64(k))), ts), f64(0))));
         }
-      }
+        StmtRef s = alloc(coord, DType::F64, 1, MemoryScope::Local, block(std::move(body)));
+        return cubic && excludeOutside ? alloc(total, DType::F64, 1, MemoryScope::Local, s) : s;
+      }));
+    }
+    std::vector<std::string> tv;
+    for (int64_t q = 0; q < m; ++q) tv.push_back(fresh("t"));
+    stmts.push_back(nest(outDims, work, [&](const Index& o) {
       // The nested sums: acc[q] = sum over tap t_q of weight * (acc[q - 1], or the input).
+      auto at = [&](int64_t q) {
+        return slot(q, o[resized[static_cast<size_t>(q)]], var(tv[static_cast<size_t>(q)]));
+      };
       Index src = o;
       for (int64_t q = 0; q < m; ++q)
-        src[resized[static_cast<size_t>(q)]] =
-            load(tap, DType::I64, add(i64(q * taps), var(tv[static_cast<size_t>(q)])));
+        src[resized[static_cast<size_t>(q)]] = load(tap, DType::I64, at(q));
       StmtRef level;
       for (int64_t q = 0; q < m; ++q) {
-        ExprRef w = load(weight, DType::F64, add(i64(q * taps), var(tv[static_cast<size_t>(q)])));
+        ExprRef w = load(weight, DType::F64, at(q));
         ExprRef term = q == 0 ? toF64(load(in_[0], dt, flatIndex(src, inDims)))
                               : load(acc, DType::F64, i64(q - 1));
         StmtRef accumulate = store(acc, i64(q), add(load(acc, DType::F64, i64(q)), mul(w, term)));
@@ -581,14 +602,13 @@ class OpaqueLowerer {
         level = block({store(acc, i64(q), f64(0)), forLoop(tv[static_cast<size_t>(q)], i64(taps),
                                                            LoopKind::Unrolled, loopBody)});
       }
-      body.push_back(level);
-      body.push_back(store(out_[0], outIdx, fromF64(load(acc, DType::F64, i64(m - 1)), dt)));
-      StmtRef s = alloc(acc, DType::F64, m, MemoryScope::Local, block(std::move(body)));
-      if (cubic && excludeOutside) s = alloc(total, DType::F64, 1, MemoryScope::Local, s);
-      s = alloc(tap, DType::I64, m * taps, MemoryScope::Local, s);
-      s = alloc(weight, DType::F64, m * taps, MemoryScope::Local, s);
-      return alloc(coord, DType::F64, m, MemoryScope::Local, s);
-    });
+      StmtRef body = block({level, store(out_[0], flatIndex(o, outDims),
+                                         fromF64(load(acc, DType::F64, i64(m - 1)), dt))});
+      return alloc(acc, DType::F64, m, MemoryScope::Local, body);
+    }));
+    const int64_t entries = base[static_cast<size_t>(m)];
+    return alloc(weight, DType::F64, entries, MemoryScope::Local,
+                 alloc(tap, DType::I64, entries, MemoryScope::Local, block(std::move(stmts))));
   }
 
   // ---- grid_sample ------------------------------------------------------------------------

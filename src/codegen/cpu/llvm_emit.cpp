@@ -391,13 +391,27 @@ KernelEmitter::outlinedState(llvm::Function* body,
   return inner;
 }
 
+// The buffers `s` or the statements below it store to, reduce into or pass to a call.
+static void writtenBuffers(const Stmt& s, std::set<std::string>& out) {
+  if (s.kind == Stmt::Kind::Store || s.kind == Stmt::Kind::Reduce) out.insert(s.buffer);
+  if (s.kind == Stmt::Kind::Call) out.insert(s.args.begin(), s.args.end());
+  for (const StmtRef& b : s.body)
+    if (b) writtenBuffers(*b, out);
+}
+
 // The outermost Parallel loop: its body becomes `entry.parN(ctx, begin, end)`, run through
 // kiln_cpu_parallel_for. ctx is an array of 8-byte slots in this frame: the buffers array,
-// the handler, the context, then the loop variables in scope.
+// the handler, the context, the loop variables in scope, then the scratch buffers allocated
+// outside the loop that it only reads (its threads share them; one it writes is refused).
 void KernelEmitter::emitParallel(const Stmt& s, llvm::Value* extent) {
   llvm::Type* ptr = b_.getPtrTy();
   llvm::Type* i64 = b_.getInt64Ty();
-  const size_t numSlots = 3 + fs_.vars.size();
+  std::set<std::string> written;
+  writtenBuffers(s, written);
+  std::vector<BufferBinding> shared, refused;
+  for (size_t i = k_.buffers.size(); i < fs_.buffers.size(); ++i)
+    (written.count(fs_.buffers[i].name) ? refused : shared).push_back(fs_.buffers[i]);
+  const size_t varSlots = 3 + fs_.vars.size(), numSlots = varSlots + shared.size();
   llvm::AllocaInst* ctx = entryAlloca(llvm::ArrayType::get(i64, numSlots), s.var + ".ctx");
   auto slot = [&](size_t j) { return b_.CreateConstInBoundsGEP1_64(i64, ctx, j); };
   b_.CreateAlignedStore(fs_.buffersArg, slot(0), llvm::Align(8));
@@ -405,6 +419,8 @@ void KernelEmitter::emitParallel(const Stmt& s, llvm::Value* extent) {
   b_.CreateAlignedStore(fs_.context, slot(2), llvm::Align(8));
   for (size_t j = 0; j < fs_.vars.size(); ++j)
     b_.CreateAlignedStore(fs_.vars[j].second, slot(3 + j), llvm::Align(8));
+  for (size_t j = 0; j < shared.size(); ++j)
+    b_.CreateAlignedStore(shared[j].ptr, slot(varSlots + j), llvm::Align(8));
 
   auto* bodyType = llvm::FunctionType::get(b_.getVoidTy(), {ptr, i64, i64}, false);
   std::string name = entryName_ + ".par" + std::to_string(nextParallel_++);
@@ -414,13 +430,20 @@ void KernelEmitter::emitParallel(const Stmt& s, llvm::Value* extent) {
   llvm::BasicBlock* resume = b_.GetInsertBlock();
   FnState outer = std::move(fs_);
   fs_ = outlinedState(body, outer.vars);
-  // Scratch allocated outside the loop would be shared by all threads: refuse it by name.
+  llvm::Value* c = body->getArg(0);
+  for (size_t j = 0; j < shared.size(); ++j) {
+    llvm::Value* at = b_.CreateConstInBoundsGEP1_64(i64, c, varSlots + j);
+    fs_.buffers.push_back({shared[j].name,
+                           b_.CreateAlignedLoad(ptr, at, llvm::Align(8), shared[j].name),
+                           shared[j].type});
+  }
+  // Scratch allocated outside the loop that the loop writes would be shared by all threads:
+  // refuse it by name.
   size_t hiddenBefore = hiddenAllocs_.size();
-  for (size_t i = k_.buffers.size(); i < outer.buffers.size(); ++i)
-    hiddenAllocs_.emplace_back(outer.buffers[i].name, "scratch buffer '" + outer.buffers[i].name +
-                                                          "' is allocated outside parallel loop '" +
-                                                          s.var +
-                                                          "' and would be shared by its threads");
+  for (const BufferBinding& r : refused)
+    hiddenAllocs_.emplace_back(r.name, "scratch buffer '" + r.name +
+                                           "' is allocated outside parallel loop '" + s.var +
+                                           "' and would be shared by its threads");
   emitLoop(s, LoopKind::Serial, body->getArg(1), body->getArg(2));
   b_.CreateRetVoid();
   hiddenAllocs_.resize(hiddenBefore);
