@@ -48,7 +48,11 @@ Value* im2colProduct(Builder& b, const Node& n, const ConvolutionToMatmulOptions
     if (lhsDil[s] != 1 || lo[s] < 0 || hi[s] < 0) return nullptr;
   std::vector<int64_t> x = xt.staticDims(), w = wt.staticDims(), y = yt.staticDims();
   int64_t c = x[3], kh = w[0], kw = w[1], k = w[3];
-  if (kh * kw == 1 || c < 64 || w[2] != c) return nullptr;
+  // A 1x1 window over one pixel (a fully connected layer written as a convolution: squeeze and
+  // excitation, a classifier) is a product whatever its channels.
+  const bool onePixel = kh * kw == 1 && x[1] * x[2] == 1 && y[1] * y[2] == 1 && lo[0] == 0 &&
+                        lo[1] == 0 && hi[0] == 0 && hi[1] == 0;
+  if (w[2] != c || (!onePixel && (kh * kw == 1 || c < 64))) return nullptr;
   if (y[0] * y[1] * y[2] > kConvolutionToMatmulMaxPixels) return nullptr;
   if (inputShare(x[1], y[1], kh, strides[0], lo[0], rhsDil[0]) *
           inputShare(x[2], y[2], kw, strides[1], lo[1], rhsDil[1]) <
@@ -58,20 +62,24 @@ Value* im2colProduct(Builder& b, const Node& n, const ConvolutionToMatmulOptions
       rhsDil[0] == 1 && rhsDil[1] == 1 && c % 16 == 0 && k % 16 == 0)
     return nullptr;
 
-  Value* src = n.operand(0);
-  if (lo[0] || lo[1] || hi[0] || hi[1])
-    src = b.pad(src, b.scalar(DType::F32, 0.0), {0, lo[0], lo[1], 0}, {0, hi[0], hi[1], 0},
-                {0, 0, 0, 0});
-  std::vector<Value*> taps;
-  for (int64_t i = 0; i < kh; ++i)
-    for (int64_t j = 0; j < kw; ++j) {
-      int64_t r = i * rhsDil[0], q = j * rhsDil[1];
-      taps.push_back(
-          b.slice(src, {0, r, q, 0},
-                  {y[0], r + (y[1] - 1) * strides[0] + 1, q + (y[2] - 1) * strides[1] + 1, c},
-                  {1, strides[0], strides[1], 1}));
-    }
-  Value* cols = b.concatenate(taps, 3);
+  // One pixel: the input is already the matrix of columns.
+  Value* cols = n.operand(0);
+  if (!onePixel) {
+    Value* src = n.operand(0);
+    if (lo[0] || lo[1] || hi[0] || hi[1])
+      src = b.pad(src, b.scalar(DType::F32, 0.0), {0, lo[0], lo[1], 0}, {0, hi[0], hi[1], 0},
+                  {0, 0, 0, 0});
+    std::vector<Value*> taps;
+    for (int64_t i = 0; i < kh; ++i)
+      for (int64_t j = 0; j < kw; ++j) {
+        int64_t r = i * rhsDil[0], q = j * rhsDil[1];
+        taps.push_back(
+            b.slice(src, {0, r, q, 0},
+                    {y[0], r + (y[1] - 1) * strides[0] + 1, q + (y[2] - 1) * strides[1] + 1, c},
+                    {1, strides[0], strides[1], 1}));
+      }
+    cols = b.concatenate(taps, 3);
+  }
   // Constant weights stay a constant (the same bytes): the matmul then holds them in its layout.
   const Tensor* constant = rewrite::constantOf(n.operand(1));
   Value* weights = constant ? b.constant(constant->reshaped({kh * kw * c, k}))

@@ -20,6 +20,11 @@
 // kernels compile in about 25 ms each because the CPU backend moves their copy rows as blocks
 // (kernel/copy_loop.h); as vectorized loops they took LLVM 100-150 ms each (docs/passes.md).
 //
+// A 1x1 window over one pixel (squeeze-and-excitation's convolutions, a classifier written as a
+// convolution) becomes the product whatever its channels, without the im2col (the input is the
+// matrix): oneDNN ran it as its generic gemm, packing the weights on every call, where the
+// matmul primitive packs them once (mobilenet_v3_small 2.27 -> 1.69 ms at 1 thread).
+//
 // It also leaves convolutions whose taps mostly read padding (less than half of the (output
 // pixel, tap) pairs read the input: a dilated convolution over a small feature map): the im2col
 // product multiplies every tap, oneDNN's direct kernels skip those of the padding (deeplabv3's
