@@ -642,6 +642,31 @@ TEST(CpuCodegen, ParallelLoopsCaptureOuterVariablesAndNestSerially) {
       for (int j = 0; j < 4; ++j) EXPECT_EQ(y[(r * 5 + i) * 4 + j], r * 100 + i * 10 + j);
 }
 
+// Scratch filled before a parallel loop that the loop only reads (a resize's tables) is shared
+// by its threads; scratch the loop writes is refused (RejectsWhatACpuCannotRun).
+TEST(CpuCodegen, ParallelLoopsShareScratchTheyOnlyRead) {
+  using namespace kernel;
+  StmtRef fill =
+      forLoop("f", intConst(16), LoopKind::Serial,
+              store("t", var("f"), cast(binary(BinaryOp::Mul, var("f"), intConst(3)), DType::I32)));
+  StmtRef use =
+      forLoop("i", intConst(64), LoopKind::Parallel,
+              store("y", var("i"),
+                    binary(BinaryOp::Add,
+                           load("t", DType::I32, binary(BinaryOp::Rem, var("i"), intConst(16))),
+                           cast(var("i"), DType::I32))));
+  Kernel k = makeKernel("shared", {buf("y", DType::I32, {64}, BufferRole::Output)},
+                        alloc("t", DType::I32, 16, MemoryScope::Local, block({fill, use})));
+  auto ck = compileOrDie(k);
+  ASSERT_TRUE(ck);
+  EXPECT_NE(compiler().lastLlvmIr().find(ck->symbol() + ".par0"), std::string::npos);
+  std::vector<int32_t> y(64, -1);
+  void* ptrs[] = {y.data()};
+  ThreadPool pool(4);
+  ck->run(ptrs, pool, nullptr, nullptr);
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(y[i], (i % 16) * 3 + i) << i;
+}
+
 TEST(CpuCodegen, IfStatementBranches) {
   using namespace kernel;
   ExprRef x = load("x", DType::F32, var("i"));
