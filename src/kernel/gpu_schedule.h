@@ -12,11 +12,11 @@ namespace kiln::kernel {
 //   gpu_block for b in [0, B) { gpu_thread for t in [0, T) { if (b * T + t < n) { ... } } }
 // The loops at the top of a nest, perfectly nested, whose iterations may run in any order (the
 // rule of parallelizeOuter: they write no scratch buffer declared outside them; in an opaque
-// kernel, the loops its lowering made parallel or vectorized) are flattened into one index g = b *
-// T + t over their n iterations, each loop variable recovered from g; the guard is there only when
-// B * T overhangs n. A nest without such a loop runs on one thread. Scratch buffers declared around
-// the launches become the kernel's temp buffers (device memory, which its launches share, in
-// order). T = min(threadsPerBlock, n).
+// kernel, the loops its lowering made parallel or vectorized) are flattened into one index
+// g = b * T + t over their n iterations, each loop variable recovered from g; the guard is there
+// only when B * T overhangs n. A nest without such a loop runs on one thread. Scratch buffers
+// declared around the launches become the kernel's temp buffers (device memory, which its launches
+// share, in order). T = min(threadsPerBlock, n).
 //
 // A nest whose reductions read consecutive elements for consecutive iterations of its innermost
 // mapped loop, and not along their own innermost loop (a reduction over outer dims, as a global

@@ -543,8 +543,9 @@ class OpaqueLowerer {
     std::vector<StmtRef> stmts;
     for (int64_t q = 0; q < m; ++q) {
       const ResizeDim& d = dims[resized[static_cast<size_t>(q)]];
-      // Taps and weights along this dim (interp's resizeTaps).
-      stmts.push_back(nest({d.out}, d.out * taps * 8, [&](const Index& o) {
+      // Taps and weights along this dim (interp's resizeTaps); a few statements per tap.
+      const int64_t tableWork = d.out * taps * 8;
+      stmts.push_back(nest({d.out}, tableWork, [&](const Index& o) {
         std::vector<StmtRef> body;
         body.push_back(store(coord, i64(0), coordinate(d, o[0])));
         ExprRef c = load(coord, DType::F64, i64(0));

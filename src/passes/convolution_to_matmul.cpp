@@ -1,6 +1,5 @@
 #include "passes/convolution_to_matmul.h"
 
-#include <algorithm>
 #include <vector>
 
 #include "ir/builder.h"
@@ -14,12 +13,7 @@ namespace {
 // padding: input extent x, output extent y, kernel extent k.
 double inputShare(int64_t x, int64_t y, int64_t k, int64_t stride, int64_t lo, int64_t dil) {
   int64_t reads = 0;
-  for (int64_t t = 0; t < k; ++t) {
-    const int64_t first = t * dil - lo;  // the input index output 0 reads
-    const int64_t begin = first >= 0 ? 0 : (-first + stride - 1) / stride;
-    const int64_t end = first > x - 1 ? 0 : std::min(y, (x - 1 - first) / stride + 1);
-    reads += std::max<int64_t>(0, end - begin);
-  }
+  for (int64_t t = 0; t < k; ++t) reads += rewrite::tapReads(x, y, stride, lo, dil, t);
   return static_cast<double>(reads) / static_cast<double>(k * y);
 }
 

@@ -135,4 +135,11 @@ double attributeValue(double v, DType t) {
 
 size_t numUsers(const Value* v) { return v->uses().size(); }
 
+int64_t tapReads(int64_t x, int64_t y, int64_t stride, int64_t lo, int64_t dil, int64_t t) {
+  const int64_t first = t * dil - lo;  // the input index output 0 reads
+  const int64_t begin = first >= 0 ? 0 : (-first + stride - 1) / stride;
+  const int64_t end = first > x - 1 ? 0 : std::min(y, (x - 1 - first) / stride + 1);
+  return std::max<int64_t>(0, end - begin);
+}
+
 }  // namespace kiln::rewrite

@@ -38,6 +38,11 @@ void eraseIfDead(Node* n);
 // A Builder that inserts before `n` and gives new nodes n's location and origin.
 Builder builderBefore(Node* n);
 
+// Along one spatial dim of a convolution (input extent x, output extent y, window stride, low
+// padding, kernel dilation): the number of output positions at which kernel tap t reads the
+// input rather than padding.
+int64_t tapReads(int64_t x, int64_t y, int64_t stride, int64_t lo, int64_t dil, int64_t t);
+
 // A splat constant of `type` (rank 0: the scalar; otherwise a broadcast_in_dim of a scalar, so it
 // never costs more than one element of storage). Returns nullptr (with b's error) on failure.
 Value* splatConstant(Builder& b, const TensorType& type, double v);

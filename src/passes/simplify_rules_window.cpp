@@ -18,9 +18,7 @@ struct Dim {
 
 // Whether tap t reads an input element (not padding) for some output position.
 bool tapLive(const Dim& d, int64_t t) {
-  const int64_t first = t * d.dil - d.lo;  // the input index output 0 reads
-  const int64_t o = first >= 0 ? 0 : (-first + d.stride - 1) / d.stride;
-  return o < d.y && first + o * d.stride < d.x;
+  return rewrite::tapReads(d.x, d.y, d.stride, d.lo, d.dil, t) > 0;
 }
 
 // The taps [begin, end) of `d` to keep and the padding that gives the same output extent, with
