@@ -318,6 +318,44 @@ Status issueKernels(const CudaProgram::Impl& m, const CudaProgram::Device& d, co
   return Status::ok();
 }
 
+// The graph of a profiled run, destroyed once the run has synchronized.
+struct ProfileGraph {
+  const Driver& drv;
+  GraphExec graph;
+  ~ProfileGraph() { drv.destroyGraph(graph); }
+};
+
+// The kernels with an event before the first and after each. Where graphs work they are captured
+// with the events and launched as one graph: back to back, as a run replays them, so that a short
+// kernel's time is the device's and not the host's launch rate. Else each is issued in turn.
+Status issueProfiled(const CudaProgram::Impl& m, CudaProgram::Device& d, const Addresses& at,
+                     Stream stream, RunEvents& events, ProfileGraph& profile) {
+  const Driver& drv = *d.driver;
+  auto markWith = [&](bool inGraph) {
+    return [&, inGraph]() -> Status {
+      KILN_ASSIGN_OR_RETURN(Event e, events.add());
+      return inGraph ? drv.recordInGraph(e, stream) : drv.record(e, stream);
+    };
+  };
+  if (d.graphs) {
+    KILN_RETURN_IF_ERROR(drv.beginCapture(stream));
+    const auto mark = markWith(true);
+    Status issued = mark();
+    if (issued) issued = issueKernels(m, d, at, stream, mark);
+    StatusOr<GraphExec> graph = drv.endCapture(stream);
+    if (issued && graph) {
+      profile.graph = *graph;
+      return drv.launchGraph(profile.graph, stream);
+    }
+    if (graph) drv.destroyGraph(*graph);
+    for (Event e : events.list) drv.destroyEvent(e);
+    events.list.clear();
+  }
+  const auto mark = markWith(false);
+  KILN_RETURN_IF_ERROR(mark());
+  return issueKernels(m, d, at, stream, mark);
+}
+
 // The run's kernels as a CUDA graph: a run memory's second run captures them (its first has
 // loaded every library's kernels), later runs replay the graph, so a run costs one launch. A
 // capture that fails turns graphs off for the program, and the run issues its launches.
@@ -396,7 +434,8 @@ StatusOr<double> CudaProgram::runTimed(std::span<const Tensor> inputs,
   return ms;
 }
 
-// A run; kernelMs: each kernel between events, no graph; deviceMs: events around the launches.
+// A run; kernelMs: each kernel between events (issueProfiled); deviceMs: events around the
+// launches.
 Status CudaProgram::run(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
                         std::vector<double>* kernelMs, double* deviceMs) const {
   const Impl& m = *impl_;
@@ -415,9 +454,9 @@ Status CudaProgram::run(std::span<const Tensor> inputs, std::vector<Tensor>& out
     KILN_ASSIGN_OR_RETURN(Event e, events.add());
     return drv.record(e, run.stream());
   };
+  ProfileGraph profile{drv, nullptr};
   if (kernelMs) {
-    KILN_RETURN_IF_ERROR(mark());
-    KILN_RETURN_IF_ERROR(issueKernels(m, *d, at, run.stream(), mark));
+    KILN_RETURN_IF_ERROR(issueProfiled(m, *d, at, run.stream(), events, profile));
   } else {
     if (deviceMs) KILN_RETURN_IF_ERROR(mark());
     KILN_RETURN_IF_ERROR(replayOrIssue(*d, m, at, run));

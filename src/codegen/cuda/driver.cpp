@@ -39,6 +39,7 @@ namespace kiln::codegen::cuda {
   X(cuEventCreate) \
   X(cuEventDestroy) \
   X(cuEventRecord) \
+  X(cuEventRecordWithFlags) \
   X(cuStreamWaitEvent) \
   X(cuEventSynchronize) \
   X(cuEventElapsedTime) \
@@ -267,6 +268,12 @@ void Driver::destroyEvent(Event e) const {
 Status Driver::record(Event e, Stream s) const {
   return check(api_->cuEventRecord_(static_cast<CUevent>(e), static_cast<CUstream>(s)),
                "cuEventRecord");
+}
+
+Status Driver::recordInGraph(Event e, Stream s) const {
+  return check(api_->cuEventRecordWithFlags_(static_cast<CUevent>(e), static_cast<CUstream>(s),
+                                             CU_EVENT_RECORD_EXTERNAL),
+               "cuEventRecordWithFlags");
 }
 
 Status Driver::wait(Stream s, Event e) const {

@@ -61,6 +61,9 @@ class Driver {
   StatusOr<Event> createEvent() const;
   void destroyEvent(Event e) const;
   Status record(Event e, Stream s) const;
+  // Under a capture (beginCapture): a node of the graph that records `e` when a launch of the
+  // graph reaches it, so that events time the graph's work as it replays.
+  Status recordInGraph(Event e, Stream s) const;
   // Work issued on `s` after this waits for what `e` recorded (no wait on the host).
   Status wait(Stream s, Event e) const;
   // Milliseconds between two recorded events (waits for the second).
