@@ -1,9 +1,11 @@
 // reductionsPerOutput: the row of accumulators of a reduction that keeps the innermost dim, as a
 // Reduce per output element. See gpu_schedule.h.
+#include <algorithm>
 #include <optional>
 #include <unordered_map>
 
 #include "kernel/gpu_schedule.h"
+#include "kernel/lanes.h"
 #include "kernel/schedule_util.h"
 
 namespace kiln::kernel {
@@ -82,55 +84,161 @@ StmtRef renameAndScalarize(const StmtRef& s, const std::string& from, const std:
   return detail::replaceInStmt(renamed, {{atC.get(), load(acc, t, intConst(0))}});
 }
 
-// alloc acc[C] { for c0: acc[c0] = id; for r...: for c: acc[c] = combine(acc[c], v);
-// for c1: out } -> for c: alloc acc[1] { acc[0] = id; reduce acc[0] over r... of v; out }.
-std::optional<StmtRef> perOutput(const StmtRef& s) {
+// A row of accumulators: alloc acc[C] { for c0: acc[c0] = id; for r...: for c: acc[c] =
+// combine(acc[c], v); for c1: out }.
+struct AccRow {
+  std::string acc;
+  DType type = DType::F32;
+  int64_t channels = 0;
+  ExprRef identity;
+  std::vector<std::string> vars;  // the reduced loops r...
+  std::vector<ExprRef> extents;
+  std::string c;  // the update's channel variable
+  StmtRef update;
+  Update u;
+  StmtRef out;  // for c1: ...
+};
+
+std::optional<AccRow> accRowOf(const StmtRef& s) {
   if (s->kind != Stmt::Kind::Alloc || s->scope != MemoryScope::Local) return std::nullopt;
   const StmtRef b = s->body[0];
   if (!b || b->kind != Stmt::Kind::Block || b->body.size() != 3) return std::nullopt;
-  const int64_t channels = s->size;
-  const std::string& acc = s->buffer;
-  const DType t = s->type;
-  const StmtRef init = b->body[0], out = b->body[2];
-  if (!isLoopOver(init, channels) || !isLoopOver(out, channels)) return std::nullopt;
-  std::vector<std::string> vars;
-  std::vector<ExprRef> extents;
+  AccRow row;
+  row.acc = s->buffer;
+  row.type = s->type;
+  row.channels = s->size;
+  const StmtRef init = b->body[0];
+  row.out = b->body[2];
+  if (!isLoopOver(init, row.channels) || !isLoopOver(row.out, row.channels)) return std::nullopt;
   StmtRef cur = unwrap(b->body[1]);
-  while (cur && cur->kind == Stmt::Kind::For && !isLoopOver(cur, channels)) {
+  while (cur && cur->kind == Stmt::Kind::For && !isLoopOver(cur, row.channels)) {
     if (cur->loop != LoopKind::Serial || cur->extent->kind != Expr::Kind::Const)
       return std::nullopt;
-    vars.push_back(cur->var);
-    extents.push_back(cur->extent);
+    row.vars.push_back(cur->var);
+    row.extents.push_back(cur->extent);
     cur = unwrap(cur->body[0]);
   }
-  if (vars.empty() || !isLoopOver(cur, channels)) return std::nullopt;
-  const std::string c = cur->var;
-  const StmtRef update = unwrap(cur->body[0]);
+  if (row.vars.empty() || !isLoopOver(cur, row.channels)) return std::nullopt;
+  row.c = cur->var;
+  row.update = unwrap(cur->body[0]);
   const StmtRef zero = unwrap(init->body[0]);
-  const ExprRef atC = load(acc, t, var(c));
-  if (!update || update->kind != Stmt::Kind::Store || update->buffer != acc ||
-      update->index != var(c) || !zero || zero->kind != Stmt::Kind::Store || zero->buffer != acc ||
-      zero->index != var(init->var))
+  const ExprRef atC = load(row.acc, row.type, var(row.c));
+  if (!row.update || row.update->kind != Stmt::Kind::Store || row.update->buffer != row.acc ||
+      row.update->index != var(row.c) || !zero || zero->kind != Stmt::Kind::Store ||
+      zero->buffer != row.acc || zero->index != var(init->var))
     return std::nullopt;
-  std::optional<Update> u = updateOf(update->value, atC);
-  if (!u || zero->value != reduceIdentity(u->kind, t) ||
-      detail::loadedBuffers(u->value).count(acc) || !loadsOnlyAt(out->body[0], acc, var(out->var)))
+  std::optional<Update> u = updateOf(row.update->value, atC);
+  if (!u || zero->value != reduceIdentity(u->kind, row.type) ||
+      detail::loadedBuffers(u->value).count(row.acc) ||
+      !loadsOnlyAt(row.out->body[0], row.acc, var(row.out->var)))
     return std::nullopt;
-  StmtRef rest = renameAndScalarize(out->body[0], out->var, c, acc, t);
-  StmtRef body = block({store(acc, intConst(0), zero->value),
-                        reduceInto(acc, intConst(0), u->kind, vars, extents, u->value), rest});
-  return forLoop(c, intConst(channels), LoopKind::Serial,
-                 alloc(acc, t, 1, MemoryScope::Local, body));
+  row.identity = zero->value;
+  row.u = *u;
+  return row;
+}
+
+// -> for c: alloc acc[1] { acc[0] = id; reduce acc[0] over r... of v; out }.
+StmtRef perOutput(const AccRow& row) {
+  StmtRef rest = renameAndScalarize(row.out->body[0], row.out->var, row.c, row.acc, row.type);
+  StmtRef body = block(
+      {store(row.acc, intConst(0), row.identity),
+       reduceInto(row.acc, intConst(0), row.u.kind, row.vars, row.extents, row.u.value), rest});
+  return forLoop(row.c, intConst(row.channels), LoopKind::Serial,
+                 alloc(row.acc, row.type, 1, MemoryScope::Local, body));
+}
+
+// The loads of `e` whose index moves by one element with `c`, and whose index is aligned to
+// `lanes` at c = 0 (each a group of consecutive elements).
+void contiguousLoads(const ExprRef& e, const ExprRef& c, std::vector<const Expr*>& out) {
+  if (!e) return;
+  if (e->kind == Expr::Kind::Load && coefficientOf(e->args[0], c) == std::optional<int64_t>(1))
+    out.push_back(e.get());
+  for (const ExprRef& a : e->args) contiguousLoads(a, c, out);
+}
+
+// The lanes a row splits into: `bytes` over the widest element its output stores and its
+// contiguous loads move, halved until it divides the row and every such index at c = 0; 1 when
+// a store is not contiguous in the row or too few groups would fill the GPU.
+int64_t rowLanes(const Kernel& k, const AccRow& row, int64_t bytes) {
+  std::vector<const Stmt*> stores;
+  if (!storesOnly(row.out->body[0], stores) || stores.empty()) return 1;
+  const ExprRef c1 = var(row.out->var), c = var(row.c);
+  std::vector<ExprRef> indices;  // each at lane 0
+  size_t widest = 1;
+  int64_t outputs = 0;
+  auto atZero = [](const ExprRef& index, const ExprRef& v) {
+    std::unordered_map<const Expr*, ExprRef> zero{{v.get(), intConst(0)}}, memo;
+    return detail::replaceAll(index, zero, memo);
+  };
+  for (const Stmt* st : stores) {
+    const Buffer* b = k.find(st->buffer);
+    if (!b || b->view || coefficientOf(st->index, c1) != std::optional<int64_t>(1)) return 1;
+    indices.push_back(atZero(st->index, c1));
+    widest = std::max(widest, dtypeSize(b->type));
+    outputs = std::max(outputs, b->elements());
+  }
+  std::vector<const Expr*> loads;
+  contiguousLoads(row.u.value, c, loads);
+  if (loads.empty()) return 1;
+  for (const Expr* l : loads) {
+    indices.push_back(atZero(l->args[0], c));
+    widest = std::max(widest, dtypeSize(l->type));
+  }
+  int64_t lanes = bytes / static_cast<int64_t>(widest);
+  auto fits = [&](int64_t n) {
+    if (row.channels % n != 0 || outputs / n < kMinLaneThreads) return false;
+    for (const ExprRef& i : indices)
+      if (knownMultiple(i) % n != 0) return false;
+    return true;
+  };
+  while (lanes > 1 && !fits(lanes)) lanes /= 2;
+  return lanes;
+}
+
+// -> for co: alloc acc[L] { vectorized for lv: acc[lv] = id; for r...: vectorized for lv:
+// acc[lv] = combine(acc[lv], v); vectorized for lv: out }, with c = co * L + lv.
+StmtRef laneGroups(const AccRow& row, int64_t lanes, FreshNames& names) {
+  const std::string co = names.fresh(row.c + "o"), lv = names.fresh(row.c + "v");
+  const ExprRef lane = var(lv);
+  const ExprRef channel =
+      binary(BinaryOp::Add, binary(BinaryOp::Mul, var(co), intConst(lanes)), lane);
+  auto inLanes = [&](const StmtRef& body, const std::string& from) {
+    StmtRef s = detail::replaceInStmt(
+        body, {{load(row.acc, row.type, var(from)).get(), load(row.acc, row.type, lane)}});
+    s = detail::replaceInStmt(s, {{var(from).get(), channel}});
+    return forLoop(lv, intConst(lanes), LoopKind::Vectorized, s);
+  };
+  StmtRef update = inLanes(store(row.acc, var(row.c), row.update->value), row.c);
+  update = rewrite(update, [&](StmtRef s) {  // the update's own index: the lane
+    if (s->kind == Stmt::Kind::Store && s->buffer == row.acc) s->index = lane;
+    return s;
+  });
+  for (size_t r = row.vars.size(); r-- > 0;)
+    update = forLoop(row.vars[r], row.extents[r], LoopKind::Serial, update);
+  StmtRef body =
+      block({forLoop(lv, intConst(lanes), LoopKind::Vectorized, store(row.acc, lane, row.identity)),
+             update, inLanes(row.out->body[0], row.out->var)});
+  return forLoop(co, intConst(row.channels / lanes), LoopKind::Serial,
+                 alloc(row.acc, row.type, lanes, MemoryScope::Local, body));
 }
 
 }  // namespace
 
-Kernel reductionsPerOutput(const Kernel& k) {
+Kernel reductionsPerOutput(const Kernel& k, int64_t bytes) {
   Kernel out = k;
-  out.body = rewrite(k.body, [](StmtRef s) {
-    std::optional<StmtRef> r = perOutput(s);
-    return r ? *r : s;
+  FreshNames names(k);
+  int64_t most = 1;
+  out.body = rewrite(k.body, [&](StmtRef s) {
+    std::optional<AccRow> row = accRowOf(s);
+    if (!row) return s;
+    const int64_t lanes = rowLanes(k, *row, bytes);
+    most = std::max(most, lanes);
+    return lanes > 1 ? laneGroups(*row, lanes, names) : perOutput(*row);
   });
+  if (most > 1)
+    out.notes.push_back("reductions: up to " + std::to_string(most) +
+                        " outputs per thread, each step's loads " + std::to_string(bytes) +
+                        " bytes at a time where aligned");
   return out;
 }
 

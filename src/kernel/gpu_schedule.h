@@ -40,9 +40,16 @@ Kernel mapToGpu(const Kernel& k, int64_t threadsPerBlock, bool reassociate = tru
 
 // The lowering gives a reduction that keeps the innermost dim a row of accumulators per index
 // of the other kept dims (lower.h), updated by a loop inside the reduced loops: the CPU's vector
-// form, but one GPU thread's serial work. Each such row becomes a loop over its elements, each a
-// Reduce into an accumulator of its own, so that mapToGpu maps every output element.
-Kernel reductionsPerOutput(const Kernel& k);
+// form, but one GPU thread's serial work. Each such row becomes a loop over groups of L
+// consecutive elements, each group an array of L accumulators that a vectorized loop updates
+// inside the reduced loops (so each step's loads of the group move `bytes` at a time, like
+// vectorizeLanes' stores), and mapToGpu maps every group to a thread. L is `bytes` over the
+// widest element the row stores or loads along itself, halved until it divides the row and each
+// such access's index at the group's first element, and until the groups number at least
+// kMinLaneThreads; L = 1 (a row whose output is not contiguous in it, or too short) makes each
+// element a Reduce into an accumulator of its own, a thread per output.
+inline constexpr int64_t kMinLaneThreads = 16384;  // fewer threads leave a large GPU idle
+Kernel reductionsPerOutput(const Kernel& k, int64_t bytes);
 
 // A nest of loops whose innermost loop only stores, each store to consecutive elements for
 // consecutive iterations, splits that loop into groups of lanes a thread runs together:

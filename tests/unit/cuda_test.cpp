@@ -508,6 +508,35 @@ TEST(CudaDevice, ProductEpiloguesOnCublasLtBf16) {
   expectOnLibraries(kProducts, productInputs(), "bf16", 5e-2, "3 cuBLASLt dot_general");
 }
 
+// Rows of accumulators in groups of lanes (reductionsPerOutput): a padded 3x3 max pool and a
+// 2x2 average pool in NHWC, enough groups for lanes in every precision, and a global sum over the
+// spatial dims with too few groups, a thread per output.
+constexpr const char* kPools =
+    R"(func @main(%x: f32[2,64,64,128]) -> (f32[2,32,32,128], f32[2,32,32,128], f32[2,128]) {
+  %m = f32[2,32,32,128] reduce_window(%x) {kind = max, window_dimensions = [1, 3, 3, 1], window_strides = [1, 2, 2, 1], padding_low = [0, 1, 1, 0], padding_high = [0, 1, 1, 0]}
+  %s = f32[2,32,32,128] reduce_window(%x) {kind = sum, window_dimensions = [1, 2, 2, 1], window_strides = [1, 2, 2, 1], padding_low = [0, 0, 0, 0], padding_high = [0, 0, 0, 0]}
+  %q = f32[] constant() {value = [0.25]}
+  %qb = f32[2,32,32,128] broadcast_in_dim(%q) {dims = []}
+  %a = f32[2,32,32,128] mul(%s, %qb)
+  %g = f32[2,128] reduce(%x) {dims = [1, 2], kind = sum}
+  return %m, %a, %g
+})";
+
+void expectPools(const char* precision, double tolerance) {
+  std::vector<Tensor> in = {Tensor(DType::F32, {2, 64, 64, 128})};
+  for (int64_t i = 0; i < in[0].numElements(); ++i) in[0].setDouble(i, std::sin(0.37 * double(i)));
+  expectOnLibraries(kPools, in, precision, tolerance, "none (Kiln's own CUDA kernels)");
+}
+
+TEST(CudaDevice, PoolsInLanesF32) {
+  KILN_REQUIRE_GPU();
+  expectPools("f32", 1e-5);
+}
+TEST(CudaDevice, PoolsInLanesF16) {
+  KILN_REQUIRE_GPU();
+  expectPools("f16", 1e-2);
+}
+
 // A run whose memory does not fit on the device (a 256 GiB intermediate) fails with an error
 // naming the size asked for and the memory free, every time, and nothing crashes.
 TEST(CudaDevice, OutOfMemoryIsAClearError) {

@@ -87,7 +87,8 @@ void printHelp() {
          "  --lower-reductions     Reduce statements into serial loops\n"
          "  --expand-calls         library calls (dot_general, convolution) into Kiln's loops\n"
          "  --map-gpu=N            each nest a GPU launch of N threads per block (gpu_schedule.h)\n"
-         "  --reductions-per-output  a row of accumulators as a Reduce per output element\n"
+         "  --reductions-per-output[=N]  a row of accumulators as groups of N-byte accesses, or\n"
+         "                         (no N) a Reduce per output element\n"
          "  --gpu-lanes=N          innermost loops of stores in groups of N-byte accesses\n"
          "  --no-reassociate       float sums keep their order (split-reductions, map-gpu,\n"
          "                         --schedule)\n"
@@ -103,7 +104,7 @@ void printHelp() {
 bool isSchedulePass(const std::string& flag) {
   for (const char* p :
        {"--schedule=", "--partition-loops=", "--cache-rows=", "--parallelize-outer=",
-        "--split-reductions=", "--map-gpu=", "--gpu-lanes="})
+        "--split-reductions=", "--map-gpu=", "--gpu-lanes=", "--reductions-per-output="})
     if (flag.rfind(p, 0) == 0) return true;
   return flag == "--vectorize-inner" || flag == "--lower-reductions" || flag == "--expand-calls" ||
          flag == "--reductions-per-output";
@@ -135,7 +136,7 @@ kiln::Status schedule(const std::string& spec, const Options& o,
     else if (name == "split-reductions") k = kiln::kernel::splitReductions(k, n, o.reassociate);
     else if (name == "lower-reductions") k = kiln::kernel::lowerReductions(k);
     else if (name == "map-gpu") k = kiln::kernel::mapToGpu(k, n, o.reassociate);
-    else if (name == "reductions-per-output") k = kiln::kernel::reductionsPerOutput(k);
+    else if (name == "reductions-per-output") k = kiln::kernel::reductionsPerOutput(k, n);
     else if (name == "gpu-lanes") k = kiln::kernel::vectorizeLanes(k, n);
     else {
       KILN_ASSIGN_OR_RETURN(k, kiln::kernel::expandCalls(k));

@@ -114,7 +114,7 @@ class CudaTarget final : public runtime::Target {
                   const CompileOptions& options) const override {
     for (kernel::Kernel& k : kernels) {
       KILN_ASSIGN_OR_RETURN(k, libraryCallsOrLoops(k, options));
-      k = kernel::vectorizeLanes(kernel::reductionsPerOutput(k), kAccessBytes);
+      k = kernel::vectorizeLanes(kernel::reductionsPerOutput(k, kAccessBytes), kAccessBytes);
       k = kernel::mapToGpu(k, kThreadsPerBlock, options.reassociate);
       k = kernel::simplifyIndices(kernel::lowerReductions(k));
     }
