@@ -414,6 +414,7 @@ std::optional<StmtRef> rowPerWarp(const Chain& c, int64_t threadsPerBlock, bool 
 StmtRef launch(const StmtRef& s, bool opaque, const std::set<std::string>& scratch,
                int64_t threadsPerBlock, bool reassociate, FreshNames& names,
                std::vector<std::string>& notes) {
+  if (s->kind == Stmt::Kind::For && s->loop == LoopKind::GpuBlock) return s;  // tileTransposes
   Chain c = chainOf(s, opaque, scratch);
   if (opaque) return threadPerIteration(c, threadsPerBlock, names);
   if (threadPerOutputCoalesces(c) && c.n >= longestReduce(c.body)) {

@@ -62,6 +62,17 @@ Kernel reductionsPerOutput(const Kernel& k, int64_t bytes);
 // writes). Runs before mapToGpu, which maps the loops around the lanes.
 Kernel vectorizeLanes(const Kernel& k, int64_t bytes);
 
+// A nest of loops over one store whose index moves by one element with the innermost loop s,
+// and whose value loads a buffer along another loop a (its index moving by one element with a,
+// by more with s: a transpose, as NCHW -> NHWC), becomes one launch through a tile in shared
+// memory: a block per tile of Ta x Ts elements of a and s (Ts = min(extent of s, 32), Ta about
+// 1024 / Ts, a multiple of 32, at most a's extent) and per index of the other loops; its threads
+// load the tile with consecutive threads along a, then, after a barrier, store it with
+// consecutive threads along s, each access coalesced; guards where a tile or a round overhangs.
+// Of several such loads the widest element's is tiled; a shorter than 8 keeps the nest as is.
+// Runs before vectorizeLanes and mapToGpu, which leave the launch as it is.
+Kernel tileTransposes(const Kernel& k, int64_t threadsPerBlock);
+
 // The launches of a kernel mapToGpu scheduled: its top-level statements.
 std::vector<StmtRef> gpuLaunches(const Kernel& k);
 

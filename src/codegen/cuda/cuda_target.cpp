@@ -103,7 +103,8 @@ class CudaTarget final : public runtime::Target {
   }
 
   // Matrix products cuBLASLt takes and convolutions cuDNN takes stay library calls (their
-  // post-ops a loop nest after them), other calls run as Kiln's loops; rows of accumulators
+  // post-ops a loop nest after them), other calls run as Kiln's loops; transposes go through a
+  // tile in shared memory; rows of accumulators
   // become a reduction per output element, the innermost loop of a nest of stores runs a group
   // of consecutive elements per thread (16-byte accesses), the outer loops of every nest map to the
   // grid, rows of a warp or more to a block each (gpu_schedule.h), and the reductions left run
@@ -114,6 +115,7 @@ class CudaTarget final : public runtime::Target {
                   const CompileOptions& options) const override {
     for (kernel::Kernel& k : kernels) {
       KILN_ASSIGN_OR_RETURN(k, libraryCallsOrLoops(k, options));
+      k = kernel::tileTransposes(k, kThreadsPerBlock);
       k = kernel::vectorizeLanes(kernel::reductionsPerOutput(k, kAccessBytes), kAccessBytes);
       k = kernel::mapToGpu(k, kThreadsPerBlock, options.reassociate);
       k = kernel::simplifyIndices(kernel::lowerReductions(k));
