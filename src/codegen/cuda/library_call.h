@@ -32,7 +32,8 @@ class LibraryCall {
 };
 
 // The median milliseconds of `repeat` runs of call.alone() on fresh device buffers (their
-// contents do not change a product's time), by the device's events.
+// contents do not change a product's time), by the device's events around a graph of several
+// calls back to back (library_call.cpp), as a program's own kernels are timed.
 StatusOr<double> timeAlone(const LibraryCall& call, int repeat);
 
 // The library that takes `call` of kernel `k` ("cuBLASLt", "cuDNN"), or nullopt with `why`
