@@ -548,12 +548,13 @@ Status CudaProgram::runOnDevice(std::span<const runtime::DeviceTensor> inputs,
   return Status::ok();
 }
 
-// Kernels with generated code (each one or more launches; identical kernels are not shared yet).
+// Distinct generated functions (launches that print the same share one, cuda_source.h).
 int CudaProgram::uniqueKernels() const {
-  int n = 0;
+  std::set<std::string> functions;
   for (const auto& ls : impl_->source.launches)
-    n += std::any_of(ls.begin(), ls.end(), [](const Launch& l) { return !l.call; }) ? 1 : 0;
-  return n;
+    for (const Launch& l : ls)
+      if (!l.call) functions.insert(l.function);
+  return static_cast<int>(functions.size());
 }
 
 std::string CudaProgram::libraryCalls() const {

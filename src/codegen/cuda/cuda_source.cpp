@@ -156,11 +156,42 @@ bool isCKeyword(const std::string& s) {
   return words.count(s) > 0;
 }
 
-// Prints one kernel's launches.
+// `text` (one launch's function) with `function` and each of `names` renamed by the order of its
+// first appearance: two launches print the same canonical text exactly when one function serves
+// both (the names are its own identifiers: the function, its buffers, its scratch arrays).
+std::string canonical(const std::string& text, const std::string& function,
+                      const std::map<std::string, std::string>& names) {
+  std::set<std::string> own{function};
+  for (const auto& [buffer, c] : names) own.insert(c);
+  std::map<std::string, std::string> renamed;
+  std::string out;
+  auto isIdent = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (size_t i = 0; i < text.size();) {
+    if (!isIdent(text[i])) {
+      out += text[i++];
+      continue;
+    }
+    size_t j = i;
+    while (j < text.size() && isIdent(text[j])) ++j;
+    std::string word = text.substr(i, j - i);
+    if (own.count(word) && (i == 0 || text[i - 1] != '.')) {  // not a member (blockIdx.x)
+      auto [it, fresh] = renamed.emplace(word, "@" + std::to_string(renamed.size()));
+      word = it->second;
+    }
+    out += word;
+    i = j;
+  }
+  return out;
+}
+
+// Prints one kernel's launches. A launch whose function prints the same as an earlier one's
+// (canonical) reuses it: a model that repeats a layer (an unrolled recurrence) compiles each
+// distinct function once.
 class Emitter {
  public:
-  Emitter(const kernel::Kernel& k, std::string& out, std::set<std::string>& functions)
-      : k_(k), out_(out), functions_(functions) {}
+  Emitter(const kernel::Kernel& k, std::string& out, std::set<std::string>& functions,
+          std::map<std::string, std::string>& printed)
+      : k_(k), out_(out), functions_(functions), printed_(printed) {}
 
   StatusOr<std::vector<Launch>> run() {
     std::vector<Launch> launches;
@@ -178,7 +209,14 @@ class Emitter {
       for (int n = 1; functions_.count(l.function); ++n)
         l.function = k_.name + "_" + std::to_string(launches.size()) + "_" + std::to_string(n);
       functions_.insert(l.function);
+      const size_t start = out_.size();
       KILN_RETURN_IF_ERROR(launch(*s, l));
+      auto [it, fresh] =
+          printed_.emplace(canonical(out_.substr(start), l.function, names_), l.function);
+      if (!fresh) {
+        out_.resize(start);
+        l.function = it->second;
+      }
       launches.push_back(l);
     }
     return launches;
@@ -277,7 +315,8 @@ class Emitter {
   const kernel::Kernel& k_;
   std::string& out_;
   std::set<std::string>& functions_;
-  std::map<std::string, std::string> names_;  // buffer -> C identifier (scratch included)
+  std::map<std::string, std::string>& printed_;  // canonical text -> function
+  std::map<std::string, std::string> names_;     // buffer -> C identifier (scratch included)
   std::map<std::string, DType> scratch_;
   std::set<std::string> used_;
   int temps_ = 0;
@@ -672,8 +711,9 @@ StatusOr<CudaSource> emitCuda(const std::vector<kernel::Kernel>& kernels) {
   out.source = kCudaPrelude;
   out.source += "\n";
   std::set<std::string> functions;
+  std::map<std::string, std::string> printed;
   for (const kernel::Kernel& k : kernels) {
-    Emitter e(k, out.source, functions);
+    Emitter e(k, out.source, functions, printed);
     KILN_ASSIGN_OR_RETURN(std::vector<Launch> launches, e.run());
     out.launches.push_back(std::move(launches));
   }

@@ -3,10 +3,12 @@
 //
 // Each launch of a scheduled kernel (kernel/gpu_schedule.h: a gpu_block loop over a gpu_thread
 // loop) is one `extern "C" __global__` function named <kernel>_<n>, whose parameters are the
-// kernel's buffers in order (inputs const). Values follow the CPU code generator's registers:
-// f16 and bf16 compute in float, bool buffers hold a byte, and the numerics are the reference
-// interpreter's (NaN-propagating max/min, saturating float -> int, defined integer division by
-// zero and shifts past the width), except that f32 math functions run in float, not double.
+// kernel's buffers in order (inputs const); a launch that would print the same function as an
+// earlier one (up to the names of the function, its buffers and its scratch) launches that one.
+// Values follow the CPU code generator's registers: f16 and bf16 compute in float, bool buffers
+// hold a byte, and the numerics are the reference interpreter's (NaN-propagating max/min,
+// saturating float -> int, defined integer division by zero and shifts past the width), except that
+// f32 math functions run in float, not double.
 #pragma once
 
 #include <cstdint>
