@@ -163,23 +163,50 @@ std::optional<std::string> rowLoopVar(const StmtRef& s, const ExprRef& n) {
   return std::nullopt;
 }
 
+std::optional<int64_t> strideAlong(const ExprRef& index, const std::string& v);
+
+// What cacheRows keeps of the Reduce `r`'s value: all of it when it computes a transcendental
+// function; else a load that is not contiguous along the row (a layer norm over a transposed
+// input), so that the passes after the first read the row contiguously; else null.
+ExprRef cachedPart(const Stmt& r) {
+  if (anyNode(r.value, isTranscendental)) return r.value;
+  ExprRef strided;
+  std::set<const Expr*> seen;
+  std::function<void(const ExprRef&)> find = [&](const ExprRef& e) {
+    if (!e || strided || !seen.insert(e.get()).second) return;
+    if (e->kind == Expr::Kind::Load) {
+      std::optional<int64_t> st = strideAlong(e->args[0], r.vars[0]);
+      if (st && *st != 0 && *st != 1) strided = e;
+    }
+    for (const ExprRef& a : e->args) find(a);
+  };
+  find(r.value);
+  return strided;
+}
+
 // cacheRows on one block: each Reduce that qualifies, with the later loops and reductions.
 StmtRef cacheRowsInBlock(StmtRef blk, int64_t maxElements, FreshNames& names) {
   std::vector<StmtRef>& body = blk->body;
-  std::vector<std::pair<std::string, StmtRef>> rows;  // the row buffers, and their Reduce
+  struct Row {
+    std::string name;
+    DType type;
+    int64_t size;
+  };
+  std::vector<Row> rows;
   for (size_t a = 0; a < body.size(); ++a) {
     const StmtRef r = body[a];  // copies: body[a] is replaced below
     if (!r || r->kind != Stmt::Kind::Reduce || r->vars.size() != 1) continue;
     const ExprRef n = r->extents[0];
     if (n->kind != Expr::Kind::Const || n->i < 2 || n->i > maxElements) continue;
-    if (!anyNode(r->value, isTranscendental)) continue;
-    std::set<std::string> reads = loadedBuffers(r->value);
+    const ExprRef part = cachedPart(*r);
+    if (!part) continue;
+    std::set<std::string> reads = loadedBuffers(part);
     if (reads.count(r->buffer)) continue;
     std::string row;
     for (size_t b = a + 1; b < body.size(); ++b) {
       const StmtRef later = body[b];
       if (std::optional<std::string> v = rowLoopVar(later, n)) {
-        ExprRef there = substitute(r->value, r->vars[0], var(*v));
+        ExprRef there = substitute(part, r->vars[0], var(*v));
         if (!writesAny(later, reads) && mentions(later, there)) {
           if (row.empty()) row = names.fresh("row");
           body[b] = replaceIn(later, there, load(row, there->type, var(*v)));
@@ -188,15 +215,13 @@ StmtRef cacheRowsInBlock(StmtRef blk, int64_t maxElements, FreshNames& names) {
       if (writesAny(later, reads)) break;
     }
     if (row.empty()) continue;
-    auto reduce = std::make_shared<Stmt>(*r);
-    reduce->value = load(row, r->value->type, var(r->vars[0]));
+    const StmtRef reduce = replaceIn(r, part, load(row, part->type, var(r->vars[0])));
     body[a] = block(
-        {forLoop(r->vars[0], n, LoopKind::Serial, store(row, var(r->vars[0]), r->value)), reduce});
-    rows.emplace_back(row, r);
+        {forLoop(r->vars[0], n, LoopKind::Serial, store(row, var(r->vars[0]), part)), reduce});
+    rows.push_back({row, part->type, n->i});
   }
   StmtRef out = blk;
-  for (const auto& [row, r] : rows)
-    out = alloc(row, r->value->type, r->extents[0]->i, MemoryScope::Local, out);
+  for (const Row& row : rows) out = alloc(row.name, row.type, row.size, MemoryScope::Local, out);
   return out;
 }
 

@@ -38,6 +38,8 @@ Kernel partitionLoops(const Kernel& k, int64_t maxPieces);
 // that later loops or reductions over the same extent in the same block compute again at the
 // same point (softmax's exp(x - max)): the values are stored to a local row of at most
 // `maxElements` in a loop of their own, and the reduction and the later ones read them there.
+// Without one, a load strided along the Reduce's loop that later loops read again (a layer norm
+// over a transposed input) is cached the same way: one strided pass, the rest contiguous.
 Kernel cacheRows(const Kernel& k, int64_t maxElements);
 
 // The outermost loop of each nest (a loop not inside another) becomes parallel when the nest
