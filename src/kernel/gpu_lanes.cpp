@@ -90,19 +90,12 @@ Kernel vectorizeLanes(const Kernel& k, int64_t bytes) {
   Kernel out = k;
   int64_t most = 1;
   // Only nests at the top of the kernel (through blocks and scratch declarations) launch.
-  std::function<StmtRef(const StmtRef&)> top = [&](const StmtRef& s) -> StmtRef {
-    if (!s) return s;
-    if (s->kind == Stmt::Kind::Block || s->kind == Stmt::Kind::Alloc) {
-      auto b = std::make_shared<Stmt>(*s);
-      for (StmtRef& c : b->body) c = top(c);
-      return b;
-    }
+  out.body = detail::mapTopLevel(k.body, [&](const StmtRef& s) -> StmtRef {
     int64_t lanes = 1;
     StmtRef r = split(k, s, bytes, names, &lanes);
     most = std::max(most, lanes);
     return r;
-  };
-  out.body = top(k.body);
+  });
   if (most > 1)
     out.notes.push_back("loops: up to " + std::to_string(most) +
                         " consecutive elements per thread, loaded and stored " +

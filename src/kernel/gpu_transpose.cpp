@@ -1,7 +1,6 @@
 // tileTransposes (gpu_schedule.h): a nest that stores along one dim and loads along another
 // moves through a tile in shared memory.
 #include <algorithm>
-#include <functional>
 #include <optional>
 #include <unordered_map>
 
@@ -138,19 +137,12 @@ Kernel tileTransposes(const Kernel& k, int64_t threadsPerBlock) {
   FreshNames names(k);
   Kernel out = k;
   int taken = 0;
-  std::function<StmtRef(const StmtRef&)> top = [&](const StmtRef& s) -> StmtRef {
-    if (!s) return s;
-    if (s->kind == Stmt::Kind::Block || s->kind == Stmt::Kind::Alloc) {
-      auto b = std::make_shared<Stmt>(*s);
-      for (StmtRef& c : b->body) c = top(c);
-      return b;
-    }
+  out.body = detail::mapTopLevel(k.body, [&](const StmtRef& s) -> StmtRef {
     std::optional<Transpose> t = transposeOf(k, s);
     if (!t) return s;
     ++taken;
     return tiled(*t, threadsPerBlock, names);
-  };
-  out.body = top(k.body);
+  });
   if (taken)
     out.notes.push_back("transpose: " + std::to_string(taken) +
                         " nest(s) through a tile in shared memory (the store and a load move "

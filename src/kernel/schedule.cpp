@@ -24,6 +24,16 @@ StmtRef unwrap(StmtRef s) {
   return s;
 }
 
+StmtRef mapTopLevel(const StmtRef& body, const std::function<StmtRef(const StmtRef&)>& f) {
+  if (!body) return body;
+  if (body->kind == Stmt::Kind::Block || body->kind == Stmt::Kind::Alloc) {
+    auto b = std::make_shared<Stmt>(*body);
+    for (StmtRef& c : b->body) c = mapTopLevel(c, f);
+    return b;
+  }
+  return f(body);
+}
+
 ExprRef replaceAll(const ExprRef& e, const std::unordered_map<const Expr*, ExprRef>& replace,
                    std::unordered_map<const Expr*, ExprRef>& memo) {
   auto r = replace.find(e.get());

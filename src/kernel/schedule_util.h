@@ -31,6 +31,10 @@ std::set<std::string> loadedBuffers(const ExprRef& e);
 // The single statement `s` wraps, through blocks of one statement.
 StmtRef unwrap(StmtRef s);
 
+// `body` with each statement at its top (through blocks and scratch declarations: a GPU
+// target's launches) replaced by f(statement).
+StmtRef mapTopLevel(const StmtRef& body, const std::function<StmtRef(const StmtRef&)>& f);
+
 // Whether `s` stores to (or reduces into) any of `buffers`; a library call counts as writing
 // anything it names.
 bool writesAny(const StmtRef& s, const std::set<std::string>& buffers);
