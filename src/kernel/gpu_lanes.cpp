@@ -19,12 +19,6 @@ bool splittable(const StmtRef& s) {
          s->extent->kind == Expr::Kind::Const && s->extent->i > 0;
 }
 
-void loadsOf(const ExprRef& e, std::vector<const Expr*>& out) {
-  if (!e) return;
-  if (e->kind == Expr::Kind::Load) out.push_back(e.get());
-  for (const ExprRef& a : e->args) loadsOf(a, out);
-}
-
 // The lanes loop `inner` splits into (1: it does not).
 int64_t lanesFor(const Kernel& k, const Stmt& inner, int64_t bytes) {
   std::vector<const Stmt*> stores;
@@ -39,12 +33,12 @@ int64_t lanesFor(const Kernel& k, const Stmt& inner, int64_t bytes) {
     if (!fresh && it->second != st->index) return 1;
     widest = std::max(widest, dtypeSize(b->type));
   }
-  std::vector<const Expr*> loads;
+  std::vector<ExprRef> loads;
   for (const Stmt* st : stores) {
-    loadsOf(st->value, loads);
-    loadsOf(st->index, loads);
+    detail::loadsIn(st->value, loads);
+    detail::loadsIn(st->index, loads);
   }
-  for (const Expr* l : loads) {
+  for (const ExprRef& l : loads) {
     auto it = storedAt.find(l->name);
     if (it != storedAt.end() && it->second != l->args[0]) return 1;
   }

@@ -147,50 +147,38 @@ StmtRef perOutput(const AccRow& row) {
                  alloc(row.acc, row.type, 1, MemoryScope::Local, body));
 }
 
-// The loads of `e` whose index moves by one element with `c`, and whose index is aligned to
-// `lanes` at c = 0 (each a group of consecutive elements).
-void contiguousLoads(const ExprRef& e, const ExprRef& c, std::vector<const Expr*>& out) {
-  if (!e) return;
-  if (e->kind == Expr::Kind::Load && coefficientOf(e->args[0], c) == std::optional<int64_t>(1))
-    out.push_back(e.get());
-  for (const ExprRef& a : e->args) contiguousLoads(a, c, out);
-}
-
-// The lanes a row splits into: `bytes` over the widest element its output stores and its
-// contiguous loads move, halved until it divides the row and every such index at c = 0; 1 when
-// a store is not contiguous in the row or too few groups would fill the GPU.
+// The lanes a row splits into: `bytes` over the widest element its output stores and its loads
+// along the row move, halved until each store and each such load is a consecutive, aligned group
+// of that many (laneBase) and the groups number at least kMinLaneThreads; 1 when none fits.
 int64_t rowLanes(const Kernel& k, const AccRow& row, int64_t bytes) {
   std::vector<const Stmt*> stores;
   if (!storesOnly(row.out->body[0], stores) || stores.empty()) return 1;
-  const ExprRef c1 = var(row.out->var), c = var(row.c);
-  std::vector<ExprRef> indices;  // each at lane 0
+  std::vector<std::pair<ExprRef, std::string>> groups;  // each index, and its lane variable
   size_t widest = 1;
   int64_t outputs = 0;
-  auto atZero = [](const ExprRef& index, const ExprRef& v) {
-    std::unordered_map<const Expr*, ExprRef> zero{{v.get(), intConst(0)}}, memo;
-    return detail::replaceAll(index, zero, memo);
-  };
   for (const Stmt* st : stores) {
     const Buffer* b = k.find(st->buffer);
-    if (!b || b->view || coefficientOf(st->index, c1) != std::optional<int64_t>(1)) return 1;
-    indices.push_back(atZero(st->index, c1));
+    if (!b || b->view) return 1;
+    groups.emplace_back(st->index, row.out->var);
     widest = std::max(widest, dtypeSize(b->type));
     outputs = std::max(outputs, b->elements());
   }
-  std::vector<const Expr*> loads;
-  contiguousLoads(row.u.value, c, loads);
-  if (loads.empty()) return 1;
-  for (const Expr* l : loads) {
-    indices.push_back(atZero(l->args[0], c));
-    widest = std::max(widest, dtypeSize(l->type));
-  }
-  int64_t lanes = bytes / static_cast<int64_t>(widest);
+  std::vector<ExprRef> loads;
+  detail::loadsIn(row.u.value, loads);
+  const size_t before = groups.size();
+  for (const ExprRef& l : loads)
+    if (coefficientOf(l->args[0], var(row.c)) == std::optional<int64_t>(1)) {
+      groups.emplace_back(l->args[0], row.c);
+      widest = std::max(widest, dtypeSize(l->type));
+    }
+  if (groups.size() == before) return 1;  // no load moves along the row: lanes gain nothing
   auto fits = [&](int64_t n) {
     if (row.channels % n != 0 || outputs / n < kMinLaneThreads) return false;
-    for (const ExprRef& i : indices)
-      if (knownMultiple(i) % n != 0) return false;
+    for (const auto& [index, lane] : groups)
+      if (!laneBase(index, lane, n)) return false;
     return true;
   };
+  int64_t lanes = bytes / static_cast<int64_t>(widest);
   while (lanes > 1 && !fits(lanes)) lanes /= 2;
   return lanes;
 }
@@ -202,17 +190,14 @@ StmtRef laneGroups(const AccRow& row, int64_t lanes, FreshNames& names) {
   const ExprRef lane = var(lv);
   const ExprRef channel =
       binary(BinaryOp::Add, binary(BinaryOp::Mul, var(co), intConst(lanes)), lane);
+  // `body` at c = co * L + lv, its accumulator acc[lv], in a vectorized loop over lv.
   auto inLanes = [&](const StmtRef& body, const std::string& from) {
     StmtRef s = detail::replaceInStmt(
         body, {{load(row.acc, row.type, var(from)).get(), load(row.acc, row.type, lane)}});
     s = detail::replaceInStmt(s, {{var(from).get(), channel}});
     return forLoop(lv, intConst(lanes), LoopKind::Vectorized, s);
   };
-  StmtRef update = inLanes(store(row.acc, var(row.c), row.update->value), row.c);
-  update = rewrite(update, [&](StmtRef s) {  // the update's own index: the lane
-    if (s->kind == Stmt::Kind::Store && s->buffer == row.acc) s->index = lane;
-    return s;
-  });
+  StmtRef update = inLanes(store(row.acc, lane, row.update->value), row.c);
   for (size_t r = row.vars.size(); r-- > 0;)
     update = forLoop(row.vars[r], row.extents[r], LoopKind::Serial, update);
   StmtRef body =

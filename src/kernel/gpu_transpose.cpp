@@ -26,12 +26,6 @@ struct Transpose {
   size_t a = 0, s = 0;  // positions in loops
 };
 
-void loadsOf(const ExprRef& e, std::vector<ExprRef>& out) {
-  if (!e) return;
-  if (e->kind == Expr::Kind::Load) out.push_back(e);
-  for (const ExprRef& x : e->args) loadsOf(x, out);
-}
-
 std::optional<Transpose> transposeOf(const Kernel& k, const StmtRef& nest) {
   Transpose t;
   StmtRef cur = nest;
@@ -50,7 +44,7 @@ std::optional<Transpose> transposeOf(const Kernel& k, const StmtRef& nest) {
   const ExprRef sv = var(t.loops[t.s]->var);
   if (coefficientOf(cur->index, sv) != std::optional<int64_t>(1)) return std::nullopt;
   std::vector<ExprRef> loads;
-  loadsOf(cur->value, loads);
+  detail::loadsIn(cur->value, loads);
   for (const ExprRef& l : loads) {
     const Buffer* in = k.find(l->name);
     std::optional<int64_t> alongS = coefficientOf(l->args[0], sv);

@@ -80,17 +80,21 @@ bool writesAny(const StmtRef& s, const std::set<std::string>& buffers) {
 }
 
 std::set<std::string> loadedBuffers(const ExprRef& e) {
+  std::vector<ExprRef> loads;
+  loadsIn(e, loads);
   std::set<std::string> out;
-  std::vector<const Expr*> stack = {e.get()};
-  std::set<const Expr*> seen;
-  while (!stack.empty()) {
-    const Expr* x = stack.back();
-    stack.pop_back();
-    if (!x || !seen.insert(x).second) continue;
-    if (x->kind == Expr::Kind::Load) out.insert(x->name);
-    for (const ExprRef& a : x->args) stack.push_back(a.get());
-  }
+  for (const ExprRef& l : loads) out.insert(l->name);
   return out;
+}
+
+void loadsIn(const ExprRef& e, std::vector<ExprRef>& out) {
+  std::set<const Expr*> seen;
+  std::function<void(const ExprRef&)> walk = [&](const ExprRef& x) {
+    if (!x || !seen.insert(x.get()).second) return;
+    if (x->kind == Expr::Kind::Load) out.push_back(x);
+    for (const ExprRef& a : x->args) walk(a);
+  };
+  walk(e);
 }
 
 }  // namespace detail

@@ -28,6 +28,10 @@ StmtRef replaceInStmt(const StmtRef& s, const std::unordered_map<const Expr*, Ex
 // The buffers the loads of `e` read.
 std::set<std::string> loadedBuffers(const ExprRef& e);
 
+// The distinct load nodes of `e`, appended to `out` in the order a walk from its root meets
+// them.
+void loadsIn(const ExprRef& e, std::vector<ExprRef>& out);
+
 // The single statement `s` wraps, through blocks of one statement.
 StmtRef unwrap(StmtRef s);
 

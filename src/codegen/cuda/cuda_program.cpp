@@ -342,12 +342,10 @@ Status issueProfiled(const CudaProgram::Impl& m, CudaProgram::Device& d, const A
     const auto mark = markWith(true);
     Status issued = mark();
     if (issued) issued = issueKernels(m, d, at, stream, mark);
-    StatusOr<GraphExec> graph = drv.endCapture(stream);
-    if (issued && graph) {
+    if (StatusOr<GraphExec> graph = drv.endCapture(stream, issued)) {
       profile.graph = *graph;
       return drv.launchGraph(profile.graph, stream);
     }
-    if (graph) drv.destroyGraph(*graph);
     for (Event e : events.list) drv.destroyEvent(e);
     events.list.clear();
   }
@@ -366,15 +364,14 @@ Status replayOrIssue(CudaProgram::Device& d, const CudaProgram::Impl& m, const A
   RunMemory::Slot& slot = run.slot();
   if (!slot.graph && slot.runs >= 1 && d.graphs) {
     KILN_RETURN_IF_ERROR(drv.beginCapture(run.stream()));
-    Status issued = issueKernels(m, d, at, run.stream(), none);
-    StatusOr<GraphExec> graph = drv.endCapture(run.stream());
-    if (issued && graph) {
+    StatusOr<GraphExec> graph =
+        drv.endCapture(run.stream(), issueKernels(m, d, at, run.stream(), none));
+    if (graph) {
       slot.graph = *graph;
     } else {
-      if (graph) drv.destroyGraph(*graph);
       std::lock_guard<std::mutex> lock(d.mu);
       d.graphs = false;
-      d.graphsOff = (issued ? graph.status() : issued).message();
+      d.graphsOff = graph.status().message();
     }
   }
   if (slot.graph) return drv.launchGraph(slot.graph, run.stream());
@@ -398,18 +395,17 @@ Status replayOrIssueAt(CudaProgram::Device& d, const CudaProgram::Impl& m, const
   drv.destroyGraph(slot.deviceGraph);  // freed once any replay in flight ends
   slot.deviceGraph = nullptr;
   KILN_RETURN_IF_ERROR(drv.beginCapture(run.stream()));
-  Status issued = issueKernels(m, d, at, run.stream(), none);
-  StatusOr<GraphExec> graph = drv.endCapture(run.stream());
-  if (issued && graph) {
+  StatusOr<GraphExec> graph =
+      drv.endCapture(run.stream(), issueKernels(m, d, at, run.stream(), none));
+  if (graph) {
     slot.deviceGraph = *graph;
     slot.deviceKey = key;
     return drv.launchGraph(slot.deviceGraph, run.stream());
   }
-  if (graph) drv.destroyGraph(*graph);
   {
     std::lock_guard<std::mutex> lock(d.mu);
     d.graphs = false;
-    d.graphsOff = (issued ? graph.status() : issued).message();
+    d.graphsOff = graph.status().message();
   }
   return issueKernels(m, d, at, run.stream(), none);
 }

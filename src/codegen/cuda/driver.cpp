@@ -177,6 +177,13 @@ StatusOr<GraphExec> Driver::endCapture(Stream s) const {
   return static_cast<GraphExec>(exec);
 }
 
+StatusOr<GraphExec> Driver::endCapture(Stream s, const Status& issued) const {
+  StatusOr<GraphExec> graph = endCapture(s);
+  if (issued) return graph;
+  if (graph) destroyGraph(*graph);
+  return issued;
+}
+
 Status Driver::launchGraph(GraphExec g, Stream s) const {
   return check(api_->cuGraphLaunch_(static_cast<CUgraphExec>(g), static_cast<CUstream>(s)),
                "launching a CUDA graph");

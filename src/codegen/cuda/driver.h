@@ -73,6 +73,9 @@ class Driver {
   // recorded, not run; endCapture returns it instantiated, to be launched any number of times.
   Status beginCapture(Stream s) const;
   StatusOr<GraphExec> endCapture(Stream s) const;
+  // Ends a capture whose work was issued with status `issued`: the graph, or the first error
+  // (the issue's, then the capture's), with no graph left behind.
+  StatusOr<GraphExec> endCapture(Stream s, const Status& issued) const;
   Status launchGraph(GraphExec g, Stream s) const;
   void destroyGraph(GraphExec g) const;
 

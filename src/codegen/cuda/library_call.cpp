@@ -155,9 +155,7 @@ StatusOr<double> timeAlone(const LibraryCall& call, int repeat) {
       Status issued = Status::ok();
       for (int i = 0; i < kAloneBatch && issued; ++i)
         issued = alone->run(ptrs.data(), ptrs.back(), stream);
-      StatusOr<GraphExec> g = drv->endCapture(stream);
-      if (issued && g) graph = *g;
-      else if (g) drv->destroyGraph(*g);
+      if (StatusOr<GraphExec> g = drv->endCapture(stream, issued)) graph = *g;
     }
     std::vector<double> ms;
     for (int r = 0; r < repeat; ++r) {
