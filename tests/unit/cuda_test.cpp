@@ -539,6 +539,57 @@ TEST(CudaDevice, PoolsInLanesF16) {
   expectPools("f16", 1e-2);
 }
 
+// max and min on the GPU (one PTX max.NaN/min.NaN from sm_80) give the interpreter's values bit
+// for bit where it matters: a NaN operand gives NaN, -0 orders below +0, infinities; elementwise
+// and as a row's reduction (warp shuffles).
+constexpr const char* kMaxMin =
+    R"(func @main(%x: f32[8,64], %y: f32[8,64]) -> (f32[8,64], f32[8,64], f32[8], f32[8]) {
+  %mx = f32[8,64] max(%x, %y)
+  %mn = f32[8,64] min(%x, %y)
+  %rx = f32[8] reduce(%x) {dims = [1], kind = max}
+  %rn = f32[8] reduce(%x) {dims = [1], kind = min}
+  return %mx, %mn, %rx, %rn
+})";
+
+TEST(CudaDevice, MaxAndMinKeepNanAndTheSignOfZero) {
+  KILN_REQUIRE_GPU();
+  const double nan = std::nan(""), inf = INFINITY;
+  const double special[] = {0.0, -0.0, nan, inf, -inf, 1.5, -1.5, 0.0};
+  std::vector<Tensor> in = {Tensor(DType::F32, {8, 64}), Tensor(DType::F32, {8, 64})};
+  for (int64_t i = 0; i < 8 * 64; ++i) {
+    in[0].setDouble(i, special[i % 8]);
+    in[1].setDouble(i, special[(i / 8) % 8]);  // every pair of the special values
+  }
+  for (int64_t c = 0; c < 64; ++c) {  // rows: zeros of both signs, a NaN in row 3 only
+    const int64_t r = c % 4 == 0 ? 1 : 0;
+    in[0].setDouble(0 * 64 + c, c % 2 ? -0.0 : 0.0);
+    in[0].setDouble(1 * 64 + c, -0.0);
+    in[0].setDouble(2 * 64 + c, 0.0);
+    in[0].setDouble(3 * 64 + c, c == 37 ? nan : double(r));
+  }
+  auto module = parseModule(kMaxMin, "maxmin.kir");
+  ASSERT_TRUE(module.isOk()) << module.status().str();
+  auto want = interpret(*(*module)->entry(), in);
+  ASSERT_TRUE(want.isOk()) << want.status().str();
+  runtime::CompileOptions o;
+  o.backend = "cuda";
+  auto exe = runtime::Executable::compile(std::move(*module), o);
+  ASSERT_TRUE(exe.isOk()) << exe.status().str();
+  auto got = (*exe)->run(in);
+  ASSERT_TRUE(got.isOk()) << got.status().str();
+  ASSERT_EQ(got->size(), want->size());
+  for (size_t k = 0; k < got->size(); ++k)
+    for (int64_t i = 0; i < (*want)[k].numElements(); ++i) {
+      const double g = (*got)[k].getDouble(i), w = (*want)[k].getDouble(i);
+      if (std::isnan(w)) {
+        EXPECT_TRUE(std::isnan(g)) << "output " << k << " element " << i;
+      } else {
+        EXPECT_EQ(g, w) << "output " << k << " element " << i;
+        EXPECT_EQ(std::signbit(g), std::signbit(w)) << "output " << k << " element " << i;
+      }
+    }
+}
+
 // A run whose memory does not fit on the device (a 256 GiB intermediate) fails with an error
 // naming the size asked for and the memory free, every time, and nothing crashes.
 TEST(CudaDevice, OutOfMemoryIsAClearError) {

@@ -25,9 +25,16 @@ KILN_FN unsigned short kiln_f2bf(float f) {
 }
 KILN_FN float kiln_round_h(float f) { return kiln_h2f(kiln_f2h(f)); }
 KILN_FN float kiln_round_bf(float f) { return kiln_bf2f(kiln_f2bf(f)); }
-// max/min: NaN propagates, -0 orders below +0.
+// max/min: NaN propagates, -0 orders below +0. From sm_80 one max.NaN/min.NaN (a NaN operand
+// gives NaN) and, for equal operands, the AND (max) or OR (min) of their bits, which is +0 or -0
+// for a pair of zeros: a few instructions where a pool or a row's max runs many.
+#if __CUDA_ARCH__ >= 800
+KILN_FN float kiln_max(float a, float b) { float m; asm("max.NaN.f32 %0, %1, %2;" : "=f"(m) : "f"(a), "f"(b)); return a == b ? __int_as_float(__float_as_int(a) & __float_as_int(b)) : m; }
+KILN_FN float kiln_min(float a, float b) { float m; asm("min.NaN.f32 %0, %1, %2;" : "=f"(m) : "f"(a), "f"(b)); return a == b ? __int_as_float(__float_as_int(a) | __float_as_int(b)) : m; }
+#else
 KILN_FN float kiln_max(float a, float b) { return a != a ? a : b != b ? b : a == b ? (__float_as_int(a) < 0 ? b : a) : (a > b ? a : b); }
 KILN_FN float kiln_min(float a, float b) { return a != a ? a : b != b ? b : a == b ? (__float_as_int(a) < 0 ? a : b) : (a < b ? a : b); }
+#endif
 KILN_FN double kiln_max(double a, double b) { return a != a ? a : b != b ? b : a == b ? (__double_as_longlong(a) < 0 ? b : a) : (a > b ? a : b); }
 KILN_FN double kiln_min(double a, double b) { return a != a ? a : b != b ? b : a == b ? (__double_as_longlong(a) < 0 ? a : b) : (a < b ? a : b); }
 // A warp's sum, max or min in every lane: a butterfly of shuffles (all 32 lanes take part).
