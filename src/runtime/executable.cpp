@@ -663,8 +663,9 @@ int Executable::threads() const { return impl_->program->threads(); }
 const std::string& Executable::passTimings() const { return impl_->passTimings; }
 std::string Executable::libraryCallDetails() const { return impl_->program->libraryCallDetails(); }
 std::string Executable::libraryCalls() const { return impl_->program->libraryCalls(); }
-StatusOr<std::optional<DeviceCeilings>> Executable::measureDevice(int repeat) const {
-  return impl_->program->measureDevice(repeat);
+StatusOr<std::optional<DeviceCeilings>>
+Executable::measureDevice(int repeat, const std::vector<int64_t>& copyBytes) const {
+  return impl_->program->measureDevice(repeat, copyBytes);
 }
 std::string Executable::hostCpu() const { return impl_->target->describeMachine(); }
 const Target& Executable::target() const { return *impl_->target; }

@@ -149,7 +149,8 @@ class Executable {
   std::string hostCpu() const;
   const Target& target() const;
   // The device's ceilings for `kiln bench --roofline` (Program::measureDevice).
-  StatusOr<std::optional<DeviceCeilings>> measureDevice(int repeat) const;
+  StatusOr<std::optional<DeviceCeilings>>
+  measureDevice(int repeat, const std::vector<int64_t>& copyBytes) const;
   // The options its code was compiled with (an artifact's own, with the caller's run options).
   const CompileOptions& compileOptions() const;
   // How many distinct kernels were compiled (kernels identical up to names share code).

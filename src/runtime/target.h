@@ -112,6 +112,7 @@ struct DeviceTensor {
 struct DeviceCeilings {
   double copyGBs = 0;           // a device-to-device copy (bytes read + written), best of 5
   std::vector<double> aloneMs;  // per kernel: its library calls run alone (-1: it has none)
+  std::vector<double> copyMs;   // per kernel: a copy that moves its bytes (-1: none asked)
 };
 
 class Program {
@@ -157,8 +158,10 @@ class Program {
   // The alignment of its arena's buffers (bytes): what its kernels and libraries assume.
   virtual int64_t bufferAlignment() const { return kBufferAlignment; }
   // Its device's ceilings, measured now; nullopt for a target that runs on the host.
-  virtual StatusOr<std::optional<DeviceCeilings>> measureDevice(int repeat) const {
-    (void)repeat;
+  // copyBytes: per kernel, the bytes (read + written) a copy of the same size moves (0: none).
+  virtual StatusOr<std::optional<DeviceCeilings>>
+  measureDevice(int repeat, const std::vector<int64_t>& copyBytes) const {
+    (void)repeat, (void)copyBytes;
     return std::optional<DeviceCeilings>();
   }
 };

@@ -35,9 +35,9 @@ Options:
                          host's for cpu, the GPU's for cuda), time every kernel, and print
                          how close the memory-bound and the contraction kernels come to
                          them; on cuda also each library call against the call alone
-  --kernel-times         also time every kernel (on cuda between events captured with the
-                         launches into one graph; on the CPU between clock reads) and print
-                         the slowest 15 with their share
+  --kernel-times         also time every kernel (on cuda ten more launches of it back to
+                         back in one graph, over ten; on the CPU between clock reads) and
+                         print the slowest 15 with their share
   -O0                    without the graph optimisation pipeline
   --input NAME=FILE.npy, --input FILE.npy, --dim SYMBOL=SIZE, --seed N, --no-post-ops,
   --no-reassociate, --no-library-calls, --no-recompile: as for kiln run

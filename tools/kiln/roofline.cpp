@@ -107,14 +107,20 @@ StatusOr<Ceilings> measureCeilings(const runtime::Executable& exe, runtime::Comp
   base.sourceKey.clear();
   base.dims = {};
   Ceilings c;
-  KILN_ASSIGN_OR_RETURN(std::optional<runtime::DeviceCeilings> device, exe.measureDevice(20));
+  std::vector<int64_t> copyBytes;
+  for (const fusion::Kernel& k : exe.plan().kernels)
+    copyBytes.push_back(std::string(kindGroup(k)) == "memory" ? k.bytesRead + k.bytesWritten : 0);
+  StatusOr<std::optional<runtime::DeviceCeilings>> measured = exe.measureDevice(20, copyBytes);
+  if (!measured) return measured.status();
+  const std::optional<runtime::DeviceCeilings>& device = *measured;
   const int threads = exe.threads();
   // A device's product must be large enough to fill it.
   const int64_t n = device ? 8192 : 2048;
   if (device) {
     c.where = base.backend;
     c.copyGBs = device->copyGBs;
-    c.aloneMs = std::move(device->aloneMs);
+    c.aloneMs = device->aloneMs;
+    c.copyMs = device->copyMs;
   } else {
     c.where = std::to_string(threads) + (threads == 1 ? " thread" : " threads");
     c.copyGBs = copyBandwidth(threads);
@@ -223,10 +229,12 @@ std::string slowestLines(const std::vector<fusion::Kernel>& kernels, const std::
     bool compute = std::string(kindGroup(k)) == "compute";
     double rate =
         ms > 0 ? (compute ? k.flops : double(k.bytesRead + k.bytesWritten)) / (ms * 1e6) : 0;
-    return sprint("    k%-3d %-12s %8.3f ms  %7.1f %s  %3.0f%%  %s\n", k.id,
+    const double copy = index < c.copyMs.size() ? c.copyMs[index] : -1;
+    return sprint("    k%-3d %-12s %8.3f ms  %7.1f %s  %3.0f%%  %s%s\n", k.id,
                   std::string(fusion::kernelKindName(k.kind)).c_str(), ms, rate,
                   compute ? "GFLOP/s" : "GB/s", 100 * rate / (compute ? c.matmulGFs : c.copyGBs),
-                  std::string(opName(k.anchor->op())).c_str());
+                  std::string(opName(k.anchor->op())).c_str(),
+                  copy > 0 ? sprint("  (a copy of its bytes: %.3f ms)", copy).c_str() : "");
   };
   std::string out = "  slowest kernels (median ms; rate; share of its ceiling):\n";
   for (size_t k : slowest) out += line(k);
@@ -245,6 +253,9 @@ std::string rooflineReport(const runtime::Executable& exe,
   const auto& kernels = exe.plan().kernels;
   const std::vector<double> med = medians(kernels.size(), kernelMs);
   std::map<std::string, Group> groups;
+  double copiesMs = 0;  // copies of the memory-bound kernels' sizes, one by one
+  for (size_t k = 0; k < kernels.size() && k < c.copyMs.size(); ++k)
+    copiesMs += std::max(c.copyMs[k], 0.0);
   for (size_t k = 0; k < kernels.size(); ++k) {
     Group& g = groups[kindGroup(kernels[k])];
     ++g.kernels;
@@ -263,10 +274,11 @@ std::string rooflineReport(const runtime::Executable& exe,
                   "\"fused_gelu_gbs\": %.2f, \"memory_kernels\": {\"count\": %d, \"bytes\": %.0f, "
                   "\"ms\": %.4f, \"gbs\": %.2f}, \"contraction_kernels\": {\"count\": %d, "
                   "\"flops\": %.0f, \"ms\": %.4f, \"gflops\": %.2f}, \"other_kernels\": "
-                  "{\"count\": %d, \"ms\": %.4f}%s}",
+                  "{\"count\": %d, \"ms\": %.4f}, \"memory_copies_ms\": %.4f%s}",
                   exe.threads(), c.where.c_str(), c.copyGBs, c.matmul.c_str(), c.matmulGFs,
                   c.fusedGBs, mem.kernels, mem.bytes, mem.ms, memGBs, cmp.kernels, cmp.flops,
-                  cmp.ms, cmpGFs, oth.kernels, oth.ms, aloneLines(kernels, med, c, true).c_str());
+                  cmp.ms, cmpGFs, oth.kernels, oth.ms, copiesMs,
+                  aloneLines(kernels, med, c, true).c_str());
   std::string out = sprint("roofline (%s, measured now): copy %.1f GB/s; matmul %s %.1f GFLOP/s\n",
                            c.where.c_str(), c.copyGBs, c.matmul.c_str(), c.matmulGFs);
   out += sprint("  gelu(x*w+b)+r over 64M elements, one kernel: %.1f GB/s = %.0f%% of copy\n",
@@ -274,6 +286,10 @@ std::string rooflineReport(const runtime::Executable& exe,
   out += sprint("  memory-bound kernels (loop, reduction): %d, %.2f MiB in %.3f ms: %.1f GB/s = "
                 "%.0f%% of copy\n",
                 mem.kernels, mem.bytes / (1 << 20), mem.ms, memGBs, 100 * memGBs / c.copyGBs);
+  if (copiesMs > 0)
+    out += sprint("    the same bytes as a copy of each kernel's size: %.3f ms (%.0f%% of copy); "
+                  "Kiln / copies %.2f\n",
+                  copiesMs, 100 * mem.bytes / (copiesMs * 1e6) / c.copyGBs, mem.ms / copiesMs);
   out += sprint("  contraction kernels: %d, %.3f GFLOP in %.3f ms: %.1f GFLOP/s = %.0f%% of "
                 "matmul\n",
                 cmp.kernels, cmp.flops / 1e9, cmp.ms, cmpGFs, 100 * cmpGFs / c.matmulGFs);

@@ -290,30 +290,36 @@ struct RunEvents {
   }
 };
 
-// Issues every kernel's launches and library calls on `stream`, calling `mark` after each kernel.
-Status issueKernels(const CudaProgram::Impl& m, const CudaProgram::Device& d, const Addresses& at,
-                    Stream stream, const std::function<Status()>& mark) {
+// Issues kernel i's launches and library calls on `stream`.
+Status issueKernel(const CudaProgram::Impl& m, const CudaProgram::Device& d, const Addresses& at,
+                   Stream stream, size_t i) {
   std::vector<DevicePtr> ptrs, callPtrs;
   std::vector<void*> args;
-  for (size_t i = 0; i < m.kernels.size(); ++i) {
-    at.kernel(i, ptrs);
-    args.clear();
-    for (DevicePtr& p : ptrs) args.push_back(&p);
-    const std::vector<Launch>& launches = m.source.launches[i];
-    for (size_t j = 0; j < launches.size(); ++j) {
-      Status launched = Status::ok();
-      if (const LibraryCall* lib = d.calls[i][j].get()) {
-        callPtrs.clear();
-        for (size_t a : d.callArgs[i][j]) callPtrs.push_back(ptrs[a]);
-        launched =
-            lib->run(callPtrs.data(), at.base + static_cast<DevicePtr>(m.workspaceOffset), stream);
-      } else {
-        launched = d.driver->launch(d.functions[i][j], launches[j].grid, launches[j].block, stream,
-                                    args.data());
-      }
-      if (!launched) return launched.prefix("kernel " + m.kernels[i].name);
+  at.kernel(i, ptrs);
+  for (DevicePtr& p : ptrs) args.push_back(&p);
+  const std::vector<Launch>& launches = m.source.launches[i];
+  for (size_t j = 0; j < launches.size(); ++j) {
+    Status launched = Status::ok();
+    if (const LibraryCall* lib = d.calls[i][j].get()) {
+      for (size_t a : d.callArgs[i][j]) callPtrs.push_back(ptrs[a]);
+      launched =
+          lib->run(callPtrs.data(), at.base + static_cast<DevicePtr>(m.workspaceOffset), stream);
+      callPtrs.clear();
+    } else {
+      launched = d.driver->launch(d.functions[i][j], launches[j].grid, launches[j].block, stream,
+                                  args.data());
     }
-    KILN_RETURN_IF_ERROR(mark());
+    if (!launched) return launched.prefix("kernel " + m.kernels[i].name);
+  }
+  return Status::ok();
+}
+
+// Issues every kernel in plan order on `stream`, calling `after(i)` after kernel i.
+Status issueKernels(const CudaProgram::Impl& m, const CudaProgram::Device& d, const Addresses& at,
+                    Stream stream, const std::function<Status(size_t)>& after) {
+  for (size_t i = 0; i < m.kernels.size(); ++i) {
+    KILN_RETURN_IF_ERROR(issueKernel(m, d, at, stream, i));
+    KILN_RETURN_IF_ERROR(after(i));
   }
   return Status::ok();
 }
@@ -325,33 +331,41 @@ struct ProfileGraph {
   ~ProfileGraph() { drv.destroyGraph(graph); }
 };
 
-// The kernels with an event before the first and after each. Where graphs work they are captured
-// with the events and launched as one graph: back to back, as a run replays them, so that a short
-// kernel's time is the device's and not the host's launch rate. Else each is issued in turn.
-Status issueProfiled(const CudaProgram::Impl& m, CudaProgram::Device& d, const Addresses& at,
-                     Stream stream, RunEvents& events, ProfileGraph& profile) {
+// A kernel's profiled time is that of kTimedRepeats more launches of it, back to back between
+// two events, over kTimedRepeats: an event node costs a few microseconds, as much as a small
+// kernel, and so counts a tenth of that.
+constexpr int kTimedRepeats = 10;
+
+// The kernels in plan order, each followed by kTimedRepeats more of it between two events. Where
+// graphs work they are captured and launched as one graph (back to back, as a run replays them,
+// so that a short kernel's time is the device's and not the host's launch rate); else issued in
+// turn. Issued after a run's outputs are copied: a kernel that works in place changes its output
+// with every repeat, while the inputs it reads are those of a run (each kernel ran before it).
+Status issueTimed(const CudaProgram::Impl& m, CudaProgram::Device& d, const Addresses& at,
+                  Stream stream, RunEvents& events, ProfileGraph& profile) {
   const Driver& drv = *d.driver;
-  auto markWith = [&](bool inGraph) {
-    return [&, inGraph]() -> Status {
-      KILN_ASSIGN_OR_RETURN(Event e, events.add());
-      return inGraph ? drv.recordInGraph(e, stream) : drv.record(e, stream);
+  auto repeatWith = [&](bool inGraph) {
+    return [&, inGraph](size_t i) -> Status {
+      for (int e = 0; e < 2; ++e) {
+        KILN_ASSIGN_OR_RETURN(Event ev, events.add());
+        KILN_RETURN_IF_ERROR(inGraph ? drv.recordInGraph(ev, stream) : drv.record(ev, stream));
+        for (int r = 0; e == 0 && r < kTimedRepeats; ++r)
+          KILN_RETURN_IF_ERROR(issueKernel(m, d, at, stream, i));
+      }
+      return Status::ok();
     };
   };
   if (d.graphs) {
     KILN_RETURN_IF_ERROR(drv.beginCapture(stream));
-    const auto mark = markWith(true);
-    Status issued = mark();
-    if (issued) issued = issueKernels(m, d, at, stream, mark);
-    if (StatusOr<GraphExec> graph = drv.endCapture(stream, issued)) {
+    if (StatusOr<GraphExec> graph =
+            drv.endCapture(stream, issueKernels(m, d, at, stream, repeatWith(true)))) {
       profile.graph = *graph;
       return drv.launchGraph(profile.graph, stream);
     }
     for (Event e : events.list) drv.destroyEvent(e);
     events.list.clear();
   }
-  const auto mark = markWith(false);
-  KILN_RETURN_IF_ERROR(mark());
-  return issueKernels(m, d, at, stream, mark);
+  return issueKernels(m, d, at, stream, repeatWith(false));
 }
 
 // The run's kernels as a CUDA graph: a run memory's second run captures them (its first has
@@ -360,7 +374,7 @@ Status issueProfiled(const CudaProgram::Impl& m, CudaProgram::Device& d, const A
 Status replayOrIssue(CudaProgram::Device& d, const CudaProgram::Impl& m, const Addresses& at,
                      RunMemory& run) {
   const Driver& drv = *d.driver;
-  const auto none = [] { return Status::ok(); };
+  const auto none = [](size_t) { return Status::ok(); };
   RunMemory::Slot& slot = run.slot();
   if (!slot.graph && slot.runs >= 1 && d.graphs) {
     KILN_RETURN_IF_ERROR(drv.beginCapture(run.stream()));
@@ -385,7 +399,7 @@ Status replayOrIssue(CudaProgram::Device& d, const CudaProgram::Impl& m, const A
 Status replayOrIssueAt(CudaProgram::Device& d, const CudaProgram::Impl& m, const Addresses& at,
                        RunMemory& run, const std::vector<DevicePtr>& key) {
   const Driver& drv = *d.driver;
-  const auto none = [] { return Status::ok(); };
+  const auto none = [](size_t) { return Status::ok(); };
   RunMemory::Slot& slot = run.slot();
   if (slot.deviceGraph && slot.deviceKey == key)
     return drv.launchGraph(slot.deviceGraph, run.stream());
@@ -417,9 +431,11 @@ Status CudaProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>&
   return run(inputs, outputs, kernelMs, nullptr);
 }
 
-StatusOr<std::optional<runtime::DeviceCeilings>> CudaProgram::measureDevice(int repeat) const {
+StatusOr<std::optional<runtime::DeviceCeilings>>
+CudaProgram::measureDevice(int repeat, const std::vector<int64_t>& copyBytes) const {
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<Device> d, device());
-  KILN_ASSIGN_OR_RETURN(runtime::DeviceCeilings c, measureCeilings(*d->driver, d->calls, repeat));
+  KILN_ASSIGN_OR_RETURN(runtime::DeviceCeilings c,
+                        measureCeilings(*d->driver, d->calls, copyBytes, repeat));
   return std::optional<runtime::DeviceCeilings>(std::move(c));
 }
 
@@ -430,7 +446,7 @@ StatusOr<double> CudaProgram::runTimed(std::span<const Tensor> inputs,
   return ms;
 }
 
-// A run; kernelMs: each kernel between events (issueProfiled); deviceMs: events around the
+// A run; kernelMs: each kernel's time (issueTimed, after the run); deviceMs: events around the
 // launches.
 Status CudaProgram::run(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
                         std::vector<double>* kernelMs, double* deviceMs) const {
@@ -450,14 +466,9 @@ Status CudaProgram::run(std::span<const Tensor> inputs, std::vector<Tensor>& out
     KILN_ASSIGN_OR_RETURN(Event e, events.add());
     return drv.record(e, run.stream());
   };
-  ProfileGraph profile{drv, nullptr};
-  if (kernelMs) {
-    KILN_RETURN_IF_ERROR(issueProfiled(m, *d, at, run.stream(), events, profile));
-  } else {
-    if (deviceMs) KILN_RETURN_IF_ERROR(mark());
-    KILN_RETURN_IF_ERROR(replayOrIssue(*d, m, at, run));
-    if (deviceMs) KILN_RETURN_IF_ERROR(mark());
-  }
+  if (deviceMs) KILN_RETURN_IF_ERROR(mark());
+  KILN_RETURN_IF_ERROR(replayOrIssue(*d, m, at, run));
+  if (deviceMs) KILN_RETURN_IF_ERROR(mark());
   for (size_t o = 0; o < outputs.size(); ++o) {
     const Value* v = m.f->outputs()[o];
     const DevicePtr src = at.of(v);
@@ -473,6 +484,9 @@ Status CudaProgram::run(std::span<const Tensor> inputs, std::vector<Tensor>& out
                   outputs[o].byteSize());
     }
   }
+  RunEvents timed{drv, {}};
+  ProfileGraph profile{drv, nullptr};
+  if (kernelMs) KILN_RETURN_IF_ERROR(issueTimed(m, *d, at, run.stream(), timed, profile));
   KILN_RETURN_IF_ERROR(drv.synchronize(run.stream()));
   if (deviceMs) {
     KILN_ASSIGN_OR_RETURN(float ms, drv.elapsed(events.list[0], events.list[1]));
@@ -481,8 +495,8 @@ Status CudaProgram::run(std::span<const Tensor> inputs, std::vector<Tensor>& out
   if (kernelMs) {
     kernelMs->assign(m.kernels.size(), 0.0);
     for (size_t i = 0; i < m.kernels.size(); ++i) {
-      KILN_ASSIGN_OR_RETURN(float ms, drv.elapsed(events.list[i], events.list[i + 1]));
-      (*kernelMs)[i] = ms;
+      KILN_ASSIGN_OR_RETURN(float ms, drv.elapsed(timed.list[2 * i], timed.list[2 * i + 1]));
+      (*kernelMs)[i] = ms / kTimedRepeats;
     }
   }
   run.succeeded();

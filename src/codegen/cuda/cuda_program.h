@@ -76,7 +76,8 @@ class CudaProgram final : public runtime::Program {
   void setBuffers(BufferPlan buffers) override;
   // 256 bytes, as cuMemAlloc aligns: cuBLASLt's algorithms assume it of every matrix.
   int64_t bufferAlignment() const override { return kCudaAlignment; }
-  StatusOr<std::optional<runtime::DeviceCeilings>> measureDevice(int repeat) const override;
+  StatusOr<std::optional<runtime::DeviceCeilings>>
+  measureDevice(int repeat, const std::vector<int64_t>& copyBytes) const override;
 
   const CudaSource& source() const { return impl_->source; }
   const CompiledModule& code() const { return impl_->code; }
