@@ -74,84 +74,54 @@ ExprRef both(ExprRef x, ExprRef y) {
   return y ? binary(BinaryOp::And, std::move(x), std::move(y)) : x;
 }
 
-// Tiles smaller than this group consecutive indices of another loop into one block, all of
-// their loads issued before the barrier: a block of a 3 x 224 tile keeps too few bytes in flight.
-constexpr int64_t kGroupElements = 4096;
-constexpr int64_t kMinBlocks = 1024;  // grouping stops short of leaving SMs idle
-
-// How many consecutive indices of a loop of extent n one block takes: the largest divisor of n
-// that keeps a block within kGroupElements and the launch at kMinBlocks blocks or more (`rest`:
-// the blocks of the other loops and tiles).
-int64_t groupOf(int64_t n, int64_t elems, int64_t rest) {
-  int64_t g = 1;
-  for (int64_t d = 2; d <= n && d * elems <= kGroupElements; ++d)
-    if (n % d == 0 && rest * (n / d) >= kMinBlocks) g = d;
-  return g;
-}
-
-// One launch: a block per tile of ta x ts elements of dims a and s (g tiles, of g consecutive
-// indices of the innermost other loop, where tiles are small) and per index of the other loops;
-// each thread loads tile elements in the load's order, then, after a barrier, stores them in
-// the store's order. The tile's rows are padded by one element (no bank conflicts).
+// One launch: a block per tile of ta x ts elements of dims a and s (and per index of the other
+// loops); each thread loads tile elements in the load's order, then, after a barrier, stores
+// them in the store's order. The tile's rows are padded by one element (no bank conflicts).
 StmtRef tiled(const Transpose& t, int64_t threads, FreshNames& names) {
   const int64_t ea = t.loops[t.a]->extent->i, es = t.loops[t.s]->extent->i;
   const int64_t ts = std::min<int64_t>(es, 32);
   const int64_t ta = std::min(ea, std::max<int64_t>(32, kTileElements / ts / 32 * 32));
   const int64_t na = (ea + ta - 1) / ta, ns = (es + ts - 1) / ts, elems = ta * ts;
+  const int64_t rounds = (elems + threads - 1) / threads, row = ta + 1;
   const std::string bv = names.fresh("blk"), tv = names.fresh("thr"), rv = names.fresh("e");
   const std::string tile = names.fresh("tile");
   // The block index over the other loops (outermost first), then the tiles of a and of s.
   std::unordered_map<const Expr*, ExprRef> outer;
-  std::vector<ExprRef> keep;  // the keys of `outer` stay interned
-  ExprRef grouped;  // the innermost other loop's variable when a block takes g of its indices
-  int64_t blocks = na * ns, g = 1, all = na * ns;
-  for (size_t i = 0; i < t.loops.size(); ++i)
-    if (i != t.a && i != t.s) all *= t.loops[i]->extent->i;
+  std::vector<ExprRef> keep;
+  int64_t blocks = na * ns;
   for (size_t i = t.loops.size(); i-- > 0;) {
     if (i == t.a || i == t.s) continue;
     const int64_t n = t.loops[i]->extent->i;
-    const ExprRef v = keep.emplace_back(var(t.loops[i]->var));
-    if (!grouped) {
-      grouped = v;
-      g = groupOf(n, elems, all / n);
-    }
-    const int64_t per = v == grouped ? n / g : n;
-    outer[v.get()] = rem(div(var(bv), blocks), per);
-    if (v == grouped) outer[v.get()] = mul(outer[v.get()], g);
-    blocks *= per;
+    keep.push_back(var(t.loops[i]->var));
+    outer[keep.back().get()] = rem(div(var(bv), blocks), n);
+    blocks *= n;
   }
-  const int64_t total = g * elems, rounds = (total + threads - 1) / threads, row = ta + 1;
   const ExprRef a0 = mul(rem(div(var(bv), ns), na), ta), s0 = mul(rem(var(bv), ns), ts);
   const ExprRef idx = add(mul(var(rv), threads), var(tv));
-  const ExprRef within = g > 1 ? rem(idx, elems) : idx;
-  // The body at tile element (ia, is) of tile gi, guarded where a tile or a round overhangs.
+  // The body at tile element (ia, is), guarded where a tile or a round overhangs.
   auto phase = [&](const ExprRef& ia, const ExprRef& is, const StmtRef& body) {
     std::unordered_map<const Expr*, ExprRef> at = outer;
     const ExprRef av = var(t.loops[t.a]->var), sv = var(t.loops[t.s]->var);
     at[av.get()] = add(a0, ia);
     at[sv.get()] = add(s0, is);
-    if (g > 1) at[grouped.get()] = add(outer[grouped.get()], div(idx, elems));
     StmtRef s = detail::replaceInStmt(body, at);
-    ExprRef guard = total % threads ? lt(idx, total) : nullptr;
+    ExprRef guard = elems % threads ? lt(idx, elems) : nullptr;
     if (ea % ta) guard = both(guard, lt(add(a0, ia), ea));
     if (es % ts) guard = both(guard, lt(add(s0, is), es));
     if (guard) s = ifThen(guard, s);
     return forLoop(rv, intConst(rounds), LoopKind::Serial, s);
   };
   const DType type = t.tiled->type;
-  // Tile gi's rows follow tile gi - 1's: element idx of the fill lies at row idx / ta.
   const StmtRef fill = store(tile, add(mul(div(idx, ta), row), rem(idx, ta)), t.tiled);
-  const ExprRef tileRow = g > 1 ? add(mul(div(idx, elems), ts), rem(within, ts)) : rem(idx, ts);
   std::unordered_map<const Expr*, ExprRef> fromTile{
-      {t.tiled.get(), load(tile, type, add(mul(tileRow, row), div(within, ts)))}};
+      {t.tiled.get(), load(tile, type, add(mul(rem(idx, ts), row), div(idx, ts)))}};
   auto out = std::make_shared<Stmt>(*t.store);
   out->value = detail::replaceInStmt(std::make_shared<Stmt>(*t.store), fromTile)->value;
-  const ExprRef fillRow = g > 1 ? rem(div(idx, ta), ts) : div(idx, ta);
-  StmtRef body = block({phase(rem(idx, ta), fillRow, fill), barrier(),
-                        phase(div(within, ts), rem(within, ts), out)});
+  StmtRef body = block(
+      {phase(rem(idx, ta), div(idx, ta), fill), barrier(), phase(div(idx, ts), rem(idx, ts), out)});
   return forLoop(bv, intConst(blocks), LoopKind::GpuBlock,
                  forLoop(tv, intConst(threads), LoopKind::GpuThread,
-                         alloc(tile, type, g * ts * row, MemoryScope::Shared, body)));
+                         alloc(tile, type, ts * row, MemoryScope::Shared, body)));
 }
 
 }  // namespace
