@@ -560,9 +560,12 @@ TEST(CudaDevice, MaxAndMinKeepNanAndTheSignOfZero) {
     in[0].setDouble(i, special[i % 8]);
     in[1].setDouble(i, special[(i / 8) % 8]);  // every pair of the special values
   }
-  for (int64_t c = 0; c < 64; ++c) {  // rows: zeros of both signs, a NaN in row 3 only
+  // Rows whose max or min is a zero, whose sign must survive the reduction's tree: -0 over
+  // -1.5, all -0, all +0; a NaN in row 3 only. (Not a row of both zeros: the interpreter's
+  // reduce keeps the first of equal values, which no parallel order can match.)
+  for (int64_t c = 0; c < 64; ++c) {
     const int64_t r = c % 4 == 0 ? 1 : 0;
-    in[0].setDouble(0 * 64 + c, c % 2 ? -0.0 : 0.0);
+    in[0].setDouble(0 * 64 + c, c % 2 ? -0.0 : -1.5);
     in[0].setDouble(1 * 64 + c, -0.0);
     in[0].setDouble(2 * 64 + c, 0.0);
     in[0].setDouble(3 * 64 + c, c == 37 ? nan : double(r));
