@@ -1,7 +1,8 @@
 // layout-assignment: (1) each convolution not in the target layout is rebuilt in it between
-// transposes; (2) sweeps sink transposes toward the outputs and merge transpose pairs until
-// nothing moves. Sinking a transpose below an op needs no arithmetic change: the op runs on the
-// untransposed data and its result is transposed instead.
+// transposes; (2) sweeps sink transposes toward the outputs and merge transpose pairs, and sink
+// reshapes below elementwise ops of splats, until nothing moves. Sinking a transpose or reshape
+// below an op needs no arithmetic change: the op runs on the data before it and its result is
+// transposed or reshaped instead.
 #include "passes/layout_assignment.h"
 
 #include <algorithm>
@@ -335,6 +336,40 @@ bool mergeTransposes(Node* n) {
   return true;
 }
 
+// A splat: a rank-0 value or a broadcast_in_dim of one (it has any shape).
+bool isSplat(const Value* v) {
+  return v->type().rank() == 0 ||
+         (v->def()->op() == OpCode::BroadcastInDim && v->def()->operand(0)->type().rank() == 0);
+}
+
+// op(reshape(a), splats...) -> reshape(op(a, splats...)) when the op is the reshape's only user:
+// the op then has a's shape and becomes an epilogue of a's producer (a global average pool's
+// division by the window after its reduce and the reshape to [N, C, 1, 1]).
+bool sinkReshapeThroughElementwise(Node* n) {
+  if (!isElementwise(n) || n->numResults() != 1) return false;
+  const Value* reshaped = nullptr;
+  for (const Value* v : n->operands()) {
+    if (v->def()->op() == OpCode::Reshape && !reshaped && onlyUser(v, n)) reshaped = v;
+    else if (!isSplat(v)) return false;
+  }
+  if (!reshaped || !reshaped->type().isStatic()) return false;
+  const Value* a = reshaped->def()->operand(0);
+  Builder b = builderBefore(n);
+  std::vector<Value*> operands;
+  for (Value* v : n->operands()) {
+    if (v == reshaped) operands.push_back(v->def()->operand(0));
+    else if (v->type().rank() == 0) operands.push_back(v);
+    else operands.push_back(b.broadcastInDim(v->def()->operand(0), a->type().dims(), {}));
+  }
+  Value* inner =
+      b.op(n->op(), operands, n->attrs(), {n->result()->type().withDims(a->type().dims())});
+  Value* out = inner ? b.reshape(inner, n->result()->type().dims()) : nullptr;
+  KILN_CHECK(out, "sinking a reshape below " + n->describe() + " failed: " + b.status().str());
+  rewrite::replaceValue(n->result(), out);
+  rewrite::eraseIfDead(n);
+  return true;
+}
+
 bool moveTransposes(Node* n) {
   switch (n->op()) {
     case OpCode::Transpose: return mergeTransposes(n);
@@ -342,7 +377,7 @@ bool moveTransposes(Node* n) {
     case OpCode::ReduceWindow: return sinkThroughReduceWindow(n);
     case OpCode::Concatenate: return sinkThroughConcatenate(n);
     case OpCode::BatchNormInference: return sinkThroughBatchNorm(n);
-    default: return sinkThroughElementwise(n);
+    default: return sinkThroughElementwise(n) || sinkReshapeThroughElementwise(n);
   }
 }
 

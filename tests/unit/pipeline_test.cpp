@@ -288,11 +288,12 @@ TEST(Pipeline, ShapeArithmeticAndDuplicatesCollapse) {
 )");
   ASSERT_TRUE(m);
   // inv - inv is a float subtraction the simplifier must not touch, but constant folding
-  // computes it (1/24 - 1/24 = 0), and then add(x, 0) goes: reshape + exp remain. The outputs
-  // keep their names (s, e2) on the one value left.
+  // computes it (1/24 - 1/24 = 0), and then add(x, 0) goes: exp + reshape remain (layout
+  // assignment sinks the reshape below the exp). The outputs keep their names (s, e2) on the
+  // one value left.
   EXPECT_EQ(printModule(*m), R"(func @main(%x: f32[2,3,4]) -> (f32[6,4], f32[6,4]) {
-  %r2 = f32[6,4] reshape(%x)
-  %e1 = f32[6,4] exp(%r2)
+  %0 = f32[2,3,4] exp(%x)
+  %e1 = f32[6,4] reshape(%0)
   return %e1 as "s", %e1 as "e2"
 }
 )");
