@@ -39,6 +39,28 @@ StatusOr<StmtRef> Lowerer::lowerReduction() {
   }
 }
 
+namespace {
+
+// A max or min pool without dilations whose every window holds an element of the input (padding
+// below the window's extent on both sides): a padded tap, clamped to the nearest element, reads
+// an element of its own window, which cannot change a max or min. It needs no guard.
+bool clampsStayInWindow(const Node& pool) {
+  const std::string& kind = pool.attrEnum("kind");
+  if (kind != "max" && kind != "min") return false;
+  const std::vector<int64_t> win = pool.attrInts("window_dimensions");
+  for (const char* name : {"base_dilations", "window_dilations"})
+    for (int64_t d : pool.attrInts(name))
+      if (d != 1) return false;
+  for (const char* name : {"padding_low", "padding_high"}) {
+    const std::vector<int64_t> pad = pool.attrInts(name);
+    for (size_t d = 0; d < pad.size() && d < win.size(); ++d)
+      if (pad[d] < 0 || pad[d] >= win[d]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 Lowerer::ReductionIndex Lowerer::reductionIndex(const Index& o) {
   const Node* a = k_.anchor;
   std::vector<int64_t> in = a->operand(0)->type().staticDims();
@@ -80,7 +102,7 @@ Lowerer::ReductionIndex Lowerer::reductionIndex(const Index& o) {
             binary(BinaryOp::Eq, binary(BinaryOp::Rem, q, intConst(bdil[d])), intConst(0)));
       inIdx[d] = clampIndex(binary(BinaryOp::Div, q, intConst(bdil[d])), in[d]);
     }
-    if (!conds.empty()) valid = andAll(conds);
+    if (!conds.empty() && !clampsStayInWindow(*a)) valid = andAll(conds);
   } else {
     std::set<int64_t> reduced;
     if (arg) reduced.insert(a->attrInt("axis"));
