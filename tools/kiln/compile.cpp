@@ -46,9 +46,12 @@ Status compileProgram(const RunOptions& o, const std::string& out) {
   KILN_ASSIGN_OR_RETURN(uint64_t bytes, exe->writeArtifact(out));
   double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  std::printf("wrote %s: %llu bytes, %zu kernels (%d distinct), compiled in %.1f ms for %s\n",
+  // A cuda artifact holds code for one architecture: --cuda-arch's, else the GPU's or sm_90.
+  std::string arch = co.cudaArch.empty() ? exe->target().machine() : co.cudaArch;
+  arch = co.backend == "cuda" ? "; code for " + arch : "";
+  std::printf("wrote %s: %llu bytes, %zu kernels (%d distinct), compiled in %.1f ms for %s%s\n",
               out.c_str(), static_cast<unsigned long long>(bytes), exe->plan().kernels.size(),
-              exe->uniqueKernels(), ms, exe->hostCpu().c_str());
+              exe->uniqueKernels(), ms, exe->hostCpu().c_str(), arch.c_str());
   return Status::ok();
 }
 

@@ -26,9 +26,14 @@ KILN_FN unsigned short kiln_f2bf(float f) {
 KILN_FN float kiln_round_h(float f) { return kiln_h2f(kiln_f2h(f)); }
 KILN_FN float kiln_round_bf(float f) { return kiln_bf2f(kiln_f2bf(f)); }
 // max/min: NaN propagates, -0 orders below +0. From sm_80 one max.NaN/min.NaN (a NaN operand
-// gives NaN) and, for equal operands, the AND (max) or OR (min) of their bits, which is +0 or -0
-// for a pair of zeros: a few instructions where a pool or a row's max runs many.
-#if __CUDA_ARCH__ >= 800
+// gives NaN): one instruction where a pool or a row's max runs many. On sm_90 it orders -0
+// below +0 in either operand order (measured on the H200; CudaDevice's
+// MaxAndMinKeepNanAndTheSignOfZero checks it); on sm_80/86/89, not measured, equal operands
+// take the AND (max) or OR (min) of their bits, +0 or -0 for a pair of zeros.
+#if __CUDA_ARCH__ >= 900
+KILN_FN float kiln_max(float a, float b) { float m; asm("max.NaN.f32 %0, %1, %2;" : "=f"(m) : "f"(a), "f"(b)); return m; }
+KILN_FN float kiln_min(float a, float b) { float m; asm("min.NaN.f32 %0, %1, %2;" : "=f"(m) : "f"(a), "f"(b)); return m; }
+#elif __CUDA_ARCH__ >= 800
 KILN_FN float kiln_max(float a, float b) { float m; asm("max.NaN.f32 %0, %1, %2;" : "=f"(m) : "f"(a), "f"(b)); return a == b ? __int_as_float(__float_as_int(a) & __float_as_int(b)) : m; }
 KILN_FN float kiln_min(float a, float b) { float m; asm("min.NaN.f32 %0, %1, %2;" : "=f"(m) : "f"(a), "f"(b)); return a == b ? __int_as_float(__float_as_int(a) | __float_as_int(b)) : m; }
 #else

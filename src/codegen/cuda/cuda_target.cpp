@@ -73,8 +73,7 @@ class CudaTarget final : public runtime::Target {
   std::string machine() const override { return defaultArch(); }
   std::string describeMachine() const override {
     StatusOr<const Driver*> d = Driver::get();
-    if (!d)
-      return "no GPU (" + d.status().message() + "); code for sm_90 by " + nvrtcVersionString();
+    if (!d) return "no GPU (" + d.status().message() + "); " + nvrtcVersionString();
     const DeviceInfo& i = (*d)->device();
     return i.name + " (" + i.arch + ", " + std::to_string(i.sms) + " SMs, " +
            std::to_string(i.memory >> 30) + " GiB), " + nvrtcVersionString();
