@@ -357,9 +357,13 @@ bool sinkReshapeThroughElementwise(Node* n) {
   Builder b = builderBefore(n);
   std::vector<Value*> operands;
   for (Value* v : n->operands()) {
-    if (v == reshaped) operands.push_back(v->def()->operand(0));
-    else if (v->type().rank() == 0) operands.push_back(v);
-    else operands.push_back(b.broadcastInDim(v->def()->operand(0), a->type().dims(), {}));
+    if (v == reshaped) {
+      operands.push_back(v->def()->operand(0));
+      continue;
+    }
+    Value* scalar = v->type().rank() == 0 ? v : v->def()->operand(0);
+    operands.push_back(a->type().rank() == 0 ? scalar
+                                             : b.broadcastInDim(scalar, a->type().dims(), {}));
   }
   Value* inner =
       b.op(n->op(), operands, n->attrs(), {n->result()->type().withDims(a->type().dims())});
