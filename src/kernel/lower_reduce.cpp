@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ir/pool_window.h"
 #include "kernel/lowerer.h"
 
 namespace kiln::kernel::lowering {
@@ -44,18 +45,11 @@ namespace {
 // A max or min pool without dilations whose every window holds an element of the input (padding
 // below the window's extent on both sides): a padded tap, clamped to the nearest element, reads
 // an element of its own window, which cannot change a max or min. It needs no guard.
-bool clampsStayInWindow(const Node& pool) {
-  const std::string& kind = pool.attrEnum("kind");
-  if (kind != "max" && kind != "min") return false;
-  const std::vector<int64_t> win = pool.attrInts("window_dimensions");
-  for (const char* name : {"base_dilations", "window_dilations"})
-    for (int64_t d : pool.attrInts(name))
-      if (d != 1) return false;
-  for (const char* name : {"padding_low", "padding_high"}) {
-    const std::vector<int64_t> pad = pool.attrInts(name);
-    for (size_t d = 0; d < pad.size() && d < win.size(); ++d)
-      if (pad[d] < 0 || pad[d] >= win[d]) return false;
-  }
+bool clampsStayInWindow(const PoolWindow& w) {
+  if (!w.undilatedMaxOrMin) return false;
+  for (size_t d = 0; d < w.window.size(); ++d)
+    if (w.low[d] < 0 || w.low[d] >= w.window[d] || w.high[d] < 0 || w.high[d] >= w.window[d])
+      return false;
   return true;
 }
 
@@ -72,18 +66,10 @@ Lowerer::ReductionIndex Lowerer::reductionIndex(const Index& o) {
   inIdx.resize(in.size());
   ExprRef& valid = ri.valid;
   if (a->op() == OpCode::ReduceWindow) {
-    auto win = a->attrInts("window_dimensions");
+    const PoolWindow pool = poolWindowOf(*a);
+    const std::vector<int64_t>&win = pool.window, &strides = pool.strides,
+          &bdil = pool.baseDilations, &wdil = pool.windowDilations, &lo = pool.low;
     size_t r = in.size();
-    // Absent attributes are all `fill`.
-    auto attr = [&](const char* name, int64_t fill) {
-      std::vector<int64_t> v = a->attrInts(name);
-      if (v.empty()) v.assign(r, fill);
-      return v;
-    };
-    const std::vector<int64_t> strides = attr("window_strides", 1);
-    const std::vector<int64_t> bdil = attr("base_dilations", 1);
-    const std::vector<int64_t> wdil = attr("window_dilations", 1);
-    const std::vector<int64_t> lo = attr("padding_low", 0);
     std::vector<ExprRef> conds;
     for (size_t d = 0; d < r; ++d) {
       rvars.push_back(freshVar("w"));
@@ -102,7 +88,7 @@ Lowerer::ReductionIndex Lowerer::reductionIndex(const Index& o) {
             binary(BinaryOp::Eq, binary(BinaryOp::Rem, q, intConst(bdil[d])), intConst(0)));
       inIdx[d] = clampIndex(binary(BinaryOp::Div, q, intConst(bdil[d])), in[d]);
     }
-    if (!conds.empty() && !clampsStayInWindow(*a)) valid = andAll(conds);
+    if (!conds.empty() && !clampsStayInWindow(pool)) valid = andAll(conds);
   } else {
     std::set<int64_t> reduced;
     if (arg) reduced.insert(a->attrInt("axis"));

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "ir/op.h"
+#include "ir/pool_window.h"
 #include "passes/rewrite_util.h"
 #include "passes/simplify_rules.h"
 
@@ -99,27 +100,18 @@ Value* convolutionPaddingTaps(Node& n) {
 // a rectangle are the max of the rows' maxes, with padding and strides per dim. Exact but for
 // the sign of a zero result: equal zeros of both signs in one window may reduce to the other.
 Value* separablePool(Node& n) {
-  const std::string& kind = n.attrEnum("kind");
-  if (kind != "max" && kind != "min") return nullptr;
-  const std::vector<int64_t> win = n.attrInts("window_dimensions");
-  for (const char* dil : {"base_dilations", "window_dilations"})
-    for (int64_t d : n.attrInts(dil))
-      if (d != 1) return nullptr;
+  const PoolWindow pool = poolWindowOf(n);
+  const std::vector<int64_t>&win = pool.window, &strides = pool.strides, &lo = pool.low,
+        &hi = pool.high;
   int64_t taps = 1, sum = 0, windowed = 0;
   for (int64_t k : win) {
     taps *= k;
     sum += k > 1 ? k : 0;
     windowed += k > 1 ? 1 : 0;
   }
-  if (windowed < 2 || taps < 2 * sum || !n.result()->type().isStatic()) return nullptr;
+  if (!pool.undilatedMaxOrMin || windowed < 2 || taps < 2 * sum || !n.result()->type().isStatic())
+    return nullptr;
   const size_t r = win.size();
-  auto attr = [&](const char* name, int64_t fill) {
-    std::vector<int64_t> v = n.attrInts(name);
-    if (v.empty()) v.assign(r, fill);
-    return v;
-  };
-  const std::vector<int64_t> strides = attr("window_strides", 1), lo = attr("padding_low", 0),
-                             hi = attr("padding_high", 0);
   Builder b = rewrite::builderBefore(&n);
   Value* x = n.operand(0);
   bool first = true;
