@@ -1,11 +1,13 @@
-// lstm and gru on the CPU target: oneDNN's recurrent primitives (constant weights) against the
-// interpreter's reference kernel, every direction and both GRU variants, 1 and 2 threads; and a
-// recurrence whose weights are not constants, which unrolls instead.
+// lstm and gru on the CPU target against the interpreter's reference kernel, every direction and
+// both GRU variants, 1 and 2 threads: lstm on Kiln's kernel where the CPU has AVX-512 (shapes
+// with a partial panel of hidden units and batch rows past its 3-row passes), else on oneDNN's
+// primitive; gru on oneDNN's. And a recurrence whose weights are not constants, which unrolls.
 //
-// Tolerance: |cpu - reference| <= 1e-5 * max(1, max|reference|). oneDNN computes in f32 and sums
-// the products in its own order where the reference computes in double; the gates pass through
-// sigmoid and tanh (slopes at most 1), so over these 7 steps the error stays a few f32 ulps of
-// the largest state (measured: under 1e-6).
+// Tolerance: |cpu - reference| <= 1e-5 * max(1, max|reference|). The kernels compute in f32 and
+// sum the products in their own order where the reference computes in double; Kiln's sigmoid and
+// tanh are polynomial approximations of exp within 1e-7; the gates pass through sigmoid and tanh
+// (slopes at most 1), so over these steps the error stays a few f32 ulps of the largest state
+// (measured: under 1e-6).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,7 +20,9 @@
 namespace kiln::runtime {
 namespace {
 
-constexpr int64_t kSteps = 7, kBatch = 2, kInput = 5, kHidden = 6;
+struct Sizes {
+  int64_t steps = 7, batch = 2, input = 5, hidden = 6;
+};
 
 Tensor random(std::vector<int64_t> dims, std::mt19937& rng) {
   Tensor t(DType::F32, std::move(dims));
@@ -33,8 +37,9 @@ struct Built {
 };
 
 // x, h0 (and c0) are parameters; w, r and b constants unless `weightsAsInputs`.
-Built build(OpCode op, const std::string& direction, bool lbr, bool weightsAsInputs,
-            unsigned seed) {
+Built build(OpCode op, const std::string& direction, bool lbr, bool weightsAsInputs, unsigned seed,
+            const Sizes& z) {
+  const int64_t kSteps = z.steps, kBatch = z.batch, kInput = z.input, kHidden = z.hidden;
   std::mt19937 rng(seed);
   const int64_t d = direction == "bidirectional" ? 2 : 1, g = op == OpCode::Lstm ? 4 : 3;
   Built out;
@@ -60,12 +65,15 @@ Built build(OpCode op, const std::string& direction, bool lbr, bool weightsAsInp
 }
 
 // Compiles on the CPU target, checks what runs the recurrence, and compares with the reference.
-void check(OpCode op, const std::string& direction, bool lbr, bool weightsAsInputs) {
+void check(OpCode op, const std::string& direction, bool lbr, bool weightsAsInputs,
+           const Sizes& z = {}) {
+  const std::string shape = std::to_string(z.steps) + " steps, batch " + std::to_string(z.batch) +
+                            ", hidden " + std::to_string(z.hidden);
   const std::string what = std::string(opName(op)) + " " + direction + (lbr ? " lbr" : "") +
-                           (weightsAsInputs ? " weights as inputs" : "");
+                           (weightsAsInputs ? " weights as inputs" : "") + ", " + shape;
   SCOPED_TRACE(what);
   for (int threads : {1, 2}) {
-    Built m = build(op, direction, lbr, weightsAsInputs, 7);
+    Built m = build(op, direction, lbr, weightsAsInputs, 7, z);
     auto want = interpret(*m.module->entry(), m.inputs);
     ASSERT_TRUE(want.isOk()) << want.status().str();
     CompileOptions o;
@@ -73,13 +81,13 @@ void check(OpCode op, const std::string& direction, bool lbr, bool weightsAsInpu
     auto exe = Executable::compile(std::move(m.module), o);
     ASSERT_TRUE(exe.isOk()) << exe.status().str();
     const std::string calls = (*exe)->libraryCallDetails();
-    const std::string kernel = op == OpCode::Lstm ? "oneDNN lstm ("
-                               : lbr              ? "oneDNN lbr_gru ("
-                                                  : "oneDNN gru (";
-    if (weightsAsInputs) EXPECT_EQ(calls.find("oneDNN l"), std::string::npos) << calls;
-    else
-      EXPECT_NE(calls.find(kernel + direction + ", 7 steps, batch 2, hidden 6"), std::string::npos)
-          << calls;
+    const bool kilnLstm = op == OpCode::Lstm && __builtin_cpu_supports("avx512f");
+    const std::string kernel = kilnLstm             ? "Kiln lstm ("
+                               : op == OpCode::Lstm ? "oneDNN lstm ("
+                               : lbr                ? "oneDNN lbr_gru ("
+                                                    : "oneDNN gru (";
+    if (weightsAsInputs) EXPECT_EQ(calls.find(" lstm ("), std::string::npos) << calls;
+    else EXPECT_NE(calls.find(kernel + direction + ", " + shape), std::string::npos) << calls;
     auto got = (*exe)->run(m.inputs);
     ASSERT_TRUE(got.isOk()) << got.status().str();
     ASSERT_EQ(got->size(), want->size());
@@ -99,6 +107,16 @@ void check(OpCode op, const std::string& direction, bool lbr, bool weightsAsInpu
 TEST(OneDnnRecurrence, LstmEveryDirection) {
   for (const char* dir : {"forward", "reverse", "bidirectional"})
     check(OpCode::Lstm, dir, false, false);
+}
+
+// Kiln's kernel: hidden 40 (a panel of 32 units and one of 8), batch 4 (a 3-row pass and one
+// row), hidden 64 with batch 3 (whole panels, one pass), and a 1-step sequence.
+TEST(OneDnnRecurrence, LstmPanelsAndBatchRows) {
+  for (const char* dir : {"forward", "reverse", "bidirectional"}) {
+    check(OpCode::Lstm, dir, false, false, Sizes{5, 4, 33, 40});
+    check(OpCode::Lstm, dir, false, false, Sizes{3, 3, 16, 64});
+  }
+  check(OpCode::Lstm, "bidirectional", false, false, Sizes{1, 1, 7, 32});
 }
 
 TEST(OneDnnRecurrence, GruBothVariantsEveryDirection) {

@@ -27,7 +27,8 @@ Status chooseLibraryCalls(kernel::Kernel& k, const runtime::CompileOptions& opti
   std::set<const kernel::Stmt*> loops;
   for (const kernel::Stmt* s : kernel::callsOf(k)) {
     if (s->node && (s->op == OpCode::Lstm || s->op == OpCode::Gru)) {
-      // Kept whole by graphPasses only where oneDNN takes it; there are no loops to fall back on.
+      // Kept whole by graphPasses only where a library kernel takes it (Kiln's lstm kernel or
+      // oneDNN's); there are no loops to fall back on.
       StatusOr<std::string> rnn = probeOneDnnKernel(*s->node, {}, options.threads);
       k.notes.push_back(s->callee + ": " +
                         (rnn ? *rnn : "the reference kernel (" + reason(rnn.status()) + ")"));

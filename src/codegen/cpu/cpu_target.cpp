@@ -145,11 +145,13 @@ class CpuTarget final : public runtime::Target {
     // The CPU backend has no fused attention kernel: attention runs as two oneDNN matrix products
     // around a softmax kernel (at every optimisation level: this is lowering, not optimisation).
     KILN_RETURN_IF_ERROR(pm.runPass("split-attention", module).status());
-    // lstm and gru stay whole where oneDNN runs them as one recurrent primitive (constant f32
-    // weights, static shapes); the others unroll over their steps.
+    // lstm and gru stay whole where a library kernel runs the whole sequence (Kiln's lstm
+    // kernel, oneDNN's recurrent primitives: constant f32 weights, static shapes); the others
+    // unroll over their steps.
     auto oneDnnRuns = [](const Node& n) { return probeOneDnnKernel(n, {}, 1).isOk(); };
-    auto recurrences = makePass("decompose-recurrences", "unroll lstm and gru oneDNN cannot run",
-                                [&](Module& m) { return decomposeRecurrences(m, oneDnnRuns); });
+    auto recurrences =
+        makePass("decompose-recurrences", "unroll lstm and gru no library kernel runs",
+                 [&](Module& m) { return decomposeRecurrences(m, oneDnnRuns); });
     KILN_ASSIGN_OR_RETURN(bool unrolled, pm.runPass(*recurrences, module));
     if (unrolled) KILN_RETURN_IF_ERROR(runCleanup(module, pm).status());
     // Convolutions with few output pixels run faster as an im2col and one matrix product than on

@@ -299,6 +299,8 @@ StatusOr<std::unique_ptr<LibraryKernel>> createMatmul(const Node& n,
 // onednn_rnn.cpp: lstm -> lstm_forward, gru -> gru_forward or lbr_gru_forward, the constant
 // weights packed once. No post-ops; the states and sequences as the IR stores them.
 StatusOr<std::unique_ptr<LibraryKernel>> createRecurrence(const Node& n, int threads, bool probe);
+// The data of constant operand i of a recurrence, or why not (its weights are packed once).
+StatusOr<const Tensor*> constantOperand(const Node& n, size_t i, const char* what);
 
 // onednn_convolution.cpp: convolution -> convolution_forward; one with lhs_dilation (a transposed
 // convolution) -> createDeconvolution.

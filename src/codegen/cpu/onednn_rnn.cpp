@@ -28,15 +28,6 @@ struct RnnShape {
   std::string directionName;
 };
 
-// The f32 data of constant operand i, or why not.
-StatusOr<const Tensor*> constantOperand(const Node& n, size_t i, const char* what) {
-  const Node* def = n.operand(i)->def();
-  if (!def || def->op() != OpCode::Constant || def->constantData().held ||
-      !def->constantData().tensor.defined())
-    return Status::error(std::string(what) + " is not a constant (packed once, when created)");
-  return &def->constantData().tensor;
-}
-
 StatusOr<RnnShape> rnnShape(const Node& n) {
   RnnShape s;
   s.lstm = n.op() == OpCode::Lstm;
@@ -204,6 +195,14 @@ memory pack(const memory::desc& plain, std::vector<float> data, const memory::de
 }
 
 }  // namespace
+
+StatusOr<const Tensor*> constantOperand(const Node& n, size_t i, const char* what) {
+  const Node* def = n.operand(i)->def();
+  if (!def || def->op() != OpCode::Constant || def->constantData().held ||
+      !def->constantData().tensor.defined())
+    return Status::error(std::string(what) + " is not a constant (packed once, when created)");
+  return &def->constantData().tensor;
+}
 
 StatusOr<std::unique_ptr<LibraryKernel>> createRecurrence(const Node& n, int threads, bool probe) {
   KILN_ASSIGN_OR_RETURN(RnnShape s, rnnShape(n));
