@@ -336,7 +336,8 @@ class PointNet(nn.Module):
         self.feat, self.head = mlp(3, 64, 128, 512), nn.Linear(512, classes)
 
     def forward(self, x):  # x: [1, 3, N]
-        t = self.tfc(self.tnet(x).amax(dim=2)).reshape(-1, 3, 3) + torch.eye(3)
+        eye = torch.eye(3, device=x.device, dtype=x.dtype)  # x's device: the f16 check runs on a GPU
+        t = self.tfc(self.tnet(x).amax(dim=2)).reshape(-1, 3, 3) + eye
         x = torch.bmm(t, x)
         return self.head(self.feat(x).amax(dim=2))
 
@@ -435,7 +436,7 @@ class GatherScatter(nn.Module):
         e = self.emb(ids)
         scores = self.fc(e).cumsum(dim=1)
         top, idx = torch.topk(scores, 8, dim=2)
-        onehot = (idx.unsqueeze(-1) == torch.arange(64)).float().sum(dim=2)
+        onehot = (idx.unsqueeze(-1) == torch.arange(64, device=idx.device)).float().sum(dim=2)
         return e.sum(dim=1), top, onehot
 
 
