@@ -1,7 +1,8 @@
 // lstm and gru on the CPU target against the interpreter's reference kernel, every direction and
-// both GRU variants, 1 and 2 threads: lstm on Kiln's kernel where the CPU has AVX-512 (shapes
-// with a partial panel of hidden units and batch rows past its 3-row passes), else on oneDNN's
-// primitive; gru on oneDNN's. And a recurrence whose weights are not constants, which unrolls.
+// both GRU variants, 1 and 2 threads: the lstm and the linear_before_reset gru on Kiln's kernel
+// where the CPU has AVX-512 (shapes with a partial panel of hidden units and batch rows past its
+// 3-row passes), else on oneDNN's primitives; the other gru on oneDNN's. And a recurrence whose
+// weights are not constants, which unrolls.
 //
 // Tolerance: |cpu - reference| <= 1e-5 * max(1, max|reference|). The kernels compute in f32 and
 // sum the products in their own order where the reference computes in double; Kiln's sigmoid and
@@ -81,12 +82,16 @@ void check(OpCode op, const std::string& direction, bool lbr, bool weightsAsInpu
     auto exe = Executable::compile(std::move(m.module), o);
     ASSERT_TRUE(exe.isOk()) << exe.status().str();
     const std::string calls = (*exe)->libraryCallDetails();
-    const bool kilnLstm = op == OpCode::Lstm && __builtin_cpu_supports("avx512f");
-    const std::string kernel = kilnLstm             ? "Kiln lstm ("
-                               : op == OpCode::Lstm ? "oneDNN lstm ("
-                               : lbr                ? "oneDNN lbr_gru ("
-                                                    : "oneDNN gru (";
-    if (weightsAsInputs) EXPECT_EQ(calls.find(" lstm ("), std::string::npos) << calls;
+    const bool kiln = (op == OpCode::Lstm || lbr) && __builtin_cpu_supports("avx512f");
+    const std::string kernel = kiln && op == OpCode::Lstm ? "Kiln lstm ("
+                               : kiln                     ? "Kiln gru ("
+                               : op == OpCode::Lstm       ? "oneDNN lstm ("
+                               : lbr                      ? "oneDNN lbr_gru ("
+                                                          : "oneDNN gru (";
+    if (weightsAsInputs)
+      EXPECT_TRUE(calls.find(" lstm (") == std::string::npos &&
+                  calls.find(" gru (") == std::string::npos)
+          << calls;
     else EXPECT_NE(calls.find(kernel + direction + ", " + shape), std::string::npos) << calls;
     auto got = (*exe)->run(m.inputs);
     ASSERT_TRUE(got.isOk()) << got.status().str();
@@ -109,14 +114,18 @@ TEST(OneDnnRecurrence, LstmEveryDirection) {
     check(OpCode::Lstm, dir, false, false);
 }
 
-// Kiln's kernel: hidden 40 (a panel of 32 units and one of 8), batch 4 (a 3-row pass and one
-// row), hidden 64 with batch 3 (whole panels, one pass), and a 1-step sequence.
-TEST(OneDnnRecurrence, LstmPanelsAndBatchRows) {
-  for (const char* dir : {"forward", "reverse", "bidirectional"}) {
-    check(OpCode::Lstm, dir, false, false, Sizes{5, 4, 33, 40});
-    check(OpCode::Lstm, dir, false, false, Sizes{3, 3, 16, 64});
+// Kiln's kernel (lstm, linear_before_reset gru): hidden 40 (a panel of 32 units and one of 8),
+// batch 4 (a 3-row pass and one row), hidden 64 with batch 3 (whole panels, one pass), and a
+// 1-step sequence.
+TEST(OneDnnRecurrence, PanelsAndBatchRows) {
+  for (OpCode op : {OpCode::Lstm, OpCode::Gru}) {
+    const bool lbr = op == OpCode::Gru;
+    for (const char* dir : {"forward", "reverse", "bidirectional"}) {
+      check(op, dir, lbr, false, Sizes{5, 4, 33, 40});
+      check(op, dir, lbr, false, Sizes{3, 3, 16, 64});
+    }
+    check(op, "bidirectional", lbr, false, Sizes{1, 1, 7, 32});
   }
-  check(OpCode::Lstm, "bidirectional", false, false, Sizes{1, 1, 7, 32});
 }
 
 TEST(OneDnnRecurrence, GruBothVariantsEveryDirection) {

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "codegen/cpu/lstm_kernel.h"
 #include "codegen/cpu/onednn_internal.h"
+#include "codegen/cpu/rnn_kernel.h"
 #include "ir/op.h"
 #include "ir/types.h"
 
@@ -115,9 +115,11 @@ create(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads,
       k = onednn::createMatmul(n, postOps, threads, prepacked, probe, dstStrides);
     else if (n.op() == OpCode::Convolution)
       k = onednn::createConvolution(n, postOps, threads, prepacked, probe, dstStrides);
-    // lstm: Kiln's kernel where the CPU has AVX-512 (lstm_kernel.h says why), else oneDNN's.
-    else if (n.op() == OpCode::Lstm && lstmKernelRuns()) k = createLstmKernel(n, threads, probe);
-    else if (recurrence) k = onednn::createRecurrence(n, threads, probe);
+    else if (recurrence) {
+      // lstm and gru: Kiln's kernel where it takes them (rnn_kernel.h says why), else oneDNN's.
+      if (rnnKernelRuns()) k = createRnnKernel(n, threads, probe);
+      if (!k) k = onednn::createRecurrence(n, threads, probe);
+    }
     if (!k) return Status(k.status()).prefix(n.describe() + ": no oneDNN kernel");
     return k;
   } catch (const dnnl::error& e) {
