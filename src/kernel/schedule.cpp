@@ -1,6 +1,7 @@
 // Schedule passes. See schedule.h.
 #include "kernel/schedule.h"
 
+#include <algorithm>
 #include <functional>
 #include <optional>
 #include <set>
@@ -412,6 +413,84 @@ StmtRef splitLoop(const StmtRef& s, const std::set<int64_t>& points, FreshNames&
   return block(std::move(pieces));
 }
 
+// acc[i] = op(acc[i], x), x reading no `acc`: the update's kind and x.
+std::optional<std::pair<ReduceKind, ExprRef>> rowUpdate(const Stmt& st, const std::string& acc) {
+  if (st.kind != Stmt::Kind::Store || st.buffer != acc || st.value->kind != Expr::Kind::Binary)
+    return std::nullopt;
+  const ExprRef& v = st.value;
+  std::optional<ReduceKind> kind;
+  if (v->binary == BinaryOp::Add) kind = ReduceKind::Sum;
+  if (v->binary == BinaryOp::Max) kind = ReduceKind::Max;
+  if (v->binary == BinaryOp::Min) kind = ReduceKind::Min;
+  const ExprRef self = load(acc, v->type, st.index);
+  const ExprRef x = v->args[0] == self ? v->args[1] : v->args[1] == self ? v->args[0] : nullptr;
+  if (!kind || !x || loadedBuffers(x).count(acc) || loadedBuffers(st.index).count(acc))
+    return std::nullopt;
+  return std::make_pair(*kind, x);
+}
+
+// The one kind of update `s` makes to `acc` when every store in it is such an update (loops and
+// blocks around them, nothing else), else nullopt.
+std::optional<ReduceKind> onlyRowUpdates(const StmtRef& s, const std::string& acc) {
+  std::optional<ReduceKind> kind;
+  bool ok = true;
+  std::function<void(const StmtRef&)> walk = [&](const StmtRef& n) {
+    if (!n || !ok) return;
+    if (n->kind == Stmt::Kind::Store) {
+      auto u = rowUpdate(*n, acc);
+      if (!u || (kind && *kind != u->first)) ok = false;
+      else kind = u->first;
+      return;
+    }
+    if (n->kind != Stmt::Kind::For && n->kind != Stmt::Kind::Block) ok = false;
+    for (const StmtRef& b : n->body) walk(b);
+  };
+  walk(s);
+  return ok ? kind : std::nullopt;
+}
+
+// The largest count in [2, 8] that divides n and leaves each part at least `threshold` of the
+// nest's `work`, or 0.
+int64_t rowParts(int64_t n, int64_t work, int64_t threshold) {
+  for (int64_t p = 8; p >= 2; --p)
+    if (n % p == 0 && work / p >= threshold) return p;
+  return 0;
+}
+
+// `nest` (updating row `acc` of `size` elements of type t over its loop) as `parts` loops over
+// consecutive chunks, each into its own row of temp `rows`, in one parallel loop, then the rows
+// combined into acc in order.
+StmtRef splitRowNest(const StmtRef& nest, const std::string& acc, DType t, int64_t size,
+                     ReduceKind kind, int64_t parts, const std::string& rows, FreshNames& names) {
+  const int64_t chunk = nest->extent->i / parts;
+  const std::string tv = names.fresh("p"), jv = names.fresh(nest->var), iv = names.fresh("c");
+  const ExprRef base = binary(BinaryOp::Mul, var(tv), intConst(size));
+  StmtRef body = replaceInStmt(
+      nest->body[0],
+      {{var(nest->var).get(),
+        binary(BinaryOp::Add, binary(BinaryOp::Mul, var(tv), intConst(chunk)), var(jv))}});
+  body = rewrite(body, [&](StmtRef st) {
+    if (auto u = rowUpdate(*st, acc)) {
+      st->buffer = rows;
+      st->index = binary(BinaryOp::Add, base, st->index);
+      st->value = reduceCombine(kind, load(rows, t, st->index), u->second);
+    }
+    return st;
+  });
+  StmtRef init =
+      forLoop(iv, intConst(size), LoopKind::Serial,
+              store(rows, binary(BinaryOp::Add, base, var(iv)), reduceIdentity(kind, t)));
+  StmtRef split = forLoop(tv, intConst(parts), LoopKind::Parallel,
+                          block({init, forLoop(jv, intConst(chunk), LoopKind::Serial, body)}));
+  const std::string tc = names.fresh("p"), ic = names.fresh("c");
+  ExprRef part =
+      load(rows, t, binary(BinaryOp::Add, binary(BinaryOp::Mul, var(tc), intConst(size)), var(ic)));
+  StmtRef combine =
+      forLoop(tc, intConst(parts), LoopKind::Serial,
+              forLoop(ic, intConst(size), LoopKind::Serial,
+                      store(acc, var(ic), reduceCombine(kind, load(acc, t, var(ic)), part))));
+  return block({split, combine});
+}
 }  // namespace
 
 Kernel partitionLoops(const Kernel& k, int64_t maxPieces) {
@@ -444,6 +523,42 @@ Kernel cacheRows(const Kernel& k, int64_t maxElements) {
   return rewriteKernel(k, [&](StmtRef s) {
     return s->kind == Stmt::Kind::Block ? cacheRowsInBlock(s, maxElements, names) : s;
   });
+}
+
+Kernel splitRowReductions(const Kernel& k, int64_t threshold, bool reassociate) {
+  if (k.kind == "opaque") return k;
+  FreshNames names(k);
+  std::vector<Buffer> temps;
+  Kernel out = rewriteKernel(k, [&](StmtRef s) {
+    if (s->kind != Stmt::Kind::Alloc || s->scope != MemoryScope::Local) return s;
+    StmtRef blk = s->body[0];
+    if (!blk || blk->kind != Stmt::Kind::Block) return s;
+    for (StmtRef& nest : blk->body) {
+      if (nest->kind != Stmt::Kind::For || nest->loop != LoopKind::Serial ||
+          nest->extent->kind != Expr::Kind::Const)
+        continue;
+      const int64_t parts = rowParts(nest->extent->i, work(nest), threshold);
+      std::optional<ReduceKind> kind = onlyRowUpdates(nest->body[0], s->buffer);
+      if (!parts || !kind || (!reassociate && reduceDependsOnOrder(*kind, s->type))) continue;
+      Buffer rows;
+      rows.name = names.fresh(s->buffer + "_rows");
+      rows.type = s->type;
+      rows.shape = {parts, s->size};
+      rows.role = BufferRole::Temp;
+      nest = splitRowNest(nest, s->buffer, s->type, s->size, *kind, parts, rows.name, names);
+      temps.push_back(std::move(rows));
+    }
+    return s;
+  });
+  if (temps.empty()) return k;
+  // Temps go after the outputs and temps, before the internal buffers.
+  auto at = std::find_if(out.buffers.begin(), out.buffers.end(),
+                         [](const Buffer& b) { return b.role == BufferRole::Internal; });
+  out.buffers.insert(at, temps.begin(), temps.end());
+  out.notes.push_back(std::to_string(temps.size()) +
+                      " row reduction(s) split over threads into partial rows (a reduction "
+                      "over outer axes whose row of results is too short to run in parallel)");
+  return simplifyIndices(out);
 }
 
 Kernel parallelizeOuter(const Kernel& k, int64_t threshold) {

@@ -374,6 +374,30 @@ func @main(%x: f32[2,N,M,16]) -> (f32[2,N,M,16], f32[2,16]) {
                           shapes);
 }
 
+// Reductions over H and W that keep a short row of channels (a squeeze-and-excitation pool):
+// N x M x 32 of 128 x 128 and 64 x 64 split over 8 and 2 partial rows (splitRowReductions at
+// kRowSplitWork), 7 x 9 does not; max and min exactly, the sum (its order changes) within the
+// default tolerance.
+TEST(CpuBackend, RowReductionsSplitOverThreads) {
+  const std::vector<std::pair<int64_t, int64_t>> shapes{{128, 128}, {64, 64}, {7, 9}};
+  checkAgainstInterpreter("row-reductions-exact", R"(
+func @main(%x: f32[1,N,M,32]) -> (f32[1,N,M,32], f32[1,32], f32[1,32]) {
+  %a = f32[1,N,M,32] add(%x, %x)
+  %mx = f32[1,32] reduce(%a) {dims = [1, 2], kind = max}
+  %mn = f32[1,32] reduce(%x) {dims = [1, 2], kind = min}
+  return %a, %mx, %mn
+})",
+                          shapes, true);
+  checkAgainstInterpreter("row-reductions-sum", R"(
+func @main(%x: f32[1,N,M,32]) -> (f32[1,N,M,32], f32[1,32]) {
+  %s = f32[1,N,M,32] sigmoid(%x)
+  %w = f32[1,N,M,32] mul(%x, %s)
+  %g = f32[1,32] reduce(%w) {dims = [1, 2], kind = sum}
+  return %w, %g
+})",
+                          shapes);
+}
+
 TEST(CpuBackend, RowNormalizationsWithFusedInputsAndEpilogues) {
   checkAgainstInterpreter("rows", R"(
 func @main(%x: f32[N,M], %y: f32[N,M], %g: f32[M], %b: f32[M]) -> (f32[N,M], f32[N,M], f32[N,M]) {

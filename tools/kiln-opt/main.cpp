@@ -84,6 +84,8 @@ void printHelp() {
          "  --parallelize-outer=N  parallel outer loops of nests of at least N statements\n"
          "  --vectorize-inner      vectorized innermost loops that only store\n"
          "  --split-reductions=N   reductions into N vector partial accumulators\n"
+         "  --split-row-reductions=N  row reductions with at least N work into partial rows\n"
+         "                         over threads\n"
          "  --lower-reductions     Reduce statements into serial loops\n"
          "  --expand-calls         library calls (dot_general, convolution) into Kiln's loops\n"
          "  --map-gpu=N            each nest a GPU launch of N threads per block (gpu_schedule.h)\n"
@@ -102,9 +104,9 @@ void printHelp() {
 }
 
 bool isSchedulePass(const std::string& flag) {
-  for (const char* p :
-       {"--schedule=", "--partition-loops=", "--cache-rows=", "--parallelize-outer=",
-        "--split-reductions=", "--map-gpu=", "--gpu-lanes=", "--reductions-per-output="})
+  for (const char* p : {"--schedule=", "--partition-loops=", "--cache-rows=",
+                        "--parallelize-outer=", "--split-reductions=", "--split-row-reductions=",
+                        "--map-gpu=", "--gpu-lanes=", "--reductions-per-output="})
     if (flag.rfind(p, 0) == 0) return true;
   return flag == "--vectorize-inner" || flag == "--lower-reductions" || flag == "--expand-calls" ||
          flag == "--reductions-per-output";
@@ -134,6 +136,8 @@ kiln::Status schedule(const std::string& spec, const Options& o,
     else if (name == "parallelize-outer") k = kiln::kernel::parallelizeOuter(k, n);
     else if (name == "vectorize-inner") k = kiln::kernel::vectorizeInner(k);
     else if (name == "split-reductions") k = kiln::kernel::splitReductions(k, n, o.reassociate);
+    else if (name == "split-row-reductions")
+      k = kiln::kernel::splitRowReductions(k, n, o.reassociate);
     else if (name == "lower-reductions") k = kiln::kernel::lowerReductions(k);
     else if (name == "map-gpu") k = kiln::kernel::mapToGpu(k, n, o.reassociate);
     else if (name == "reductions-per-output") k = kiln::kernel::reductionsPerOutput(k, n);

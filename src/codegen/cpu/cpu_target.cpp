@@ -116,7 +116,8 @@ class CpuTarget final : public runtime::Target {
   // formulation, chosen here with its reason (choose_library_calls.h); without library calls,
   // every call becomes Kiln's loops (kernel/expand_calls.h). Then loops split where a
   // concatenate's selects change operand, reductions become vector partial sums, large nests
-  // parallel loops (kernel/schedule.h).
+  // parallel loops, a row reduction too short to run in parallel partial rows over threads
+  // (kernel/schedule.h).
   Status schedule(std::vector<kernel::Kernel>& kernels,
                   const CompileOptions& options) const override {
     for (kernel::Kernel& k : kernels) {
@@ -133,6 +134,7 @@ class CpuTarget final : public runtime::Target {
       }
       k = kernel::partitionLoops(k, kernel::kMaxLoopPieces);
       k = kernel::cacheRows(k, kernel::kRowCacheElements);
+      k = kernel::splitRowReductions(k, kernel::kRowSplitWork, options.reassociate);
       k = kernel::parallelizeOuter(k, kernel::kParallelThreshold);
       k = kernel::vectorizeInner(k);
       k = kernel::splitReductions(k, kernel::kReductionLanes, options.reassociate);
