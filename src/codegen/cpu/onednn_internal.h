@@ -215,6 +215,9 @@ std::string kernelDescription(const std::string& what, const std::string& impl,
 
 // The calling thread's stream, made on its first call.
 dnnl::stream& threadStream();
+// Per-thread scratch of at least `bytes` for a library call (64-byte aligned, no contents kept):
+// a call runs on one thread and does not nest.
+std::byte* threadScratch(size_t bytes);
 
 // A kernel that only says what createOneDnnKernel would make (probeOneDnnKernel): its run() is an
 // error.

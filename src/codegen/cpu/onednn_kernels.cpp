@@ -25,8 +25,6 @@ dnnl::stream& threadStream() {
   return stream;
 }
 
-namespace {
-
 // Per-thread scratch memory for library calls (oneDNN scratchpads, reordered operands), reused
 // from call to call: a fresh allocation per call would page-fault on every first touch. A call
 // runs on one thread and does not nest, so one region per thread suffices.
@@ -41,6 +39,8 @@ std::byte* threadScratch(size_t bytes) {
   }
   return region.get();
 }
+
+namespace {
 
 size_t alignUp64(size_t n) { return (n + 63) / 64 * 64; }
 

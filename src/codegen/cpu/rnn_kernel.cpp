@@ -239,13 +239,6 @@ KILN_AVX512 void gruRows(const StepRows& a) {
 
 // ---- the kernel ----
 
-// Per-thread scratch (the input projection, oneDNN's scratchpad), grown to the largest request.
-float* threadScratch(size_t floats, int which) {
-  thread_local std::vector<float> region[2];
-  if (region[which].size() < floats) region[which].resize(floats);
-  return region[which].data();
-}
-
 using onednn::memory;
 
 // The input projection of every step and direction: xp [S*B, D*cols] = x [S*B, I] w + bias, one
@@ -279,10 +272,12 @@ class Projection {
     impl_ = pd.impl_info_str();
   }
 
-  void run(const float* x, float* xp, int threads) const {
+  // Bytes of oneDNN's scratchpad, which run() takes at `scratch`.
+  size_t scratchBytes() const { return scratch_.get_size(); }
+  void run(const float* x, float* xp, void* scratchpad, int threads) const {
     onednn::OmpThreadsScope scope(threads);
     const dnnl::engine& eng = onednn::cpuEngine();
-    memory scratch(scratch_, eng, threadScratch(scratch_.get_size() / sizeof(float) + 1, 1));
+    memory scratch(scratch_, eng, scratchpad);
     dnnl::stream& stream = onednn::threadStream();
     prim_.execute(stream, {{DNNL_ARG_SRC, memory(src_, eng, const_cast<float*>(x))},
                            {DNNL_ARG_WEIGHTS, weights_},
@@ -319,9 +314,12 @@ class RnnKernel final : public LibraryKernel {
     auto* yh = static_cast<float*>(buffers[out + 1]);
     auto* yc = s_.lstm ? static_cast<float*>(buffers[out + 2]) : nullptr;
     const int64_t rows = s_.steps * s_.batch, ldx = s_.dirs * s_.cols();
-    float* xp = threadScratch(static_cast<size_t>(rows * ldx), 0);
+    // One scratch region: the projections, then oneDNN's scratchpad.
+    const size_t xpBytes = (static_cast<size_t>(rows * ldx) * sizeof(float) + 63) / 64 * 64;
+    std::byte* scratch = onednn::threadScratch(xpBytes + projection_.scratchBytes());
+    auto* xp = reinterpret_cast<float*>(scratch);
     try {
-      projection_.run(x, xp, threads_);
+      projection_.run(x, xp, scratch + xpBytes, threads_);
     } catch (const dnnl::error& e) {
       return Status::error(description_ + ": oneDNN error in the input projection: " + e.what());
     }
