@@ -40,6 +40,10 @@ struct CompileOptions {
   bool fuse = true;             // false: one kernel per op
   bool postOps = true;          // false: no library post-ops (fusion::EpiloguePolicy)
   bool reassociate = true;      // false: float sums in the interpreter's order (schedule.h)
+  // Threads of code generation (LLVM, library kernels' creation); <= 0: the hardware's thread
+  // count. Apart from `threads`: compiling uses the machine's cores whatever a run may use.
+  // Does not change what the program computes (not part of cache keys).
+  int compileThreads = 0;
   // false: library calls (matrix products, convolutions) run as Kiln's own loops instead of a
   // library's kernels (kernel/expand_calls.h; the numerics of the interpreter).
   bool libraryCalls = true;

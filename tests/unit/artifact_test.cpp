@@ -107,6 +107,47 @@ TEST(Artifact, RoundTripsAndRefusesMismatches) {
       << refused.status().message();
 }
 
+// Kernels compiled by one LLVM compiler or several (CompileOptions::compileThreads) compute the
+// same outputs, each grouping gives the same artifact every time, and both artifacts load.
+TEST(Artifact, CompileThreadsDoNotChangeResults) {
+  const char* program = R"(
+func @main(%x: f32[4,8], %w: f32[8,8]) -> (f32[4,8], f32[4,8], f32[4,8], f32[4,8]) {
+  %mm = f32[4,8] dot_general(%x, %w) {lhs_contracting = [1], rhs_contracting = [0]}
+  %a = f32[4,8] tanh(%mm)
+  %b = f32[4,8] exp(%x)
+  %c = f32[4,8] sigmoid(%mm)
+  %d = f32[4,8] sqrt(%b)
+  return %a, %b, %c, %d
+})";
+  std::vector<std::vector<Tensor>> results;
+  for (int threads : {1, 3}) {
+    CompileOptions o;
+    o.fuse = false;
+    o.compileThreads = threads;
+    std::string bytes[2];
+    for (std::string& b : bytes) {
+      auto parsed = parseModule(program, "threads.kir");
+      ASSERT_TRUE(parsed.isOk()) << parsed.status().str();
+      auto exe = Executable::compile(std::move(*parsed), o);
+      ASSERT_TRUE(exe.isOk()) << exe.status().str();
+      b = (*exe)->serialize();
+    }
+    EXPECT_EQ(bytes[0], bytes[1]) << threads << " compile threads";
+    auto loaded = Executable::load(bytes[0], "threads.kiln");
+    ASSERT_TRUE(loaded.isOk()) << loaded.status().str();
+    auto out = (*loaded)->run(inputs());
+    ASSERT_TRUE(out.isOk()) << out.status().str();
+    ASSERT_EQ(out->size(), 4u);
+    results.push_back(std::move(*out));
+  }
+  for (size_t i = 0; i < 4; ++i) {
+    ASSERT_EQ(results[0][i].byteSize(), results[1][i].byteSize());
+    EXPECT_EQ(std::memcmp(results[0][i].bytes(), results[1][i].bytes(), results[0][i].byteSize()),
+              0)
+        << "output " << i;
+  }
+}
+
 TEST(Artifact, CompileCacheMissesHitsAndRebuildsCorruptEntries) {
   std::string dir = freshTempDir("kiln-cache-test-");
   CompileOptions o;

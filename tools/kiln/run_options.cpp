@@ -88,11 +88,11 @@ Status applyValueFlag(const std::string& flag, const std::string& v, RunOptions&
     if (!mib || *mib > (uint64_t(1) << 40))
       return usageError("--cache-limit expects a size in MiB, got '" + v + "'");
     o.cacheLimitMiB = *mib;
-  } else if (flag == "--threads") {
+  } else if (flag == "--threads" || flag == "--compile-threads") {
     auto n = parseNumber<int>(v);
     if (!n || *n < 1 || *n > 1024)
-      return usageError("--threads expects a number from 1 to 1024, got '" + v + "'");
-    o.threads = *n;
+      return usageError(flag + " expects a number from 1 to 1024, got '" + v + "'");
+    (flag == "--threads" ? o.threads : o.compileThreads) = *n;
   } else {
     return usageError("unknown option '" + flag + "' (see kiln run --help)");
   }
@@ -102,7 +102,8 @@ Status applyValueFlag(const std::string& flag, const std::string& v, RunOptions&
 bool takesValue(const std::string& flag) {
   return flag == "--input" || flag == "--seed" || flag == "--dim" || flag == "--output-dir" ||
          flag == "--backend" || flag == "--cuda-arch" || flag == "--precision" ||
-         flag == "--threads" || flag == "--cache-dir" || flag == "--cache-limit";
+         flag == "--threads" || flag == "--compile-threads" || flag == "--cache-dir" ||
+         flag == "--cache-limit";
 }
 
 }  // namespace
@@ -196,6 +197,8 @@ Options:
                          f16 or bf16: values computed and stored in that type, sums and
                          statistics in f32; inputs and outputs stay f32
   --threads N            threads of the cpu backend (default: one per hardware thread)
+  --compile-threads N    threads that compile (LLVM and library kernels; default: one per
+                         hardware thread, whatever --threads is)
   -O1                    optimise first with the default pipeline, specialised to the input
                          shapes (the default; docs/passes.md lists its passes)
   -O0                    run the program as loaded, only specialised to the input shapes
@@ -234,6 +237,7 @@ runtime::CompileOptions compileOptions(const RunOptions& o, const SymbolBindings
   co.recompile = o.recompile;
   co.dropHeldConstants = true;
   co.threads = o.threads;
+  co.compileThreads = o.compileThreads;
   co.instrumentation = o.instrumentation;
   if (o.cache && !sourceKey.empty()) {
     co.cacheDir = o.cacheDir.empty() ? runtime::defaultCacheDir() : o.cacheDir;
@@ -247,6 +251,7 @@ runtime::CompileOptions loadOptions(const RunOptions& o) {
   runtime::CompileOptions co;
   co.backend = o.backend;
   co.threads = o.threads;
+  co.compileThreads = o.compileThreads;
   co.dropHeldConstants = true;
   co.recompile = o.recompile;
   if (o.cache) {

@@ -204,6 +204,12 @@ void CpuProgram::storeBlockedValues(Impl& impl, const Function& f) {
 
 namespace {
 
+// Threads that compile: CompileOptions::compileThreads, else every hardware thread.
+int compileThreads(const CompileOptions& o) {
+  if (o.compileThreads > 0) return o.compileThreads;
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 struct Pending {
   LibraryCall* call;
   double flops;
@@ -354,9 +360,7 @@ void prepareCalls(CpuProgram::Impl& impl, const Function& f, const std::vector<P
     else copies.emplace_back(i, it->second);
   }
   auto prepareAll = [&](const std::vector<size_t>& which) {
-    int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    size_t helpers = std::min<size_t>(
-        which.size(), static_cast<size_t>(options.threads > 0 ? options.threads : hardware));
+    size_t helpers = std::min<size_t>(which.size(), static_cast<size_t>(compileThreads(options)));
     std::atomic<size_t> next{0};
     auto work = [&] {
       for (size_t i; (i = next.fetch_add(1)) < which.size();) prepare(pending[which[i]]);
@@ -435,9 +439,7 @@ Status compileKernels(CpuProgram::Impl& impl, const std::vector<size_t>& unique,
                       const std::vector<size_t>& generated,
                       std::vector<std::shared_ptr<CompiledKernel>>& uniqueCompiled) {
   const CompileOptions& options = impl.options;
-  int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  int workers = std::min<int>(
-      {options.threads > 0 ? options.threads : hardware, static_cast<int>(generated.size()), 8});
+  int workers = std::min<int>({compileThreads(options), static_cast<int>(generated.size()), 8});
   workers = std::max(workers, 1);
   std::vector<std::vector<const kernel::Kernel*>> batches(static_cast<size_t>(workers));
   for (size_t g = 0; g < generated.size(); ++g)
