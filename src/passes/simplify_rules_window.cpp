@@ -1,8 +1,10 @@
 // algebraic-simplify rules for windowed ops. Exact: a convolution tap that reads only padding
 // for every output position adds w * 0 = 0 for a finite weight w, so dropping it changes no value
 // (the weights must be constants without NaN or infinity: inf * 0 is NaN); a max or min pool is
-// separable by dims.
+// separable by dims; a pool's padding holds its reduction's identity, as a pad of that value
+// does; a pool of one repeated value is that value's reduction over the window.
 #include <cmath>
+#include <limits>
 
 #include "ir/op.h"
 #include "ir/pool_window.h"
@@ -136,7 +138,77 @@ Value* separablePool(Node& n) {
   return x->type() == n.result()->type() ? x : nullptr;
 }
 
+// The identity of a pool of `kind` over `type` (what its padding holds), if a pad value can be
+// compared with it: 0 for a sum (x + 0 and x + -0 are both x when the sum starts at +0), -inf
+// for a float max and +inf for a float min.
+std::optional<double> poolIdentity(const std::string& kind, DType type) {
+  if (kind == "sum") return 0.0;
+  if (!isFloat(type)) return std::nullopt;
+  if (kind == "max") return -std::numeric_limits<double>::infinity();
+  if (kind == "min") return std::numeric_limits<double>::infinity();
+  return std::nullopt;
+}
+
+// reduce_window(pad(x, v) {low, high}) -> reduce_window(x) {padding_low + low, padding_high +
+// high} when v is the pool's identity: an average pool exported as a Pad and an unpadded
+// AveragePool becomes one pool with padding, which layouts and lowerings know (the pad was a
+// copy of the input, and its layout change was left in the input's layout).
+Value* poolOfPad(Node& n) {
+  Value* padded = n.operand(0);
+  if (padded->def()->op() != OpCode::Pad) return nullptr;
+  const Node& pad = *padded->def();
+  const PoolWindow pool = poolWindowOf(n);
+  std::optional<double> identity = poolIdentity(n.attrEnum("kind"), padded->type().dtype());
+  std::optional<double> value = rewrite::splatValue(pad.operand(1));
+  if (!identity || !value || *value != *identity) return nullptr;
+  std::vector<int64_t> low = pad.attrInts("low"), high = pad.attrInts("high"),
+                       interior = pad.attrInts("interior");
+  const size_t r = pool.window.size();
+  if (low.size() != r || high.size() != r) return nullptr;
+  for (size_t d = 0; d < r; ++d) {
+    if (low[d] < 0 || high[d] < 0 || (!interior.empty() && interior[d] != 0)) return nullptr;
+    if (pool.baseDilations[d] != 1 || pool.low[d] < 0 || pool.high[d] < 0) return nullptr;
+    low[d] += pool.low[d];
+    high[d] += pool.high[d];
+  }
+  AttrMap attrs = n.attrs();
+  attrs["padding_low"] = intsAttr(low);
+  attrs["padding_high"] = intsAttr(high);
+  Builder b = rewrite::builderBefore(&n);
+  Value* out = b.op(OpCode::ReduceWindow, {pad.operand(0)}, std::move(attrs));
+  return out && out->type() == n.result()->type() ? out : nullptr;
+}
+
+// reduce_window(s) -> s reduced over the window, for a uniform f32 s and a pool without padding
+// or base dilation (every output reads the whole window): the count of an average pool over a
+// padded input. Exact: the interpreter sums f32 in double, where k copies of an f32 add up to
+// exactly k * s for k < 2^29, rounded once.
+Value* poolOfSplat(Node& n) {
+  std::optional<double> s = rewrite::splatValue(n.operand(0));
+  const TensorType& t = n.result()->type();
+  if (!s || t.dtype() != DType::F32 || !t.isStatic()) return nullptr;
+  const PoolWindow pool = poolWindowOf(n);
+  int64_t taps = 1;
+  for (size_t d = 0; d < pool.window.size(); ++d) {
+    if (pool.low[d] != 0 || pool.high[d] != 0 || pool.baseDilations[d] != 1) return nullptr;
+    taps *= pool.window[d];
+    if (taps >= (int64_t(1) << 29)) return nullptr;
+  }
+  const std::string& kind = n.attrEnum("kind");
+  if (kind != "sum" && kind != "max" && kind != "min") return nullptr;
+  double v =
+      kind == "sum" ? static_cast<double>(static_cast<float>(*s * static_cast<double>(taps))) : *s;
+  Builder b = rewrite::builderBefore(&n);
+  return rewrite::splatConstant(b, t, v);
+}
+
 const Rule kRules[] = {
+    {OpCode::ReduceWindow,
+     "reduce_window(pad(x, v) {lo, hi}) -> reduce_window(x) {padding + lo, hi} when v is the "
+     "pool's identity",
+     poolOfPad},
+    {OpCode::ReduceWindow,
+     "reduce_window(splat s) -> splat(s reduced over the window) without padding", poolOfSplat},
     {OpCode::ReduceWindow,
      "reduce_window(x) {max or min, k1 x k2 ...} -> reduce_window(reduce_window(x) {k1}) {k2} ... "
      "when the taps are at least twice their sum",
