@@ -72,6 +72,7 @@ fusion::FusionPlan fuse(const Function& f, const runtime::Target* target,
   if (target) fo.epilogue = target->epiloguePolicy();
   fo.epilogue.postOps = options.postOps;
   fo.concatViews = target && target->concatenatesInPlace();
+  fo.storesAlongsideReductions = target && target->storesAlongsideReductions();
   if (target) fo.custom = target->customFusions(options);
   fusion::FusionPlan plan = fusion::planFusion(f, fo);
   times.fusion = msSince(start);

@@ -648,6 +648,7 @@ class Planner {
     }
     for (Decision& d : siblings_) plan.decisions.push_back(std::move(d));
     plan.concats = std::move(views_);
+    plan.storesAlongsideReductions = o_.storesAlongsideReductions;
     if (o_.fuse)
       planCustomFusions(
           o_.custom, [&](const Value* v) { return name(v); }, plan);

@@ -93,6 +93,10 @@ struct FusionOptions {
   // Concatenates written in place by their producers where the target's code can store strided
   // slices (concat_views.h); else every concatenate is computed by a kernel.
   bool concatViews = false;
+  // A reduce's other outputs of its input's shape are stored from the loops that reduce (which
+  // visit each element once) instead of a nest of their own that computes them again; the
+  // CPU's choice (the GPU maps a reduction's loops to threads per output instead).
+  bool storesAlongsideReductions = false;
   // The largest function (in nodes) the planner keeps a reachability map for (reachability.h);
   // larger ones walk the graph for each convexity check, which decides the same.
   size_t reachabilityMaxNodes = 16384;
@@ -107,6 +111,7 @@ struct FusionPlan {
   std::map<const Node*, std::vector<int>> kernelsOf;
   // Concatenates in place (no kernel) and the values stored as slices of their buffers.
   ConcatViews concats;
+  bool storesAlongsideReductions = false;  // FusionOptions::storesAlongsideReductions
 };
 
 FusionPlan planFusion(const Function& f, const FusionOptions& options = {});

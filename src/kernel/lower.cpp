@@ -233,8 +233,9 @@ namespace {
 using lowering::Lowerer;
 
 StatusOr<Kernel> lowerWithNames(const fusion::Kernel& k,
-                                const std::map<const Value*, std::string>& names) {
-  KILN_ASSIGN_OR_RETURN(Kernel lowered, Lowerer(k, names).run());
+                                const std::map<const Value*, std::string>& names,
+                                bool storesAlongsideReductions = false) {
+  KILN_ASSIGN_OR_RETURN(Kernel lowered, Lowerer(k, names, storesAlongsideReductions).run());
   return simplifyIndices(lowered);
 }
 
@@ -249,7 +250,7 @@ StatusOr<std::vector<Kernel>> lowerPlan(const Function& f, const fusion::FusionP
   const std::map<const Value*, std::string> names = printedValueNames(f);
   std::vector<Kernel> out;
   for (const fusion::Kernel& k : plan.kernels) {
-    KILN_ASSIGN_OR_RETURN(Kernel lowered, lowerWithNames(k, names));
+    KILN_ASSIGN_OR_RETURN(Kernel lowered, lowerWithNames(k, names, plan.storesAlongsideReductions));
     out.push_back(std::move(lowered));
   }
   return out;

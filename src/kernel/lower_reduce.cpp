@@ -26,6 +26,52 @@ void Lowerer::splitOutputs(const std::vector<int64_t>& shape, std::vector<const 
   }
 }
 
+bool Lowerer::dependsOn(const Value* v, const Value* on) const {
+  if (v == on) return true;
+  const Node* n = v->def();
+  if (!members_.count(n)) return false;
+  for (const Value* o : n->operands())
+    if (dependsOn(o, on)) return true;
+  return false;
+}
+
+bool Lowerer::computesArithmetic(const Value* v) const {
+  const Node* n = v->def();
+  if (!members_.count(n)) return false;
+  OpClass c = n->info().opClass;
+  if ((c == OpClass::ElementwiseUnary || c == OpClass::ElementwiseBinary ||
+       c == OpClass::ElementwiseTernary || c == OpClass::Composite) &&
+      isFloat(v->type().dtype()))
+    return true;
+  for (const Value* o : n->operands())
+    if (computesArithmetic(o)) return true;
+  return false;
+}
+
+void Lowerer::splitVisitedOnce(std::vector<const Value*>& rest,
+                               std::vector<const Value*>& visitedOnce) const {
+  const Node* a = k_.anchor;
+  if (!storesAlongside_ || a->op() != OpCode::Reduce) return;
+  const std::vector<int64_t> in = a->operand(0)->type().staticDims();
+  std::vector<const Value*> others;
+  for (const Value* v : rest) {
+    if (v->type().staticDims() == in && !dependsOn(v, a->result()) && computesArithmetic(v))
+      visitedOnce.push_back(v);
+    else others.push_back(v);
+  }
+  rest = std::move(others);
+}
+
+StatusOr<ExprRef> Lowerer::reducedValue(const Value* x, const Index& idx,
+                                        const std::vector<const Value*>& visitedOnce,
+                                        StmtRef& stores) {
+  KILN_ASSIGN_OR_RETURN(stores, storeValues(visitedOnce, idx));
+  if (std::find(visitedOnce.begin(), visitedOnce.end(), x) == visitedOnce.end())
+    return valueAt(x, idx);
+  const Buffer& b = bufferFor(x, BufferRole::Output);
+  return cast(load(b.name, b.type, flatIndex(idx, b.shape)), computeType(b.type));
+}
+
 StatusOr<StmtRef> Lowerer::lowerReduction() {
   const Node* a = k_.anchor;
   switch (a->op()) {
@@ -139,8 +185,9 @@ StatusOr<StmtRef> Lowerer::lowerChannelReduction() {
   DType ct = computeType(x->type().dtype());
   DType resultType = a->result()->type().dtype();
   ReduceKind kind = reduceKind(a->attrEnum("kind"));
-  std::vector<const Value*> main, rest;
+  std::vector<const Value*> main, rest, visitedOnce;
   splitOutputs(outShape, main, rest);
+  splitVisitedOnce(rest, visitedOnce);
   std::string acc = "acc" + std::to_string(vars_);
   Status err = Status::ok();
   auto perOuter = [&](const Index& oo) -> StmtRef {
@@ -149,7 +196,8 @@ StatusOr<StmtRef> Lowerer::lowerChannelReduction() {
     Index o = oo;
     o.push_back(var(c));
     ReductionIndex ri = reductionIndex(o);
-    auto xv = valueAt(x, ri.inIdx);
+    StmtRef alongside;
+    auto xv = reducedValue(x, ri.inIdx, visitedOnce, alongside);
     if (!xv) {
       err = xv.status();
       return block({});
@@ -157,7 +205,9 @@ StatusOr<StmtRef> Lowerer::lowerChannelReduction() {
     ExprRef cur = load(acc, ct, var(c));
     ExprRef next = reduceCombine(kind, cur, *xv);
     if (ri.valid) next = select(ri.valid, next, cur);
-    StmtRef update = forLoop(c, intConst(channels), LoopKind::Serial, store(acc, var(c), next));
+    StmtRef update = store(acc, var(c), next);
+    if (!visitedOnce.empty()) update = block({alongside, update});
+    update = forLoop(c, intConst(channels), LoopKind::Serial, update);
     for (size_t i = ri.rvars.size(); i-- > 0;)
       update = forLoop(ri.rvars[i], intConst(ri.rextents[i]), LoopKind::Serial, update);
     std::string c0 = freshVar("c"), c1 = freshVar("c");

@@ -30,8 +30,10 @@ DType computeType(DType t);
 class Lowerer {
  public:
   // `names`: the printed names of f's values (printedValueNames), shared by its kernels.
-  Lowerer(const fusion::Kernel& k, const std::map<const Value*, std::string>& names)
-      : k_(k), names_(names) {
+  // `storesAlongside`: fusion::FusionOptions::storesAlongsideReductions.
+  Lowerer(const fusion::Kernel& k, const std::map<const Value*, std::string>& names,
+          bool storesAlongside = false)
+      : k_(k), names_(names), storesAlongside_(storesAlongside) {
     members_.insert(k.nodes.begin(), k.nodes.end());
     out_.kind = std::string(fusion::kernelKindName(k.kind));
     out_.name = "k" + std::to_string(k.id) + "_" + out_.kind;
@@ -102,6 +104,25 @@ class Lowerer {
                     std::vector<const Value*>& rest) const;
 
   StatusOr<StmtRef> lowerReduction();
+
+  // Whether v is `on` or computed from it inside the kernel.
+  bool dependsOn(const Value* v, const Value* on) const;
+  // Whether computing v in the kernel takes float arithmetic (not only loads, data movement and
+  // index arithmetic).
+  bool computesArithmetic(const Value* v) const;
+  // Of a reduce's other outputs `rest`, those of its input's shape computed with arithmetic and
+  // without its result move to `visitedOnce`: the reduced loops visit each of their elements
+  // exactly once, so they are stored there, from the value the reduction reads, instead of in a
+  // nest of their own that computes it again (a squeeze-and-excitation block's swish and its
+  // pool). A copy (an embedding's gather) costs only its loads again, and a store among the
+  // reduced loads keeps LLVM from hoisting their invariant indices (measured slower).
+  void splitVisitedOnce(std::vector<const Value*>& rest,
+                        std::vector<const Value*>& visitedOnce) const;
+  // The value a channel reduction reduces at input index `idx`, after `stores` (out) of the
+  // visitedOnce values there: x loaded back where it is one of them (computed once; a load of
+  // the address just stored, which the code generator forwards), else computed.
+  StatusOr<ExprRef> reducedValue(const Value* x, const Index& idx,
+                                 const std::vector<const Value*>& visitedOnce, StmtRef& stores);
 
   // The reduced loops of output index `o` of a reduce, argmax/argmin or reduce_window, the input
   // index they read, and (for a window with padding or dilation) when that index is valid.
@@ -179,6 +200,7 @@ class Lowerer {
   std::map<const Value*, std::function<ExprRef(const Index&)>> overrides_;
   std::map<std::string, std::pair<ExprRef, Index>> memo_;
   int vars_ = 0;
+  bool storesAlongside_ = false;
 };
 
 }  // namespace kiln::kernel::lowering

@@ -429,13 +429,20 @@ std::optional<std::pair<ReduceKind, ExprRef>> rowUpdate(const Stmt& st, const st
   return std::make_pair(*kind, x);
 }
 
-// The one kind of update `s` makes to `acc` when every store in it is such an update (loops and
-// blocks around them, nothing else), else nullopt.
-std::optional<ReduceKind> onlyRowUpdates(const StmtRef& s, const std::string& acc) {
+// The one kind of update `s` makes to `acc` when every store in it is such an update or a store
+// of an output of `k` that reads no `acc` (loops and blocks around them, nothing else), else
+// nullopt. The lowering stores an output element once, so those stores split like the loop.
+std::optional<ReduceKind> onlyRowUpdates(const StmtRef& s, const std::string& acc,
+                                         const Kernel& k) {
   std::optional<ReduceKind> kind;
   bool ok = true;
   std::function<void(const StmtRef&)> walk = [&](const StmtRef& n) {
     if (!n || !ok) return;
+    const Buffer* out = n->kind == Stmt::Kind::Store ? k.find(n->buffer) : nullptr;
+    if (out && out->role == BufferRole::Output) {
+      ok = !loadedBuffers(n->value).count(acc) && !loadedBuffers(n->index).count(acc);
+      return;
+    }
     if (n->kind == Stmt::Kind::Store) {
       auto u = rowUpdate(*n, acc);
       if (!u || (kind && *kind != u->first)) ok = false;
@@ -538,7 +545,7 @@ Kernel splitRowReductions(const Kernel& k, int64_t threshold, bool reassociate) 
           nest->extent->kind != Expr::Kind::Const)
         continue;
       const int64_t parts = rowParts(nest->extent->i, work(nest), threshold);
-      std::optional<ReduceKind> kind = onlyRowUpdates(nest->body[0], s->buffer);
+      std::optional<ReduceKind> kind = onlyRowUpdates(nest->body[0], s->buffer, k);
       if (!parts || !kind || (!reassociate && reduceDependsOnOrder(*kind, s->type))) continue;
       Buffer rows;
       rows.name = names.fresh(s->buffer + "_rows");

@@ -91,10 +91,11 @@ bool onlyUser(const Value* v, const Node* n) {
   return true;
 }
 
+// Elementwise ops, and gelu: a composite, but of elementwise ops (a layout means nothing to it).
 bool isElementwise(const Node* n) {
   OpClass c = n->info().opClass;
   return c == OpClass::ElementwiseUnary || c == OpClass::ElementwiseBinary ||
-         c == OpClass::ElementwiseTernary;
+         c == OpClass::ElementwiseTernary || n->op() == OpCode::Gelu;
 }
 
 // Whether `w` is transposed by `perm`, or will be once transposes sink through the elementwise ops,

@@ -191,6 +191,9 @@ class Target {
   // Whether its kernels and library calls store a concatenation's operands into their slices of
   // its buffer, strided (fusion/concat_views.h); else each concatenate is computed by a kernel.
   virtual bool concatenatesInPlace() const { return false; }
+  // Whether a reduction's outputs of its input's shape are stored from its reduced loops (each
+  // element once, computed once) rather than in a nest of their own (fusion::FusionOptions).
+  virtual bool storesAlongsideReductions() const { return false; }
   // What its library calls apply as they write their results: the planner decides each call's
   // post-ops from it (fusion/epilogue.h).
   virtual fusion::EpiloguePolicy epiloguePolicy() const = 0;
