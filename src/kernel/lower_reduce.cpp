@@ -188,6 +188,10 @@ StatusOr<StmtRef> Lowerer::lowerChannelReduction() {
   std::vector<const Value*> main, rest, visitedOnce;
   splitOutputs(outShape, main, rest);
   splitVisitedOnce(rest, visitedOnce);
+  for (const Value* v : visitedOnce)
+    out_.notes.push_back(name(v) +
+                         " stored from the reduced loops, which visit each element once (not "
+                         "computed again in a nest of its own)");
   std::string acc = "acc" + std::to_string(vars_);
   Status err = Status::ok();
   auto perOuter = [&](const Index& oo) -> StmtRef {
