@@ -2,8 +2,8 @@
 // the packed weights of library kernels): 64-byte aligned, and from 4 MiB on mapped with the
 // advice MADV_HUGEPAGE, so that filling it faults once per 2 MiB instead of once per 4 KiB page.
 // On the development machine's virtual machine a page fault costs about 10 us: filling 100 MB
-// of fresh 4 KiB pages took 0.26 s, with huge pages 0.01 s (docs/benchmarks.md, "Compile time").
-// Where the kernel has no transparent huge pages the advice changes nothing.
+// of fresh 4 KiB pages took 0.26 s, with huge pages 0.01 s (bench/results/cpu-history.md, "Compile
+// time"). Where the kernel has no transparent huge pages the advice changes nothing.
 #pragma once
 
 #include <cstddef>

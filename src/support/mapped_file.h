@@ -16,7 +16,7 @@ namespace kiln {
 // The buffer for reading a large file in pieces (MappedFile::read, hashing a source file): a
 // size that stays in the CPU's L2 cache. Copying out of the page cache into it ran at 12-16 GB/s,
 // against 4-5 GB/s through first touches of a mapping and 7-9 GB/s into a 4 MiB buffer
-// (resnet50's 132 MB cache entry on the Zen 5 machine, docs/benchmarks.md).
+// (resnet50's 132 MB cache entry on the Zen 5 machine, bench/results/cpu-history.md).
 inline constexpr size_t kReadPieceBytes = size_t(256) << 10;
 
 class MappedFile {
