@@ -2,7 +2,9 @@
 // normalisations softmax, log_softmax and layer_norm (see lower.h).
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <set>
 
 #include "ir/pool_window.h"
 #include "kernel/lowerer.h"
@@ -26,26 +28,40 @@ void Lowerer::splitOutputs(const std::vector<int64_t>& shape, std::vector<const 
   }
 }
 
+// Whether `pred` holds for a member node on the paths from v up to the kernel's inputs (each
+// node visited once: fused chains share operands).
+namespace {
+bool anyMemberAbove(const Value* v, const std::set<const Node*>& members,
+                    const std::function<bool(const Node*)>& pred) {
+  std::set<const Node*> seen;
+  std::vector<const Node*> todo{v->def()};
+  while (!todo.empty()) {
+    const Node* n = todo.back();
+    todo.pop_back();
+    if (!members.count(n) || !seen.insert(n).second) continue;
+    if (pred(n)) return true;
+    for (const Value* o : n->operands()) todo.push_back(o->def());
+  }
+  return false;
+}
+}  // namespace
+
 bool Lowerer::dependsOn(const Value* v, const Value* on) const {
   if (v == on) return true;
-  const Node* n = v->def();
-  if (!members_.count(n)) return false;
-  for (const Value* o : n->operands())
-    if (dependsOn(o, on)) return true;
-  return false;
+  return anyMemberAbove(v, members_, [&](const Node* n) {
+    for (const Value* o : n->operands())
+      if (o == on) return true;
+    return false;
+  });
 }
 
 bool Lowerer::computesArithmetic(const Value* v) const {
-  const Node* n = v->def();
-  if (!members_.count(n)) return false;
-  OpClass c = n->info().opClass;
-  if ((c == OpClass::ElementwiseUnary || c == OpClass::ElementwiseBinary ||
-       c == OpClass::ElementwiseTernary || c == OpClass::Composite) &&
-      isFloat(v->type().dtype()))
-    return true;
-  for (const Value* o : n->operands())
-    if (computesArithmetic(o)) return true;
-  return false;
+  return anyMemberAbove(v, members_, [](const Node* n) {
+    OpClass c = n->info().opClass;
+    return (c == OpClass::ElementwiseUnary || c == OpClass::ElementwiseBinary ||
+            c == OpClass::ElementwiseTernary || c == OpClass::Composite) &&
+           n->numResults() == 1 && isFloat(n->result()->type().dtype());
+  });
 }
 
 void Lowerer::splitVisitedOnce(std::vector<const Value*>& rest,
