@@ -121,9 +121,10 @@ StatusOr<Reloaded> reload(const runtime::Target& target, const runtime::DecodedA
 
 Status planProgramBuffers(runtime::Program& program) {
   auto start = Clock::now();
-  KILN_ASSIGN_OR_RETURN(
-      BufferPlan buffers,
-      runtime::planBuffers(program.function(), program.kernels(), program.bufferAlignment()));
+  KILN_ASSIGN_OR_RETURN(BufferPlan buffers,
+                        runtime::planBuffers(program.function(), program.kernels(),
+                                             program.bufferAlignment(),
+                                             program.concurrentRanges()));
   program.setBuffers(std::move(buffers));
   program.times().buffers = msSince(start);
   return Status::ok();

@@ -115,8 +115,13 @@ struct Item {
 }  // namespace
 
 StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Kernel>& kernels,
-                                 int64_t alignment) {
+                                 int64_t alignment, const std::vector<KernelRange>& concurrent) {
   BufferPlan p;
+  // The concurrent range of each kernel, if any.
+  std::vector<const KernelRange*> rangeOf(kernels.size(), nullptr);
+  for (const KernelRange& r : concurrent)
+    for (int i = std::max(r.first, 0); i <= r.last && i < static_cast<int>(kernels.size()); ++i)
+      rangeOf[static_cast<size_t>(i)] = &r;
   std::map<const Value*, int> outputIndex;
   for (size_t i = 0; i < f.outputs().size(); ++i) outputIndex.emplace(f.outputs()[i], int(i));
   auto slotFor = [&](const Value* v) -> Slot& {
@@ -150,9 +155,25 @@ StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Ke
     }
   }
   KILN_RETURN_IF_ERROR(planSlices(kernels, p, slotFor));
+  // A concurrent range's buffers (and the concatenations of its slices) live over all of it.
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const KernelRange* r = rangeOf[i];
+    if (!r) continue;
+    for (const kernel::Buffer& b : kernels[i].buffers) {
+      if (!b.value || b.role == kernel::BufferRole::Temp || b.role == kernel::BufferRole::Internal)
+        continue;
+      for (const Value* v : {b.value, b.view ? b.view->of : nullptr}) {
+        if (!v) continue;
+        Slot& s = p.values.at(v);
+        s.first = std::min(s.first, r->first);
+        s.last = std::max(s.last, r->last);
+      }
+    }
+  }
   // In place: an arena value written by an elementwise kernel over an arena input that dies there.
   for (size_t i = 0; i < kernels.size(); ++i) {
     const kernel::Kernel& k = kernels[i];
+    if (rangeOf[i]) continue;
     for (const kernel::Buffer& o : k.buffers) {
       if (o.role != kernel::BufferRole::Output) continue;
       Slot& out = p.values[o.value];
@@ -194,12 +215,13 @@ StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Ke
     for (const kernel::Buffer& b : kernels[i].buffers) {
       if (b.role != kernel::BufferRole::Temp) continue;
       int64_t bytes = b.elements() * static_cast<int64_t>(dtypeSize(b.type));
+      const KernelRange* r = rangeOf[i];
       items.push_back(Item{nullptr,
                            int(i),
                            t,
                            bytes,
-                           int(i),
-                           int(i),
+                           r ? r->first : int(i),
+                           r ? r->last : int(i),
                            {f.nodes().size() + i, static_cast<size_t>(t)}});
       ++t;
       p.temps[i].push_back(0);

@@ -45,9 +45,17 @@ struct BufferPlan {
   int inPlace = 0;  // values written over a dying input
 };
 
-// Arena offsets are multiples of `alignment` (a power of two).
+// Kernels [first, last] of the kernel order that may run at once (runtime/concurrency.h).
+struct KernelRange {
+  int first = 0, last = 0;
+};
+
+// Arena offsets are multiples of `alignment` (a power of two). Every buffer a kernel of a
+// `concurrent` range touches is live over the whole range (its kernels may run in any order and
+// at once), and no value there is written in place.
 StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Kernel>& kernels,
-                                 int64_t alignment = kBufferAlignment);
+                                 int64_t alignment = kBufferAlignment,
+                                 const std::vector<KernelRange>& concurrent = {});
 
 // "arena 1.2 MiB (liveness lower bound 1.1 MiB, 3 values in place)".
 std::string describeBufferPlan(const BufferPlan& p);

@@ -11,6 +11,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "compiler/compile.h"
 #include "runtime/source_key.h"
@@ -172,8 +173,14 @@ std::string Executable::cacheEntryPath(const CompileOptions& options, const Targ
     if (it == builds.end()) it = builds.emplace(options.cacheDir, buildKey(options.cacheDir)).first;
     build = it->second;
   }
+  // The threads a run has, and whether kernels may run at once, choose the library kernels'
+  // weight layouts: entries for other thread counts are kept apart, not rejected and rebuilt.
+  const int threads = options.threads > 0
+                          ? options.threads
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::string key = options.sourceKey + "\n" + optionsText(options) + "\n" + target.name() + " " +
-                    target.machine() + "\n" + build;
+                    target.machine() + "\n" + build + "\nthreads " + std::to_string(threads) +
+                    (options.concurrentKernels ? "" : " sequential");
   return (std::filesystem::path(options.cacheDir) / (hex64(hash64(key)) + ".kiln")).string();
 }
 
@@ -663,6 +670,7 @@ int Executable::threads() const { return impl_->program->threads(); }
 const std::string& Executable::passTimings() const { return impl_->passTimings; }
 std::string Executable::libraryCallDetails() const { return impl_->program->libraryCallDetails(); }
 std::string Executable::libraryCalls() const { return impl_->program->libraryCalls(); }
+std::string Executable::concurrencyDetails() const { return impl_->program->concurrencyDetails(); }
 StatusOr<std::optional<DeviceCeilings>>
 Executable::measureDevice(int repeat, const std::vector<int64_t>& copyBytes) const {
   return impl_->program->measureDevice(repeat, copyBytes);

@@ -143,6 +143,8 @@ class Executable {
   // A line per library call: its kernel, op and implementation ("k1_contraction: convolution:
   // oneDNN convolution (..., post-ops add+clamp)"), or why the reference kernel runs it.
   std::string libraryCallDetails() const;
+  // The kernels that run at once and why (Program::concurrencyDetails; "" when none do).
+  std::string concurrencyDetails() const;
   // The per-pass timing table when instrumentation.timePasses was set, else "".
   const std::string& passTimings() const;
   // The machine the code is for, for people ("znver5 (+avx512f ...)").

@@ -44,6 +44,10 @@ struct CompileOptions {
   // count. Apart from `threads`: compiling uses the machine's cores whatever a run may use.
   // Does not change what the program computes (not part of cache keys).
   int compileThreads = 0;
+  // Independent kernels (the branches of an inception module) run at once, one thread each,
+  // where the target's concurrency plan finds it pays (runtime/concurrency.h). Does not change
+  // what the program computes (not part of cache keys).
+  bool concurrentKernels = true;
   // false: library calls (matrix products, convolutions) run as Kiln's own loops instead of a
   // library's kernels (kernel/expand_calls.h; the numerics of the interpreter).
   bool libraryCalls = true;
@@ -161,6 +165,11 @@ class Program {
   virtual void setBuffers(BufferPlan buffers) = 0;
   // The alignment of its arena's buffers (bytes): what its kernels and libraries assume.
   virtual int64_t bufferAlignment() const { return kBufferAlignment; }
+  // Kernels its runs may execute at once (runtime/concurrency.h): the buffer plan keeps their
+  // buffers apart.
+  virtual std::vector<KernelRange> concurrentRanges() const { return {}; }
+  // What runs at once and why, for `kiln explain` ("" when nothing does).
+  virtual std::string concurrencyDetails() const { return ""; }
   // Its device's ceilings, measured now; nullopt for a target that runs on the host.
   // copyBytes: per kernel, the bytes (read + written) a copy of the same size moves (0: none).
   virtual StatusOr<std::optional<DeviceCeilings>>

@@ -1,6 +1,7 @@
 // `kiln explain`: what the compiler makes of a program: the optimised graph's kernels (the fusion
 // plan) with their ops, bytes and flops, and the reason for every edge left unfused.
 #include <cstdio>
+#include <cstdlib>
 
 #include "commands.h"
 #include "compiler/compile.h"
@@ -38,6 +39,10 @@ Options:
   --no-post-ops          leave the epilogues of library calls to Kiln's loops (no post-ops)
   --no-reassociate       keep float sums and products of reductions in the interpreter's order
   --no-library-calls     matrix products and convolutions as Kiln's own loops (no library calls)
+  --threads N            the threads a run would have (default: one per hardware thread): the
+                         library calls are made for them and independent kernels may run at once
+  --no-concurrent-kernels
+                         run kernels one after another, each on every thread
 %s  -h, --help             show this help
 )";
 
@@ -51,6 +56,8 @@ struct ExplainOptions {
   bool postOps = true;
   bool reassociate = true;
   bool libraryCalls = true;
+  bool concurrentKernels = true;
+  int threads = 0;
   bool code = true;
   std::string precision = "f32";
   std::string cudaArch;
@@ -82,6 +89,15 @@ StatusOr<ExplainOptions> parse(const std::vector<std::string>& args, bool& help)
       o.reassociate = false;
     } else if (a == "--no-library-calls") {
       o.libraryCalls = false;
+    } else if (a == "--no-concurrent-kernels") {
+      o.concurrentKernels = false;
+    } else if (a == "--threads") {
+      std::string v = i + 1 < args.size() ? args[++i] : "";
+      char* end = nullptr;
+      long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end || n < 1 || n > 4096)
+        return Status::error("--threads expects a count from 1 to 4096, got '" + v + "'");
+      o.threads = static_cast<int>(n);
     } else if (a == "--no-code") {
       o.code = false;
     } else if (a == "--precision") {
@@ -170,6 +186,8 @@ runtime::CompileOptions compileOptions(const ExplainOptions& o) {
   co.postOps = o.postOps;
   co.reassociate = o.reassociate;
   co.libraryCalls = o.libraryCalls;
+  co.concurrentKernels = o.concurrentKernels;
+  co.threads = o.threads;
   co.precision = o.precision;
   co.cudaArch = o.cudaArch;
   co.dims = o.dims;
@@ -210,6 +228,7 @@ Status explain(const ExplainOptions& o) {
   printCalls(kernels);
   if (p)
     std::printf("\ncode (%s):\n%s", p->libraryCalls().c_str(), p->libraryCallDetails().c_str());
+  if (p && !p->concurrencyDetails().empty()) std::printf("\n%s", p->concurrencyDetails().c_str());
   if (o.kernelIr) {
     std::puts("\nkernel IR:");
     for (const kernel::Kernel& k : kernels) std::printf("\n%s", kernel::printKernel(k).c_str());

@@ -143,6 +143,10 @@ StatusOr<RunOptions> parseRunOptions(const std::vector<std::string>& args) {
       o.libraryCalls = false;
       continue;
     }
+    if (a == "--no-concurrent-kernels") {
+      o.concurrentKernels = false;
+      continue;
+    }
     if (a == "--no-cache") {
       o.cache = false;
       continue;
@@ -214,6 +218,10 @@ Options:
                          order (by default they split into vectorized partial sums)
   --no-library-calls     run matrix products and convolutions as Kiln's own loops instead of
                          a library's kernels (oneDNN), with the interpreter's numerics
+  --no-concurrent-kernels
+                         run kernels one after another, each on every thread (by default
+                         independent ones, such as an inception module's branches, may run at
+                         once, one thread each, where the plan finds it pays: kiln explain)
   --no-recompile         inputs that differ from a .kiln artifact's sizes in a symbolic dim are
                          an error (naming the dim, its size and the compiled size) instead of
                          compiling the artifact's source model again for them
@@ -234,6 +242,7 @@ runtime::CompileOptions compileOptions(const RunOptions& o, const SymbolBindings
   co.postOps = o.postOps;
   co.reassociate = o.reassociate;
   co.libraryCalls = o.libraryCalls;
+  co.concurrentKernels = o.concurrentKernels;
   co.recompile = o.recompile;
   co.dropHeldConstants = true;
   co.threads = o.threads;

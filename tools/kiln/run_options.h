@@ -35,8 +35,9 @@ struct RunOptions {
   // 1: the default optimisation pipeline before running (the default); 0: the program as loaded
   // (only specialised to the input shapes).
   int optLevel = 1;
-  bool postOps = true;       // --no-post-ops: epilogues of library calls stay loop nests
-  bool reassociate = true;   // --no-reassociate: float reductions in the interpreter's order
+  bool postOps = true;            // --no-post-ops: epilogues of library calls stay loop nests
+  bool reassociate = true;        // --no-reassociate: float reductions in the interpreter's order
+  bool concurrentKernels = true;  // --no-concurrent-kernels: kernels one after another
   bool libraryCalls = true;  // --no-library-calls: matrix products and convolutions as Kiln's loops
   // --no-recompile: inputs of other sizes in a symbolic dim than an artifact's are an error
   // instead of a compile for them (CompileOptions::recompile).

@@ -73,6 +73,7 @@ struct CallContext {
   size_t kernel;
   Status* error;  // the first failure of a library call (calls must not throw)
   std::mutex* mu;
+  std::atomic<bool>* failed;  // set with `error`: lanes of a concurrent stage stop on it
 };
 
 // Runs library call `index` of the current kernel: through its oneDNN kernel when it has one,
@@ -87,6 +88,7 @@ void runLibraryCall(void* context, int32_t index, void** buffers) {
     if (!s) {
       std::lock_guard<std::mutex> lock(*ctx->mu);
       if (*ctx->error) *ctx->error = s;
+      ctx->failed->store(true);
     }
     return;
   }
@@ -101,6 +103,7 @@ void runLibraryCall(void* context, int32_t index, void** buffers) {
   if (!results) {
     std::lock_guard<std::mutex> lock(*ctx->mu);
     if (*ctx->error) *ctx->error = results.status();
+    ctx->failed->store(true);
     return;
   }
   for (size_t r = 0; r < results->size(); ++r) {
@@ -149,6 +152,8 @@ std::string describeCalls(const CpuProgram::Impl& impl) {
       if (c.separatePostOps) text += "; post-ops as loops after the call";
       if (c.fast && c.separatePostOps) text += " (" + c.why + ")";
       if (c.fast && c.oneThread) text += "; one thread (a small product)";
+      if (c.fast && !c.oneThread && impl.concurrency.stageOf[i] >= 0)
+        text += "; one thread (a lane of a concurrent stage)";
       text += "\n";
     }
   return text;
@@ -212,6 +217,7 @@ int compileThreads(const CompileOptions& o) {
 
 struct Pending {
   LibraryCall* call;
+  bool inLane;  // its kernel runs in a lane of a concurrent stage: on one thread
   double flops;
   const PackedWeights* prepacked;   // from the artifact, or null
   std::vector<int64_t> dstStrides;  // a strided result (onednn.h resultStrides), else empty
@@ -243,7 +249,8 @@ std::vector<Pending> listCalls(CpuProgram::Impl& impl, const PackedByCall* prepa
         auto it = prepacked->find({i, j});
         if (it != prepacked->end()) packed = &it->second;
       }
-      pending.push_back({&impl.calls.back()[j], impl.plan.kernels[i].flops, packed,
+      pending.push_back({&impl.calls.back()[j], impl.concurrency.stageOf[i] >= 0,
+                         impl.plan.kernels[i].flops, packed,
                          codegen::cpu::resultStrides(impl.kernels[i], *stmts[j])});
     }
   }
@@ -297,8 +304,9 @@ std::string callKey(const Pending& p) {
   const kernel::Stmt& s = *p.call->stmt;
   const Node& n = *s.node;
   char buf[64];
-  std::snprintf(buf, sizeof buf, " %a %p", p.flops,
-                static_cast<const void*>(p.prepacked ? p.prepacked->bytes.data() : nullptr));
+  std::snprintf(buf, sizeof buf, " %a %p%s", p.flops,
+                static_cast<const void*>(p.prepacked ? p.prepacked->bytes.data() : nullptr),
+                p.inLane ? " lane" : "");
   std::string key = std::string(opName(n.op())) + " " + printAttributes(n.op(), n.attrs()) + buf;
   for (size_t i = 0; i < n.numOperands(); ++i) {
     const Node* def = n.operand(i)->def();
@@ -337,7 +345,9 @@ void prepareCalls(CpuProgram::Impl& impl, const Function& f, const std::vector<P
     bool small =
         s->node->op() == OpCode::DotGeneral && p.flops < kSmallCallFlops &&
         p.flops > 4.0 * static_cast<double>(s->node->operand(1)->type().numElements().value_or(0));
-    int threads = small ? 1 : options.threads;
+    // A lane of a concurrent stage runs on one thread: oneDNN runs a primitive with the
+    // threads it was created for.
+    int threads = small || p.inLane ? 1 : options.threads;
     c.oneThread = small && pooled;
     auto fast =
         codegen::cpu::createOneDnnKernel(*s->node, s->postOps, threads, p.prepacked, p.dstStrides);
@@ -510,6 +520,65 @@ Status generateCode(CpuProgram::Impl& impl, const std::vector<ObjectUnit>* objec
   return Status::ok();
 }
 
+// The multiplications a Winograd convolution saves of a kernel's flops: about half of a 3x3
+// convolution's of stride 1 over whole channel blocks where oneDNN has Winograd kernels (it does
+// 4/9 or 1/4 of the multiplies, and transforms its tiles), else none.
+double winogradSavings(const kernel::Kernel& k) {
+  if (!oneDnnWinograd()) return 0;
+  double saved = 0;
+  for (const kernel::Stmt* c : kernel::callsOf(k)) {
+    const Node* n = c->node;
+    if (!n || n->op() != OpCode::Convolution || n->numOperands() < 2) continue;
+    const TensorType& w = n->operand(1)->type();
+    const TensorType& y = n->result(0)->type();
+    if (w.rank() != 4 || y.rank() != 4 || !w.isStatic() || !y.isStatic()) continue;
+    std::vector<int64_t> wd = w.staticDims();
+    const ConvWindow win = convWindow(n->attrs(), 2);
+    bool ones = true;
+    for (const auto* v : {&win.strides, &win.rhsDil, &win.lhsDil})
+      for (int64_t x : *v) ones = ones && x == 1;
+    // HWIO weights (the layout the CPU's convolutions have here).
+    if (!ones || wd[0] != 3 || wd[1] != 3 || wd[2] % 16 || wd[3] % 16 ||
+        n->attrInt("feature_group_count") != 1)
+      continue;
+    saved += 0.5 * 2.0 * double(y.numElements().value_or(0)) * double(wd[0] * wd[1] * wd[2]);
+  }
+  return saved;
+}
+
+// Each kernel's estimated time on one thread and on `threads`, for the concurrency plan. One
+// thread: its flops at 150 GFLOP/s (a Winograd convolution's halved) plus its bytes at 15 GB/s
+// plus 3 us. More threads speed a kernel up by the parallel work it has, its output elements:
+// half of each extra thread at 200K elements for a library call (oneDNN splits a convolution's
+// rows and channel blocks: at 2 threads here 7x7x384 outputs ran 0.9-1.0x as fast as on one,
+// 28x28x192 1.4x, 56x56x64 1.5-1.9x), at 16K for Kiln's loops (chunks of a parallel loop).
+runtime::KernelCosts kernelCosts(const CpuProgram::Impl& impl, int threads) {
+  runtime::KernelCosts c;
+  for (size_t i = 0; i < impl.kernels.size(); ++i) {
+    const fusion::Kernel& k = impl.plan.kernels[i];
+    double flops = std::max(0.0, k.flops - winogradSavings(impl.kernels[i]));
+    double one = flops / 150e9 + double(k.bytesRead + k.bytesWritten) / 15e9 + 3e-6;
+    double work = 0;
+    for (const Value* v : k.outputs) work += double(v->type().numElements().value_or(0));
+    const double halfSpeed = kernel::callsOf(impl.kernels[i]).empty() ? 16e3 : 200e3;
+    const double extra = threads - 1;
+    c.oneThread.push_back(one);
+    c.allThreads.push_back(one / (1.0 + extra * work / (work + extra * halfSpeed)));
+  }
+  return c;
+}
+
+// Independent kernels run at once, one thread each, where the concurrency plan finds it pays
+// (runtime/concurrency.h); not with one thread or CompileOptions::concurrentKernels off.
+runtime::ConcurrencyPlan planKernelConcurrency(const CpuProgram::Impl& impl) {
+  const int threads = impl.pool->numThreads();
+  runtime::KernelCosts cost;
+  if (impl.options.concurrentKernels && threads > 1 &&
+      impl.plan.kernels.size() == impl.kernels.size())
+    cost = kernelCosts(impl, threads);
+  return runtime::planConcurrency(impl.kernels, cost, threads);
+}
+
 }  // namespace
 
 // Library kernels and code generation (or, with `objects`, linking the object code of an
@@ -519,6 +588,8 @@ Status CpuProgram::buildInto(Impl& impl, std::unique_ptr<Module> module,
                              const PackedByCall* prepacked) {
   const CompileOptions& options = impl.options;
   Function* f = module->entry();
+  impl.pool = std::make_unique<codegen::cpu::ThreadPool>(options.threads);
+  impl.concurrency = planKernelConcurrency(impl);
   std::vector<Pending> pending = listCalls(impl, prepacked);
   KILN_RETURN_IF_ERROR(createBlocks(impl));
   std::erase_if(pending, [](const Pending& p) { return !p.call->block.empty(); });
@@ -535,7 +606,6 @@ Status CpuProgram::buildInto(Impl& impl, std::unique_ptr<Module> module,
     for (const auto& c : impl.compilers) ir += c->lastLlvmIr();
     KILN_RETURN_IF_ERROR(compiler::writeDump(options, "kernels.ll", ir));
   }
-  impl.pool = std::make_unique<codegen::cpu::ThreadPool>(options.threads);
   impl.f = f;
   impl.module = std::move(module);
   return Status::ok();
@@ -628,38 +698,62 @@ Status CpuProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& 
   };
   Status error = Status::ok();
   std::mutex mu;
-  // The addresses of kernel i's buffers.
-  auto kernelPtrs = [&](size_t i, std::vector<void*>& ptrs) {
-    ptrs.clear();
+  std::atomic<bool> failed{false};
+  // Kernel i's buffer addresses and block arguments, per thread that runs kernels.
+  struct Args {
+    std::vector<void*> ptrs;
+    std::array<std::vector<void*>, 3> block;
+  };
+  auto runKernel = [&](size_t i, ThreadPool& pool, Args& a) {
+    auto kernelStart = kernelMs ? Clock::now() : Clock::time_point{};
+    a.ptrs.clear();
     size_t temp = 0;
     for (const kernel::Buffer& b : m.kernels[i].buffers) {
       if (b.role == kernel::BufferRole::Temp)
-        ptrs.push_back(arena.get() + m.buffers.temps[i][temp++]);
-      else if (b.role == kernel::BufferRole::Internal) ptrs.push_back(nullptr);  // no memory
-      else ptrs.push_back(address(b.value));
+        a.ptrs.push_back(arena.get() + m.buffers.temps[i][temp++]);
+      else if (b.role == kernel::BufferRole::Internal) a.ptrs.push_back(nullptr);  // no memory
+      else a.ptrs.push_back(address(b.value));
     }
-  };
-  std::vector<void*> ptrs;
-  std::array<std::vector<void*>, 3> blockArgs;
-  if (kernelMs) kernelMs->assign(m.kernels.size(), 0.0);
-  for (size_t i = 0; i < m.kernels.size(); ++i) {
-    const kernel::Kernel& k = m.kernels[i];
-    auto kernelStart = kernelMs ? Clock::now() : Clock::time_point{};
-    kernelPtrs(i, ptrs);
     if (auto block = m.blocks.find(i); block != m.blocks.end()) {
       void* const* args[3];
       for (size_t j = 0; j < 3; ++j) {
-        blockArgs[j].clear();
-        for (size_t b : block->second.args[j]) blockArgs[j].push_back(ptrs[b]);
-        args[j] = blockArgs[j].data();
+        a.block[j].clear();
+        for (size_t b : block->second.args[j]) a.block[j].push_back(a.ptrs[b]);
+        args[j] = a.block[j].data();
       }
-      block->second.kernel->run(args, *m.pool);
+      block->second.kernel->run(args, pool);
     } else {
-      CallContext ctx{&m.calls, i, &error, &mu};
-      m.compiled[i]->run(ptrs.data(), *m.pool, runLibraryCall, &ctx);
+      CallContext ctx{&m.calls, i, &error, &mu, &failed};
+      m.compiled[i]->run(a.ptrs.data(), pool, runLibraryCall, &ctx);
     }
     if (kernelMs) (*kernelMs)[i] = msSince(kernelStart);
-    if (!error) return Status(error).prefix("kernel " + k.name);
+  };
+  // A concurrent stage: each lane on a thread of its own, its kernels on that thread alone.
+  auto runStage = [&](const runtime::ConcurrentStage& s) {
+    ThreadPool one(1);
+    m.pool->runLanes(static_cast<int>(s.lanes.size()), [&](int lane) {
+      Args a;
+      for (int k : s.lanes[static_cast<size_t>(lane)]) {
+        if (failed.load()) return;
+        runKernel(static_cast<size_t>(k), one, a);
+      }
+    });
+  };
+  Args args;
+  if (kernelMs) kernelMs->assign(m.kernels.size(), 0.0);
+  for (size_t i = 0; i < m.kernels.size(); ++i) {
+    const int stage = m.concurrency.stageOf[i];
+    if (stage >= 0) {
+      const runtime::ConcurrentStage& s = m.concurrency.stages[static_cast<size_t>(stage)];
+      runStage(s);
+      if (!error)
+        return Status(error).prefix("kernels " + m.kernels[i].name + " .. " +
+                                    m.kernels[static_cast<size_t>(s.last)].name);
+      i = static_cast<size_t>(s.last);
+      continue;
+    }
+    runKernel(i, *m.pool, args);
+    if (!error) return Status(error).prefix("kernel " + m.kernels[i].name);
   }
   copyUnwrittenOutputs(m, inputs, outputs, address);
   return Status::ok();

@@ -15,6 +15,7 @@
 #include "codegen/cpu/inverted_residual.h"
 #include "codegen/cpu/onednn.h"
 #include "codegen/cpu/thread_pool.h"
+#include "runtime/concurrency.h"
 #include "runtime/target.h"
 
 namespace kiln::codegen::cpu {
@@ -68,6 +69,7 @@ class CpuProgram final : public runtime::Program {
     std::vector<std::shared_ptr<CompiledKernel>> compiled;
     int uniqueKernels = 0;
     std::unique_ptr<ThreadPool> pool;
+    runtime::ConcurrencyPlan concurrency;  // kernels that run at once
     BufferPlan buffers;
     CompileTimes times;
     std::vector<ObjectUnit> objects;  // the code, for artifacts
@@ -105,6 +107,12 @@ class CpuProgram final : public runtime::Program {
   std::string libraryCallDetails() const override;
   void artifactParts(runtime::ArtifactParts& parts) const override;
   void setBuffers(BufferPlan buffers) override { impl_->buffers = std::move(buffers); }
+  std::vector<runtime::KernelRange> concurrentRanges() const override {
+    return impl_->concurrency.ranges();
+  }
+  std::string concurrencyDetails() const override {
+    return runtime::describeConcurrency(impl_->concurrency, impl_->kernels, threads());
+  }
 
   // The constants only library kernels hold (in their own layouts), found as calls are
   // prepared; with `drop`, freed as they are found (CompileOptions::dropHeldConstants).
