@@ -17,25 +17,32 @@ double inputShare(int64_t x, int64_t y, int64_t k, int64_t stride, int64_t lo, i
   return static_cast<double>(reads) / static_cast<double>(k * y);
 }
 
-// The rewrite of `n`, or null when it does not apply (the builder's status says why if it
-// failed).
-Value* im2colProduct(Builder& b, const Node& n, const ConvolutionToMatmulOptions& options) {
-  if (n.numOperands() != 2 || n.numResults() != 1) return nullptr;
+// Whether `n`'s layout is NHWC / HWIO / NHWC exactly, 2-D, f32, static, one group.
+bool plainNhwc(const Node& n) {
+  if (n.numOperands() != 2 || n.numResults() != 1) return false;
   const TensorType& xt = n.operand(0)->type();
   const TensorType& wt = n.operand(1)->type();
   const TensorType& yt = n.result(0)->type();
   if (xt.dtype() != DType::F32 || wt.dtype() != DType::F32 || yt.dtype() != DType::F32)
-    return nullptr;
-  if (!xt.isStatic() || !wt.isStatic() || !yt.isStatic() || xt.rank() != 4) return nullptr;
+    return false;
+  if (!xt.isStatic() || !wt.isStatic() || !yt.isStatic() || xt.rank() != 4) return false;
   auto dn = convDimensionNumbers(n.attrs(), 4);
-  if (!dn) return nullptr;
-  // NHWC / HWIO / NHWC exactly.
+  if (!dn) return false;
   const ConvDimensionNumbers& d = *dn;
-  if (d.inputBatch != 0 || d.inputFeature != 3 || d.inputSpatial != std::vector<int64_t>{1, 2} ||
-      d.kernelSpatial != std::vector<int64_t>{0, 1} || d.kernelInput != 2 || d.kernelOutput != 3 ||
-      d.outputBatch != 0 || d.outputFeature != 3 || d.outputSpatial != std::vector<int64_t>{1, 2})
-    return nullptr;
-  if (n.attrInt("feature_group_count") != 1 || n.attrInt("batch_group_count") != 1) return nullptr;
+  return d.inputBatch == 0 && d.inputFeature == 3 && d.inputSpatial == std::vector<int64_t>{1, 2} &&
+         d.kernelSpatial == std::vector<int64_t>{0, 1} && d.kernelInput == 2 &&
+         d.kernelOutput == 3 && d.outputBatch == 0 && d.outputFeature == 3 &&
+         d.outputSpatial == std::vector<int64_t>{1, 2} && n.attrInt("feature_group_count") == 1 &&
+         n.attrInt("batch_group_count") == 1;
+}
+
+// The rewrite of `n`, or null when it does not apply (the builder's status says why if it
+// failed).
+Value* im2colProduct(Builder& b, const Node& n, const ConvolutionToMatmulOptions& options) {
+  if (!plainNhwc(n)) return nullptr;
+  const TensorType& xt = n.operand(0)->type();
+  const TensorType& wt = n.operand(1)->type();
+  const TensorType& yt = n.result(0)->type();
   // The node is verified: one window entry per spatial dim, strides and dilations positive.
   const auto [strides, lo, hi, lhsDil, rhsDil] = convWindow(n.attrs(), 2);
   for (size_t s = 0; s < 2; ++s)
@@ -84,6 +91,39 @@ Value* im2colProduct(Builder& b, const Node& n, const ConvolutionToMatmulOptions
   return b.dotGeneral(cols, weights, dims);
 }
 
+// A transposed convolution whose window equals its stride (lhs dilation s, window s, padding
+// s - 1 on both sides, stride 1, constant weights) as a product and a depth-to-space, or null:
+// each input pixel then feeds its own s x s block of outputs, out[i*s + a] = x[i] . w[s-1-a].
+Value* depthToSpaceProduct(Builder& b, const Node& n) {
+  if (!plainNhwc(n)) return nullptr;
+  const auto [strides, lo, hi, lhsDil, rhsDil] = convWindow(n.attrs(), 2);
+  const Tensor* w = rewrite::constantOf(n.operand(1));
+  if (!w) return nullptr;
+  const std::vector<int64_t> wd = w->dims(), x = n.operand(0)->type().staticDims();
+  for (size_t s = 0; s < 2; ++s)
+    if (lhsDil[s] < 2 || wd[s] != lhsDil[s] || strides[s] != 1 || rhsDil[s] != 1 ||
+        lo[s] != wd[s] - 1 || hi[s] != wd[s] - 1)
+      return nullptr;
+  const int64_t sh = wd[0], sw = wd[1], c = wd[2], k = wd[3];
+  // rhs[ci, (a*sw + bb)*k + o] = w[sh-1-a, sw-1-bb, ci, o]
+  Tensor rhs(DType::F32, {c, sh * sw * k});
+  const float* src = w->data<float>();
+  float* dst = rhs.mutableData<float>();
+  for (int64_t a = 0; a < sh; ++a)
+    for (int64_t bb = 0; bb < sw; ++bb)
+      for (int64_t ci = 0; ci < c; ++ci)
+        for (int64_t o = 0; o < k; ++o)
+          dst[ci * sh * sw * k + (a * sw + bb) * k + o] =
+              src[(((sh - 1 - a) * sw + (sw - 1 - bb)) * c + ci) * k + o];
+  DotDims dims;
+  dims.lhsContracting = {3};
+  dims.rhsContracting = {0};
+  Value* y = b.dotGeneral(n.operand(0), b.constant(std::move(rhs)), dims);
+  y = b.reshape(y, {x[0], x[1], x[2], sh, sw, k});
+  y = b.transpose(y, {0, 1, 3, 2, 4, 5});
+  return b.reshape(y, {x[0], x[1] * sh, x[2] * sw, k});
+}
+
 }  // namespace
 
 StatusOr<bool> convolutionToMatmul(Module& m, const ConvolutionToMatmulOptions& options) {
@@ -95,6 +135,7 @@ StatusOr<bool> convolutionToMatmul(Module& m, const ConvolutionToMatmulOptions& 
     for (Node* n : convs) {
       Builder b = rewrite::builderBefore(n);
       Value* product = im2colProduct(b, *n, options);
+      if (!product && b.ok()) product = depthToSpaceProduct(b, *n);
       if (!b.ok()) return Status(b.status()).prefix("convolution-to-matmul on " + n->describe());
       if (!product) continue;
       rewrite::replaceValue(n->result(0), product);
@@ -107,7 +148,8 @@ StatusOr<bool> convolutionToMatmul(Module& m, const ConvolutionToMatmulOptions& 
 
 std::unique_ptr<Pass> makeConvolutionToMatmulPass(ConvolutionToMatmulOptions options) {
   return makePass("convolution-to-matmul",
-                  "convolutions with few output pixels to an im2col and one matmul",
+                  "convolutions with few output pixels to an im2col and one matmul, transposed "
+                  "ones whose window is their stride to a matmul and a depth-to-space",
                   [options](Module& m) { return convolutionToMatmul(m, options); });
 }
 

@@ -30,6 +30,13 @@
 // product multiplies every tap, oneDNN's direct kernels skip those of the padding (deeplabv3's
 // 3x3 convolution of dilation 12 over 14x14x960: 8.6 ms as the product, 2.3 ms on oneDNN).
 //
+// A transposed convolution whose window is its stride (lhs dilation s = window, padding s - 1 on
+// both sides, stride 1, constant weights, the same layout) becomes one dot_general with the
+// weights flipped and rearranged to [C, s*s*K] and a depth-to-space (reshape, transpose,
+// reshape): each input pixel feeds its own s x s block of outputs, where oneDNN's deconvolution
+// multiplies the dilation's zeros too (unet's up-samplings took up to 0.43 ms each at 2 threads;
+// after it, none is among its 15 slowest kernels).
+//
 // With `keepWinograd` (pass spec `convolution-to-matmul=keep-winograd`; the CPU compile sets it
 // where oneDNN has Winograd kernels, codegen/cpu/onednn.h) it leaves 3x3 convolutions of stride 1
 // and dilation 1 whose channel counts are multiples of 16: a Winograd convolution does 4/9

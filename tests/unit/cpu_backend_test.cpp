@@ -265,6 +265,54 @@ func @main(%x: f32[N,5,3], %y: f32[N,2,3]) -> (f32[N,5,9], f32[N,7,3]) {
 // convolutions with few output pixels: stride 1 with a residual and relu that become the
 // matmul's post-ops, constant weights, and stride 2 with dilation 2 and asymmetric padding, batches
 // of 1 and 2. The rewritten program, compiled, agrees with the interpreter on the original.
+// Transposed convolutions whose window is their stride (2x2 stride 2; 3x2 stride 3x2) with
+// constant weights become a product and a depth-to-space (convolution-to-matmul): against the
+// interpreter of the original convolutions, at odd sizes, with a bias added after each.
+TEST(CpuBackend, TransposedConvolutionsAsProducts) {
+  auto constant = [](const char* name, const std::string& type, int count) {
+    std::string s = "  %" + std::string(name) + " = " + type + " constant() {value = [";
+    for (int i = 0; i < count; ++i) s += (i ? ", " : "") + std::to_string(std::sin(0.37 * i));
+    return s + "]}\n";
+  };
+  const std::string text = R"(
+func @main(%x: f32[N,5,M,8], %bias: f32[4]) -> (f32[N,10,Q,4], f32[N,15,Q,4]) {
+)" + constant("w", "f32[2,2,8,4]", 128) +
+                           constant("v", "f32[3,2,8,4]", 192) + R"(
+  %c = f32[N,10,Q,4] convolution(%x, %w) {lhs_dilation = [2, 2], padding_low = [1, 1], padding_high = [1, 1], dimension_numbers = "b01f_01io->b01f"}
+  %bb = f32[N,10,Q,4] broadcast_in_dim(%bias) {dims = [3]}
+  %y = f32[N,10,Q,4] add(%c, %bb)
+  %d = f32[N,15,Q,4] convolution(%x, %v) {lhs_dilation = [3, 2], padding_low = [2, 1], padding_high = [2, 1], dimension_numbers = "b01f_01io->b01f"}
+  return %y, %d
+})";
+  for (auto [n, m] : std::vector<std::pair<int64_t, int64_t>>{{1, 3}, {2, 7}}) {
+    // Q: the output width, 2M.
+    std::string t =
+        std::regex_replace(instantiate(text, n, m), std::regex("\\bQ\\b"), std::to_string(2 * m));
+    auto original = parseModule(t, "transposed.kir");
+    auto rewritten = parseModule(t, "transposed.kir");
+    ASSERT_TRUE(original.isOk()) << original.status().str();
+    ASSERT_TRUE(rewritten.isOk());
+    auto changed = convolutionToMatmul(**rewritten);
+    ASSERT_TRUE(changed.isOk() && *changed);
+    const Function& f = *(*original)->entry();
+    std::mt19937 rng(static_cast<unsigned>(n * 10 + m));
+    std::vector<Tensor> inputs;
+    for (size_t i = 0; i < f.numParameters(); ++i)
+      inputs.push_back(randomTensor(f.parameter(i)->type(), rng));
+    auto want = interpret(f, inputs);
+    ASSERT_TRUE(want.isOk()) << want.status().str();
+    auto exe = Executable::compile(std::move(*rewritten), CompileOptions{});
+    ASSERT_TRUE(exe.isOk()) << exe.status().str();
+    std::string calls = (*exe)->libraryCallDetails();
+    EXPECT_EQ(calls.find("convolution"), std::string::npos) << calls;
+    EXPECT_TRUE(hasCall(calls, "matmul (" + std::to_string(5 * m * n) + "x8x16, IMPL")) << calls;
+    auto got = (*exe)->run(inputs);
+    ASSERT_TRUE(got.isOk()) << got.status().str();
+    for (size_t i = 0; i < got->size(); ++i)
+      expectClose((*got)[i], (*want)[i], "transposed output " + std::to_string(i));
+  }
+}
+
 TEST(CpuBackend, ConvolutionsWithFewPixelsAsMatmuls) {
   std::string weights;
   for (int i = 0; i < 3 * 3 * 64 * 16; ++i)
