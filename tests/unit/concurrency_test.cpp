@@ -10,7 +10,6 @@
 #include <cmath>
 #include <random>
 #include <set>
-#include <thread>
 
 #include "fusion/fusion.h"
 #include "interp/interpreter.h"
@@ -19,6 +18,7 @@
 #include "runtime/buffer_plan.h"
 #include "runtime/concurrency.h"
 #include "runtime/executable.h"
+#include "two_host_threads.h"
 
 namespace kiln::runtime {
 namespace {
@@ -204,21 +204,8 @@ TEST(Concurrency, CpuProgramRunsBranchesAtOnce) {
     ASSERT_TRUE(base.isOk()) << base.status().str();
     expectClose((*got)[0], (*base)[0], "concurrent against sequential, input " + std::to_string(t));
   }
-  std::vector<std::string> errors(2);
-  std::vector<Tensor> got(2);
-  auto work = [&](size_t t) {
-    for (int rep = 0; rep < 20; ++rep) {
-      auto r = (*exe)->run(inputs[t]);
-      if (!r) {
-        errors[t] = r.status().str();
-        return;
-      }
-      got[t] = (*r)[0];
-    }
-  };
-  std::thread a(work, 0), b(work, 1);
-  a.join();
-  b.join();
+  std::vector<std::string> errors;
+  std::vector<Tensor> got = runOnTwoHostThreads(**exe, inputs, errors);
   for (size_t t = 0; t < 2; ++t) {
     ASSERT_EQ(errors[t], "");
     expectClose(got[t], want[t], "host thread " + std::to_string(t));

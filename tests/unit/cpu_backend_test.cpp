@@ -10,7 +10,6 @@
 #include <cmath>
 #include <random>
 #include <regex>
-#include <thread>
 
 #include "codegen/cpu/inverted_residual.h"
 #include "codegen/cpu/onednn.h"
@@ -18,6 +17,7 @@
 #include "ir/text/text.h"
 #include "passes/convolution_to_matmul.h"
 #include "runtime/executable.h"
+#include "two_host_threads.h"
 
 namespace kiln::runtime {
 namespace {
@@ -265,6 +265,43 @@ func @main(%x: f32[N,5,3], %y: f32[N,2,3]) -> (f32[N,5,9], f32[N,7,3]) {
 // convolutions with few output pixels: stride 1 with a residual and relu that become the
 // matmul's post-ops, constant weights, and stride 2 with dilation 2 and asymmetric padding, batches
 // of 1 and 2. The rewritten program, compiled, agrees with the interpreter on the original.
+// Compiles `text` after convolution-to-matmul (which must change it) and compares each output
+// with the interpreter of `text` as written, on random inputs from `seed`, within `tolerance`.
+// Returns the program's library calls ("" after a failure).
+std::string rewrittenAgainstInterpreter(const std::string& text, const std::string& file,
+                                        unsigned seed, double tolerance) {
+  auto original = parseModule(text, file);
+  auto rewritten = parseModule(text, file);
+  if (!original.isOk() || !rewritten.isOk()) {
+    ADD_FAILURE() << file << ": " << original.status().str();
+    return "";
+  }
+  auto changed = convolutionToMatmul(**rewritten);
+  if (!changed.isOk() || !*changed) {
+    ADD_FAILURE() << file << ": convolution-to-matmul changed nothing";
+    return "";
+  }
+  const Function& f = *(*original)->entry();
+  std::mt19937 rng(seed);
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < f.numParameters(); ++i)
+    inputs.push_back(randomTensor(f.parameter(i)->type(), rng));
+  auto want = interpret(f, inputs);
+  auto exe = Executable::compile(std::move(*rewritten), CompileOptions{});
+  if (!want.isOk() || !exe.isOk()) {
+    ADD_FAILURE() << file << ": " << (want.isOk() ? exe.status().str() : want.status().str());
+    return "";
+  }
+  auto got = (*exe)->run(inputs);
+  if (!got.isOk()) {
+    ADD_FAILURE() << file << ": " << got.status().str();
+    return "";
+  }
+  for (size_t o = 0; o < got->size(); ++o)
+    expectClose((*got)[o], (*want)[o], file + " output " + std::to_string(o), tolerance);
+  return (*exe)->libraryCallDetails();
+}
+
 // Transposed convolutions whose window is their stride (2x2 stride 2; 3x2 stride 3x2) with
 // constant weights become a product and a depth-to-space (convolution-to-matmul): against the
 // interpreter of the original convolutions, at odd sizes, with a bias added after each.
@@ -288,28 +325,10 @@ func @main(%x: f32[N,5,M,8], %bias: f32[4]) -> (f32[N,10,Q,4], f32[N,15,Q,4]) {
     // Q: the output width, 2M.
     std::string t =
         std::regex_replace(instantiate(text, n, m), std::regex("\\bQ\\b"), std::to_string(2 * m));
-    auto original = parseModule(t, "transposed.kir");
-    auto rewritten = parseModule(t, "transposed.kir");
-    ASSERT_TRUE(original.isOk()) << original.status().str();
-    ASSERT_TRUE(rewritten.isOk());
-    auto changed = convolutionToMatmul(**rewritten);
-    ASSERT_TRUE(changed.isOk() && *changed);
-    const Function& f = *(*original)->entry();
-    std::mt19937 rng(static_cast<unsigned>(n * 10 + m));
-    std::vector<Tensor> inputs;
-    for (size_t i = 0; i < f.numParameters(); ++i)
-      inputs.push_back(randomTensor(f.parameter(i)->type(), rng));
-    auto want = interpret(f, inputs);
-    ASSERT_TRUE(want.isOk()) << want.status().str();
-    auto exe = Executable::compile(std::move(*rewritten), CompileOptions{});
-    ASSERT_TRUE(exe.isOk()) << exe.status().str();
-    std::string calls = (*exe)->libraryCallDetails();
+    std::string calls =
+        rewrittenAgainstInterpreter(t, "transposed.kir", static_cast<unsigned>(n * 10 + m), 1e-5);
     EXPECT_EQ(calls.find("convolution"), std::string::npos) << calls;
     EXPECT_TRUE(hasCall(calls, "matmul (" + std::to_string(5 * m * n) + "x8x16, IMPL")) << calls;
-    auto got = (*exe)->run(inputs);
-    ASSERT_TRUE(got.isOk()) << got.status().str();
-    for (size_t i = 0; i < got->size(); ++i)
-      expectClose((*got)[i], (*want)[i], "transposed output " + std::to_string(i));
   }
 }
 
@@ -330,21 +349,8 @@ func @main(%x: f32[N,7,7,64], %r: f32[N,7,7,16], %u: f32[N,9,9,64], %k: f32[3,3,
   return %y, %d
 })";
   for (int64_t n : {1, 2}) {
-    auto original = parseModule(instantiate(text, n, 0), "conv-as-matmul.kir");
-    auto rewritten = parseModule(instantiate(text, n, 0), "conv-as-matmul.kir");
-    ASSERT_TRUE(original.isOk() && rewritten.isOk());
-    auto changed = convolutionToMatmul(**rewritten);
-    ASSERT_TRUE(changed.isOk() && *changed);
-    const Function& f = *(*original)->entry();
-    std::mt19937 rng(static_cast<unsigned>(n));
-    std::vector<Tensor> inputs;
-    for (size_t i = 0; i < f.numParameters(); ++i)
-      inputs.push_back(randomTensor(f.parameter(i)->type(), rng));
-    auto want = interpret(f, inputs);
-    ASSERT_TRUE(want.isOk()) << want.status().str();
-    auto exe = Executable::compile(std::move(*rewritten), CompileOptions{});
-    ASSERT_TRUE(exe.isOk()) << exe.status().str();
-    std::string calls = (*exe)->libraryCallDetails();
+    std::string calls = rewrittenAgainstInterpreter(instantiate(text, n, 0), "conv-as-matmul.kir",
+                                                    static_cast<unsigned>(n), 1e-4);
     EXPECT_EQ(calls.find("convolution"), std::string::npos) << calls;
     // Without AVX-512, rows of 16 floats are a whole cache line: the constant is used as it is.
     // With it, oneDNN packs the weights in a layout of its own.
@@ -352,10 +358,6 @@ func @main(%x: f32[N,7,7,64], %r: f32[N,7,7,16], %u: f32[N,9,9,64], %k: f32[3,3,
         calls, "matmul (" + std::to_string(49 * n) + "x576x16, IMPL, constant weights" +
                    (codegen::cpu::oneDnnAvx512() ? " reordered" : "") + ", post-ops add+clamp)"))
         << calls;
-    auto got = (*exe)->run(inputs);
-    ASSERT_TRUE(got.isOk()) << got.status().str();
-    for (size_t i = 0; i < got->size(); ++i)
-      expectClose((*got)[i], (*want)[i], "conv-as-matmul output " + std::to_string(i), 1e-4);
   }
 }
 
@@ -1148,21 +1150,8 @@ func @main(%x: f32[64,129], %g: f32[129], %b: f32[129]) -> (f32[64,129]) {
   o.threads = 2;
   auto exe = Executable::compile(std::move(*parsed), o);
   ASSERT_TRUE(exe.isOk()) << exe.status().str();
-  std::vector<Tensor> got(2);
-  std::vector<std::string> errors(2);
-  auto work = [&](int t) {
-    for (int rep = 0; rep < 20; ++rep) {
-      auto r = (*exe)->run(inputs[t]);
-      if (!r) {
-        errors[t] = r.status().str();
-        return;
-      }
-      got[t] = (*r)[0];
-    }
-  };
-  std::thread a(work, 0), b(work, 1);
-  a.join();
-  b.join();
+  std::vector<std::string> errors;
+  std::vector<Tensor> got = runOnTwoHostThreads(**exe, inputs, errors);
   for (int t = 0; t < 2; ++t) {
     ASSERT_EQ(errors[t], "");
     expectClose(got[t], want[t], "thread " + std::to_string(t));
