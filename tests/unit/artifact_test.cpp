@@ -148,6 +148,52 @@ func @main(%x: f32[4,8], %w: f32[8,8]) -> (f32[4,8], f32[4,8], f32[4,8], f32[4,8
   }
 }
 
+// An artifact holds the weights as its library kernels laid them out for the threads they were
+// made for (oneDNN's Winograd kernels choose by the thread count: this 28x28 96 -> 128 layer's
+// differ between 1 and 2 threads on AVX-512 machines). Loaded for the same threads it runs; for
+// others it runs where the layouts agree (within 1e-4: a primitive for other threads may sum in
+// another order), and otherwise the error says which thread count it was compiled for and which
+// the run asked.
+TEST(Artifact, ALoadForOtherThreadsRunsOrNamesTheThreadCounts) {
+  std::string weights;
+  for (int i = 0; i < 3 * 3 * 96 * 128; ++i)
+    weights += (i ? ", " : "") + std::to_string(0.01 * ((i * 7) % 13) - 0.06);
+  const std::string program = R"(
+func @main(%x: f32[1,28,28,96]) -> (f32[1,28,28,128]) {
+  %w = f32[3,3,96,128] constant() {value = [)" +
+                              weights + R"(]}
+  %c = f32[1,28,28,128] convolution(%x, %w) {padding_low = [1, 1], padding_high = [1, 1], dimension_numbers = "b01f_01io->b01f"}
+  return %c
+})";
+  Tensor x(DType::F32, {1, 28, 28, 96});
+  for (int64_t i = 0; i < x.numElements(); ++i) x.setDouble(i, 0.02 * (i % 11) - 0.1);
+  CompileOptions one;
+  one.threads = 1;
+  auto parsed = parseModule(program, "conv.kir");
+  ASSERT_TRUE(parsed.isOk()) << parsed.status().str();
+  auto exe = Executable::compile(std::move(*parsed), one);
+  ASSERT_TRUE(exe.isOk()) << exe.status().str();
+  const std::vector<Tensor> in = {x};
+  auto want = (*exe)->run(in);
+  ASSERT_TRUE(want.isOk()) << want.status().str();
+  const std::string bytes = (*exe)->serialize();
+  auto same = Executable::load(bytes, "conv.kiln", one);
+  ASSERT_TRUE(same.isOk()) << same.status().str();
+  CompileOptions two;
+  two.threads = 2;
+  auto other = Executable::load(bytes, "conv.kiln", two);
+  if (!other.isOk()) {
+    EXPECT_NE(other.status().message().find("compiled for 1 threads, run with 2"),
+              std::string::npos)
+        << other.status().str();
+    return;
+  }
+  auto got = (*other)->run(in);
+  ASSERT_TRUE(got.isOk()) << got.status().str();
+  for (int64_t i = 0; i < (*want)[0].numElements(); ++i)
+    ASSERT_NEAR((*got)[0].getDouble(i), (*want)[0].getDouble(i), 1e-4) << "element " << i;
+}
+
 TEST(Artifact, CompileCacheMissesHitsAndRebuildsCorruptEntries) {
   std::string dir = freshTempDir("kiln-cache-test-");
   CompileOptions o;

@@ -30,6 +30,10 @@ Options:
   --no-post-ops          leave the epilogues of library calls to Kiln's loops
   --no-reassociate       keep float sums and products of reductions in the interpreter's order
   --no-library-calls     matrix products and convolutions as Kiln's own loops (no oneDNN)
+  --threads N            the threads its runs have (default: one per hardware thread): oneDNN
+                         lays some weights out by it, so a run with another may be refused
+  --no-concurrent-kernels
+                         no kernels run at once (as in kiln run)
   -h, --help             show this help
 )";
 

@@ -782,9 +782,10 @@ std::string CpuProgram::libraryCalls() const {
 
 // The artifact's sections of a CPU program: "module" (the module after the passes, as .kir text
 // whose constants are in "blob"), "kernels" (a hash of the lowered kernels, which loading
-// recomputes), "packed" and "packed.K.J" (weights library call J of kernel K holds in its own
-// layout; calls sharing a kernel share one), and per code unit w: "object.w" (an ELF object),
-// "symbols.w" (its kernel entry symbols) and "units.w" (the distinct kernels they are).
+// recomputes), "threads" (the run's thread count the library kernels were made for), "packed" and
+// "packed.K.J" (weights library call J of kernel K holds in its own layout; calls sharing a kernel
+// share one), and per code unit w: "object.w" (an ELF object), "symbols.w" (its kernel entry
+// symbols) and "units.w" (the distinct kernels they are).
 void CpuProgram::artifactParts(runtime::ArtifactParts& parts) const {
   const Impl& m = *impl_;
   // Constants only library kernels read, each holding them in its own layout, are stored once,
@@ -798,6 +799,7 @@ void CpuProgram::artifactParts(runtime::ArtifactParts& parts) const {
   parts.add("module", printModule(*m.module, po));
   parts.sections["blob"] = parts.blob.pieces;
   parts.add("kernels", m.kernelsHash);
+  parts.add("threads", std::to_string(m.pool->numThreads()));
   std::string packed;
   // The weights library kernels hold in layouts of their own, so that loading uses them in place;
   // calls that share a kernel (callKey) share its section: "K.J same K0.J0".

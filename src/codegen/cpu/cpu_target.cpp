@@ -189,9 +189,18 @@ class CpuTarget final : public runtime::Target {
     const std::string hash(s["kernels"]);
     KILN_ASSIGN_OR_RETURN(compiler::Reloaded r,
                           compiler::reload(*this, s, source, options, mapping));
-    KILN_ASSIGN_OR_RETURN(std::unique_ptr<CpuProgram> p,
-                          CpuProgram::build(std::move(r.module), std::move(r.plan),
-                                            std::move(r.kernels), options, &units, &prepacked));
+    StatusOr<std::unique_ptr<CpuProgram>> built = CpuProgram::build(
+        std::move(r.module), std::move(r.plan), std::move(r.kernels), options, &units, &prepacked);
+    // oneDNN lays some weights out by the threads a primitive runs on (its Winograd kernels): an
+    // artifact that does not load at another thread count says which it was made for.
+    const std::string made = s.has("threads") ? std::string(s["threads"]) : "";
+    const std::string now = std::to_string(ThreadPool(options.threads).numThreads());
+    if (!built && !made.empty() && made != now)
+      return Status::error(source + ": compiled for " + made + " threads, run with " + now +
+                           ", and its library kernels' weights are laid out for the threads " +
+                           "they run on; run it with --threads " + made + " or compile it again (" +
+                           built.status().message() + ")");
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<CpuProgram> p, std::move(built));
     if (p->kernelsHash() != hash)
       return Status::error(source + ": its kernels (" + hash +
                            ") are not the ones this Kiln lowers its module to (" +
