@@ -10,7 +10,7 @@
 // becomes a concurrent stage when its groups split into `threads` lanes (longest first, each to
 // the least loaded lane) whose longest lane, estimated at one thread, takes clearly less than the
 // window's kernels one after another on every thread (kRequiredGain), as the target estimates
-// them (the CPU: cpu_program.cpp, kernelCosts). Everything else runs as before.
+// them (the CPU: codegen/cpu/kernel_costs.h). Everything else runs as before.
 //
 // Dependencies are over memory: a kernel depends on an earlier one in its window when one writes
 // a value the other reads or writes (a slice of a concatenation written in place counts as its

@@ -1,7 +1,6 @@
 // `kiln explain`: what the compiler makes of a program: the optimised graph's kernels (the fusion
 // plan) with their ops, bytes and flops, and the reason for every edge left unfused.
 #include <cstdio>
-#include <cstdlib>
 
 #include "commands.h"
 #include "compiler/compile.h"
@@ -92,12 +91,7 @@ StatusOr<ExplainOptions> parse(const std::vector<std::string>& args, bool& help)
     } else if (a == "--no-concurrent-kernels") {
       o.concurrentKernels = false;
     } else if (a == "--threads") {
-      std::string v = i + 1 < args.size() ? args[++i] : "";
-      char* end = nullptr;
-      long n = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || *end || n < 1 || n > 4096)
-        return Status::error("--threads expects a count from 1 to 4096, got '" + v + "'");
-      o.threads = static_cast<int>(n);
+      KILN_ASSIGN_OR_RETURN(o.threads, parseThreadCount(a, i + 1 < args.size() ? args[++i] : ""));
     } else if (a == "--no-code") {
       o.code = false;
     } else if (a == "--precision") {

@@ -89,10 +89,8 @@ Status applyValueFlag(const std::string& flag, const std::string& v, RunOptions&
       return usageError("--cache-limit expects a size in MiB, got '" + v + "'");
     o.cacheLimitMiB = *mib;
   } else if (flag == "--threads" || flag == "--compile-threads") {
-    auto n = parseNumber<int>(v);
-    if (!n || *n < 1 || *n > 1024)
-      return usageError(flag + " expects a number from 1 to 1024, got '" + v + "'");
-    (flag == "--threads" ? o.threads : o.compileThreads) = *n;
+    KILN_ASSIGN_OR_RETURN(int n, parseThreadCount(flag, v));
+    (flag == "--threads" ? o.threads : o.compileThreads) = n;
   } else {
     return usageError("unknown option '" + flag + "' (see kiln run --help)");
   }
@@ -107,6 +105,13 @@ bool takesValue(const std::string& flag) {
 }
 
 }  // namespace
+
+StatusOr<int> parseThreadCount(const std::string& flag, const std::string& value) {
+  auto n = parseNumber<int>(value);
+  if (!n || *n < 1 || *n > 1024)
+    return usageError(flag + " expects a number from 1 to 1024, got '" + value + "'");
+  return *n;
+}
 
 StatusOr<RunOptions> parseRunOptions(const std::vector<std::string>& args) {
   RunOptions o;

@@ -54,6 +54,9 @@ struct RunOptions {
 // Parses the arguments after `run`. Every error is a usage error (exit status 2).
 StatusOr<RunOptions> parseRunOptions(const std::vector<std::string>& args);
 
+// The value of a thread-count flag (--threads, --compile-threads): 1 to 1024.
+StatusOr<int> parseThreadCount(const std::string& flag, const std::string& value);
+
 // The cpu backend's compile options for `o`: `dims` are the symbol sizes bound from the inputs,
 // `sourceKey` identifies the program for the compile cache (no cache when empty or --no-cache).
 runtime::CompileOptions compileOptions(const RunOptions& o, const SymbolBindings& dims,

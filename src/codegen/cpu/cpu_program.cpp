@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "codegen/cpu/held_constants.h"
+#include "codegen/cpu/kernel_costs.h"
 #include "codegen/cpu/object_loader.h"
 #include "compiler/compile.h"
 #include "interp/interpreter.h"
@@ -520,54 +521,6 @@ Status generateCode(CpuProgram::Impl& impl, const std::vector<ObjectUnit>* objec
   return Status::ok();
 }
 
-// The multiplications a Winograd convolution saves of a kernel's flops: about half of a 3x3
-// convolution's of stride 1 over whole channel blocks where oneDNN has Winograd kernels (it does
-// 4/9 or 1/4 of the multiplies, and transforms its tiles), else none.
-double winogradSavings(const kernel::Kernel& k) {
-  if (!oneDnnWinograd()) return 0;
-  double saved = 0;
-  for (const kernel::Stmt* c : kernel::callsOf(k)) {
-    const Node* n = c->node;
-    if (!n || n->op() != OpCode::Convolution || n->numOperands() < 2) continue;
-    const TensorType& w = n->operand(1)->type();
-    const TensorType& y = n->result(0)->type();
-    if (w.rank() != 4 || y.rank() != 4 || !w.isStatic() || !y.isStatic()) continue;
-    std::vector<int64_t> wd = w.staticDims();
-    const ConvWindow win = convWindow(n->attrs(), 2);
-    bool ones = true;
-    for (const auto* v : {&win.strides, &win.rhsDil, &win.lhsDil})
-      for (int64_t x : *v) ones = ones && x == 1;
-    // HWIO weights (the layout the CPU's convolutions have here).
-    if (!ones || wd[0] != 3 || wd[1] != 3 || wd[2] % 16 || wd[3] % 16 ||
-        n->attrInt("feature_group_count") != 1)
-      continue;
-    saved += 0.5 * 2.0 * double(y.numElements().value_or(0)) * double(wd[0] * wd[1] * wd[2]);
-  }
-  return saved;
-}
-
-// Each kernel's estimated time on one thread and on `threads`, for the concurrency plan. One
-// thread: its flops at 150 GFLOP/s (a Winograd convolution's halved) plus its bytes at 15 GB/s
-// plus 3 us. More threads speed a kernel up by the parallel work it has, its output elements:
-// half of each extra thread at 200K elements for a library call (oneDNN splits a convolution's
-// rows and channel blocks: at 2 threads here 7x7x384 outputs ran 0.9-1.0x as fast as on one,
-// 28x28x192 1.4x, 56x56x64 1.5-1.9x), at 16K for Kiln's loops (chunks of a parallel loop).
-runtime::KernelCosts kernelCosts(const CpuProgram::Impl& impl, int threads) {
-  runtime::KernelCosts c;
-  for (size_t i = 0; i < impl.kernels.size(); ++i) {
-    const fusion::Kernel& k = impl.plan.kernels[i];
-    double flops = std::max(0.0, k.flops - winogradSavings(impl.kernels[i]));
-    double one = flops / 150e9 + double(k.bytesRead + k.bytesWritten) / 15e9 + 3e-6;
-    double work = 0;
-    for (const Value* v : k.outputs) work += double(v->type().numElements().value_or(0));
-    const double halfSpeed = kernel::callsOf(impl.kernels[i]).empty() ? 16e3 : 200e3;
-    const double extra = threads - 1;
-    c.oneThread.push_back(one);
-    c.allThreads.push_back(one / (1.0 + extra * work / (work + extra * halfSpeed)));
-  }
-  return c;
-}
-
 // Independent kernels run at once, one thread each, where the concurrency plan finds it pays
 // (runtime/concurrency.h); not with one thread or CompileOptions::concurrentKernels off.
 runtime::ConcurrencyPlan planKernelConcurrency(const CpuProgram::Impl& impl) {
@@ -575,7 +528,7 @@ runtime::ConcurrencyPlan planKernelConcurrency(const CpuProgram::Impl& impl) {
   runtime::KernelCosts cost;
   if (impl.options.concurrentKernels && threads > 1 &&
       impl.plan.kernels.size() == impl.kernels.size())
-    cost = kernelCosts(impl, threads);
+    cost = estimateKernelCosts(impl.plan, impl.kernels, threads);
   return runtime::planConcurrency(impl.kernels, cost, threads);
 }
 
@@ -728,15 +681,17 @@ Status CpuProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& 
     }
     if (kernelMs) (*kernelMs)[i] = msSince(kernelStart);
   };
-  // A concurrent stage: each lane on a thread of its own, its kernels on that thread alone.
+  // A concurrent stage: the pool's threads take its lanes (a stage has at most one per thread),
+  // and each runs its lane's kernels on that thread alone.
   auto runStage = [&](const runtime::ConcurrentStage& s) {
     ThreadPool one(1);
-    m.pool->runLanes(static_cast<int>(s.lanes.size()), [&](int lane) {
+    m.pool->parallelFor(static_cast<int64_t>(s.lanes.size()), [&](int64_t begin, int64_t end) {
       Args a;
-      for (int k : s.lanes[static_cast<size_t>(lane)]) {
-        if (failed.load()) return;
-        runKernel(static_cast<size_t>(k), one, a);
-      }
+      for (int64_t lane = begin; lane < end; ++lane)
+        for (int k : s.lanes[static_cast<size_t>(lane)]) {
+          if (failed.load()) return;
+          runKernel(static_cast<size_t>(k), one, a);
+        }
     });
   };
   Args args;

@@ -112,6 +112,10 @@ bool oneDnnAvx512();
 // resnet's layers, docs/codegen.md "Winograd convolutions").
 bool oneDnnWinograd();
 
+// The flops of convolution `n` (as a direct convolution counts them) when oneDNN runs it as a
+// Winograd convolution here (constant weights, the shape oneDNN's Winograd kernels take), else 0.
+double winogradConvolutionFlops(const Node& n);
+
 // The oneDNN kernel for `n` (a convolution or dot_general whose shapes and layout oneDNN can
 // take directly) followed by `postOps`, or an error saying why not (the caller then falls back to
 // the reference kernel). threads <= 0: the OpenMP default (one per CPU). `prepacked`: the

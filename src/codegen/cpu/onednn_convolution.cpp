@@ -42,6 +42,16 @@ memory::desc channelVector(const memory::desc& d) {
                       Dims{d.data.format_desc.blocking.strides[1]});
 }
 
+// Whether `c` has the shape oneDNN's Winograd kernels take (F(2x2,3x3) and F(4x4,3x3), AVX-512
+// only): 2-D, one group, channels in whole blocks, a 3x3 window of stride 1, no dilation.
+bool winogradShape(const ConvAxes& c) {
+  const int64_t block = channelBlock();
+  return c.ns == 2 && c.groups == 1 && c.inC % block == 0 && c.kO % block == 0 &&
+         c.window == std::vector<int64_t>{3, 3} && c.dStrides == Dims{1, 1} &&
+         c.dDilation == Dims{0, 0} &&
+         std::all_of(c.lhsDil.begin(), c.lhsDil.end(), [](int64_t d) { return d == 1; });
+}
+
 // The convolution as a BlockedConvolution over nChw8c or nChw16c (channelBlock()), or why not
 // (the caller then uses the IR layout): src, weights and dst are the IR-layout descriptors in
 // oneDNN's logical order. With `winograd` (a 3x3 window of stride 1) and constant weights it
@@ -348,15 +358,25 @@ createConvolution(const Node& n, const std::vector<kernel::PostOp>& postOps, int
   const int64_t block = channelBlock();
   if (conv.ns == 2 && groups == 1 && (!oneByOne || blockedOneByOne(n)) && inC % block == 0 &&
       kO % block == 0) {
-    // oneDNN's Winograd kernels (F(2x2,3x3) and F(4x4,3x3), AVX-512 only) take 3x3 windows of
-    // stride 1.
-    bool winograd =
-        window == std::vector<int64_t>{3, 3} && dStrides == Dims{1, 1} && dDilation == Dims{0, 0};
-    auto blocked = createBlockedConvolution(n, postOps, threads, srcMd, weiMd, dstMd, makeAnyPd,
-                                            winograd, conv.what, conv.dstDims, prepacked, probe);
+    auto blocked =
+        createBlockedConvolution(n, postOps, threads, srcMd, weiMd, dstMd, makeAnyPd,
+                                 winogradShape(conv), conv.what, conv.dstDims, prepacked, probe);
     if (blocked) return blocked;
   }
   return onIrLayout(n, conv, postOps, threads, prepacked, probe, makeAnyPd);
 }
 
 }  // namespace kiln::codegen::cpu::onednn
+
+namespace kiln::codegen::cpu {
+
+double winogradConvolutionFlops(const Node& n) {
+  if (!oneDnnWinograd() || n.op() != OpCode::Convolution || n.numOperands() != 2) return 0;
+  const Node* weights = n.operand(1)->def();
+  if (!weights || weights->op() != OpCode::Constant) return 0;
+  StatusOr<onednn::ConvAxes> conv = onednn::convAxes(n);
+  if (!conv || !onednn::winogradShape(*conv)) return 0;
+  return 2.0 * double(n.result(0)->type().numElements().value_or(0)) * double(conv->inC) * 9.0;
+}
+
+}  // namespace kiln::codegen::cpu

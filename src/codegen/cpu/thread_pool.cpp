@@ -58,21 +58,6 @@ void runChunks(void* data) {
   }
 }
 
-struct LaneJob {
-  const std::function<void(int)>* fn = nullptr;
-  int lanes = 0;
-  std::atomic<int> next{0};
-};
-
-// The body every team thread runs: claim lanes until none is left.
-void runLaneJob(void* data) {
-  LaneJob& job = *static_cast<LaneJob*>(data);
-  KILN_TSAN_ACQUIRE(&job);
-  for (int lane; (lane = job.next.fetch_add(1, std::memory_order_relaxed)) < job.lanes;)
-    (*job.fn)(lane);
-  KILN_TSAN_RELEASE(&job);
-}
-
 }  // namespace
 
 ThreadPool::ThreadPool(int numThreads) {
@@ -96,20 +81,6 @@ void ThreadPool::parallelFor(int64_t n, const std::function<void(int64_t, int64_
   auto threads = static_cast<unsigned>(std::min<int64_t>(numThreads_, job.numChunks));
   KILN_TSAN_RELEASE(&job);
   GOMP_parallel(&runChunks, &job, threads, 0);
-  KILN_TSAN_ACQUIRE(&job);
-}
-
-void ThreadPool::runLanes(int lanes, const std::function<void(int)>& fn) const {
-  if (lanes <= 0) return;
-  if (numThreads_ == 1 || lanes == 1) {
-    for (int l = 0; l < lanes; ++l) fn(l);
-    return;
-  }
-  LaneJob job;
-  job.fn = &fn;
-  job.lanes = lanes;
-  KILN_TSAN_RELEASE(&job);
-  GOMP_parallel(&runLaneJob, &job, static_cast<unsigned>(std::min(numThreads_, lanes)), 0);
   KILN_TSAN_ACQUIRE(&job);
 }
 

@@ -28,9 +28,6 @@ class ThreadPool {
 
   // Calls fn(begin, end) over chunks covering [0, n) exactly once; returns when all are done.
   void parallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn) const;
-  // Calls fn(lane) once for each lane in [0, lanes), each on one thread of a team of at most
-  // numThreads() (a thread may take several lanes, one after another); returns when all are done.
-  void runLanes(int lanes, const std::function<void(int)>& fn) const;
 
  private:
   int numThreads_ = 1;
