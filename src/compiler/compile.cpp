@@ -34,14 +34,23 @@ Status writeDump(const CompileOptions& o, const std::string& name, const std::st
 
 namespace {
 
-Status requireStatic(const Function& f) {
+// The ranges of `f`'s symbolic dims, as kernel IR's symbols; a dim with none is an error.
+StatusOr<std::vector<kernel::Symbol>> symbolsOf(const Function& f, const SymbolRanges& ranges) {
+  std::vector<kernel::Symbol> out;
   for (const auto& n : f.nodes())
     for (size_t r = 0; r < n->numResults(); ++r)
-      if (!n->result(r)->type().isStatic())
-        return Status::error("value " + n->result(r)->name() + " has type " +
-                             n->result(r)->type().str() +
-                             ": give the sizes of its symbolic dimensions to compile it");
-  return Status::ok();
+      for (const Dim& d : n->result(r)->type().dims()) {
+        if (d.isStatic()) continue;
+        auto it = ranges.find(d.symbolName());
+        if (it == ranges.end())
+          return Status::error("value " + n->result(r)->name() + " has type " +
+                               n->result(r)->type().str() +
+                               ": give the sizes of its symbolic dimensions to compile it");
+        if (std::none_of(out.begin(), out.end(),
+                         [&](const kernel::Symbol& s) { return s.name == it->first; }))
+          out.push_back({it->first, it->second.lo, it->second.hi});
+      }
+  return out;
 }
 
 }  // namespace
@@ -81,10 +90,10 @@ fusion::FusionPlan fuse(const Function& f, const runtime::Target* target,
 
 StatusOr<std::vector<kernel::Kernel>> lower(const Function& f, const fusion::FusionPlan& plan,
                                             const CompileOptions& options, CompileTimes& times) {
-  KILN_RETURN_IF_ERROR(requireStatic(f));
+  KILN_ASSIGN_OR_RETURN(std::vector<kernel::Symbol> symbols, symbolsOf(f, options.ranges));
   KILN_RETURN_IF_ERROR(writeDump(options, "fusion-plan.txt", fusion::explainPlan(f, plan)));
   auto start = Clock::now();
-  KILN_ASSIGN_OR_RETURN(std::vector<kernel::Kernel> kernels, kernel::lowerPlan(f, plan));
+  KILN_ASSIGN_OR_RETURN(std::vector<kernel::Kernel> kernels, kernel::lowerPlan(f, plan, symbols));
   KILN_RETURN_IF_ERROR(kernel::applyViews(kernels, plan.concats.views));
   for (const kernel::Kernel& k : kernels) KILN_RETURN_IF_ERROR(kernel::verifyKernel(k));
   times.lowering = msSince(start);

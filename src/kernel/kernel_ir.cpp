@@ -444,6 +444,19 @@ ExprRef flatIndex(const std::vector<ExprRef>& idx, const std::vector<int64_t>& s
   return flat;
 }
 
+ExprRef flatIndex(const std::vector<ExprRef>& idx, const std::vector<ExprRef>& extents) {
+  ExprRef flat = intConst(0);
+  for (size_t i = 0; i < extents.size(); ++i)
+    flat = binary(BinaryOp::Add, binary(BinaryOp::Mul, flat, extents[i]), idx[i]);
+  return flat;
+}
+
+std::vector<ExprRef> constExtents(const std::vector<int64_t>& shape) {
+  std::vector<ExprRef> out;
+  for (int64_t d : shape) out.push_back(intConst(d));
+  return out;
+}
+
 int64_t elementCount(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
@@ -468,6 +481,39 @@ int64_t Buffer::elements() const {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;
+}
+
+std::vector<ExprRef> Buffer::extents() const { return dims.empty() ? constExtents(shape) : dims; }
+
+const Symbol* Kernel::symbol(const std::string& n) const {
+  for (const Symbol& s : symbols)
+    if (s.name == n) return &s;
+  return nullptr;
+}
+
+std::optional<int64_t> upperBound(const ExprRef& e, const std::vector<Symbol>& symbols) {
+  if (!e || e->type != DType::I64) return std::nullopt;
+  switch (e->kind) {
+    case Expr::Kind::Const:
+      if (e->i < 0) return std::nullopt;
+      return e->i;
+    case Expr::Kind::Var:
+      for (const Symbol& s : symbols)
+        if (s.name == e->name) return s.hi;
+      return std::nullopt;
+    case Expr::Kind::Binary: {
+      if (e->binary != BinaryOp::Add && e->binary != BinaryOp::Mul) return std::nullopt;
+      std::optional<int64_t> a = upperBound(e->args[0], symbols);
+      std::optional<int64_t> b = upperBound(e->args[1], symbols);
+      if (!a || !b) return std::nullopt;
+      int64_t r = 0;
+      bool overflow = e->binary == BinaryOp::Add ? __builtin_add_overflow(*a, *b, &r)
+                                                 : __builtin_mul_overflow(*a, *b, &r);
+      if (overflow) return std::nullopt;
+      return r;
+    }
+    default: return std::nullopt;
+  }
 }
 
 const Buffer* Kernel::find(const std::string& n) const {
@@ -662,12 +708,18 @@ const char* bufferRoleName(BufferRole r) {
 
 std::string printKernel(const Kernel& k) {
   std::string out = "kernel " + k.name + "(";
+  for (size_t i = 0; i < k.symbols.size(); ++i) {
+    const Symbol& s = k.symbols[i];
+    out += (i ? ", " : "") + std::string("sym ") + s.name + " in [" + std::to_string(s.lo) + ", " +
+           std::to_string(s.hi) + "]";
+  }
   for (size_t i = 0; i < k.buffers.size(); ++i) {
     const Buffer& b = k.buffers[i];
-    out += i ? ", " : "";
+    out += i || !k.symbols.empty() ? ", " : "";
     out += std::string(bufferRoleName(b.role)) + " %";
     out += b.name + ": " + std::string(dtypeName(b.type)) + "[";
-    for (size_t d = 0; d < b.shape.size(); ++d) out += (d ? "," : "") + std::to_string(b.shape[d]);
+    for (size_t d = 0; d < b.shape.size(); ++d)
+      out += (d ? "," : "") + (b.dims.empty() ? std::to_string(b.shape[d]) : printExpr(b.dims[d]));
     out += "]";
   }
   out += ") {\n";
@@ -707,6 +759,7 @@ Kernel replaceStmt(const Kernel& k, const Stmt* target, StmtRef with) {
 
 FreshNames::FreshNames(const Kernel& k) {
   for (const Buffer& b : k.buffers) used_.insert(b.name);
+  for (const Symbol& s : k.symbols) used_.insert(s.name);
   collect(k.body);
 }
 

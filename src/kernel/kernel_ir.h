@@ -137,7 +137,11 @@ ExprRef gelu(ExprRef x, bool tanh);
 ExprRef withArgs(const ExprRef& e, std::vector<ExprRef> args);
 // Row-major flat index of the multi-index `idx` in `shape`, and the element count of `shape`.
 ExprRef flatIndex(const std::vector<ExprRef>& idx, const std::vector<int64_t>& shape);
+// The same over extents that may be expressions of the kernel's symbols.
+ExprRef flatIndex(const std::vector<ExprRef>& idx, const std::vector<ExprRef>& extents);
 int64_t elementCount(const std::vector<int64_t>& shape);
+// The extents of a static shape, as constants.
+std::vector<ExprRef> constExtents(const std::vector<int64_t>& shape);
 
 // Serial is also what the lowering emits: the target's schedule passes (kernel/schedule.h) choose
 // the other kinds.
@@ -258,11 +262,24 @@ StmtRef call(const std::string& callee, const Node* node, std::vector<std::strin
 enum class BufferRole : uint8_t { Input, Output, Temp, Internal };
 const char* bufferRoleName(BufferRole r);  // "in", "out", "temp", "internal"
 
+// A size known when the kernel runs, not when it is compiled: a symbolic dim of the program
+// (`N` in f32[N,16]) in [lo, hi]. Expressions read it as a Var of its name, which no loop binds;
+// the runtime passes its value with the buffers (see Kernel).
+struct Symbol {
+  std::string name;
+  int64_t lo = 0, hi = 0;
+};
+
 // A kernel parameter: a buffer the runtime passes in (a graph value in memory).
 struct Buffer {
   std::string name;
   DType type = DType::F32;
+  // Each dim's extent, the largest it can be where `dims` makes it symbolic: the buffer's
+  // memory is sized by `shape`, its elements laid out row-major by `extents()`.
   std::vector<int64_t> shape;
+  // Empty when every dim is static (== shape); else each dim's extent, an expression over the
+  // kernel's symbols (a constant for a static dim).
+  std::vector<ExprRef> dims;
   BufferRole role = BufferRole::Input;
   const Value* value = nullptr;  // the graph value it holds
   // A slice of another value's buffer (a concatenation its producers write in place,
@@ -273,19 +290,30 @@ struct Buffer {
     int64_t offset = 0, rowLength = 0, pitch = 0;
   };
   std::optional<View> view;
-  int64_t elements() const;
+  int64_t elements() const;  // of `shape`: the most the buffer holds
+  std::vector<ExprRef> extents() const;
+  bool isSymbolic() const { return !dims.empty(); }
 };
 
+// The runtime calls a kernel with its buffers' addresses and, after them, the address of an
+// array of its symbols' values (i64, in the order of `symbols`).
 struct Kernel {
   std::string name;             // "k3_reduction"
   std::string kind;             // the fusion kind: "loop", "reduction", ..., "opaque"
+  std::vector<Symbol> symbols;  // the run-time sizes its extents and indices read
   std::vector<Buffer> buffers;  // inputs, then outputs, then temps, then internal buffers
   StmtRef body;
   // The schedule's decisions with their reasons ("convolution on cuDNN", ...), for `kiln
   // explain`; not part of the kernel's text.
   std::vector<std::string> notes;
   const Buffer* find(const std::string& name) const;
+  const Symbol* symbol(const std::string& name) const;
 };
+
+// The largest value of an index or extent expression over `symbols` (each at its hi), for the
+// expressions extents are made of: sums and products of non-negative constants and symbols.
+// nullopt for any other expression.
+std::optional<int64_t> upperBound(const ExprRef& e, const std::vector<Symbol>& symbols);
 
 // The buffers the expressions of `k` load from (library calls' arguments are not loads).
 std::set<std::string> loadedBuffers(const Kernel& k);

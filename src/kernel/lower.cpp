@@ -23,6 +23,21 @@ Index unflatten(const ExprRef& flat, const std::vector<int64_t>& shape) {
   return idx;
 }
 
+Index unflatten(const ExprRef& flat, const std::vector<ExprRef>& extents) {
+  Index idx(extents.size());
+  ExprRef stride = intConst(1);
+  for (size_t i = extents.size(); i-- > 0;) {
+    ExprRef q = binary(BinaryOp::Div, flat, stride);
+    idx[i] = i == 0 ? q : binary(BinaryOp::Rem, q, extents[i]);
+    stride = binary(BinaryOp::Mul, stride, extents[i]);
+  }
+  return idx;
+}
+
+bool isConst(const ExprRef& extent, int64_t n) {
+  return extent->kind == Expr::Kind::Const && extent->i == n;
+}
+
 ExprRef clampIndex(const ExprRef& i, int64_t extent) {
   return binary(BinaryOp::Min, binary(BinaryOp::Max, i, intConst(0)),
                 intConst(std::max<int64_t>(extent - 1, 0)));
@@ -36,13 +51,58 @@ ExprRef andAll(const std::vector<ExprRef>& conds) {
 
 DType computeType(DType t) { return t == DType::F16 || t == DType::BF16 ? DType::F32 : t; }
 
+std::string Lowerer::freshVar(const char* prefix) {
+  std::string v;
+  do v = prefix + std::to_string(vars_++);
+  while (
+      std::any_of(symbols_.begin(), symbols_.end(), [&](const Symbol& s) { return s.name == v; }));
+  return v;
+}
+
+std::vector<ExprRef> Lowerer::extentsOf(const Value* v) const {
+  std::vector<ExprRef> out;
+  for (const Dim& d : v->type().dims())
+    out.push_back(d.isStatic() ? intConst(d.value()) : var(d.symbolName()));
+  return out;
+}
+
+Status Lowerer::checkSymbolic() {
+  std::set<std::string> used;
+  auto visit = [&](const Value* v) -> Status {
+    for (const Dim& d : v->type().dims()) {
+      if (d.isStatic()) continue;
+      auto it = std::find_if(symbols_.begin(), symbols_.end(),
+                             [&](const Symbol& s) { return s.name == d.symbolName(); });
+      if (it == symbols_.end())
+        return Status::error(name(v) + " has type " + v->type().str() + ": symbol " +
+                             d.symbolName() + " needs a size or a range to compile");
+      used.insert(d.symbolName());
+    }
+    return Status::ok();
+  };
+  for (const Node* n : k_.nodes) {
+    bool symbolic = false;
+    for (size_t r = 0; r < n->numResults(); ++r) {
+      KILN_RETURN_IF_ERROR(visit(n->result(r)));
+      symbolic = symbolic || !n->result(r)->type().isStatic();
+    }
+    for (size_t i = 0; i < n->numOperands(); ++i) {
+      KILN_RETURN_IF_ERROR(visit(n->operand(i)));
+      symbolic = symbolic || !n->operand(i)->type().isStatic();
+    }
+    if (symbolic && (k_.kind != fusion::KernelKind::Loop || !lowersOverSymbols(n->op())))
+      return Status::error(name(n->result(0)) + " = " + std::string(opName(n->op())) + " in a " +
+                           std::string(fusion::kernelKindName(k_.kind)) +
+                           " kernel: lowering it with sizes known only at run time is not "
+                           "supported yet");
+  }
+  for (const Symbol& s : symbols_)
+    if (used.count(s.name)) out_.symbols.push_back(s);
+  return Status::ok();
+}
+
 StatusOr<Kernel> Lowerer::run() {
-  for (const Node* n : k_.nodes)
-    for (size_t r = 0; r < n->numResults(); ++r)
-      if (!n->result(r)->type().isStatic())
-        return Status::error("kernel " + out_.name + ": " + name(n->result(r)) + " has type " +
-                             n->result(r)->type().str() +
-                             "; lowering needs static shapes (specialise first)");
+  KILN_RETURN_IF_ERROR(checkSymbolic().prefix("kernel " + out_.name));
   StatusOr<StmtRef> body = Status::error("unreachable");
   switch (k_.kind) {
     case fusion::KernelKind::Loop: body = lowerLoop(); break;
@@ -81,7 +141,8 @@ const Buffer& Lowerer::bufferFor(const Value* v, BufferRole role) {
   Buffer b;
   b.name = n;
   b.type = v->type().dtype();
-  b.shape = v->type().staticDims();
+  for (const ExprRef& e : extentsOf(v)) b.shape.push_back(*upperBound(e, symbols_));
+  if (!v->type().isStatic()) b.dims = extentsOf(v);
   b.role = role;
   b.value = v;
   buffers_.push_back(b);
@@ -94,17 +155,17 @@ bool Lowerer::isStored(const Value* v) const {
   return false;
 }
 
-StmtRef Lowerer::nest(const std::vector<int64_t>& shape,
+StmtRef Lowerer::nest(const std::vector<ExprRef>& extents,
                       const std::function<StmtRef(const Index&)>& body, const char* prefix) {
   Index idx;
   std::vector<std::string> names;
-  for (int64_t extent : shape) {
-    names.push_back(extent == 1 ? "" : freshVar(prefix));
-    idx.push_back(extent == 1 ? intConst(0) : var(names.back()));
+  for (const ExprRef& extent : extents) {
+    names.push_back(isConst(extent, 1) ? "" : freshVar(prefix));
+    idx.push_back(isConst(extent, 1) ? intConst(0) : var(names.back()));
   }
   StmtRef s = body(idx);
-  for (size_t i = shape.size(); i-- > 0;)
-    if (!names[i].empty()) s = forLoop(names[i], intConst(shape[i]), LoopKind::Serial, s);
+  for (size_t i = extents.size(); i-- > 0;)
+    if (!names[i].empty()) s = forLoop(names[i], extents[i], LoopKind::Serial, s);
   return s;
 }
 
@@ -129,9 +190,9 @@ StatusOr<ExprRef> Lowerer::valueAt(const Value* v, const Index& idx) {
 StatusOr<StmtRef> Lowerer::storeValue(const Value* v, const Index& idx) {
   const Buffer& b = bufferFor(v, BufferRole::Output);
   std::string bname = b.name;
-  std::vector<int64_t> shape = b.shape;
+  std::vector<ExprRef> extents = b.extents();
   KILN_ASSIGN_OR_RETURN(ExprRef e, valueAt(v, idx));
-  return store(bname, flatIndex(idx, shape), cast(e, v->type().dtype()));
+  return store(bname, flatIndex(idx, extents), cast(e, v->type().dtype()));
 }
 
 StatusOr<StmtRef> Lowerer::storeValues(const std::vector<const Value*>& values, const Index& idx) {
@@ -144,12 +205,12 @@ StatusOr<StmtRef> Lowerer::storeValues(const std::vector<const Value*>& values, 
 }
 
 StatusOr<StmtRef> Lowerer::storeNest(const std::vector<const Value*>& values,
-                                     const std::vector<int64_t>& shape) {
+                                     const std::vector<ExprRef>& extents) {
   if (values.size() == 1 && values[0]->def()->op() == OpCode::Concatenate &&
       members_.count(values[0]->def()) && !overrides_.count(values[0]))
-    return storeConcatenate(values[0], shape);
+    return storeConcatenate(values[0], extents);
   Status err = Status::ok();
-  StmtRef s = nest(shape, [&](const Index& idx) -> StmtRef {
+  StmtRef s = nest(extents, [&](const Index& idx) -> StmtRef {
     auto st = storeValues(values, idx);
     if (st) return *st;
     err = st.status();
@@ -159,12 +220,14 @@ StatusOr<StmtRef> Lowerer::storeNest(const std::vector<const Value*>& values,
   return s;
 }
 
-StatusOr<StmtRef> Lowerer::storeConcatenate(const Value* v, const std::vector<int64_t>& shape) {
+StatusOr<StmtRef> Lowerer::storeConcatenate(const Value* v, const std::vector<ExprRef>& extents) {
   const Node* n = v->def();
   size_t d = static_cast<size_t>(n->attrInt("dimension"));
   const Buffer& b = bufferFor(v, BufferRole::Output);
   std::string bname = b.name;
   std::vector<int64_t> bshape = b.shape;
+  const std::vector<int64_t> shape = bshape;  // concatenate is static (lowersOverSymbols)
+  (void)extents;
   // Outer loops of fewer than kMinSharedOuter iterations in all would leave the threads
   // little to split: each operand's nest then takes all the dims and a parallel loop of its own.
   constexpr int64_t kMinSharedOuter = 16;
@@ -209,9 +272,9 @@ StatusOr<StmtRef> Lowerer::thenStore(StmtRef s, const std::vector<const Value*>&
 }
 
 StatusOr<StmtRef> Lowerer::storeAll(const std::vector<const Value*>& values) {
-  std::vector<std::pair<std::vector<int64_t>, std::vector<const Value*>>> byShape;
+  std::vector<std::pair<std::vector<ExprRef>, std::vector<const Value*>>> byShape;
   for (const Value* v : values) {
-    std::vector<int64_t> s = v->type().staticDims();
+    std::vector<ExprRef> s = extentsOf(v);
     auto it =
         std::find_if(byShape.begin(), byShape.end(), [&](const auto& p) { return p.first == s; });
     if (it == byShape.end()) byShape.push_back({s, {v}});
@@ -234,23 +297,28 @@ using lowering::Lowerer;
 
 StatusOr<Kernel> lowerWithNames(const fusion::Kernel& k,
                                 const std::map<const Value*, std::string>& names,
-                                bool storesAlongsideReductions = false) {
-  KILN_ASSIGN_OR_RETURN(Kernel lowered, Lowerer(k, names, storesAlongsideReductions).run());
+                                bool storesAlongsideReductions,
+                                const std::vector<Symbol>& symbols) {
+  KILN_ASSIGN_OR_RETURN(Kernel lowered,
+                        Lowerer(k, names, storesAlongsideReductions, symbols).run());
   return simplifyIndices(lowered);
 }
 
 }  // namespace
 
-StatusOr<Kernel> lowerKernel(const Function& f, const fusion::Kernel& k) {
-  return lowerWithNames(k, printedValueNames(f));
+StatusOr<Kernel> lowerKernel(const Function& f, const fusion::Kernel& k,
+                             const std::vector<Symbol>& symbols) {
+  return lowerWithNames(k, printedValueNames(f), false, symbols);
 }
 
-StatusOr<std::vector<Kernel>> lowerPlan(const Function& f, const fusion::FusionPlan& plan) {
+StatusOr<std::vector<Kernel>> lowerPlan(const Function& f, const fusion::FusionPlan& plan,
+                                        const std::vector<Symbol>& symbols) {
   // The value names are computed once: per kernel they cost a walk over the whole function.
   const std::map<const Value*, std::string> names = printedValueNames(f);
   std::vector<Kernel> out;
   for (const fusion::Kernel& k : plan.kernels) {
-    KILN_ASSIGN_OR_RETURN(Kernel lowered, lowerWithNames(k, names, plan.storesAlongsideReductions));
+    KILN_ASSIGN_OR_RETURN(Kernel lowered,
+                          lowerWithNames(k, names, plan.storesAlongsideReductions, symbols));
     out.push_back(std::move(lowered));
   }
   return out;

@@ -17,9 +17,9 @@
 // Every other loop is serial and every reduction a Reduce: the target's schedule passes
 // (kernel/schedule.h) choose parallel and vector loops and how reductions run.
 //
-// Needs: static shapes (specialise first). The ops of lower_opaque.h have no lowering inside a
-// loop or reduction kernel: they must be the anchor of an opaque kernel (fusion::patternOf makes
-// them so).
+// Needs: static shapes, or symbols with ranges (lowerPlan). The ops of lower_opaque.h have no
+// lowering inside a loop or reduction kernel: they must be the anchor of an opaque kernel
+// (fusion::patternOf makes them so).
 #pragma once
 
 #include "fusion/fusion.h"
@@ -28,9 +28,15 @@
 
 namespace kiln::kernel {
 
-StatusOr<Kernel> lowerKernel(const Function& f, const fusion::Kernel& k);
+StatusOr<Kernel> lowerKernel(const Function& f, const fusion::Kernel& k,
+                             const std::vector<Symbol>& symbols = {});
 
 // Every kernel of a plan, in the plan's order.
-StatusOr<std::vector<Kernel>> lowerPlan(const Function& f, const fusion::FusionPlan& plan);
+// `symbols`: the ranges of the symbolic dims the kernels may keep (kernel IR's Symbol); a
+// value with a symbolic dim outside them is an error, as is an op whose lowering needs static
+// extents (the elementwise ops, broadcast, reshape, transpose and iota in loop kernels lower over
+// symbols so far).
+StatusOr<std::vector<Kernel>> lowerPlan(const Function& f, const fusion::FusionPlan& plan,
+                                        const std::vector<Symbol>& symbols = {});
 
 }  // namespace kiln::kernel

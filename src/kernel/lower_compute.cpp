@@ -84,6 +84,21 @@ BinaryOp compareOp(const std::string& direction) {
 
 }  // namespace
 
+bool lowersOverSymbols(OpCode op) {
+  switch (op) {
+    case OpCode::BroadcastInDim:
+    case OpCode::Reshape:
+    case OpCode::Transpose:
+    case OpCode::Iota:
+    case OpCode::Convert:
+    case OpCode::Select:
+    case OpCode::Clamp:
+    case OpCode::Compare:
+    case OpCode::Gelu: return true;
+    default: return unaryFor(op) || binaryFor(op);
+  }
+}
+
 StatusOr<ExprRef> Lowerer::compute(const Value* v, const Index& idx) {
   const Node* n = v->def();
   DType dt = v->type().dtype();
@@ -93,7 +108,7 @@ StatusOr<ExprRef> Lowerer::compute(const Value* v, const Index& idx) {
       return constOf(t.getDouble(0), computeType(dt));
     }
     const Buffer& b = bufferFor(v, BufferRole::Input);
-    return cast(load(b.name, dt, flatIndex(idx, b.shape)), computeType(dt));
+    return cast(load(b.name, dt, flatIndex(idx, b.extents())), computeType(dt));
   }
   auto operand = [&](size_t i, const Index& at) { return valueAt(n->operand(i), at); };
   if (auto u = unaryFor(n->op())) {
@@ -168,21 +183,34 @@ StatusOr<ExprRef> Lowerer::computeElementwise(const Value* v, const Index& idx) 
 StatusOr<ExprRef> Lowerer::computeMovement(const Value* v, const Index& idx) {
   const Node* n = v->def();
   DType dt = v->type().dtype();
-  std::vector<int64_t> shape = v->type().staticDims();
   auto operand = [&](size_t i, const Index& at) { return valueAt(n->operand(i), at); };
   switch (n->op()) {
     case OpCode::BroadcastInDim: {
       auto dims = n->attrInts("dims");
-      std::vector<int64_t> in = n->operand(0)->type().staticDims();
+      std::vector<ExprRef> in = extentsOf(n->operand(0));
       Index at(in.size());
       for (size_t i = 0; i < in.size(); ++i)
-        at[i] = in[i] == 1 ? intConst(0) : idx[static_cast<size_t>(dims[i])];
+        at[i] = isConst(in[i], 1) ? intConst(0) : idx[static_cast<size_t>(dims[i])];
       return operand(0, at);
     }
-    case OpCode::Reshape: {
-      std::vector<int64_t> in = n->operand(0)->type().staticDims();
-      return operand(0, unflatten(flatIndex(idx, shape), in));
+    case OpCode::Reshape:
+      return operand(0, unflatten(flatIndex(idx, extentsOf(v)), extentsOf(n->operand(0))));
+    case OpCode::Transpose: {
+      auto perm = n->attrInts("permutation");
+      Index at(perm.size());
+      for (size_t i = 0; i < perm.size(); ++i) at[static_cast<size_t>(perm[i])] = idx[i];
+      return operand(0, at);
     }
+    case OpCode::Iota: {
+      // Iota has no operands: the index along its dimension, as the dtype.
+      int64_t d = n->attrInt("dimension");
+      return cast(idx[static_cast<size_t>(d)], computeType(dt));
+    }
+    default: break;
+  }
+  // The ops below lower over static extents only (lowersOverSymbols).
+  std::vector<int64_t> shape = v->type().staticDims();
+  switch (n->op()) {
     // The data as it is (the size matters only at a program's boundary, where the compile
     // driver has already taken it: passes/expose_dynamic_sizes.h).
     case OpCode::SetDimensionSize: return operand(0, idx);
@@ -191,12 +219,6 @@ StatusOr<ExprRef> Lowerer::computeMovement(const Value* v, const Index& idx) {
     case OpCode::GetDimensionSize:
       return intConst(
           n->operand(0)->type().staticDims()[static_cast<size_t>(n->attrInt("dimension"))]);
-    case OpCode::Transpose: {
-      auto perm = n->attrInts("permutation");
-      Index at(perm.size());
-      for (size_t i = 0; i < perm.size(); ++i) at[static_cast<size_t>(perm[i])] = idx[i];
-      return operand(0, at);
-    }
     case OpCode::Slice: {
       auto start = n->attrInts("start");
       auto stride = n->attrInts("stride", std::vector<int64_t>(start.size(), 1));
@@ -214,11 +236,6 @@ StatusOr<ExprRef> Lowerer::computeMovement(const Value* v, const Index& idx) {
         at[i] = binary(BinaryOp::Sub, intConst(shape[i] - 1), idx[i]);
       }
       return operand(0, at);
-    }
-    case OpCode::Iota: {
-      // Iota has no operands: the index along its dimension, as the dtype.
-      int64_t d = n->attrInt("dimension");
-      return cast(idx[static_cast<size_t>(d)], computeType(dt));
     }
     case OpCode::Pad: {
       auto low = n->attrInts("low");

@@ -20,10 +20,16 @@ using Index = std::vector<ExprRef>;
 
 // The multi-index of a flat index in `shape`.
 Index unflatten(const ExprRef& flat, const std::vector<int64_t>& shape);
+Index unflatten(const ExprRef& flat, const std::vector<ExprRef>& extents);
+// Whether an extent is the constant `n`.
+bool isConst(const ExprRef& extent, int64_t n);
 // `i` clamped to [0, extent).
 ExprRef clampIndex(const ExprRef& i, int64_t extent);
 // The conjunction of `conds` (true for none).
 ExprRef andAll(const std::vector<ExprRef>& conds);
+// Whether an op's lowering reads extents only through Lowerer::extentsOf, so that a loop kernel
+// with symbolic dims may hold it (the elementwise ops and broadcast, reshape, transpose, iota).
+bool lowersOverSymbols(OpCode op);
 // The type arithmetic runs in: f32 for f16/bf16 (rounded on store), the dtype otherwise.
 DType computeType(DType t);
 
@@ -31,9 +37,11 @@ class Lowerer {
  public:
   // `names`: the printed names of f's values (printedValueNames), shared by its kernels.
   // `storesAlongside`: fusion::FusionOptions::storesAlongsideReductions.
+  // `symbols`: the ranges of the program's symbols (a value with a symbolic dim needs its
+  // symbol's range).
   Lowerer(const fusion::Kernel& k, const std::map<const Value*, std::string>& names,
-          bool storesAlongside = false)
-      : k_(k), names_(names), storesAlongside_(storesAlongside) {
+          bool storesAlongside = false, const std::vector<Symbol>& symbols = {})
+      : k_(k), names_(names), storesAlongside_(storesAlongside), symbols_(symbols) {
     members_.insert(k.nodes.begin(), k.nodes.end());
     out_.kind = std::string(fusion::kernelKindName(k.kind));
     out_.name = "k" + std::to_string(k.id) + "_" + out_.kind;
@@ -49,13 +57,23 @@ class Lowerer {
 
   bool isStored(const Value* v) const;
 
-  // Fresh loop variable names: i0, i1, ... (r0, ... for reduction loops).
-  std::string freshVar(const char* prefix) { return prefix + std::to_string(vars_++); }
+  // Fresh loop variable names: i0, i1, ... (r0, ... for reduction loops), none a symbol's.
+  std::string freshVar(const char* prefix);
+
+  // The extents of `v`'s dims: constants, and its symbolic dims as their symbols.
+  std::vector<ExprRef> extentsOf(const Value* v) const;
+  // Checks that a kernel with symbolic dims lowers only what lowers over them, and records the
+  // symbols it reads.
+  Status checkSymbolic();
 
   // A serial loop nest over `shape`: calls body(index) for the innermost body. Dims of extent 1
   // get no loop (their index is 0). The target's schedule picks parallel and vector loops.
+  StmtRef nest(const std::vector<ExprRef>& extents,
+               const std::function<StmtRef(const Index&)>& body, const char* prefix = "i");
   StmtRef nest(const std::vector<int64_t>& shape, const std::function<StmtRef(const Index&)>& body,
-               const char* prefix = "i");
+               const char* prefix = "i") {
+    return nest(constExtents(shape), body, prefix);
+  }
 
   // The value of `v` at `idx`, computed inside the kernel (members) or loaded (inputs).
   StatusOr<ExprRef> valueAt(const Value* v, const Index& idx);
@@ -76,7 +94,11 @@ class Lowerer {
 
   // A nest over `shape` storing each of `values` (all of that shape).
   StatusOr<StmtRef> storeNest(const std::vector<const Value*>& values,
-                              const std::vector<int64_t>& shape);
+                              const std::vector<ExprRef>& extents);
+  StatusOr<StmtRef> storeNest(const std::vector<const Value*>& values,
+                              const std::vector<int64_t>& shape) {
+    return storeNest(values, constExtents(shape));
+  }
 
   // A stored concatenate computed in the kernel: the loops over the dims before the
   // concatenated one are shared, and inside them one nest per operand stores that operand alone
@@ -84,7 +106,7 @@ class Lowerer {
   // evaluate every operand and select one (a 9-way im2col concatenation of slices of a pad ran at
   // 0.2 GB/s), and the selects keep the loop from vectorizing. Sharing the outer loops makes an
   // im2col one parallel loop over pixels, each storing its nine rows, instead of nine.
-  StatusOr<StmtRef> storeConcatenate(const Value* v, const std::vector<int64_t>& shape);
+  StatusOr<StmtRef> storeConcatenate(const Value* v, const std::vector<ExprRef>& extents);
 
   // `s`, then the nests that store `rest` (the kernel's outputs of other shapes).
   StatusOr<StmtRef> thenStore(StmtRef s, const std::vector<const Value*>& rest);
@@ -201,6 +223,7 @@ class Lowerer {
   std::map<std::string, std::pair<ExprRef, Index>> memo_;
   int vars_ = 0;
   bool storesAlongside_ = false;
+  std::vector<Symbol> symbols_;
 };
 
 }  // namespace kiln::kernel::lowering

@@ -176,15 +176,21 @@ class Parser {
     size_t underscore = k.name.find('_');
     if (underscore != std::string::npos) k.kind = k.name.substr(underscore + 1);
     KILN_RETURN_IF_ERROR(expectPunct("("));
+    kernel_ = &k;
     while (!atPunct(")")) {
-      if (!k.buffers.empty()) KILN_RETURN_IF_ERROR(expectPunct(","));
+      if (!k.buffers.empty() || !k.symbols.empty()) KILN_RETURN_IF_ERROR(expectPunct(","));
+      if (atWord("sym")) {
+        if (!k.buffers.empty()) return errorAt(cur_, "symbols come before the buffers");
+        KILN_ASSIGN_OR_RETURN(Symbol s, symbol());
+        k.symbols.push_back(std::move(s));
+        continue;
+      }
       KILN_ASSIGN_OR_RETURN(Buffer b, parameter());
       k.buffers.push_back(std::move(b));
     }
     take();
     scope_.clear();
     for (const Buffer& b : k.buffers) scope_[b.name].push_back(b.type);
-    kernel_ = &k;
     KILN_ASSIGN_OR_RETURN(k.body, braced());
     return k;
   }
@@ -202,14 +208,42 @@ class Parser {
     KILN_RETURN_IF_ERROR(expectPunct(":"));
     KILN_ASSIGN_OR_RETURN(b.type, dtype());
     KILN_RETURN_IF_ERROR(expectPunct("["));
+    std::vector<ExprRef> dims;
     while (!atPunct("]")) {
-      if (!b.shape.empty()) KILN_RETURN_IF_ERROR(expectPunct(","));
-      KILN_ASSIGN_OR_RETURN(int64_t d, integer("a dimension"));
-      if (d < 0) return errorAt(cur_, "a negative dimension");
-      b.shape.push_back(d);
+      if (!dims.empty()) KILN_RETURN_IF_ERROR(expectPunct(","));
+      Token at = cur_;
+      KILN_ASSIGN_OR_RETURN(AstRef a, infix(0));
+      KILN_ASSIGN_OR_RETURN(ExprRef d, build(*a, DType::I64));
+      std::optional<int64_t> hi = upperBound(d, kernel_->symbols);
+      if (!hi)
+        return errorAt(at, "a dimension is a non-negative integer, a symbol declared before it " +
+                               std::string("or their sum or product, not ") + printExpr(d));
+      b.shape.push_back(*hi);
+      dims.push_back(d);
     }
     take();
+    for (const ExprRef& d : dims)
+      if (d->kind != Expr::Kind::Const) b.dims = dims;
     return b;
+  }
+
+  // sym NAME in [LO, HI]
+  StatusOr<Symbol> symbol() {
+    KILN_RETURN_IF_ERROR(expectWord("sym"));
+    Symbol s;
+    Token at = cur_;
+    KILN_ASSIGN_OR_RETURN(s.name, ident("the symbol's name"));
+    if (kernel_->symbol(s.name)) return errorAt(at, "symbol " + s.name + " is declared twice");
+    KILN_RETURN_IF_ERROR(expectWord("in"));
+    KILN_RETURN_IF_ERROR(expectPunct("["));
+    KILN_ASSIGN_OR_RETURN(s.lo, integer("the symbol's least value"));
+    KILN_RETURN_IF_ERROR(expectPunct(","));
+    KILN_ASSIGN_OR_RETURN(s.hi, integer("the symbol's largest value"));
+    KILN_RETURN_IF_ERROR(expectPunct("]"));
+    if (s.lo < 0 || s.hi < s.lo)
+      return errorAt(at, "symbol " + s.name + " has the empty or negative range [" +
+                             std::to_string(s.lo) + ", " + std::to_string(s.hi) + "]");
+    return s;
   }
 
   // "{" statements "}" as one statement.

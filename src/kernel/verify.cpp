@@ -26,16 +26,38 @@ class Verifier {
   explicit Verifier(const Kernel& k) : k_(k) {}
 
   Status run() {
+    for (const Symbol& s : k_.symbols) {
+      if (!vars_.insert(s.name).second) return fail("symbol " + s.name + " is declared twice");
+      if (s.lo < 0 || s.hi < s.lo) return fail("symbol " + s.name + " has an empty range");
+    }
     for (const Buffer& b : k_.buffers) {
       if (!buffers_.emplace(b.name, b.type).second)
         return fail("buffer %" + b.name + " is declared twice");
       if (b.role == BufferRole::Internal) internal_.insert(b.name);
+      KILN_RETURN_IF_ERROR(dims(b));
     }
     if (!k_.body) return fail("it has no body");
     return stmt(*k_.body);
   }
 
  private:
+  // A symbolic buffer's dims are expressions of the symbols whose largest values are `shape`.
+  Status dims(const Buffer& b) const {
+    if (b.dims.empty()) return Status::ok();
+    if (b.dims.size() != b.shape.size())
+      return fail("buffer %" + b.name + " has " + std::to_string(b.dims.size()) +
+                  " symbolic dims for a rank of " + std::to_string(b.shape.size()));
+    for (size_t d = 0; d < b.dims.size(); ++d) {
+      std::optional<int64_t> hi = upperBound(b.dims[d], k_.symbols);
+      if (!hi || *hi != b.shape[d])
+        return fail("buffer %" + b.name + " dim " + std::to_string(d) + " (" +
+                    printExpr(b.dims[d]) + ") is at most " +
+                    (hi ? std::to_string(*hi) : "unbounded") + ", but its shape says " +
+                    std::to_string(b.shape[d]));
+    }
+    return Status::ok();
+  }
+
   Status fail(const std::string& why) const {
     return Status::error("kernel " + k_.name + ": " + why);
   }
@@ -63,7 +85,8 @@ class Verifier {
       case Expr::Kind::Const: break;
       case Expr::Kind::Var:
         if (!vars_.count(e->name))
-          return Status::error("variable " + e->name + " is not the variable of an enclosing loop");
+          return Status::error("variable " + e->name +
+                               " is not the variable of an enclosing loop or a symbol");
         if (e->type != DType::I64) return Status::error("variable " + e->name + " is not i64");
         break;
       case Expr::Kind::Load: {

@@ -54,6 +54,33 @@ StatusOr<SymbolBindings> parseSymbolBindings(std::string_view text) {
   return out;
 }
 
+StatusOr<SymbolRanges> parseSymbolRanges(std::string_view text) {
+  if (text.empty()) return Status::error("no symbol ranges given (expected e.g. N=1..64)");
+  SymbolRanges out;
+  for (size_t start = 0; start <= text.size();) {
+    size_t comma = std::min(text.find(',', start), text.size());
+    std::string_view entry = text.substr(start, comma - start);
+    start = comma + 1;
+    size_t eq = entry.find('=');
+    std::string_view name = entry.substr(0, eq);
+    std::string_view range = eq == std::string_view::npos ? "" : entry.substr(eq + 1);
+    size_t dots = range.find("..");
+    auto number = [](std::string_view t, int64_t& v) {
+      auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+      return !t.empty() && ec == std::errc() && end == t.data() + t.size();
+    };
+    SymbolRange r{-1, -1};
+    if (!isSymbolName(name) || dots == std::string_view::npos ||
+        !number(range.substr(0, dots), r.lo) || !number(range.substr(dots + 2), r.hi) || r.lo < 0 ||
+        r.hi < r.lo || r.hi > kMaxElements)
+      return Status::error("bad symbol range '" + std::string(entry) +
+                           "': expected NAME=LO..HI with 0 <= LO <= HI <= 2^40, e.g. N=1..64");
+    if (!out.emplace(std::string(name), r).second)
+      return Status::error("symbol " + std::string(name) + " is given twice");
+  }
+  return out;
+}
+
 StatusOr<SymbolBindings> bindingsFromInputShapes(const Function& f,
                                                  const std::vector<std::vector<int64_t>>& shapes) {
   if (shapes.size() != f.numParameters())

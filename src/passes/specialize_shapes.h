@@ -20,6 +20,14 @@ using SymbolBindings = std::map<std::string, int64_t>;
 // Parses "N=1,S=128" (the option text of --specialize-shapes=N=1,S=128). Errors name the entry.
 StatusOr<SymbolBindings> parseSymbolBindings(std::string_view text);
 
+// Symbol -> the extents [lo, hi] one compile serves, e.g. {N: 1..64}.
+struct SymbolRange {
+  int64_t lo = 0, hi = 0;
+};
+using SymbolRanges = std::map<std::string, SymbolRange>;
+// Parses "N=1..64,S=1..512". Errors name the entry.
+StatusOr<SymbolRanges> parseSymbolRanges(std::string_view text);
+
 // The bindings that concrete input shapes imply for the parameters of `f` (one shape per
 // parameter, in order). Errors: a wrong number of shapes, a rank or static extent that differs
 // from the parameter's type, or one symbol given two extents (each names the parameter).

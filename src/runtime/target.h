@@ -58,6 +58,9 @@ struct CompileOptions {
   // constants only in their readers' layouts either way.
   bool dropHeldConstants = false;
   SymbolBindings dims;  // sizes of symbolic dimensions (every symbol must be bound)
+  // Symbolic dims kept symbolic, each over its range: their kernels read the sizes when they run
+  // (kernel IR's Symbol). A symbol in neither `dims` nor `ranges` is an error.
+  SymbolRanges ranges;
   // A run whose inputs differ from `dims` in a symbolic dim of the source compiles again for
   // their sizes (runtime/guards.h, Executable::run); false: that is an error instead. Does not
   // shape the code (not part of cache keys or artifacts).

@@ -49,7 +49,8 @@ struct Options {
   // ("split-reductions=16", "lower-reductions", ...).
   std::vector<std::string> schedule;
   bool reassociate = true;
-  bool emitCuda = false;  // print the scheduled kernels as CUDA C++, not kernel IR
+  bool emitCuda = false;      // print the scheduled kernels as CUDA C++, not kernel IR
+  kiln::SymbolRanges ranges;  // --lower keeps these symbols, over these ranges
   kiln::PassManagerOptions instrumentation;
 };
 
@@ -74,6 +75,8 @@ void printHelp() {
          "                         lowering before any target's code generation), not the module\n"
          "  --kernels              the input is kernel IR (as --lower prints it), not a module:\n"
          "                         parse and verify it, run the schedule passes, print it\n"
+         "  --ranges=N=1..64,...   --lower keeps those symbolic dims, over those ranges\n"
+         "                         (kernels that read the sizes when they run)\n"
          "  --target=TARGET        plan fusion with that target's policy (its epilogues and\n"
          "                         custom fusions: the cpu's inverted-residual block)\n"
          "  --schedule=TARGET      after --lower, run that target's schedule passes (cpu, cuda)\n"
@@ -178,6 +181,8 @@ kiln::StatusOr<Options> parseArgs(int argc, char** argv) {
       o.lower = true;
     } else if (a == "--kernels") {
       o.kernels = true;
+    } else if (a.rfind("--ranges=", 0) == 0) {
+      KILN_ASSIGN_OR_RETURN(o.ranges, kiln::parseSymbolRanges(a.substr(9)));
     } else if (a.rfind("--target=", 0) == 0) {
       o.target = a.substr(9);
     } else if (a == "--no-reassociate") {
@@ -258,6 +263,7 @@ kiln::StatusOr<std::string> planAndLower(const kiln::Module& module, const Optio
   const kiln::Function* f = module.entry();
   if (!f) return kiln::Status::error("the module has no entry function to plan");
   kiln::runtime::CompileOptions options;
+  options.ranges = o.ranges;
   kiln::runtime::CompileTimes times;
   const kiln::runtime::Target* target = nullptr;
   if (!o.target.empty()) {

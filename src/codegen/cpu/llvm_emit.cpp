@@ -72,6 +72,16 @@ void KernelEmitter::bindParameters(FnState& s) {
     llvm::Value* p = b_.CreateAlignedLoad(b_.getPtrTy(), slot, llvm::Align(8), buf.name);
     s.buffers.push_back({buf.name, p, buf.type});
   }
+  if (k_.symbols.empty() || s.inParallel) return;  // an outlined body has them as outer vars
+  // The symbols' values: an i64 array whose address follows the buffers'.
+  llvm::Value* slot = b_.CreateConstInBoundsGEP1_64(b_.getPtrTy(), s.buffersArg, k_.buffers.size());
+  llvm::Value* values = b_.CreateAlignedLoad(b_.getPtrTy(), slot, llvm::Align(8), "symbols");
+  for (size_t i = 0; i < k_.symbols.size(); ++i) {
+    llvm::Value* at = b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), values, i);
+    s.vars.emplace_back(
+        k_.symbols[i].name,
+        b_.CreateAlignedLoad(b_.getInt64Ty(), at, llvm::Align(8), k_.symbols[i].name));
+  }
 }
 
 // Records the first error; emission goes on with a placeholder so the walk stays simple.

@@ -713,6 +713,10 @@ StatusOr<CudaSource> emitCuda(const std::vector<kernel::Kernel>& kernels) {
   std::set<std::string> functions;
   std::map<std::string, std::string> printed;
   for (const kernel::Kernel& k : kernels) {
+    if (!k.symbols.empty())
+      return Status::error("kernel " + k.name + " has sizes known only when it runs (symbol " +
+                           k.symbols[0].name +
+                           "): the cuda target compiles kernels of static shapes only");
     Emitter e(k, out.source, functions, printed);
     KILN_ASSIGN_OR_RETURN(std::vector<Launch> launches, e.run());
     out.launches.push_back(std::move(launches));

@@ -1,0 +1,173 @@
+// Kernels over sizes known only when they run (kernel IR's symbols): a loop kernel lowered from
+// a function with a symbolic dim over a range, scheduled by the CPU target and compiled once,
+// runs at several sizes of the range and agrees with the interpreter on the function specialised
+// to each size. Elementwise f32 with libm math (approximateMath off): bit for bit.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "codegen/cpu/cpu_codegen.h"
+#include "compiler/compile.h"
+#include "interp/interpreter.h"
+#include "ir/text/text.h"
+#include "kernel/parse.h"
+#include "kernel/verify.h"
+#include "passes/specialize_shapes.h"
+#include "runtime/target.h"
+
+namespace kiln {
+namespace {
+
+// A bias add and tanh over [N,16], stored as it is and transposed ([16,N]: N is the row pitch).
+constexpr const char* kModule = R"(
+func @main(%x: f32[N,16], %b: f32[16]) -> (f32[N,16], f32[16,N]) {
+  %bb = f32[N,16] broadcast_in_dim(%b) {dims = [1]}
+  %s = f32[N,16] add(%x, %bb)
+  %t = f32[N,16] tanh(%s)
+  %r = f32[16,N] transpose(%t) {permutation = [1, 0]}
+  return %t, %r
+}
+)";
+
+StatusOr<std::vector<kernel::Kernel>> lowerForCpu(const Function& f,
+                                                  const runtime::CompileOptions& options) {
+  runtime::registerBuiltinTargets();
+  KILN_ASSIGN_OR_RETURN(const runtime::Target* cpu, runtime::findTarget("cpu"));
+  runtime::CompileTimes times;
+  fusion::FusionPlan plan = compiler::fuse(f, cpu, options, times);
+  KILN_ASSIGN_OR_RETURN(std::vector<kernel::Kernel> kernels,
+                        compiler::lower(f, plan, options, times));
+  KILN_RETURN_IF_ERROR(compiler::schedule(*cpu, kernels, options, times));
+  return kernels;
+}
+
+TEST(SymbolicKernels, OneCompileRunsEverySizeOfItsRange) {
+  auto m = parseModule(kModule, "symbolic.kir");
+  ASSERT_TRUE(m.isOk()) << m.status().str();
+  runtime::CompileOptions options;
+  options.ranges = {{"N", {1, 64}}};
+  auto kernels = lowerForCpu(*(*m)->entry(), options);
+  ASSERT_TRUE(kernels.isOk()) << kernels.status().str();
+  ASSERT_EQ(kernels->size(), 1u);
+  const kernel::Kernel& k = (*kernels)[0];
+  ASSERT_EQ(k.symbols.size(), 1u);
+  EXPECT_EQ(k.symbols[0].hi, 64);
+  // Buffers are sized for the largest N.
+  EXPECT_EQ(k.find("r")->shape, (std::vector<int64_t>{16, 64}));
+
+  codegen::cpu::CodegenOptions co;
+  co.approximateMath = false;
+  auto compiler = codegen::cpu::CpuCompiler::create(co);
+  ASSERT_TRUE(compiler.isOk()) << compiler.status().str();
+  auto compiled = (*compiler)->compile(k);
+  ASSERT_TRUE(compiled.isOk()) << compiled.status().str() << "\n" << kernel::printKernel(k);
+  codegen::cpu::ThreadPool pool(2);
+
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> u(-2.0, 2.0);
+  for (int64_t n : {1, 5, 64}) {
+    auto sm = parseModule(kModule, "symbolic.kir");
+    ASSERT_TRUE(sm.isOk());
+    ASSERT_TRUE(specializeShapes(**sm, {{"N", n}}).isOk());
+    Tensor x(DType::F32, {n, 16}), b(DType::F32, {16});
+    for (int64_t i = 0; i < x.numElements(); ++i) x.setDouble(i, u(rng));
+    for (int64_t i = 0; i < b.numElements(); ++i) b.setDouble(i, u(rng));
+    std::vector<Tensor> in = {x, b};
+    auto want = interpret(*(*sm)->entry(), in);
+    ASSERT_TRUE(want.isOk()) << want.status().str();
+
+    // Outputs at n rows, in buffers of the range's largest size whose tail must stay untouched.
+    Tensor t(DType::F32, {64, 16}), r(DType::F32, {16, 64});
+    for (int64_t i = 0; i < t.numElements(); ++i) t.setDouble(i, 99.0);
+    for (int64_t i = 0; i < r.numElements(); ++i) r.setDouble(i, 99.0);
+    int64_t symbols[] = {n};
+    void* ptrs[] = {x.mutableBytes(), b.mutableBytes(), t.mutableBytes(), r.mutableBytes(),
+                    symbols};
+    (*compiled)->run(ptrs, pool, nullptr, nullptr);
+    for (int64_t i = 0; i < n * 16; ++i)
+      ASSERT_EQ(t.getDouble(i), (*want)[0].getDouble(i)) << "N=" << n << " t[" << i << "]";
+    for (int64_t i = 0; i < n * 16; ++i)
+      ASSERT_EQ(r.getDouble(i), (*want)[1].getDouble(i)) << "N=" << n << " r[" << i << "]";
+    if (n < 64) {
+      EXPECT_EQ(t.getDouble(n * 16), 99.0) << "N=" << n << ": past the n rows";
+    }
+  }
+}
+
+// A parallel loop over a symbolic extent: its outlined body reads the symbol too.
+TEST(SymbolicKernels, ParallelLoopsOverASymbol) {
+  const char* text = R"(kernel k0_loop(sym N in [1, 1000], in %x: f32[N,3], out %y: f32[N,3]) {
+  parallel for i0 in [0, N) {
+    serial for i1 in [0, 3) {
+      %y[i0 * 3 + i1] = %x[i0 * 3 + i1] * 2.0 + f32(N)
+    }
+  }
+}
+)";
+  auto ks = kernel::parseKernels(text, "k.txt");
+  ASSERT_TRUE(ks.isOk()) << ks.status().str();
+  ASSERT_TRUE(kernel::verifyKernel((*ks)[0]).isOk());
+  EXPECT_EQ(kernel::printKernel((*ks)[0]), text);
+  auto compiler = codegen::cpu::CpuCompiler::create();
+  ASSERT_TRUE(compiler.isOk()) << compiler.status().str();
+  auto compiled = (*compiler)->compile((*ks)[0]);
+  ASSERT_TRUE(compiled.isOk()) << compiled.status().str();
+  codegen::cpu::ThreadPool pool(2);
+  for (int64_t n : {1, 2, 999}) {
+    std::vector<float> x(static_cast<size_t>(n * 3)), y(x.size(), -1.0f);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) * 0.5f;
+    int64_t symbols[] = {n};
+    void* ptrs[] = {x.data(), y.data(), symbols};
+    (*compiled)->run(ptrs, pool, nullptr, nullptr);
+    for (size_t i = 0; i < x.size(); ++i)
+      ASSERT_EQ(y[i], x[i] * 2.0f + static_cast<float>(n)) << "N=" << n << " y[" << i << "]";
+  }
+}
+
+TEST(SymbolicKernels, BadSymbolsAreErrors) {
+  auto errorOf = [](const char* text) -> std::string {
+    auto ks = kernel::parseKernels(text, "k.txt");
+    if (!ks.isOk()) return ks.status().str();
+    Status v = kernel::verifyKernel((*ks)[0]);
+    return v.isOk() ? "" : v.str();
+  };
+  // An undeclared symbol in a dim.
+  EXPECT_NE(errorOf("kernel k(in %x: f32[M]) { }").find("a symbol declared before it"),
+            std::string::npos);
+  // An empty range.
+  EXPECT_NE(errorOf("kernel k(sym N in [5, 2], in %x: f32[N]) { }").find("empty or negative range"),
+            std::string::npos);
+  // A symbol read in an index that the kernel does not declare.
+  EXPECT_NE(errorOf("kernel k(sym N in [1, 4], out %y: f32[N]) {\n"
+                    "  serial for i0 in [0, N) {\n    %y[i0 + M] = 1.0\n  }\n}\n")
+                .find("variable M is not the variable of an enclosing loop or a symbol"),
+            std::string::npos);
+
+  // A function whose symbol has no range (or size) does not lower.
+  auto m = parseModule(kModule, "symbolic.kir");
+  ASSERT_TRUE(m.isOk());
+  auto none = lowerForCpu(*(*m)->entry(), runtime::CompileOptions());
+  ASSERT_FALSE(none.isOk());
+  EXPECT_NE(none.status().str().find("give the sizes of its symbolic dimensions"),
+            std::string::npos);
+  // An op that does not lower over symbols yet names itself.
+  auto r = parseModule(R"(
+func @main(%x: f32[N,16]) -> (f32[N]) {
+  %s = f32[N] reduce(%x) {dims = [1], kind = sum}
+  return %s
+}
+)",
+                       "reduce.kir");
+  ASSERT_TRUE(r.isOk()) << r.status().str();
+  runtime::CompileOptions options;
+  options.ranges = {{"N", {1, 8}}};
+  auto reduced = lowerForCpu(*(*r)->entry(), options);
+  ASSERT_FALSE(reduced.isOk());
+  EXPECT_NE(reduced.status().str().find("%s = reduce in a reduction kernel: lowering it with sizes "
+                                        "known only at run time is not supported yet"),
+            std::string::npos)
+      << reduced.status().str();
+}
+
+}  // namespace
+}  // namespace kiln
