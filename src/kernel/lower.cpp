@@ -66,6 +66,31 @@ std::vector<ExprRef> Lowerer::extentsOf(const Value* v) const {
   return out;
 }
 
+namespace {
+
+// A reduction anchor that lowers with symbolic kept dims: reduce, argmax/argmin, softmax,
+// log_softmax and layer_norm whose reduced (normalised) dims are static.
+bool reducesOverStaticDims(const Node& n) {
+  const TensorType& in = n.operand(0)->type();
+  std::vector<int64_t> reduced;
+  switch (n.op()) {
+    case OpCode::Reduce: reduced = n.attrInts("dims"); break;
+    case OpCode::ArgMax:
+    case OpCode::ArgMin:
+    case OpCode::Softmax:
+    case OpCode::LogSoftmax: reduced = {n.attrInt("axis")}; break;
+    case OpCode::LayerNorm:
+      for (int64_t d = n.attrInt("axis"); d < in.rank(); ++d) reduced.push_back(d);
+      break;
+    default: return false;
+  }
+  for (int64_t d : reduced)
+    if (d < 0 || d >= in.rank() || !in.dim(static_cast<size_t>(d)).isStatic()) return false;
+  return true;
+}
+
+}  // namespace
+
 Status Lowerer::checkSymbolic() {
   std::set<std::string> used;
   auto visit = [&](const Value* v) -> Status {
@@ -90,11 +115,19 @@ Status Lowerer::checkSymbolic() {
       KILN_RETURN_IF_ERROR(visit(n->operand(i)));
       symbolic = symbolic || !n->operand(i)->type().isStatic();
     }
-    if (symbolic && (k_.kind != fusion::KernelKind::Loop || !lowersOverSymbols(n->op())))
+    bool lowers =
+        n == k_.anchor && k_.kind == fusion::KernelKind::Reduction
+            ? reducesOverStaticDims(*n)
+            : (k_.kind == fusion::KernelKind::Loop || k_.kind == fusion::KernelKind::Reduction) &&
+                  lowersOverSymbols(n->op());
+    if (symbolic && !lowers)
       return Status::error(name(n->result(0)) + " = " + std::string(opName(n->op())) + " in a " +
                            std::string(fusion::kernelKindName(k_.kind)) +
                            " kernel: lowering it with sizes known only at run time is not "
-                           "supported yet");
+                           "supported yet" +
+                           (n == k_.anchor && k_.kind == fusion::KernelKind::Reduction
+                                ? std::string(" (over a symbolic dim)")
+                                : std::string()));
   }
   for (const Symbol& s : symbols_)
     if (used.count(s.name)) out_.symbols.push_back(s);

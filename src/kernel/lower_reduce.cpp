@@ -20,10 +20,10 @@ ReduceKind Lowerer::reduceKind(const std::string& kind) {
   return ReduceKind::Or;
 }
 
-void Lowerer::splitOutputs(const std::vector<int64_t>& shape, std::vector<const Value*>& main,
+void Lowerer::splitOutputs(const std::vector<ExprRef>& shape, std::vector<const Value*>& main,
                            std::vector<const Value*>& rest) const {
   for (const Value* v : k_.outputs) {
-    if (v->type().staticDims() == shape) main.push_back(v);
+    if (extentsOf(v) == shape) main.push_back(v);
     else rest.push_back(v);
   }
 }
@@ -68,10 +68,10 @@ void Lowerer::splitVisitedOnce(std::vector<const Value*>& rest,
                                std::vector<const Value*>& visitedOnce) const {
   const Node* a = k_.anchor;
   if (!storesAlongside_ || a->op() != OpCode::Reduce) return;
-  const std::vector<int64_t> in = a->operand(0)->type().staticDims();
+  const std::vector<ExprRef> in = extentsOf(a->operand(0));
   std::vector<const Value*> others;
   for (const Value* v : rest) {
-    if (v->type().staticDims() == in && !dependsOn(v, a->result()) && computesArithmetic(v))
+    if (extentsOf(v) == in && !dependsOn(v, a->result()) && computesArithmetic(v))
       visitedOnce.push_back(v);
     else others.push_back(v);
   }
@@ -85,7 +85,7 @@ StatusOr<ExprRef> Lowerer::reducedValue(const Value* x, const Index& idx,
   if (std::find(visitedOnce.begin(), visitedOnce.end(), x) == visitedOnce.end())
     return valueAt(x, idx);
   const Buffer& b = bufferFor(x, BufferRole::Output);
-  return cast(load(b.name, b.type, flatIndex(idx, b.shape)), computeType(b.type));
+  return cast(load(b.name, b.type, flatIndex(idx, b.extents())), computeType(b.type));
 }
 
 StatusOr<StmtRef> Lowerer::lowerReduction() {
@@ -119,15 +119,16 @@ bool clampsStayInWindow(const PoolWindow& w) {
 
 Lowerer::ReductionIndex Lowerer::reductionIndex(const Index& o) {
   const Node* a = k_.anchor;
-  std::vector<int64_t> in = a->operand(0)->type().staticDims();
+  std::vector<ExprRef> extents = extentsOf(a->operand(0));
   bool arg = a->op() == OpCode::ArgMax || a->op() == OpCode::ArgMin;
   ReductionIndex ri;
   std::vector<std::string>& rvars = ri.rvars;
   std::vector<int64_t>& rextents = ri.rextents;
   Index& inIdx = ri.inIdx;
-  inIdx.resize(in.size());
   ExprRef& valid = ri.valid;
   if (a->op() == OpCode::ReduceWindow) {
+    std::vector<int64_t> in = a->operand(0)->type().staticDims();  // static (checkSymbolic)
+    inIdx.resize(in.size());
     const PoolWindow pool = poolWindowOf(*a);
     const std::vector<int64_t>&win = pool.window, &strides = pool.strides,
           &bdil = pool.baseDilations, &wdil = pool.windowDilations, &lo = pool.low;
@@ -157,10 +158,11 @@ Lowerer::ReductionIndex Lowerer::reductionIndex(const Index& o) {
     else
       for (int64_t d : a->attrInts("dims")) reduced.insert(d);
     size_t oi = 0;
-    for (size_t d = 0; d < in.size(); ++d) {
+    inIdx.resize(extents.size());
+    for (size_t d = 0; d < extents.size(); ++d) {
       if (reduced.count(static_cast<int64_t>(d))) {
         rvars.push_back(freshVar("r"));
-        rextents.push_back(in[d]);
+        rextents.push_back(extents[d]->i);  // reduced dims are static (checkSymbolic)
         inIdx[d] = var(rvars.back());
       } else {
         inIdx[d] = o[oi++];
@@ -172,11 +174,12 @@ Lowerer::ReductionIndex Lowerer::reductionIndex(const Index& o) {
 
 bool Lowerer::keepsInnermost() const {
   const Node* a = k_.anchor;
-  std::vector<int64_t> in = a->operand(0)->type().staticDims();
-  std::vector<int64_t> out = a->result()->type().staticDims();
-  if (in.empty() || out.empty() || in.back() != out.back() || out.back() < 8 || out.back() > 4096)
-    return false;
-  size_t last = in.size() - 1;
+  const TensorType& in = a->operand(0)->type();
+  const TensorType& out = a->result()->type();
+  if (in.rank() == 0 || out.rank() == 0) return false;
+  const Dim& c = out.dims().back();
+  if (!c.isStatic() || in.dims().back() != c || c.value() < 8 || c.value() > 4096) return false;
+  size_t last = static_cast<size_t>(in.rank()) - 1;
   if (a->op() == OpCode::Reduce) {
     for (int64_t d : a->attrInts("dims"))
       if (d == static_cast<int64_t>(last)) return false;
@@ -184,8 +187,8 @@ bool Lowerer::keepsInnermost() const {
   }
   if (a->op() != OpCode::ReduceWindow) return false;
   auto at = [&](const char* name, int64_t fill) {
-    std::vector<int64_t> v = a->attrInts(name, std::vector<int64_t>(in.size(), fill));
-    return v.size() == in.size() ? v[last] : -1;
+    std::vector<int64_t> v = a->attrInts(name, std::vector<int64_t>(last + 1, fill));
+    return v.size() == last + 1 ? v[last] : -1;
   };
   return at("window_dimensions", 1) == 1 && at("window_strides", 1) == 1 &&
          at("base_dilations", 1) == 1 && at("window_dilations", 1) == 1 &&
@@ -195,9 +198,9 @@ bool Lowerer::keepsInnermost() const {
 StatusOr<StmtRef> Lowerer::lowerChannelReduction() {
   const Node* a = k_.anchor;
   const Value* x = a->operand(0);
-  std::vector<int64_t> outShape = a->result()->type().staticDims();
-  std::vector<int64_t> outer(outShape.begin(), outShape.end() - 1);
-  int64_t channels = outShape.back();
+  std::vector<ExprRef> outShape = extentsOf(a->result());
+  std::vector<ExprRef> outer(outShape.begin(), outShape.end() - 1);
+  int64_t channels = outShape.back()->i;  // static (keepsInnermost)
   DType ct = computeType(x->type().dtype());
   DType resultType = a->result()->type().dtype();
   ReduceKind kind = reduceKind(a->attrEnum("kind"));
@@ -275,8 +278,7 @@ StatusOr<StmtRef> Lowerer::lowerRowReduction() {
   const Node* a = k_.anchor;
   if (keepsInnermost()) return lowerChannelReduction();
   const Value* x = a->operand(0);
-  std::vector<int64_t> in = x->type().staticDims();
-  std::vector<int64_t> outShape = a->result()->type().staticDims();
+  std::vector<ExprRef> outShape = extentsOf(a->result());
   DType xt = x->type().dtype();
   DType ct = computeType(xt);
   bool arg = a->op() == OpCode::ArgMax || a->op() == OpCode::ArgMin;
@@ -340,13 +342,14 @@ StatusOr<StmtRef> Lowerer::lowerRowReduction() {
 Lowerer::RowLayout Lowerer::rowLayout() const {
   const Node* a = k_.anchor;
   RowLayout rl;
-  rl.in = a->operand(0)->type().staticDims();
+  rl.in = extentsOf(a->operand(0));
   auto axis = static_cast<size_t>(a->attrInt("axis"));
   bool layerNorm = a->op() == OpCode::LayerNorm;
   for (size_t d = 0; d < rl.in.size(); ++d) {
     bool line = layerNorm ? d >= axis : d == axis;
     (line ? rl.lineDims : rl.rowDims).push_back(d);
-    (line ? rl.lineShape : rl.rowShape).push_back(rl.in[d]);
+    if (line) rl.lineShape.push_back(rl.in[d]->i);  // static (checkSymbolic)
+    else rl.rowShape.push_back(rl.in[d]);
   }
   return rl;
 }

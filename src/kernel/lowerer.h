@@ -122,7 +122,7 @@ class Lowerer {
 
   // Values to store, split: those of `shape` (stored in the main nest) and the rest (each in a
   // nest of its own, recomputed).
-  void splitOutputs(const std::vector<int64_t>& shape, std::vector<const Value*>& main,
+  void splitOutputs(const std::vector<ExprRef>& shape, std::vector<const Value*>& main,
                     std::vector<const Value*>& rest) const;
 
   StatusOr<StmtRef> lowerReduction();
@@ -184,7 +184,8 @@ class Lowerer {
   StatusOr<StmtRef> lowerRowNormalization();
   // The dims of the rows and of one row (softmax: its axis; layer_norm: [axis, rank)).
   struct RowLayout {
-    std::vector<int64_t> in, rowShape, lineShape;
+    std::vector<ExprRef> in, rowShape;  // the row dims may be symbolic
+    std::vector<int64_t> lineShape;     // the normalised dims are static (checkSymbolic)
     std::vector<size_t> rowDims, lineDims;
     Index at(const Index& row, const Index& line) const;  // the full index
   };

@@ -240,10 +240,15 @@ StmtRef cacheRowsInBlock(StmtRef blk, int64_t maxElements, FreshNames& names) {
   return out;
 }
 
-// The statements one execution of `s` runs (loops with non-constant extents count once).
-int64_t work(const StmtRef& s) {
+// The statements one execution of `s` runs (loops with non-constant extents count once, or
+// with `symbols`, at their largest).
+int64_t work(const StmtRef& s, const std::vector<Symbol>* symbols = nullptr) {
   if (!s) return 0;
-  auto count = [](const ExprRef& e) { return e->kind == Expr::Kind::Const ? e->i : 1; };
+  auto count = [symbols](const ExprRef& e) -> int64_t {
+    if (e->kind == Expr::Kind::Const) return e->i;
+    std::optional<int64_t> hi = symbols ? upperBound(e, *symbols) : std::nullopt;
+    return hi ? *hi : 1;
+  };
   switch (s->kind) {
     case Stmt::Kind::Store: return 1;
     case Stmt::Kind::Reduce: {
@@ -251,26 +256,53 @@ int64_t work(const StmtRef& s) {
       for (const ExprRef& e : s->extents) n *= count(e);
       return n;
     }
-    case Stmt::Kind::For: return count(s->extent) * work(s->body[0]);
+    case Stmt::Kind::For: return count(s->extent) * work(s->body[0], symbols);
     default: break;
   }
   int64_t n = 0;
-  for (const StmtRef& b : s->body) n += work(b);
+  for (const StmtRef& b : s->body) n += work(b, symbols);
   return n;
 }
 
 // `scratch`: the scratch buffers declared around `s`. A loop that writes one stays serial: its
 // iterations would share it (an accumulator updated by every iteration).
-StmtRef parallelizeTop(const StmtRef& s, int64_t threshold, std::set<std::string>& scratch) {
+// work() as an expression of the kernel's symbols.
+ExprRef workExpr(const StmtRef& s) {
+  if (!s) return intConst(0);
+  switch (s->kind) {
+    case Stmt::Kind::Store: return intConst(1);
+    case Stmt::Kind::Reduce: {
+      ExprRef n = intConst(1);
+      for (const ExprRef& e : s->extents) n = binary(BinaryOp::Mul, n, e);
+      return n;
+    }
+    case Stmt::Kind::For: return binary(BinaryOp::Mul, s->extent, workExpr(s->body[0]));
+    default: break;
+  }
+  ExprRef n = intConst(0);
+  for (const StmtRef& b : s->body) n = binary(BinaryOp::Add, n, workExpr(b));
+  return n;
+}
+
+// A loop whose work crosses the threshold only at some sizes of the kernel's symbols runs in
+// parallel when this run's sizes make it: `if (work >= threshold)` (work an expression of the
+// symbols) chooses between the parallel loop and the serial one.
+StmtRef parallelizeTop(const StmtRef& s, int64_t threshold, std::set<std::string>& scratch,
+                       const std::vector<Symbol>& symbols) {
   if (!s) return s;
   auto out = std::make_shared<Stmt>(*s);
   if (s->kind == Stmt::Kind::For) {
-    if (s->loop == LoopKind::Serial && work(s) >= threshold && !writesAny(s, scratch))
+    if (s->loop != LoopKind::Serial || writesAny(s, scratch)) return out;
+    if (work(s) >= threshold) {
       out->loop = LoopKind::Parallel;
+    } else if (!symbols.empty() && work(s, &symbols) >= threshold) {
+      out->loop = LoopKind::Parallel;
+      return ifThen(binary(BinaryOp::Ge, workExpr(s), intConst(threshold)), out, s);
+    }
     return out;
   }
   bool declares = s->kind == Stmt::Kind::Alloc && scratch.insert(s->buffer).second;
-  for (StmtRef& b : out->body) b = parallelizeTop(b, threshold, scratch);
+  for (StmtRef& b : out->body) b = parallelizeTop(b, threshold, scratch, symbols);
   if (declares) scratch.erase(s->buffer);
   return out;
 }
@@ -571,7 +603,7 @@ Kernel splitRowReductions(const Kernel& k, int64_t threshold, bool reassociate) 
 Kernel parallelizeOuter(const Kernel& k, int64_t threshold) {
   Kernel out = k;
   std::set<std::string> scratch;
-  if (k.kind != "opaque") out.body = parallelizeTop(k.body, threshold, scratch);
+  if (k.kind != "opaque") out.body = parallelizeTop(k.body, threshold, scratch, k.symbols);
   return out;
 }
 

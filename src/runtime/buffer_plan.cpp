@@ -150,6 +150,9 @@ StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Ke
         return Status::error("kernel " + kernels[i].name + ": buffer %" + b.name +
                              " holds no graph value");
       Slot& s = slotFor(b.value);
+      // A value of symbolic dims takes the most its kernels' buffers can hold.
+      if (!b.value->type().isStatic())
+        s.bytes = std::max(s.bytes, b.elements() * static_cast<int64_t>(dtypeSize(b.type)));
       if (b.role == kernel::BufferRole::Output) s.first = static_cast<int>(i);
       s.last = std::max(s.last, static_cast<int>(i));
     }

@@ -36,6 +36,8 @@ std::string optionsText(const CompileOptions& o) {
                   (o.reassociate ? " reassociate" : " no-reassociate") +
                   (o.libraryCalls ? "" : " no-library-calls");
   for (const auto& [symbol, size] : o.dims) s += " " + symbol + "=" + std::to_string(size);
+  for (const auto& [symbol, r] : o.ranges)
+    s += " " + symbol + "=" + std::to_string(r.lo) + ".." + std::to_string(r.hi);
   if (!o.cudaArch.empty()) s += " arch=" + o.cudaArch;
   if (o.precision != "f32") s += " precision=" + o.precision;
   return s;
@@ -57,6 +59,7 @@ Status parseOptionsText(const std::string& text, CompileOptions& o) {
   o.reassociate = words[3] == "reassociate";
   o.libraryCalls = !(words.size() > 4 && words[4] == "no-library-calls");
   o.dims.clear();
+  o.ranges.clear();
   for (size_t i = 4; i < words.size(); ++i) {
     const std::string& w = words[i];
     size_t eq = w.find('=');
@@ -65,6 +68,11 @@ Status parseOptionsText(const std::string& text, CompileOptions& o) {
       o.precision = w.substr(10);
     } else if (w.rfind("arch=", 0) == 0) {
       o.cudaArch = w.substr(5);
+    } else if (w.find("..") != std::string::npos) {
+      // A symbol's range (SYMBOL=LO..HI).
+      StatusOr<SymbolRanges> r = parseSymbolRanges(w);
+      if (!r) return Status::error("the artifact's options '" + text + "' are not readable");
+      o.ranges.insert(r->begin(), r->end());
     } else {
       // A symbol's size (optionsText writes them as SYMBOL=SIZE).
       char* end = nullptr;
@@ -282,7 +290,7 @@ StatusOr<std::unique_ptr<Executable>> Executable::build(std::unique_ptr<Module> 
   impl->program = std::move(c.program);
   impl->passTimings = std::move(c.passTimings);
   impl->dynamic = std::move(c.dynamic);
-  impl->guards = guardsOf(sourceTypes, parameterTypes(impl->program->function()));
+  impl->guards = guardsOf(sourceTypes, parameterTypes(impl->program->function()), options.ranges);
   impl->source = source;
   auto exe = std::unique_ptr<Executable>(new Executable(std::move(impl)));
   if (!cachePath.empty()) {
@@ -418,7 +426,8 @@ StatusOr<std::unique_ptr<Executable>> Executable::load(std::string_view bytes,
   if (last != numOutputs)
     return Status::error(source + ": its output names do not match its module's outputs");
   if (s.has("guards")) {
-    StatusOr<Guards> guards = parseGuards(s["guards"], parameterTypes(impl->program->function()));
+    StatusOr<Guards> guards =
+        parseGuards(s["guards"], parameterTypes(impl->program->function()), impl->options.ranges);
     if (!guards) return Status(guards.status()).prefix(source);
     impl->guards = std::move(*guards);
   }
@@ -452,6 +461,11 @@ Status Executable::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& 
                          "'): expected " + f.parameter(i)->type().str() + ", got " +
                          inputs[i].type().str());
   }
+  return runHere(inputs, outputs, kernelMs);
+}
+
+Status Executable::runHere(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
+                           std::vector<double>* kernelMs) const {
   KILN_RETURN_IF_ERROR(impl_->program->runInto(inputs, outputs, kernelMs));
   if (impl_->dynamic.empty()) return Status::ok();
   return trimDynamicOutputs(impl_->dynamic, impl_->outputNames.size(), outputs);
@@ -480,6 +494,8 @@ Status Executable::runOther(std::span<const Tensor> inputs, std::vector<Tensor>&
   std::vector<TensorType> have;
   for (const Tensor& t : inputs) have.push_back(t.type());
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Executable> other, specializationFor(have));
+  // Sizes within the ranges the program was compiled over run here.
+  if (other.get() == this) return runHere(inputs, outputs, kernelMs);
   return other->runInto(inputs, outputs, kernelMs);
 }
 
@@ -505,6 +521,8 @@ Status Executable::runOnDevice(std::span<const DeviceTensor> inputs,
   }
   if (!compiled) {
     KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Executable> other, specializationFor(have));
+    if (other.get() == this)
+      return Status::error("a program compiled over ranges of sizes runs on host tensors only");
     return other->runOnDevice(inputs, outputs, stream);
   }
   for (size_t o = 0; o < outputs.size(); ++o)
@@ -529,6 +547,9 @@ Executable::specializationFor(const std::vector<TensorType>& have) const {
   for (size_t i = 0; i < f.numParameters(); ++i) names.push_back(f.parameter(i)->name());
   KILN_ASSIGN_OR_RETURN(SymbolBindings sizes, bindGuards(m.guards, parameterTypes(f), names, have));
   std::string changes = describeChanges(m.guards, sizes);
+  // Sizes within the ranges the program was compiled over run on it.
+  if (changes.empty() && m.guards.ranged())
+    return std::shared_ptr<const Executable>(std::shared_ptr<const Executable>(), this);
   if (changes.empty())  // not expected: bindGuards refuses every other difference
     return Status::error("inputs of other types than compiled whose symbolic sizes are the same");
   if (!m.options.recompile || !m.source.load) {
@@ -536,7 +557,7 @@ Executable::specializationFor(const std::vector<TensorType>& have) const {
     for (const DimGuard& g : m.guards.dims) {
       auto [input, dim] = g.checks.front();
       int64_t size = sizes.at(g.symbol);
-      if (size == g.value) continue;
+      if (size == g.value || g.covers(size)) continue;
       std::string where = "input " + std::to_string(input) + " ('" + names[input] + "') dim " +
                           std::to_string(dim) + ": " + g.symbol + " is " + std::to_string(size) +
                           ", but ";
@@ -547,9 +568,7 @@ Executable::specializationFor(const std::vector<TensorType>& have) const {
               : "it cannot compile again: " +
                     (m.source.path.empty() ? std::string("its source is not known")
                                            : "nothing reads its source " + m.source.path + " here");
-      std::string compiled = g.value < 0
-                                 ? " was compiled with " + g.symbol + " unbound"
-                                 : " was compiled for " + g.symbol + "=" + std::to_string(g.value);
+      std::string compiled = " was compiled " + g.compiledFor();
       return Status::error(where + what + compiled + ", and " + why);
     }
   }
@@ -612,7 +631,10 @@ Executable::specialization(const SymbolBindings& sizes, const std::string& chang
 StatusOr<std::unique_ptr<Executable>> Executable::compileFor(const SymbolBindings& sizes) const {
   const Impl& m = *impl_;
   CompileOptions o = m.options;
-  for (const auto& [symbol, size] : sizes) o.dims[symbol] = size;
+  for (const auto& [symbol, size] : sizes) {
+    o.dims[symbol] = size;
+    o.ranges.erase(symbol);  // outside its range: this compile is for the size
+  }
   o.instrumentation = PassManagerOptions{};  // the first compile's dumps stay as they are
   if (o.sourceKey.empty()) o.sourceKey = m.source.key;
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Executable> hit, fromCache(o));

@@ -176,6 +176,9 @@ class Executable {
   StatusOr<std::shared_ptr<const Executable>> specialization(const SymbolBindings& sizes,
                                                              const std::string& changes) const;
   StatusOr<std::unique_ptr<Executable>> compileFor(const SymbolBindings& sizes) const;
+  // The program itself on inputs it takes (its types, or sizes within its ranges).
+  Status runHere(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
+                 std::vector<double>* kernelMs) const;
   Status runOther(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
                   std::vector<double>* kernelMs) const;
   static std::string cacheEntryPath(const CompileOptions& options, const Target& target);

@@ -17,14 +17,27 @@ namespace {
 DimGuard& guardFor(Guards& g, const std::string& symbol) {
   for (DimGuard& d : g.dims)
     if (d.symbol == symbol) return d;
-  g.dims.push_back({symbol, -1, {}});
+  g.dims.push_back({symbol, -1, std::nullopt, {}});
   return g.dims.back();
 }
 
 }  // namespace
 
-Guards guardsOf(const std::vector<TensorType>& sourceTypes,
-                const std::vector<TensorType>& compiled) {
+std::string DimGuard::compiledFor() const {
+  if (range)
+    return "for " + symbol + "=" + std::to_string(range->lo) + ".." + std::to_string(range->hi);
+  if (value < 0) return "with " + symbol + " unbound";
+  return "for " + symbol + "=" + std::to_string(value);
+}
+
+bool Guards::ranged() const {
+  for (const DimGuard& d : dims)
+    if (d.range) return true;
+  return false;
+}
+
+Guards guardsOf(const std::vector<TensorType>& sourceTypes, const std::vector<TensorType>& compiled,
+                const SymbolRanges& ranges) {
   Guards g;
   for (size_t i = 0; i < sourceTypes.size() && i < compiled.size(); ++i) {
     const TensorType& s = sourceTypes[i];
@@ -35,6 +48,8 @@ Guards guardsOf(const std::vector<TensorType>& sourceTypes,
       DimGuard& guard = guardFor(g, s.dim(d).symbolName());
       guard.checks.push_back({i, d});
       if (c.dim(d).isStatic() && guard.value < 0) guard.value = c.dim(d).value();
+      auto r = ranges.find(s.dim(d).symbolName());
+      if (c.dim(d).isSymbolic() && r != ranges.end()) guard.range = r->second;
     }
   }
   return g;
@@ -43,7 +58,11 @@ Guards guardsOf(const std::vector<TensorType>& sourceTypes,
 std::string describeGuards(const Guards& g, const std::vector<std::string>& names) {
   std::string s;
   for (const DimGuard& d : g.dims) {
-    s += d.symbol + (d.value >= 0 ? " = " + std::to_string(d.value) : " unbound") + ": ";
+    s += d.symbol +
+         (d.range        ? " in " + std::to_string(d.range->lo) + ".." + std::to_string(d.range->hi)
+          : d.value >= 0 ? " = " + std::to_string(d.value)
+                         : " unbound") +
+         ": ";
     for (size_t k = 0; k < d.checks.size(); ++k) {
       auto [input, dim] = d.checks[k];
       std::string name = input < names.size() ? names[input] : "#" + std::to_string(input);
@@ -62,7 +81,8 @@ std::string guardsText(const Guards& g) {
   return s;
 }
 
-StatusOr<Guards> parseGuards(std::string_view text, const std::vector<TensorType>& compiled) {
+StatusOr<Guards> parseGuards(std::string_view text, const std::vector<TensorType>& compiled,
+                             const SymbolRanges& ranges) {
   std::vector<TensorType> source = compiled;
   while (!text.empty()) {
     size_t end = text.find('\n');
@@ -81,7 +101,7 @@ StatusOr<Guards> parseGuards(std::string_view text, const std::vector<TensorType
     dims[dim] = Dim::symbol(std::string(r2.ptr + 1, e));
     source[input] = TensorType(source[input].dtype(), dims);
   }
-  return guardsOf(source, compiled);
+  return guardsOf(source, compiled, ranges);
 }
 
 StatusOr<SymbolBindings> bindGuards(const Guards& g, const std::vector<TensorType>& compiled,
@@ -127,10 +147,9 @@ std::string describeChanges(const Guards& g, const SymbolBindings& sizes) {
   std::string s;
   for (const DimGuard& d : g.dims) {
     auto it = sizes.find(d.symbol);
-    if (it == sizes.end() || it->second == d.value) continue;
+    if (it == sizes.end() || it->second == d.value || d.covers(it->second)) continue;
     s += (s.empty() ? "dim " : ", dim ") + d.symbol + "=" + std::to_string(it->second) +
-         (d.value < 0 ? " (compiled with " + d.symbol + " unbound)"
-                      : " (compiled for " + d.symbol + "=" + std::to_string(d.value) + ")");
+         " (compiled " + d.compiledFor() + ")";
   }
   return s;
 }

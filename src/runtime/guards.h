@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,20 +23,26 @@ namespace kiln::runtime {
 // One symbolic dim of the source and the inputs' dims it checks.
 struct DimGuard {
   std::string symbol;
-  int64_t value = -1;                             // the size compiled for; -1: unbound
+  int64_t value = -1;                // the size compiled for; -1: unbound, or compiled over `range`
+  std::optional<SymbolRange> range;  // the sizes the program serves as it is
   std::vector<std::pair<size_t, size_t>> checks;  // (input, dim) positions
+  bool covers(int64_t size) const { return range && size >= range->lo && size <= range->hi; }
+  // "for N=8", "for N=1..64" or "with N unbound".
+  std::string compiledFor() const;
 };
 
 struct Guards {
   std::vector<DimGuard> dims;  // in the order the inputs first use them
   bool empty() const { return dims.empty(); }
+  bool ranged() const;  // some dim was compiled over a range
 };
 
 // The guards of a function whose parameters the source typed `sourceTypes` (before
 // specialisation) and that was compiled with `compiled`'s parameters (after; a dim still
-// symbolic there is unbound). Inputs past either list have none.
-Guards guardsOf(const std::vector<TensorType>& sourceTypes,
-                const std::vector<TensorType>& compiled);
+// symbolic there is unbound, or compiled over its range in `ranges`). Inputs past either list
+// have none.
+Guards guardsOf(const std::vector<TensorType>& sourceTypes, const std::vector<TensorType>& compiled,
+                const SymbolRanges& ranges = {});
 std::vector<TensorType> parameterTypes(const Function& f);
 
 // "N = 8: input 'x' dim 0, input 'y' dim 0", a line per guard (`names`: the inputs' names).
@@ -44,7 +51,8 @@ std::string describeGuards(const Guards& g, const std::vector<std::string>& name
 // An artifact's "guards" section: a line "INPUT DIM SYMBOL" per check (the size is the compiled
 // function's); and back, given the compiled parameters' types.
 std::string guardsText(const Guards& g);
-StatusOr<Guards> parseGuards(std::string_view text, const std::vector<TensorType>& compiled);
+StatusOr<Guards> parseGuards(std::string_view text, const std::vector<TensorType>& compiled,
+                             const SymbolRanges& ranges = {});
 
 // What inputs of types `inputs` need against `compiled` (the parameters' types) and `g`:
 // an error for any difference outside a guarded dim (the message names the input, as run()
@@ -54,7 +62,8 @@ StatusOr<SymbolBindings> bindGuards(const Guards& g, const std::vector<TensorTyp
                                     const std::vector<std::string>& names,
                                     const std::vector<TensorType>& inputs);
 
-// "dim N=12 (compiled for N=8)", each guard whose size differs, joined by ", ".
+// "dim N=12 (compiled for N=8)", each guard whose size differs (and is outside its range),
+// joined by ", ".
 std::string describeChanges(const Guards& g, const SymbolBindings& sizes);
 
 }  // namespace kiln::runtime

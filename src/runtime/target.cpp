@@ -69,16 +69,44 @@ std::vector<std::string> targetNames() {
   return names;
 }
 
-void prepareOutputs(const Function& f, std::vector<Tensor>& outputs) {
+void prepareOutputs(const Function& f, std::vector<Tensor>& outputs, const SymbolBindings& sizes) {
+  auto typeOf = [&](const Value* v) {
+    if (v->type().isStatic()) return v->type();
+    std::vector<int64_t> dims;
+    for (const Dim& d : v->type().dims())
+      dims.push_back(d.isStatic() ? d.value() : sizes.at(d.symbolName()));
+    return TensorType::of(v->type().dtype(), dims);
+  };
   bool reuse = outputs.size() == f.outputs().size();
   for (size_t o = 0; reuse && o < outputs.size(); ++o)
-    reuse = outputs[o].defined() && outputs[o].type() == f.outputs()[o]->type() &&
+    reuse = outputs[o].defined() && outputs[o].type() == typeOf(f.outputs()[o]) &&
             outputs[o].isUnique();
   if (!reuse) {
     outputs.clear();
-    for (const Value* v : f.outputs())
-      outputs.push_back(Tensor::uninitialized(v->type().dtype(), v->type().staticDims()));
+    for (const Value* v : f.outputs()) {
+      TensorType t = typeOf(v);
+      outputs.push_back(Tensor::uninitialized(t.dtype(), t.staticDims()));
+    }
   }
+}
+
+StatusOr<SymbolBindings> runSizes(const Function& f, std::span<const Tensor> inputs,
+                                  const SymbolRanges& ranges) {
+  bool symbolic = false;
+  for (size_t i = 0; i < f.numParameters(); ++i) symbolic |= !f.parameter(i)->type().isStatic();
+  if (!symbolic) return SymbolBindings{};
+  std::vector<std::vector<int64_t>> shapes;
+  for (const Tensor& t : inputs) shapes.push_back(t.dims());
+  KILN_ASSIGN_OR_RETURN(SymbolBindings sizes, bindingsFromInputShapes(f, shapes));
+  for (const auto& [symbol, size] : sizes) {
+    auto r = ranges.find(symbol);
+    if (r == ranges.end()) return Status::error("dim " + symbol + " has no range in this program");
+    if (size < r->second.lo || size > r->second.hi)
+      return Status::error("dim " + symbol + " is " + std::to_string(size) +
+                           ", outside the range " + std::to_string(r->second.lo) + ".." +
+                           std::to_string(r->second.hi) + " the program was compiled for");
+  }
+  return sizes;
 }
 
 }  // namespace kiln::runtime

@@ -184,7 +184,14 @@ class Program {
 
 // Outputs of f's types for a run to write: `outputs` as they are when they fit and no one else
 // holds them (a caller reusing its tensors run after run), else new ones.
-void prepareOutputs(const Function& f, std::vector<Tensor>& outputs);
+// `sizes`: the run's sizes of the symbolic dims f keeps (a program compiled over ranges).
+void prepareOutputs(const Function& f, std::vector<Tensor>& outputs,
+                    const SymbolBindings& sizes = {});
+// The sizes of the symbolic dims of f's parameters in `inputs` (none when f is static), each
+// checked against its range in `ranges` (a program's buffers are sized for the range's top):
+// an error names the input, the dim, the size and the range.
+StatusOr<SymbolBindings> runSizes(const Function& f, std::span<const Tensor> inputs,
+                                  const SymbolRanges& ranges);
 
 class Target {
  public:

@@ -28,6 +28,8 @@ implementation its library picked.
 Options:
   --dim SYMBOL=SIZE      size of a symbolic dimension (e.g. --dim N=8); symbols left unbound are
                          counted as 1 in the costs
+  --dim SYMBOL=LO..HI    keep the dimension symbolic over that range (as `kiln run` does): the
+                         kernels read its size when they run
   --backend NAME         the target to compile for (default: cpu)
   --precision P          f32 (default), tf32, f16 or bf16, as in `kiln run`
   --cuda-arch SM         the cuda target's architecture (default: the GPU's, else sm_90)
@@ -49,6 +51,7 @@ struct ExplainOptions {
   std::string program;
   std::string backend = "cpu";  // whose graph passes run before fusion
   SymbolBindings dims;
+  SymbolRanges ranges;  // --dim SYMBOL=LO..HI
   int optLevel = 1;
   bool fuse = true;
   bool kernelIr = false;
@@ -107,9 +110,19 @@ StatusOr<ExplainOptions> parse(const std::vector<std::string>& args, bool& help)
                              o.cudaArch + "'");
     } else if (a == "--dim" || a.rfind("--dim=", 0) == 0) {
       std::string v = a == "--dim" ? (i + 1 < args.size() ? args[++i] : "") : a.substr(6);
+      if (v.find("..") != std::string::npos) {
+        KILN_ASSIGN_OR_RETURN(SymbolRanges r, parseSymbolRanges(v));
+        for (const auto& [s, range] : r) {
+          if (o.dims.count(s) || o.ranges.count(s))
+            return Status::error("--dim " + s + " is given twice");
+          o.ranges[s] = range;
+        }
+        continue;
+      }
       KILN_ASSIGN_OR_RETURN(SymbolBindings b, parseSymbolBindings(v));
       for (const auto& [s, n] : b) {
-        if (o.dims.count(s)) return Status::error("--dim " + s + " is given twice");
+        if (o.dims.count(s) || o.ranges.count(s))
+          return Status::error("--dim " + s + " is given twice");
         o.dims[s] = n;
       }
     } else if (a.size() > 1 && a[0] == '-') {
@@ -145,16 +158,19 @@ void printCalls(const std::vector<kernel::Kernel>& kernels) {
 
 // The guards: the input dims the source left symbolic, which a run checks before it uses this
 // compile (`sourceTypes`: the parameters' types before the passes).
-void printGuards(const std::vector<TensorType>& sourceTypes, const Function& compiled) {
-  runtime::Guards guards = runtime::guardsOf(sourceTypes, runtime::parameterTypes(compiled));
+void printGuards(const std::vector<TensorType>& sourceTypes, const Function& compiled,
+                 const SymbolRanges& ranges) {
+  runtime::Guards guards =
+      runtime::guardsOf(sourceTypes, runtime::parameterTypes(compiled), ranges);
   if (guards.empty()) return;
   std::vector<std::string> names;
   for (size_t i = 0; i < compiled.numParameters(); ++i)
     names.push_back(compiled.parameter(i)->name());
   std::string lines = runtime::describeGuards(guards, names);
   for (size_t at = 0; at < lines.size(); at = lines.find('\n', at) + 1) lines.insert(at, "  ");
-  std::printf("\nguards (a run whose inputs have other sizes in these symbolic dims compiles "
-              "again for them; with --no-recompile it is an error):\n%s",
+  std::printf("\nguards (a run whose inputs have other sizes in these symbolic dims, or sizes "
+              "outside their ranges, compiles again for them; with --no-recompile it is an "
+              "error):\n%s",
               lines.c_str());
 }
 
@@ -185,6 +201,7 @@ runtime::CompileOptions compileOptions(const ExplainOptions& o) {
   co.precision = o.precision;
   co.cudaArch = o.cudaArch;
   co.dims = o.dims;
+  co.ranges = o.ranges;
   co.instrumentation = o.instrumentation;
   return co;
 }
@@ -199,7 +216,8 @@ Status explain(const ExplainOptions& o) {
   for (const auto& n : program.module->entry()->nodes())
     for (size_t r = 0; r < n->numResults(); ++r)
       for (const Dim& d : n->result(r)->type().dims())
-        symbolic |= d.isSymbolic() && !o.dims.count(d.symbolName());
+        symbolic |=
+            d.isSymbolic() && !o.dims.count(d.symbolName()) && !o.ranges.count(d.symbolName());
   const compiler::Stage stop = symbolic ? compiler::Stage::Planned
                                : o.code ? compiler::Stage::Program
                                         : compiler::Stage::Lowered;
@@ -211,7 +229,7 @@ Status explain(const ExplainOptions& o) {
   std::fputs(
       fusion::explainPlan(p ? p->function() : *c.module->entry(), p ? p->plan() : c.plan).c_str(),
       stdout);
-  printGuards(sourceTypes, p ? p->function() : *c.module->entry());
+  printGuards(sourceTypes, p ? p->function() : *c.module->entry(), o.ranges);
   printRunTimeSizes(c.dynamic, p ? p->function() : *c.module->entry());
   if (symbolic) {
     std::puts("\nmemory: not planned (symbolic dimensions; give their sizes with --dim)");

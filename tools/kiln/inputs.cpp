@@ -2,6 +2,7 @@
 // the parameter's type, fixing symbolic dimensions, and seeded random values for the rest.
 #include "inputs.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
@@ -213,6 +214,18 @@ StatusOr<BoundInputs> bindInputs(const std::vector<std::string>& names,
     KILN_RETURN_IF_ERROR(checkInput(bound[i].name, types[i], files[i], *t, symbols));
     bound[i].value = std::move(t).value();
     bound[i].source = files[i];
+  }
+  // A symbol over a range (--dim N=1..64) that no file fixes: random inputs take its top.
+  for (const auto& [symbol, range] : o.ranges) {
+    bool known = std::any_of(types.begin(), types.end(), [&](const TensorType& t) {
+      return std::any_of(t.dims().begin(), t.dims().end(),
+                         [&](const Dim& d) { return d.isSymbolic() && d.symbolName() == symbol; });
+    });
+    if (!known)
+      return Status::error("--dim " + symbol + "=" + std::to_string(range.lo) + ".." +
+                           std::to_string(range.hi) +
+                           ": the program's inputs have no symbolic dimension '" + symbol + "'");
+    symbols.emplace(symbol, SymbolSize{range.hi, "the top of its --dim range"});
   }
   for (const auto& [symbol, size] : defaults) symbols.emplace(symbol, SymbolSize{size, "default"});
   for (size_t i = 0; i < files.size(); ++i) {

@@ -211,6 +211,9 @@ Status runProgram(const RunOptions& o) {
     if (o.instrumentation.timePasses) std::fputs(exe->passTimings().c_str(), stderr);
     const Function& opt = exe->function();
     std::string bindings = bound.symbols.empty() ? "" : describeBindings(bound.symbols) + "; ";
+    for (const auto& [symbol, r] : o.ranges)
+      bindings +=
+          symbol + " compiled over " + std::to_string(r.lo) + ".." + std::to_string(r.hi) + "; ";
     summary.stages.push_back({o.optLevel > 0 ? "optimize (-O1)" : "specialize-shapes", t.passes,
                               bindings + std::to_string(before) + " -> " + describeNodes(opt)});
     const fusion::FusionPlan& plan = exe->plan();

@@ -41,12 +41,19 @@ Status parseDimArg(const std::string& v, RunOptions& o) {
   size_t eq = v.find('=');
   std::string symbol = v.substr(0, eq);
   if (eq == std::string::npos || !isIdentifier(symbol))
-    return usageError("--dim expects SYMBOL=SIZE, got '" + v + "'");
+    return usageError("--dim expects SYMBOL=SIZE or SYMBOL=LO..HI, got '" + v + "'");
+  if (o.dims.count(symbol) || o.ranges.count(symbol))
+    return usageError("--dim " + symbol + " is given twice");
+  if (v.find("..", eq) != std::string::npos) {
+    StatusOr<SymbolRanges> r = parseSymbolRanges(v);
+    if (!r) return usageError("--dim: " + r.status().message());
+    o.ranges.insert(r->begin(), r->end());
+    return Status::ok();
+  }
   auto size = parseNumber<int64_t>(std::string_view(v).substr(eq + 1));
   if (!size || *size < 0)
     return usageError("--dim " + symbol + ": size must be a non-negative integer, got '" +
                       v.substr(eq + 1) + "'");
-  if (o.dims.count(symbol)) return usageError("--dim " + symbol + " is given twice");
   o.dims[symbol] = *size;
   return Status::ok();
 }
@@ -195,6 +202,9 @@ Options:
   --seed N               seed of --random-inputs (default 0); the same seed gives the same values
   --dim SYMBOL=SIZE      size of a symbolic dimension (e.g. --dim N=8); needed by
                          --random-inputs when no input file fixes the symbol
+  --dim SYMBOL=LO..HI    compile once for every size in LO..HI (e.g. --dim N=1..64): kernels
+                         read the size when they run, and other sizes compile again; random
+                         inputs take HI when no input file fixes the symbol
   --output-dir DIR       write each output to DIR/NAME.npy (DIR is created when missing); NAME
                          is the output's name in the program, or output_<i> when it has none
   --backend NAME         where to run: cpu (the default), kernels fused and compiled to native
@@ -243,6 +253,9 @@ runtime::CompileOptions compileOptions(const RunOptions& o, const SymbolBindings
   co.cudaArch = o.cudaArch;
   co.precision = o.precision;
   co.dims = dims;
+  // A symbol over a range stays symbolic: the sizes the inputs give are this run's only.
+  for (const auto& [symbol, range] : o.ranges) co.dims.erase(symbol);
+  co.ranges = o.ranges;
   co.optLevel = o.optLevel;
   co.postOps = o.postOps;
   co.reassociate = o.reassociate;

@@ -25,6 +25,7 @@ struct RunOptions {
   bool randomInputs = false;
   uint64_t seed = 0;
   std::map<std::string, int64_t> dims;  // --dim SYMBOL=N
+  SymbolRanges ranges;                  // --dim SYMBOL=LO..HI
   std::string outputDir;                // empty: outputs are not written
   std::string backend = "cpu";
   std::string cudaArch;  // --cuda-arch: the cuda target's GPU architecture (empty: the GPU's)

@@ -625,7 +625,8 @@ Status CpuProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& 
                            std::vector<double>* kernelMs) const {
   const Impl& m = *impl_;
   const Function& f = *m.f;
-  runtime::prepareOutputs(f, outputs);
+  KILN_ASSIGN_OR_RETURN(SymbolBindings sizes, runtime::runSizes(f, inputs, m.options.ranges));
+  runtime::prepareOutputs(f, outputs, sizes);
   std::shared_ptr<std::byte> arena = takeArena(m);
   // Back to the free list when this run ends, however it ends.
   struct ArenaReturn {
@@ -656,6 +657,7 @@ Status CpuProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& 
   struct Args {
     std::vector<void*> ptrs;
     std::array<std::vector<void*>, 3> block;
+    std::vector<int64_t> symbols;  // the kernel's, in its order (kernel::Kernel)
   };
   auto runKernel = [&](size_t i, ThreadPool& pool, Args& a) {
     auto kernelStart = kernelMs ? Clock::now() : Clock::time_point{};
@@ -666,6 +668,11 @@ Status CpuProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& 
         a.ptrs.push_back(arena.get() + m.buffers.temps[i][temp++]);
       else if (b.role == kernel::BufferRole::Internal) a.ptrs.push_back(nullptr);  // no memory
       else a.ptrs.push_back(address(b.value));
+    }
+    if (!m.kernels[i].symbols.empty()) {
+      a.symbols.clear();
+      for (const kernel::Symbol& s : m.kernels[i].symbols) a.symbols.push_back(sizes.at(s.name));
+      a.ptrs.push_back(a.symbols.data());
     }
     if (auto block = m.blocks.find(i); block != m.blocks.end()) {
       void* const* args[3];
