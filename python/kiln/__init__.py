@@ -59,11 +59,19 @@ def _options(backend, threads, dims, opt_level, cache_dir, dump_dir, precision="
         raise TypeError(f"backend must be a str such as 'cpu', got {type(backend).__name__}")
     if precision not in _PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(_PRECISIONS)}, got {precision!r}")
-    dims = {str(k): int(v) for k, v in (dims or {}).items()}
+    sizes, ranges = {}, {}
+    for k, v in (dims or {}).items():
+        if isinstance(v, (tuple, list)):
+            if len(v) != 2:
+                raise ValueError(f"dims[{k!r}]: a range is (lo, hi), got {v!r}")
+            ranges[str(k)] = (int(v[0]), int(v[1]))
+        else:
+            sizes[str(k)] = int(v)
     return _kiln.options(
         backend=backend,
         threads=int(threads),
-        dims=dims,
+        dims=sizes,
+        ranges=ranges,
         opt_level=int(opt_level),
         cache_dir=os.fspath(cache_dir) if cache_dir else "",
         dump_dir=os.fspath(dump_dir) if dump_dir else "",
@@ -105,7 +113,8 @@ def compile(
     backend: a target of this build (kiln.backends()): "cpu", "cuda" (an NVIDIA GPU;
         docs/gpu.md), or "interp" (the reference interpreter).
     threads: threads a run uses (0: all the machine has).
-    dims: sizes of the model's symbolic dimensions, e.g. {"N": 8}.
+    dims: sizes of the model's symbolic dimensions, e.g. {"N": 8}, or ranges of them, e.g.
+        {"N": (1, 64)}: one compile runs every size in the range (docs/cli.md, "Ranges").
     opt_level: 1 runs the graph optimisation pipeline, 0 none.
     cache_dir: the persistent compile cache's directory (None: no cache).
     dump_dir: a directory to write the IR into after each stage (00-import.kir, ...); constant

@@ -37,8 +37,9 @@ struct PyExecutable {
 [[noreturn]] void fail(Error::Kind kind, const Status& s) { throw Error{kind, s.str(), {}}; }
 
 CompileOptions makeOptions(const std::string& backend, int threads,
-                           const std::map<std::string, int64_t>& dims, int optLevel,
-                           const std::string& cacheDir, const std::string& dumpDir,
+                           const std::map<std::string, int64_t>& dims,
+                           const std::map<std::string, std::pair<int64_t, int64_t>>& ranges,
+                           int optLevel, const std::string& cacheDir, const std::string& dumpDir,
                            const std::string& precision, bool recompile) {
   CompileOptions o;
   o.backend = backend;
@@ -48,6 +49,12 @@ CompileOptions makeOptions(const std::string& backend, int threads,
   o.optLevel = optLevel;
   o.cacheDir = cacheDir;
   for (const auto& [name, size] : dims) o.dims[name] = size;
+  for (const auto& [name, range] : ranges) {
+    if (range.first < 0 || range.second < range.first)
+      throw py::value_error("dims['" + name + "']: the range (" + std::to_string(range.first) +
+                            ", " + std::to_string(range.second) + ") is empty or negative");
+    o.ranges[name] = {range.first, range.second};
+  }
   o.instrumentation.dumpDir = dumpDir;
   o.instrumentation.inputLabel = "import";
   return o;
@@ -368,8 +375,8 @@ PYBIND11_MODULE(_kiln, m) {
     return runtime::targetNames();
   });
   m.def("options", &makeOptions, py::arg("backend"), py::arg("threads"), py::arg("dims"),
-        py::arg("opt_level"), py::arg("cache_dir"), py::arg("dump_dir"), py::arg("precision"),
-        py::arg("recompile"));
+        py::arg("ranges"), py::arg("opt_level"), py::arg("cache_dir"), py::arg("dump_dir"),
+        py::arg("precision"), py::arg("recompile"));
   py::class_<CompileOptions>(m, "CompileOptions");
   m.def("compile_onnx", &compileOnnx, py::arg("path"), py::arg("options"));
   m.def("compile_kir", &compileKir, py::arg("text"), py::arg("filename"), py::arg("blob"),

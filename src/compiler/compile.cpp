@@ -80,7 +80,8 @@ fusion::FusionPlan fuse(const Function& f, const runtime::Target* target,
   fo.fuse = options.fuse;
   if (target) fo.epilogue = target->epiloguePolicy();
   fo.epilogue.postOps = options.postOps;
-  fo.concatViews = target && target->concatenatesInPlace();
+  // Concatenations in place lay slices out by static extents.
+  fo.concatViews = target && target->concatenatesInPlace() && options.ranges.empty();
   fo.storesAlongsideReductions = target && target->storesAlongsideReductions();
   if (target) fo.custom = target->customFusions(options);
   fusion::FusionPlan plan = fusion::planFusion(f, fo);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "ir/pool_window.h"
 #include "ir/text/text.h"
 #include "kernel/lowerer.h"
 #include "kernel/simplify.h"
@@ -82,6 +83,17 @@ bool reducesOverStaticDims(const Node& n) {
     case OpCode::LayerNorm:
       for (int64_t d = n.attrInt("axis"); d < in.rank(); ++d) reduced.push_back(d);
       break;
+    case OpCode::ReduceWindow: {
+      // A symbolic dim (a batch) must be one the window passes through: window 1, stride 1, no
+      // padding or dilation.
+      const PoolWindow w = poolWindowOf(n);
+      for (size_t d = 0; d < w.window.size() && d < static_cast<size_t>(in.rank()); ++d)
+        if (in.dim(d).isSymbolic() &&
+            (w.window[d] != 1 || w.strides[d] != 1 || w.baseDilations[d] != 1 ||
+             w.windowDilations[d] != 1 || w.low[d] != 0 || w.high[d] != 0))
+          return false;
+      return true;
+    }
     default: return false;
   }
   for (int64_t d : reduced)
@@ -115,11 +127,14 @@ Status Lowerer::checkSymbolic() {
       KILN_RETURN_IF_ERROR(visit(n->operand(i)));
       symbolic = symbolic || !n->operand(i)->type().isStatic();
     }
-    bool lowers =
-        n == k_.anchor && k_.kind == fusion::KernelKind::Reduction
-            ? reducesOverStaticDims(*n)
-            : (k_.kind == fusion::KernelKind::Loop || k_.kind == fusion::KernelKind::Reduction) &&
-                  lowersOverSymbols(n->op());
+    bool anchor = n == k_.anchor;
+    bool lowers = anchor && k_.kind == fusion::KernelKind::Reduction ? reducesOverStaticDims(*n)
+                  // A matrix product is a library call on whole buffers: the target makes its
+                  // kernel for each run's sizes.
+                  : anchor && k_.kind == fusion::KernelKind::Contraction
+                      ? n->op() == OpCode::DotGeneral || n->op() == OpCode::Convolution
+                      : k_.kind != fusion::KernelKind::Opaque &&
+                            k_.kind != fusion::KernelKind::Custom && lowersOverSymbols(n->op());
     if (symbolic && !lowers)
       return Status::error(name(n->result(0)) + " = " + std::string(opName(n->op())) + " in a " +
                            std::string(fusion::kernelKindName(k_.kind)) +

@@ -27,7 +27,8 @@ const Value* Lowerer::transcribePostOps(const fusion::PostOpChain& chain, const 
     p.hi = step.hi;
     if (step.operand) {
       p.operand = bufferFor(step.operand, BufferRole::Input).name;
-      p.operandShape = step.operand->type().staticDims();
+      // Its largest shape where it is symbolic: the target reads its extents from the buffer.
+      p.operandShape = bufferFor(step.operand, BufferRole::Input).shape;
       p.operandDims = step.operandDims;
     }
     ops.push_back(std::move(p));
@@ -50,10 +51,10 @@ StatusOr<StmtRef> Lowerer::lowerCall() {
     args.push_back(b.name);
     // The rest of the epilogue reads the call's result from its buffer.
     std::string bname = b.name;
-    std::vector<int64_t> shape = b.shape;
+    std::vector<ExprRef> extents = b.extents();
     DType dt = v->type().dtype();
-    overrides_[v] = [bname, shape, dt](const Index& idx) {
-      return cast(load(bname, dt, flatIndex(idx, shape)), computeType(dt));
+    overrides_[v] = [bname, extents, dt](const Index& idx) {
+      return cast(load(bname, dt, flatIndex(idx, extents)), computeType(dt));
     };
   }
   for (const PostOp& p : postOps)

@@ -127,7 +127,10 @@ Lowerer::ReductionIndex Lowerer::reductionIndex(const Index& o) {
   Index& inIdx = ri.inIdx;
   ExprRef& valid = ri.valid;
   if (a->op() == OpCode::ReduceWindow) {
-    std::vector<int64_t> in = a->operand(0)->type().staticDims();  // static (checkSymbolic)
+    // A symbolic dim's window is one element at the output's index (checkSymbolic); the others
+    // are static.
+    std::vector<int64_t> in;
+    for (const ExprRef& e : extents) in.push_back(e->kind == Expr::Kind::Const ? e->i : 0);
     inIdx.resize(in.size());
     const PoolWindow pool = poolWindowOf(*a);
     const std::vector<int64_t>&win = pool.window, &strides = pool.strides,
@@ -137,6 +140,10 @@ Lowerer::ReductionIndex Lowerer::reductionIndex(const Index& o) {
     for (size_t d = 0; d < r; ++d) {
       rvars.push_back(freshVar("w"));
       rextents.push_back(win[d]);
+      if (extents[d]->kind != Expr::Kind::Const) {
+        inIdx[d] = o[d];
+        continue;
+      }
       ExprRef q = binary(BinaryOp::Sub,
                          binary(BinaryOp::Add, binary(BinaryOp::Mul, o[d], intConst(strides[d])),
                                 binary(BinaryOp::Mul, var(rvars.back()), intConst(wdil[d]))),

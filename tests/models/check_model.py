@@ -46,6 +46,8 @@ def main():
     p.add_argument("--precision", default="f32", choices=["f32", "tf32", "f16", "bf16"],
                    help="kiln run --precision (give a tolerance that suits it)")
     p.add_argument("--kiln-opt", help="the kiln-opt executable: check the kernel IR round trip")
+    p.add_argument("--dim", action="append", default=[],
+                   help="SYMBOL=SIZE or SYMBOL=LO..HI, passed to kiln as --dim (repeatable)")
     p.add_argument("--aot", action="store_true",
                    help="compile ahead of time (kiln compile) and run the artifact")
     args = p.parse_args()
@@ -66,6 +68,8 @@ def main():
     inputs = []
     for path in numbered(args.model_dir, "input"):
         inputs += ["--input", path]
+    for d in args.dim:
+        inputs += ["--dim", d]
     if args.aot:
         artifact = os.path.join(args.work_dir, "model.kiln")
         if kiln(args, ["compile", model, "-o", artifact]) is None:

@@ -62,6 +62,24 @@ def test_other_batch_recompiles_once(model_path, backend, capfd):
     assert exe.inputs[0][2] == (2, 4)  # what it was compiled for first
 
 
+def test_a_range_compiles_once(model_path, backend, capfd):
+    exe = kiln.compile(model_path, backend=backend, dims={"batch": (1, 8)})
+    assert exe.guards == [{"symbol": "batch", "value": -1, "range": (1, 8),
+                           "checks": [("x", 0)]}]
+    for n in (8, 1, 5, 1):
+        x = x_of(n, n)
+        np.testing.assert_allclose(exe(x), expected(x), rtol=1e-5, atol=1e-6)
+    assert exe.recompiles == 0
+    x = x_of(9)
+    np.testing.assert_allclose(exe(x), expected(x), rtol=1e-5, atol=1e-6)
+    assert exe.recompiles == 1
+    assert "dim batch=9 (compiled for batch=1..8)" in capfd.readouterr().err
+    with pytest.raises(ValueError, match=r"a range is \(lo, hi\)"):
+        kiln.compile(model_path, backend=backend, dims={"batch": (1, 2, 3)})
+    with pytest.raises(ValueError, match=r"the range \(4, 2\) is empty"):
+        kiln.compile(model_path, backend=backend, dims={"batch": (4, 2)})
+
+
 def test_recompile_false_is_an_error(model_path, backend):
     exe = kiln.compile(model_path, backend=backend, dims={"batch": 2}, recompile=False)
     with pytest.raises(kiln.RunError,

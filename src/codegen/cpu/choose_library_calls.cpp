@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "codegen/cpu/onednn.h"
+#include "codegen/cpu/per_shape_calls.h"
 #include "kernel/buffer_views.h"
 #include "kernel/expand_calls.h"
 
@@ -35,6 +36,10 @@ Status chooseLibraryCalls(kernel::Kernel& k, const runtime::CompileOptions& opti
       continue;
     }
     if (!s->node || (s->op != OpCode::DotGeneral && s->op != OpCode::Convolution)) continue;
+    if (isSymbolicCall(*s)) {
+      k.notes.push_back(s->callee + ": oneDNN, made for each run's sizes (symbolic dims)");
+      continue;
+    }
     const std::vector<int64_t> strides = resultStrides(k, *s);
     StatusOr<std::string> full = probeOneDnnKernel(*s->node, s->postOps, options.threads, strides);
     if (full) {

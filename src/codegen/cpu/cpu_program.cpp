@@ -74,7 +74,8 @@ struct CallContext {
   size_t kernel;
   Status* error;  // the first failure of a library call (calls must not throw)
   std::mutex* mu;
-  std::atomic<bool>* failed;  // set with `error`: lanes of a concurrent stage stop on it
+  std::atomic<bool>* failed;    // set with `error`: lanes of a concurrent stage stop on it
+  const SymbolBindings* sizes;  // the run's sizes of the program's symbols
 };
 
 // Runs library call `index` of the current kernel: through its oneDNN kernel when it has one,
@@ -84,8 +85,19 @@ void runLibraryCall(void* context, int32_t index, void** buffers) {
   auto* ctx = static_cast<CallContext*>(context);
   const LibraryCall& call = (*ctx->calls)[ctx->kernel][static_cast<size_t>(index)];
   const Node& n = *call.stmt->node;
-  if (call.fast) {
-    Status s = call.fast->run(buffers);
+  const LibraryKernel* fast = call.fast.get();
+  if (call.perShape) {
+    StatusOr<const LibraryKernel*> made = call.perShape->kernelFor(*ctx->sizes);
+    if (!made) {
+      std::lock_guard<std::mutex> lock(*ctx->mu);
+      if (*ctx->error) *ctx->error = made.status();
+      ctx->failed->store(true);
+      return;
+    }
+    fast = *made;
+  }
+  if (fast) {
+    Status s = fast->run(buffers);
     if (!s) {
       std::lock_guard<std::mutex> lock(*ctx->mu);
       if (*ctx->error) *ctx->error = s;
@@ -149,6 +161,7 @@ std::string describeCalls(const CpuProgram::Impl& impl) {
       text += impl.kernels[i].name + ": " + c.stmt->callee + ": ";
       text += !c.block.empty() ? c.block
               : c.fast         ? c.fast->describe()
+              : c.perShape     ? "oneDNN, made for each run's sizes (symbolic dims)"
                                : "reference kernel (" + c.why + ")";
       if (c.separatePostOps) text += "; post-ops as loops after the call";
       if (c.fast && c.separatePostOps) text += " (" + c.why + ")";
@@ -256,6 +269,23 @@ std::vector<Pending> listCalls(CpuProgram::Impl& impl, const PackedByCall* prepa
     }
   }
   return pending;
+}
+
+// Calls of symbolic sizes get their kernels for each run's sizes (per_shape_calls.h), matrix
+// products and convolutions so far; the rest are prepared now.
+Status callsPerShape(CpuProgram::Impl& impl, std::vector<Pending>& pending) {
+  for (size_t i = 0; i < impl.calls.size(); ++i)
+    for (LibraryCall& c : impl.calls[i]) {
+      if (!isSymbolicCall(*c.stmt)) continue;
+      if (c.stmt->op != OpCode::DotGeneral && c.stmt->op != OpCode::Convolution)
+        return Status::error("kernel " + impl.kernels[i].name + ": " + c.stmt->callee +
+                             " of symbolic sizes: only matrix products and convolutions are made "
+                             "per run size");
+      int threads = impl.concurrency.stageOf[i] >= 0 ? 1 : impl.options.threads;
+      c.perShape = std::make_shared<PerShapeCall>(impl.kernels[i], *c.stmt, threads);
+    }
+  std::erase_if(pending, [](const Pending& p) { return p.call->perShape != nullptr; });
+  return Status::ok();
 }
 
 // The custom kernels of the plan (kind "custom"): inverted-residual blocks, the CPU target's one
@@ -546,6 +576,7 @@ Status CpuProgram::buildInto(Impl& impl, std::unique_ptr<Module> module,
   std::vector<Pending> pending = listCalls(impl, prepacked);
   KILN_RETURN_IF_ERROR(createBlocks(impl));
   std::erase_if(pending, [](const Pending& p) { return !p.call->block.empty(); });
+  KILN_RETURN_IF_ERROR(callsPerShape(impl, pending));
   prepareCalls(impl, *f, pending);
   KILN_RETURN_IF_ERROR(postOpsAsLoops(impl));
   KILN_RETURN_IF_ERROR(checkHeldConstants(impl));
@@ -683,7 +714,7 @@ Status CpuProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& 
       }
       block->second.kernel->run(args, pool);
     } else {
-      CallContext ctx{&m.calls, i, &error, &mu, &failed};
+      CallContext ctx{&m.calls, i, &error, &mu, &failed, &sizes};
       m.compiled[i]->run(a.ptrs.data(), pool, runLibraryCall, &ctx);
     }
     if (kernelMs) (*kernelMs)[i] = msSince(kernelStart);
@@ -727,7 +758,7 @@ std::string CpuProgram::libraryCalls() const {
   std::map<std::string, int> fast, kiln, reference;
   for (const auto& calls : impl_->calls)
     for (const LibraryCall& c : calls)
-      ++(c.fast ? fast : !c.block.empty() ? kiln : reference)[c.stmt->callee];
+      ++(c.fast || c.perShape ? fast : !c.block.empty() ? kiln : reference)[c.stmt->callee];
   auto list = [](const std::map<std::string, int>& m) {
     std::string s;
     for (const auto& [name, n] : m) s += (s.empty() ? "" : ", ") + std::to_string(n) + " " + name;

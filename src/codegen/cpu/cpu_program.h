@@ -14,6 +14,7 @@
 #include "codegen/cpu/cpu_codegen.h"
 #include "codegen/cpu/inverted_residual.h"
 #include "codegen/cpu/onednn.h"
+#include "codegen/cpu/per_shape_calls.h"
 #include "codegen/cpu/thread_pool.h"
 #include "runtime/concurrency.h"
 #include "runtime/target.h"
@@ -34,6 +35,8 @@ struct LibraryCall {
   std::string why;         // why the reference kernel runs, or why the post-ops are separate
   bool oneThread = false;  // a small product kept to one thread of a larger pool
   std::string block;       // the inverted-residual block it runs in, if any (Impl::blocks)
+  // A call of symbolic sizes: its kernels, made for each run's sizes (per_shape_calls.h).
+  std::shared_ptr<PerShapeCall> perShape;
 };
 
 // A custom kernel the plan formed of an inverted-residual block (its three calls: a 1x1, a

@@ -1,0 +1,96 @@
+// Library calls made for each run's sizes. See per_shape_calls.h.
+#include "codegen/cpu/per_shape_calls.h"
+
+#include "ir/builder.h"
+
+namespace kiln::codegen::cpu {
+namespace {
+
+TensorType atSizes(const TensorType& t, const SymbolBindings& sizes) {
+  std::vector<int64_t> dims;
+  for (const Dim& d : t.dims()) dims.push_back(d.isStatic() ? d.value() : sizes.at(d.symbolName()));
+  return TensorType::of(t.dtype(), dims);
+}
+
+// An extent expression of kernel IR (sums and products of constants and symbols) at `sizes`.
+StatusOr<int64_t> evaluate(const kernel::ExprRef& e, const SymbolBindings& sizes) {
+  using Kind = kernel::Expr::Kind;
+  if (e->kind == Kind::Const) return e->i;
+  if (e->kind == Kind::Var) {
+    auto it = sizes.find(e->name);
+    if (it == sizes.end()) return Status::error("no size for symbol " + e->name);
+    return it->second;
+  }
+  if (e->kind == Kind::Binary &&
+      (e->binary == kernel::BinaryOp::Add || e->binary == kernel::BinaryOp::Mul)) {
+    KILN_ASSIGN_OR_RETURN(int64_t a, evaluate(e->args[0], sizes));
+    KILN_ASSIGN_OR_RETURN(int64_t b, evaluate(e->args[1], sizes));
+    return e->binary == kernel::BinaryOp::Add ? a + b : a * b;
+  }
+  return Status::error("the extent " + kernel::printExpr(e) + " is not a sum or product of sizes");
+}
+
+}  // namespace
+
+bool isSymbolicCall(const kernel::Stmt& call) {
+  if (!call.node) return false;
+  for (const Value* v : call.node->operands())
+    if (!v->type().isStatic()) return true;
+  for (size_t r = 0; r < call.node->numResults(); ++r)
+    if (!call.node->result(r)->type().isStatic()) return true;
+  return false;
+}
+
+StatusOr<PerShapeCall::Made> PerShapeCall::make(const SymbolBindings& sizes) const {
+  const Node& n = *call_.node;
+  Made m;
+  m.module = std::make_unique<Module>();
+  Function* f = m.module->addFunction("call");
+  Builder b(f);
+  std::vector<Value*> operands;
+  for (const Value* v : n.operands()) {
+    const Node* def = v->def();
+    operands.push_back(def && def->op() == OpCode::Constant
+                           ? b.constant(def->constantData().tensor)  // shares the data
+                           : b.parameter(atSizes(v->type(), sizes)));
+  }
+  Value* result = b.op(n.op(), operands, n.attrs(), {atSizes(n.result(0)->type(), sizes)});
+  if (!b.ok()) return b.status();
+  f->setOutputs({result});
+  // Post-op operands of symbolic dims at these sizes.
+  std::vector<kernel::PostOp> postOps = call_.postOps;
+  for (kernel::PostOp& p : postOps) {
+    const kernel::Buffer* buf = p.operand.empty() ? nullptr : kernel_.find(p.operand);
+    if (!buf || !buf->isSymbolic()) continue;
+    for (size_t d = 0; d < buf->dims.size(); ++d) {
+      KILN_ASSIGN_OR_RETURN(p.operandShape[d], evaluate(buf->dims[d], sizes));
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(m.kernel, createOneDnnKernel(*result->def(), postOps, threads_));
+  return m;
+}
+
+StatusOr<const LibraryKernel*> PerShapeCall::kernelFor(const SymbolBindings& sizes) {
+  std::vector<int64_t> key;
+  for (const kernel::Symbol& s : kernel_.symbols) key.push_back(sizes.at(s.name));
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = made_.find(key);
+  if (it == made_.end()) {
+    StatusOr<Made> m = make(sizes);
+    if (!m) {
+      std::string at;
+      for (const kernel::Symbol& s : kernel_.symbols)
+        at += (at.empty() ? "" : ", ") + s.name + "=" + std::to_string(sizes.at(s.name));
+      return Status(m.status()).prefix(call_.callee + " at " + at);
+    }
+    it = made_.emplace(key, std::move(*m)).first;
+  }
+  return it->second.kernel.get();
+}
+
+size_t PerShapeCall::sizes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return made_.size();
+}
+
+}  // namespace kiln::codegen::cpu
