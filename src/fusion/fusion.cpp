@@ -514,7 +514,13 @@ class Planner {
             if (!G.members.count(v->def())) ins.insert(v);
         for (const Value* v : ins) readers[v].push_back(static_cast<int>(g));
       }
-      for (const auto& [v, gs] : readers) {
+      // In the function's order, not the values' addresses: the plan and its listing must not
+      // depend on where the heap put the nodes.
+      std::vector<std::pair<std::pair<size_t, size_t>, const Value*>> ordered;
+      for (const auto& [v, gs] : readers) ordered.push_back({positionOf(v), v});
+      std::sort(ordered.begin(), ordered.end());
+      for (const auto& [at, v] : ordered) {
+        const std::vector<int>& gs = readers[v];
         if (gs.size() < 2 || bytesOf(*v) < o_.minSiblingBytes) continue;
         for (size_t i = 0; i < gs.size() && !changed; ++i)
           for (size_t j = i + 1; j < gs.size() && !changed; ++j)
@@ -522,6 +528,16 @@ class Planner {
         if (changed) break;
       }
     }
+  }
+
+  // A value's place in the function: its node's position and its result index.
+  std::pair<size_t, size_t> positionOf(const Value* v) {
+    if (positions_.empty())
+      for (const auto& n : f_.nodes()) positions_.emplace(n.get(), positions_.size());
+    const Node* def = v->def();
+    size_t r = 0;
+    while (r < def->numResults() && def->result(r) != v) ++r;
+    return {positions_.at(def), r};
   }
 
   bool trySiblings(const Value* shared, int a, int b) {
@@ -664,6 +680,7 @@ class Planner {
   std::map<const Node*, std::vector<int>> groupsOf_;
   std::map<std::pair<const Node*, const Node*>, EdgeNote> notes_;
   std::vector<Decision> siblings_;
+  std::map<const Node*, size_t> positions_;  // positionOf's
   ConcatViews views_;
   std::map<const Node*, const Node*> reserved_;  // epilogue op -> its contraction
   // indicesIn's record: the indices of each member of each kernel, and the index an injective

@@ -85,24 +85,17 @@ void runLibraryCall(void* context, int32_t index, void** buffers) {
   auto* ctx = static_cast<CallContext*>(context);
   const LibraryCall& call = (*ctx->calls)[ctx->kernel][static_cast<size_t>(index)];
   const Node& n = *call.stmt->node;
-  const LibraryKernel* fast = call.fast.get();
-  if (call.perShape) {
-    StatusOr<const LibraryKernel*> made = call.perShape->kernelFor(*ctx->sizes);
-    if (!made) {
-      std::lock_guard<std::mutex> lock(*ctx->mu);
-      if (*ctx->error) *ctx->error = made.status();
-      ctx->failed->store(true);
-      return;
-    }
-    fast = *made;
-  }
-  if (fast) {
-    Status s = fast->run(buffers);
-    if (!s) {
-      std::lock_guard<std::mutex> lock(*ctx->mu);
-      if (*ctx->error) *ctx->error = s;
-      ctx->failed->store(true);
-    }
+  auto fail = [&](const Status& s) {
+    std::lock_guard<std::mutex> lock(*ctx->mu);
+    if (*ctx->error) *ctx->error = s;
+    ctx->failed->store(true);
+  };
+  StatusOr<const LibraryKernel*> fast =
+      call.perShape ? call.perShape->kernelFor(*ctx->sizes) : call.fast.get();
+  if (!fast) return fail(fast.status());
+  if (*fast) {
+    Status s = (*fast)->run(buffers);
+    if (!s) fail(s);
     return;
   }
   std::vector<Tensor> operands;
@@ -113,12 +106,7 @@ void runLibraryCall(void* context, int32_t index, void** buffers) {
     operands.push_back(std::move(x));
   }
   auto results = evaluateNode(n, operands);
-  if (!results) {
-    std::lock_guard<std::mutex> lock(*ctx->mu);
-    if (*ctx->error) *ctx->error = results.status();
-    ctx->failed->store(true);
-    return;
-  }
+  if (!results) return fail(results.status());
   for (size_t r = 0; r < results->size(); ++r) {
     const Tensor& t = (*results)[r];
     if (t.byteSize()) std::memcpy(buffers[n.numOperands() + r], t.bytes(), t.byteSize());
@@ -263,29 +251,19 @@ std::vector<Pending> listCalls(CpuProgram::Impl& impl, const PackedByCall* prepa
         auto it = prepacked->find({i, j});
         if (it != prepacked->end()) packed = &it->second;
       }
+      // A call of symbolic sizes gets its kernels for each run's sizes (per_shape_calls.h).
+      if (isSymbolicCall(*stmts[j])) {
+        int threads = impl.concurrency.stageOf[i] >= 0 ? 1 : impl.options.threads;
+        impl.calls.back()[j].perShape =
+            std::make_shared<PerShapeCall>(impl.kernels[i], *stmts[j], threads);
+        continue;
+      }
       pending.push_back({&impl.calls.back()[j], impl.concurrency.stageOf[i] >= 0,
                          impl.plan.kernels[i].flops, packed,
                          codegen::cpu::resultStrides(impl.kernels[i], *stmts[j])});
     }
   }
   return pending;
-}
-
-// Calls of symbolic sizes get their kernels for each run's sizes (per_shape_calls.h), matrix
-// products and convolutions so far; the rest are prepared now.
-Status callsPerShape(CpuProgram::Impl& impl, std::vector<Pending>& pending) {
-  for (size_t i = 0; i < impl.calls.size(); ++i)
-    for (LibraryCall& c : impl.calls[i]) {
-      if (!isSymbolicCall(*c.stmt)) continue;
-      if (c.stmt->op != OpCode::DotGeneral && c.stmt->op != OpCode::Convolution)
-        return Status::error("kernel " + impl.kernels[i].name + ": " + c.stmt->callee +
-                             " of symbolic sizes: only matrix products and convolutions are made "
-                             "per run size");
-      int threads = impl.concurrency.stageOf[i] >= 0 ? 1 : impl.options.threads;
-      c.perShape = std::make_shared<PerShapeCall>(impl.kernels[i], *c.stmt, threads);
-    }
-  std::erase_if(pending, [](const Pending& p) { return p.call->perShape != nullptr; });
-  return Status::ok();
 }
 
 // The custom kernels of the plan (kind "custom"): inverted-residual blocks, the CPU target's one
@@ -576,7 +554,6 @@ Status CpuProgram::buildInto(Impl& impl, std::unique_ptr<Module> module,
   std::vector<Pending> pending = listCalls(impl, prepacked);
   KILN_RETURN_IF_ERROR(createBlocks(impl));
   std::erase_if(pending, [](const Pending& p) { return !p.call->block.empty(); });
-  KILN_RETURN_IF_ERROR(callsPerShape(impl, pending));
   prepareCalls(impl, *f, pending);
   KILN_RETURN_IF_ERROR(postOpsAsLoops(impl));
   KILN_RETURN_IF_ERROR(checkHeldConstants(impl));
