@@ -69,20 +69,18 @@ std::vector<ExprRef> Lowerer::extentsOf(const Value* v) const {
 
 namespace {
 
-// A reduction anchor that lowers with symbolic kept dims: reduce, argmax/argmin, softmax,
-// log_softmax and layer_norm whose reduced (normalised) dims are static.
-bool reducesOverStaticDims(const Node& n) {
+// A reduction anchor that lowers over symbolic dims: reduce, argmax/argmin, softmax,
+// log_softmax and layer_norm over any dims, and a pool whose window passes through its
+// symbolic ones.
+bool reducesOverSymbols(const Node& n) {
   const TensorType& in = n.operand(0)->type();
-  std::vector<int64_t> reduced;
   switch (n.op()) {
-    case OpCode::Reduce: reduced = n.attrInts("dims"); break;
+    case OpCode::Reduce:
     case OpCode::ArgMax:
     case OpCode::ArgMin:
     case OpCode::Softmax:
-    case OpCode::LogSoftmax: reduced = {n.attrInt("axis")}; break;
-    case OpCode::LayerNorm:
-      for (int64_t d = n.attrInt("axis"); d < in.rank(); ++d) reduced.push_back(d);
-      break;
+    case OpCode::LogSoftmax:
+    case OpCode::LayerNorm: return true;
     case OpCode::ReduceWindow: {
       // A symbolic dim (a batch) must be one the window passes through: window 1, stride 1, no
       // padding or dilation.
@@ -96,9 +94,6 @@ bool reducesOverStaticDims(const Node& n) {
     }
     default: return false;
   }
-  for (int64_t d : reduced)
-    if (d < 0 || d >= in.rank() || !in.dim(static_cast<size_t>(d)).isStatic()) return false;
-  return true;
 }
 
 }  // namespace
@@ -128,21 +123,23 @@ Status Lowerer::checkSymbolic() {
       symbolic = symbolic || !n->operand(i)->type().isStatic();
     }
     bool anchor = n == k_.anchor;
-    bool lowers = anchor && k_.kind == fusion::KernelKind::Reduction ? reducesOverStaticDims(*n)
+    bool lowers = anchor && k_.kind == fusion::KernelKind::Reduction ? reducesOverSymbols(*n)
                   // A matrix product is a library call on whole buffers: the target makes its
                   // kernel for each run's sizes.
                   : anchor && k_.kind == fusion::KernelKind::Contraction
                       ? n->op() == OpCode::DotGeneral || n->op() == OpCode::Convolution
                       : k_.kind != fusion::KernelKind::Opaque &&
                             k_.kind != fusion::KernelKind::Custom && lowersOverSymbols(n->op());
-    if (symbolic && !lowers)
-      return Status::error(name(n->result(0)) + " = " + std::string(opName(n->op())) + " in a " +
-                           std::string(fusion::kernelKindName(k_.kind)) +
+    if (symbolic && !lowers) {
+      std::string kind(fusion::kernelKindName(k_.kind));
+      return Status::error(name(n->result(0)) + " = " + std::string(opName(n->op())) +
+                           (kind[0] == 'o' ? " in an " : " in a ") + kind +
                            " kernel: lowering it with sizes known only at run time is not "
                            "supported yet" +
                            (n == k_.anchor && k_.kind == fusion::KernelKind::Reduction
-                                ? std::string(" (over a symbolic dim)")
+                                ? std::string(" (a window over a symbolic dim)")
                                 : std::string()));
+    }
   }
   for (const Symbol& s : symbols_)
     if (used.count(s.name)) out_.symbols.push_back(s);

@@ -123,7 +123,7 @@ Lowerer::ReductionIndex Lowerer::reductionIndex(const Index& o) {
   bool arg = a->op() == OpCode::ArgMax || a->op() == OpCode::ArgMin;
   ReductionIndex ri;
   std::vector<std::string>& rvars = ri.rvars;
-  std::vector<int64_t>& rextents = ri.rextents;
+  std::vector<ExprRef>& rextents = ri.rextents;
   Index& inIdx = ri.inIdx;
   ExprRef& valid = ri.valid;
   if (a->op() == OpCode::ReduceWindow) {
@@ -139,7 +139,7 @@ Lowerer::ReductionIndex Lowerer::reductionIndex(const Index& o) {
     std::vector<ExprRef> conds;
     for (size_t d = 0; d < r; ++d) {
       rvars.push_back(freshVar("w"));
-      rextents.push_back(win[d]);
+      rextents.push_back(intConst(win[d]));
       if (extents[d]->kind != Expr::Kind::Const) {
         inIdx[d] = o[d];
         continue;
@@ -169,7 +169,7 @@ Lowerer::ReductionIndex Lowerer::reductionIndex(const Index& o) {
     for (size_t d = 0; d < extents.size(); ++d) {
       if (reduced.count(static_cast<int64_t>(d))) {
         rvars.push_back(freshVar("r"));
-        rextents.push_back(extents[d]->i);  // reduced dims are static (checkSymbolic)
+        rextents.push_back(extents[d]);
         inIdx[d] = var(rvars.back());
       } else {
         inIdx[d] = o[oi++];
@@ -239,7 +239,7 @@ StatusOr<StmtRef> Lowerer::lowerChannelReduction() {
     if (!visitedOnce.empty()) update = block({alongside, update});
     update = forLoop(c, intConst(channels), LoopKind::Serial, update);
     for (size_t i = ri.rvars.size(); i-- > 0;)
-      update = forLoop(ri.rvars[i], intConst(ri.rextents[i]), LoopKind::Serial, update);
+      update = forLoop(ri.rvars[i], ri.rextents[i], LoopKind::Serial, update);
     std::string c0 = freshVar("c"), c1 = freshVar("c");
     StmtRef init = forLoop(c0, intConst(channels), LoopKind::Serial,
                            store(acc, var(c0), reduceIdentity(kind, ct)));
@@ -310,12 +310,11 @@ StatusOr<StmtRef> Lowerer::lowerRowReduction() {
     if (arg) {
       update = argUpdate(acc, accIdx, ct, *xv, ri.rvars[0]);
       for (size_t i = ri.rvars.size(); i-- > 0;)
-        update = forLoop(ri.rvars[i], intConst(ri.rextents[i]), LoopKind::Serial, update);
+        update = forLoop(ri.rvars[i], ri.rextents[i], LoopKind::Serial, update);
     } else {
       // An element outside a padded window counts as the identity.
       ExprRef v = ri.valid ? select(ri.valid, *xv, reduceIdentity(kind, ct)) : *xv;
-      std::vector<ExprRef> extents;
-      for (int64_t e : ri.rextents) extents.push_back(intConst(e));
+      const std::vector<ExprRef>& extents = ri.rextents;
       update = ri.rvars.empty()
                    ? store(acc, intConst(0), reduceCombine(kind, load(acc, ct, intConst(0)), v))
                    : reduceInto(acc, intConst(0), kind, ri.rvars, extents, v);
@@ -355,8 +354,7 @@ Lowerer::RowLayout Lowerer::rowLayout() const {
   for (size_t d = 0; d < rl.in.size(); ++d) {
     bool line = layerNorm ? d >= axis : d == axis;
     (line ? rl.lineDims : rl.rowDims).push_back(d);
-    if (line) rl.lineShape.push_back(rl.in[d]->i);  // static (checkSymbolic)
-    else rl.rowShape.push_back(rl.in[d]);
+    (line ? rl.lineShape : rl.rowShape).push_back(rl.in[d]);
   }
   return rl;
 }
@@ -375,9 +373,9 @@ StatusOr<StmtRef> Lowerer::reduceLine(const RowLayout& rl, const Index& row, con
   Index line;
   std::vector<std::string> vars;
   std::vector<ExprRef> extents;
-  for (int64_t e : rl.lineShape) {
-    if (e != 1) vars.push_back(freshVar("j")), extents.push_back(intConst(e));
-    line.push_back(e == 1 ? intConst(0) : var(vars.back()));
+  for (const ExprRef& e : rl.lineShape) {
+    if (!isConst(e, 1)) vars.push_back(freshVar("j")), extents.push_back(e);
+    line.push_back(isConst(e, 1) ? intConst(0) : var(vars.back()));
   }
   KILN_ASSIGN_OR_RETURN(ExprRef v, value(rl.at(row, line)));
   if (vars.empty())
@@ -395,11 +393,15 @@ StatusOr<std::vector<StmtRef>> Lowerer::rowStatistics(const RowLayout& rl, const
   auto c = [&](double v) { return floatConst(v, ct); };
   std::vector<StmtRef> body;
   if (a->op() == OpCode::LayerNorm) {
-    double n = static_cast<double>(elementCount(rl.lineShape));
+    // The row's element count (a symbolic one converted when the kernel runs).
+    ExprRef count = intConst(1);
+    for (const ExprRef& e : rl.lineShape) count = binary(BinaryOp::Mul, count, e);
+    ExprRef n =
+        count->kind == Expr::Kind::Const ? c(static_cast<double>(count->i)) : cast(count, ct);
     body.push_back(store(a0, intConst(0), c(0)));
     KILN_ASSIGN_OR_RETURN(StmtRef mean, reduceLine(rl, row, a0, ReduceKind::Sum, ct, xAt));
     body.push_back(mean);
-    body.push_back(store(a0, intConst(0), binary(BinaryOp::Div, acc0, c(n))));
+    body.push_back(store(a0, intConst(0), binary(BinaryOp::Div, acc0, n)));
     body.push_back(store(a1, intConst(0), c(0)));
     KILN_ASSIGN_OR_RETURN(
         StmtRef variance,
@@ -410,7 +412,7 @@ StatusOr<std::vector<StmtRef>> Lowerer::rowStatistics(const RowLayout& rl, const
         }));
     body.push_back(variance);
     // a1 becomes 1 / sqrt(var + eps).
-    ExprRef var = binary(BinaryOp::Div, acc1, c(n));
+    ExprRef var = binary(BinaryOp::Div, acc1, n);
     body.push_back(store(
         a1, intConst(0),
         binary(BinaryOp::Div, c(1),

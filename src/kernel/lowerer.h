@@ -150,7 +150,7 @@ class Lowerer {
   // index they read, and (for a window with padding or dilation) when that index is valid.
   struct ReductionIndex {
     std::vector<std::string> rvars;
-    std::vector<int64_t> rextents;
+    std::vector<ExprRef> rextents;
     Index inIdx;
     ExprRef valid;
   };
@@ -184,8 +184,7 @@ class Lowerer {
   StatusOr<StmtRef> lowerRowNormalization();
   // The dims of the rows and of one row (softmax: its axis; layer_norm: [axis, rank)).
   struct RowLayout {
-    std::vector<ExprRef> in, rowShape;  // the row dims may be symbolic
-    std::vector<int64_t> lineShape;     // the normalised dims are static (checkSymbolic)
+    std::vector<ExprRef> in, rowShape, lineShape;
     std::vector<size_t> rowDims, lineDims;
     Index at(const Index& row, const Index& line) const;  // the full index
   };

@@ -31,54 +31,59 @@ bool isSymbolName(std::string_view s) {
 
 }  // namespace
 
-StatusOr<SymbolBindings> parseSymbolBindings(std::string_view text) {
-  if (text.empty()) return Status::error("no symbol bindings given (expected e.g. N=1,S=128)");
-  SymbolBindings out;
+namespace {
+
+// A whole decimal integer.
+bool parseInteger(std::string_view t, int64_t& v) {
+  auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  return !t.empty() && ec == std::errc() && end == t.data() + t.size();
+}
+
+// "N=...,S=..." into a map by name: `value` reads one entry's text after '=' (false: malformed,
+// an error naming the entry as a bad symbol `what` and saying what was `expected`).
+template <typename T, typename Read>
+StatusOr<std::map<std::string, T>> parseEntries(std::string_view text, Read value, const char* what,
+                                                const char* expected, const char* twice) {
+  std::map<std::string, T> out;
   for (size_t start = 0; start <= text.size();) {
     size_t comma = std::min(text.find(',', start), text.size());
     std::string_view entry = text.substr(start, comma - start);
     start = comma + 1;
     size_t eq = entry.find('=');
     std::string_view name = entry.substr(0, eq);
-    std::string_view number =
-        eq == std::string_view::npos ? std::string_view() : entry.substr(eq + 1);
-    int64_t v = -1;
-    auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), v);
-    if (!isSymbolName(name) || number.empty() || ec != std::errc() ||
-        end != number.data() + number.size() || v < 0 || v > kMaxElements)
-      return Status::error("bad symbol binding '" + std::string(entry) +
-                           "': expected NAME=EXTENT with 0 <= EXTENT <= 2^40, e.g. N=8");
+    T v{};
+    if (eq == std::string_view::npos || !isSymbolName(name) || !value(entry.substr(eq + 1), v))
+      return Status::error(std::string("bad symbol ") + what + " '" + std::string(entry) +
+                           "': expected " + expected);
     if (!out.emplace(std::string(name), v).second)
-      return Status::error("symbol " + std::string(name) + " is bound twice");
+      return Status::error("symbol " + std::string(name) + " is " + twice);
   }
   return out;
 }
 
+}  // namespace
+
+StatusOr<SymbolBindings> parseSymbolBindings(std::string_view text) {
+  if (text.empty()) return Status::error("no symbol bindings given (expected e.g. N=1,S=128)");
+  return parseEntries<int64_t>(
+      text,
+      [](std::string_view t, int64_t& v) {
+        return parseInteger(t, v) && v >= 0 && v <= kMaxElements;
+      },
+      "binding", "NAME=EXTENT with 0 <= EXTENT <= 2^40, e.g. N=8", "bound twice");
+}
+
 StatusOr<SymbolRanges> parseSymbolRanges(std::string_view text) {
   if (text.empty()) return Status::error("no symbol ranges given (expected e.g. N=1..64)");
-  SymbolRanges out;
-  for (size_t start = 0; start <= text.size();) {
-    size_t comma = std::min(text.find(',', start), text.size());
-    std::string_view entry = text.substr(start, comma - start);
-    start = comma + 1;
-    size_t eq = entry.find('=');
-    std::string_view name = entry.substr(0, eq);
-    std::string_view range = eq == std::string_view::npos ? "" : entry.substr(eq + 1);
-    size_t dots = range.find("..");
-    auto number = [](std::string_view t, int64_t& v) {
-      auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-      return !t.empty() && ec == std::errc() && end == t.data() + t.size();
-    };
-    SymbolRange r{-1, -1};
-    if (!isSymbolName(name) || dots == std::string_view::npos ||
-        !number(range.substr(0, dots), r.lo) || !number(range.substr(dots + 2), r.hi) || r.lo < 0 ||
-        r.hi < r.lo || r.hi > kMaxElements)
-      return Status::error("bad symbol range '" + std::string(entry) +
-                           "': expected NAME=LO..HI with 0 <= LO <= HI <= 2^40, e.g. N=1..64");
-    if (!out.emplace(std::string(name), r).second)
-      return Status::error("symbol " + std::string(name) + " is given twice");
-  }
-  return out;
+  return parseEntries<SymbolRange>(
+      text,
+      [](std::string_view t, SymbolRange& r) {
+        size_t dots = t.find("..");
+        return dots != std::string_view::npos && parseInteger(t.substr(0, dots), r.lo) &&
+               parseInteger(t.substr(dots + 2), r.hi) && r.lo >= 0 && r.hi >= r.lo &&
+               r.hi <= kMaxElements;
+      },
+      "range", "NAME=LO..HI with 0 <= LO <= HI <= 2^40, e.g. N=1..64", "given twice");
 }
 
 StatusOr<SymbolBindings> bindingsFromInputShapes(const Function& f,
