@@ -43,6 +43,10 @@ kiln_options kiln_default_options(void) {
   o.recompile = 1;
   o.precision = nullptr;
   o.cuda_arch = nullptr;
+  o.num_ranges = 0;
+  o.range_names = nullptr;
+  o.range_lo = nullptr;
+  o.range_hi = nullptr;
   return o;
 }
 
@@ -52,13 +56,18 @@ kiln_executable* wrap(std::unique_ptr<kiln::Executable> exe) {
   auto* h = new kiln_executable;
   h->exe = std::move(exe);
   const kiln::Function& f = h->exe->function();
+  auto dimsOf = [](const kiln::TensorType& t) {
+    std::vector<int64_t> dims;  // -1 for a dim compiled over a range
+    for (const kiln::Dim& d : t.dims()) dims.push_back(d.isStatic() ? d.value() : -1);
+    return dims;
+  };
   for (size_t i = 0; i < f.numParameters(); ++i) {
-    h->inputDims.push_back(f.parameter(i)->type().staticDims());
+    h->inputDims.push_back(dimsOf(f.parameter(i)->type()));
     h->inputNames.push_back(f.parameter(i)->name());
   }
   // What kiln_run returns: the source's outputs, -1 for a dim whose size is known at run time.
   for (const kiln::TensorType& t : h->exe->outputTypes()) {
-    h->outputDims.push_back(t.staticDims());
+    h->outputDims.push_back(dimsOf(t));
     h->outputDTypes.push_back(t.dtype());
   }
   for (const kiln::DynamicDim& d : h->exe->runTimeSizes())
@@ -121,6 +130,15 @@ kiln_executable* kiln_compile_onnx(const char* path, const kiln_options* options
         return nullptr;
       }
       co.dims[o.dim_names[i]] = o.dim_values[i];
+    }
+    for (int32_t i = 0; i < o.num_ranges; ++i) {
+      if (!o.range_names || !o.range_lo || !o.range_hi || !o.range_names[i] || o.range_lo[i] < 0 ||
+          o.range_hi[i] < o.range_lo[i]) {
+        setError(error, "kiln_compile_onnx: range_names/range_lo/range_hi missing, or range " +
+                            std::to_string(i) + " empty or negative");
+        return nullptr;
+      }
+      co.ranges[o.range_names[i]] = {o.range_lo[i], o.range_hi[i]};
     }
     auto exe = kiln::compileOnnxFile(path, co);
     if (!exe) {

@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
+#include <onnx/onnx_pb.h>
 #include <thread>
+#include <unistd.h>
 
 #include "frontend/onnx/onnx_importer.h"
 #include "kiln/kiln.h"
@@ -106,6 +109,78 @@ TEST(CApi, PrecisionOption) {
   ASSERT_NE(error, nullptr);
   EXPECT_NE(std::string(error).find("unknown precision 'f8'"), std::string::npos) << error;
   kiln_free_error(error);
+}
+
+// y = tanh(x), x: f32[N,4] with N an ONNX dim_param, written to a file of this test and process.
+std::string tanhModel() {
+  ::onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(13);
+  ::onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("g");
+  auto* x = g->add_input();
+  x->set_name("x");
+  auto* t = x->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(::onnx::TensorProto::FLOAT);
+  t->mutable_shape()->add_dim()->set_dim_param("N");
+  t->mutable_shape()->add_dim()->set_dim_value(4);
+  ::onnx::NodeProto* n = g->add_node();
+  n->set_op_type("Tanh");
+  n->add_input("x");
+  n->add_output("y");
+  g->add_output()->set_name("y");
+  std::string path =
+      testing::TempDir() + "/kiln_c_api_tanh_" + std::to_string(::getpid()) + ".onnx";
+  std::string bytes = m.SerializeAsString();
+  FILE* f = std::fopen(path.c_str(), "wb");
+  EXPECT_NE(f, nullptr);
+  if (f) {
+    std::fwrite(bytes.data(), 1, bytes.size(), f);
+    std::fclose(f);
+  }
+  return path;
+}
+
+// options.num_ranges: one compile for N = 1..16 runs N = 3 and 16 without compiling again (the
+// input's dim 0 reads -1), and N = 20 compiles once more; an empty range is an error. The CPU's
+// tanh approximation is within 1e-6 of std::tanh.
+TEST(CApi, RangesCompileOnce) {
+  std::string path = tanhModel();
+  const char* names[] = {"N"};
+  int64_t lo[] = {1}, hi[] = {16};
+  kiln_options o = kiln_default_options();
+  o.num_ranges = 1;
+  o.range_names = names;
+  o.range_lo = lo;
+  o.range_hi = hi;
+  char* error = nullptr;
+  kiln_executable* exe = kiln_compile_onnx(path.c_str(), &o, &error);
+  ASSERT_NE(exe, nullptr) << error;
+  int32_t rank = 0;
+  const int64_t* dims = nullptr;
+  ASSERT_EQ(kiln_input_info(exe, 0, nullptr, nullptr, &rank, &dims), 0);
+  ASSERT_EQ(rank, 2);
+  EXPECT_EQ(dims[0], -1);
+  EXPECT_EQ(dims[1], 4);
+  for (int64_t n : {3, 16, 20}) {
+    std::vector<float> data(static_cast<size_t>(n * 4));
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i) * 0.05f - 1.0f;
+    int64_t shape[] = {n, 4};
+    kiln_tensor in{KILN_F32, 2, shape, data.data()};
+    Outputs out;
+    ASSERT_EQ(kiln_run(exe, &in, 1, &out.t, &out.n, &error), 0) << error;
+    ASSERT_EQ(out.t[0].dims[0], n);
+    const float* y = static_cast<const float*>(out.t[0].data);
+    for (size_t i = 0; i < data.size(); ++i)
+      ASSERT_NEAR(y[i], std::tanh(data[i]), 1e-6) << "N=" << n << " element " << i;
+  }
+  kiln_destroy(exe);
+  hi[0] = 0;
+  EXPECT_EQ(kiln_compile_onnx(path.c_str(), &o, &error), nullptr);
+  ASSERT_NE(error, nullptr);
+  EXPECT_NE(std::string(error).find("range 0 empty or negative"), std::string::npos) << error;
+  kiln_free_error(error);
+  std::filesystem::remove(path);
 }
 
 TEST(CApi, ErrorsAreMessages) {
