@@ -1,9 +1,11 @@
 // The compile driver. See compile.h.
 #include "compiler/compile.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "ir/text/text.h"
 #include "kernel/buffer_views.h"
@@ -34,18 +36,26 @@ Status writeDump(const CompileOptions& o, const std::string& name, const std::st
 
 namespace {
 
-// The ranges of `f`'s symbolic dims, as kernel IR's symbols; a dim with none is an error.
+// The ranges of `f`'s symbolic dims, as kernel IR's symbols. A dim with none is an error, as is
+// one no input has: a run binds the symbols from its inputs' shapes.
 StatusOr<std::vector<kernel::Symbol>> symbolsOf(const Function& f, const SymbolRanges& ranges) {
+  std::set<std::string> ofInputs;
+  for (size_t i = 0; i < f.numParameters(); ++i)
+    for (const Dim& d : f.parameter(i)->type().dims())
+      if (d.isSymbolic()) ofInputs.insert(d.symbolName());
   std::vector<kernel::Symbol> out;
   for (const auto& n : f.nodes())
     for (size_t r = 0; r < n->numResults(); ++r)
       for (const Dim& d : n->result(r)->type().dims()) {
         if (d.isStatic()) continue;
         auto it = ranges.find(d.symbolName());
+        std::string what =
+            "value " + n->result(r)->name() + " has type " + n->result(r)->type().str();
         if (it == ranges.end())
-          return Status::error("value " + n->result(r)->name() + " has type " +
-                               n->result(r)->type().str() +
-                               ": give the sizes of its symbolic dimensions to compile it");
+          return Status::error(what + ": give the sizes of its symbolic dimensions to compile it");
+        if (!ofInputs.count(it->first))
+          return Status::error(what + ", but no input has the dim " + it->first +
+                               ": a run would not know its size");
         if (std::none_of(out.begin(), out.end(),
                          [&](const kernel::Symbol& s) { return s.name == it->first; }))
           out.push_back({it->first, it->second.lo, it->second.hi});

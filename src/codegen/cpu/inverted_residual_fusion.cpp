@@ -73,6 +73,12 @@ CustomVerdict match(std::span<const fusion::Kernel* const> chain, const fusion::
   if (chain[1]->anchor->attrInt("feature_group_count") <= 1) return {};
   std::string notInARow = notCallsInARow(chain, name);
   if (!notInARow.empty()) return {CustomVerdict::Kind::Decline, notInARow};
+  // Kiln's block kernel is made for fixed sizes.
+  for (const fusion::Kernel* k : chain)
+    if (!k->anchor->operand(0)->type().isStatic())
+      return {CustomVerdict::Kind::Decline, name(k->anchor->operand(0)) +
+                                                " has sizes known only when it runs (" +
+                                                k->anchor->operand(0)->type().str() + ")"};
   std::array<std::vector<kernel::PostOp>, 3> ops;
   for (size_t i = 0; i < 3; ++i) {
     auto p = callPostOps(*chain[i]);
