@@ -1,6 +1,8 @@
 // Library calls made for each run's sizes. See per_shape_calls.h.
 #include "codegen/cpu/per_shape_calls.h"
 
+#include <optional>
+
 #include "ir/builder.h"
 
 namespace kiln::codegen::cpu {
@@ -41,7 +43,8 @@ bool isSymbolicCall(const kernel::Stmt& call) {
   return false;
 }
 
-StatusOr<PerShapeCall::Made> PerShapeCall::make(const SymbolBindings& sizes) const {
+StatusOr<PerShapeCall::Made> PerShapeCall::make(const SymbolBindings& sizes,
+                                                const PackedWeights* shared) const {
   const Node& n = *call_.node;
   Made m;
   m.module = std::make_unique<Module>();
@@ -66,7 +69,20 @@ StatusOr<PerShapeCall::Made> PerShapeCall::make(const SymbolBindings& sizes) con
       KILN_ASSIGN_OR_RETURN(p.operandShape[d], evaluate(buf->dims[d], sizes));
     }
   }
-  KILN_ASSIGN_OR_RETURN(m.kernel, createOneDnnKernel(*result->def(), postOps, threads_));
+  KILN_ASSIGN_OR_RETURN(m.kernel, createOneDnnKernel(*result->def(), postOps, threads_, shared));
+  return m;
+}
+
+StatusOr<PerShapeCall::Made> PerShapeCall::makeSharing(const SymbolBindings& sizes) {
+  // The latest layout first (neighbouring sizes tend to share one); a kernel that chose another
+  // layout made its own copy, which a known layout's weights then replace.
+  const PackedWeights* latest = layouts_.empty() ? nullptr : &layouts_.back();
+  KILN_ASSIGN_OR_RETURN(Made m, make(sizes, latest));
+  std::optional<PackedWeights> w = m.kernel->packedWeights();
+  if (!w || (latest && w->bytes.data() == latest->bytes.data())) return m;
+  for (const PackedWeights& known : layouts_)
+    if (known.layout == w->layout) return make(sizes, &known);
+  layouts_.push_back(*w);  // a new layout: its kernel holds the copy, and stays
   return m;
 }
 
@@ -76,7 +92,7 @@ StatusOr<const LibraryKernel*> PerShapeCall::kernelFor(const SymbolBindings& siz
   std::lock_guard<std::mutex> lock(mu_);
   auto it = made_.find(key);
   if (it == made_.end()) {
-    StatusOr<Made> m = make(sizes);
+    StatusOr<Made> m = makeSharing(sizes);
     if (!m) {
       std::string at;
       for (const kernel::Symbol& s : kernel_.symbols)

@@ -36,13 +36,19 @@ class PerShapeCall {
     std::unique_ptr<Module> module;  // the node of those sizes
     std::unique_ptr<LibraryKernel> kernel;
   };
-  StatusOr<Made> make(const SymbolBindings& sizes) const;
+  // `shared`: weights an earlier size's kernel holds, used in place when the new kernel lays them
+  // out alike.
+  StatusOr<Made> make(const SymbolBindings& sizes, const PackedWeights* shared) const;
+  // make() with the weights of the layout the kernel chooses, if an earlier size's kernel holds
+  // them: one copy of the weights per layout, not per size (a batch rarely changes the layout).
+  StatusOr<Made> makeSharing(const SymbolBindings& sizes);
 
   const kernel::Kernel& kernel_;
   const kernel::Stmt& call_;
   int threads_;
   mutable std::mutex mu_;
   std::map<std::vector<int64_t>, Made> made_;
+  std::vector<PackedWeights> layouts_;  // the weights of each layout made (their kernels stay)
 };
 
 }  // namespace kiln::codegen::cpu
