@@ -15,6 +15,7 @@
 #include "passes/specialize_shapes.h"
 #include "runtime/executable.h"
 #include "runtime/target.h"
+#include "two_host_threads.h"
 
 namespace kiln {
 namespace {
@@ -352,7 +353,8 @@ func @main(%x: f32[S,8], %y: f32[4,S], %g: f32[S]) -> (f32[8], f32[S,8], f32[4,S
 
 // Convolutions of a symbolic batch, one executable over N = 1..8 run at 1, 4, 2 and 4 again: each
 // size's oneDNN kernel takes the weights of an earlier size's kernel where it lays them out
-// alike (per_shape_calls.h), and every run agrees with the interpreter. Tolerance 1e-4: sums of
+// alike (per_shape_calls.h), and every run agrees with the interpreter; then two host threads
+// run a fresh executable at once at batches 3 and 7. Tolerance 1e-4: sums of
 // 3 * 3 * 16 f32 products of values in [-2, 2] and weights in [-0.5, 0.5] (Winograd or direct).
 TEST(SymbolicKernels, ConvolutionsMadeForEachBatch) {
   std::string w = "[";
@@ -394,6 +396,36 @@ func @main(%x: f32[N,12,12,16]) -> (f32[N,12,12,16]) {
           << "N=" << n << " element " << i;
   }
   EXPECT_EQ((*exe)->recompiles(), 0);
+
+  // Two host threads at once, at different batches (each run binds its own sizes; the first run
+  // of a size makes its kernels under the call's lock).
+  auto again = parseModule(text, "conv.kir");
+  ASSERT_TRUE(again.isOk());
+  auto fresh = runtime::Executable::compile(std::move(*again), options);
+  ASSERT_TRUE(fresh.isOk()) << fresh.status().str();
+  std::vector<std::vector<Tensor>> inputs;
+  std::vector<Tensor> want;
+  for (int64_t n : {3, 7}) {
+    Tensor x(DType::F32, {n, 12, 12, 16});
+    for (int64_t i = 0; i < x.numElements(); ++i) x.setDouble(i, u(rng));
+    inputs.push_back({x});
+    auto sm = parseModule(text, "conv.kir");
+    ASSERT_TRUE(sm.isOk());
+    ASSERT_TRUE(specializeShapes(**sm, {{"N", n}}).isOk());
+    auto w = interpret(*(*sm)->entry(), inputs.back());
+    ASSERT_TRUE(w.isOk()) << w.status().str();
+    want.push_back((*w)[0]);
+  }
+  std::vector<std::string> errors;
+  std::vector<Tensor> got = runtime::runOnTwoHostThreads(**fresh, inputs, errors);
+  for (size_t t = 0; t < 2; ++t) {
+    ASSERT_EQ(errors[t], "") << "thread " << t;
+    ASSERT_EQ(got[t].type(), want[t].type()) << "thread " << t;
+    for (int64_t i = 0; i < want[t].numElements(); ++i)
+      ASSERT_NEAR(got[t].getDouble(i), want[t].getDouble(i), 1e-4)
+          << "thread " << t << " element " << i;
+  }
+  EXPECT_EQ((*fresh)->recompiles(), 0);
 }
 
 TEST(SymbolicKernels, BadSymbolsAreErrors) {
