@@ -39,7 +39,7 @@ Options:
                          back in one graph, over ten; on the CPU between clock reads) and
                          print the slowest 15 with their share
   -O0                    without the graph optimisation pipeline
-  --input NAME=FILE.npy, --input FILE.npy, --dim SYMBOL=SIZE, --seed N, --no-post-ops,
+  --input NAME=FILE.npy, --input FILE.npy, --dim SYMBOL=SIZE or LO..HI, --seed N, --no-post-ops,
   --no-reassociate, --no-library-calls, --no-recompile: as for kiln run
   -h, --help             show this help
 )";
