@@ -438,10 +438,7 @@ StmtRef ShapeNest::wrap(StmtRef body) const {
 }
 
 ExprRef flatIndex(const std::vector<ExprRef>& idx, const std::vector<int64_t>& shape) {
-  ExprRef flat = intConst(0);
-  for (size_t i = 0; i < shape.size(); ++i)
-    flat = binary(BinaryOp::Add, binary(BinaryOp::Mul, flat, intConst(shape[i])), idx[i]);
-  return flat;
+  return flatIndex(idx, constExtents(shape));
 }
 
 ExprRef flatIndex(const std::vector<ExprRef>& idx, const std::vector<ExprRef>& extents) {
@@ -491,20 +488,19 @@ const Symbol* Kernel::symbol(const std::string& n) const {
   return nullptr;
 }
 
-std::optional<int64_t> upperBound(const ExprRef& e, const std::vector<Symbol>& symbols) {
+std::optional<int64_t>
+evaluateExtent(const ExprRef& e,
+               const std::function<std::optional<int64_t>(const std::string&)>& valueOf) {
   if (!e || e->type != DType::I64) return std::nullopt;
   switch (e->kind) {
     case Expr::Kind::Const:
       if (e->i < 0) return std::nullopt;
       return e->i;
-    case Expr::Kind::Var:
-      for (const Symbol& s : symbols)
-        if (s.name == e->name) return s.hi;
-      return std::nullopt;
+    case Expr::Kind::Var: return valueOf(e->name);
     case Expr::Kind::Binary: {
       if (e->binary != BinaryOp::Add && e->binary != BinaryOp::Mul) return std::nullopt;
-      std::optional<int64_t> a = upperBound(e->args[0], symbols);
-      std::optional<int64_t> b = upperBound(e->args[1], symbols);
+      std::optional<int64_t> a = evaluateExtent(e->args[0], valueOf);
+      std::optional<int64_t> b = evaluateExtent(e->args[1], valueOf);
       if (!a || !b) return std::nullopt;
       int64_t r = 0;
       bool overflow = e->binary == BinaryOp::Add ? __builtin_add_overflow(*a, *b, &r)
@@ -514,6 +510,14 @@ std::optional<int64_t> upperBound(const ExprRef& e, const std::vector<Symbol>& s
     }
     default: return std::nullopt;
   }
+}
+
+std::optional<int64_t> upperBound(const ExprRef& e, const std::vector<Symbol>& symbols) {
+  return evaluateExtent(e, [&](const std::string& name) -> std::optional<int64_t> {
+    for (const Symbol& s : symbols)
+      if (s.name == name) return s.hi;
+    return std::nullopt;
+  });
 }
 
 const Buffer* Kernel::find(const std::string& n) const {

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -310,9 +311,13 @@ struct Kernel {
   const Symbol* symbol(const std::string& name) const;
 };
 
-// The largest value of an index or extent expression over `symbols` (each at its hi), for the
-// expressions extents are made of: sums and products of non-negative constants and symbols.
-// nullopt for any other expression.
+// The value of an extent expression (a sum or product of non-negative constants and symbols)
+// with each symbol at valueOf(its name); nullopt for any other expression, an unknown symbol or
+// an overflow.
+std::optional<int64_t>
+evaluateExtent(const ExprRef& e,
+               const std::function<std::optional<int64_t>(const std::string&)>& valueOf);
+// Its largest value over `symbols` (each at its hi).
 std::optional<int64_t> upperBound(const ExprRef& e, const std::vector<Symbol>& symbols);
 
 // The buffers the expressions of `k` load from (library calls' arguments are not loads).

@@ -13,17 +13,6 @@
 namespace kiln::kernel {
 namespace lowering {
 
-Index unflatten(const ExprRef& flat, const std::vector<int64_t>& shape) {
-  Index idx(shape.size());
-  int64_t stride = 1;
-  for (size_t i = shape.size(); i-- > 0;) {
-    ExprRef q = binary(BinaryOp::Div, flat, intConst(stride));
-    idx[i] = i == 0 ? q : binary(BinaryOp::Rem, q, intConst(shape[i]));
-    stride *= shape[i];
-  }
-  return idx;
-}
-
 Index unflatten(const ExprRef& flat, const std::vector<ExprRef>& extents) {
   Index idx(extents.size());
   ExprRef stride = intConst(1);
@@ -33,6 +22,10 @@ Index unflatten(const ExprRef& flat, const std::vector<ExprRef>& extents) {
     stride = binary(BinaryOp::Mul, stride, extents[i]);
   }
   return idx;
+}
+
+Index unflatten(const ExprRef& flat, const std::vector<int64_t>& shape) {
+  return unflatten(flat, constExtents(shape));
 }
 
 bool isConst(const ExprRef& extent, int64_t n) {
@@ -98,6 +91,16 @@ bool reducesOverSymbols(const Node& n) {
 
 }  // namespace
 
+bool Lowerer::lowersWithSymbols(const Node& n) const {
+  if (&n == k_.anchor && k_.kind == fusion::KernelKind::Reduction) return reducesOverSymbols(n);
+  // A matrix product or convolution is a library call on whole buffers: the target makes its
+  // kernel for each run's sizes.
+  if (&n == k_.anchor && k_.kind == fusion::KernelKind::Contraction)
+    return n.op() == OpCode::DotGeneral || n.op() == OpCode::Convolution;
+  return k_.kind != fusion::KernelKind::Opaque && k_.kind != fusion::KernelKind::Custom &&
+         lowersOverSymbols(n.op());
+}
+
 Status Lowerer::checkSymbolic() {
   std::set<std::string> used;
   auto visit = [&](const Value* v) -> Status {
@@ -122,15 +125,7 @@ Status Lowerer::checkSymbolic() {
       KILN_RETURN_IF_ERROR(visit(n->operand(i)));
       symbolic = symbolic || !n->operand(i)->type().isStatic();
     }
-    bool anchor = n == k_.anchor;
-    bool lowers = anchor && k_.kind == fusion::KernelKind::Reduction ? reducesOverSymbols(*n)
-                  // A matrix product is a library call on whole buffers: the target makes its
-                  // kernel for each run's sizes.
-                  : anchor && k_.kind == fusion::KernelKind::Contraction
-                      ? n->op() == OpCode::DotGeneral || n->op() == OpCode::Convolution
-                      : k_.kind != fusion::KernelKind::Opaque &&
-                            k_.kind != fusion::KernelKind::Custom && lowersOverSymbols(n->op());
-    if (symbolic && !lowers) {
+    if (symbolic && !lowersWithSymbols(*n)) {
       std::string kind(fusion::kernelKindName(k_.kind));
       return Status::error(name(n->result(0)) + " = " + std::string(opName(n->op())) +
                            (kind[0] == 'o' ? " in an " : " in a ") + kind +
@@ -253,7 +248,7 @@ StatusOr<StmtRef> Lowerer::storeNest(const std::vector<const Value*>& values,
                                      const std::vector<ExprRef>& extents) {
   if (values.size() == 1 && values[0]->def()->op() == OpCode::Concatenate &&
       members_.count(values[0]->def()) && !overrides_.count(values[0]))
-    return storeConcatenate(values[0], extents);
+    return storeConcatenate(values[0]);
   Status err = Status::ok();
   StmtRef s = nest(extents, [&](const Index& idx) -> StmtRef {
     auto st = storeValues(values, idx);
@@ -265,14 +260,13 @@ StatusOr<StmtRef> Lowerer::storeNest(const std::vector<const Value*>& values,
   return s;
 }
 
-StatusOr<StmtRef> Lowerer::storeConcatenate(const Value* v, const std::vector<ExprRef>& extents) {
+StatusOr<StmtRef> Lowerer::storeConcatenate(const Value* v) {
   const Node* n = v->def();
   size_t d = static_cast<size_t>(n->attrInt("dimension"));
   const Buffer& b = bufferFor(v, BufferRole::Output);
   std::string bname = b.name;
-  std::vector<int64_t> bshape = b.shape;
-  const std::vector<int64_t> shape = bshape;  // concatenate is static (lowersOverSymbols)
-  (void)extents;
+  // Static: a concatenate does not lower over symbols (lowersOverSymbols).
+  const std::vector<int64_t> bshape = b.shape, &shape = bshape;
   // Outer loops of fewer than kMinSharedOuter iterations in all would leave the threads
   // little to split: each operand's nest then takes all the dims and a parallel loop of its own.
   constexpr int64_t kMinSharedOuter = 16;

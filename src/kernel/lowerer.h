@@ -65,6 +65,8 @@ class Lowerer {
   // Checks that a kernel with symbolic dims lowers only what lowers over them, and records the
   // symbols it reads.
   Status checkSymbolic();
+  // Whether member `n` of this kernel lowers with symbolic dims.
+  bool lowersWithSymbols(const Node& n) const;
 
   // A serial loop nest over `shape`: calls body(index) for the innermost body. Dims of extent 1
   // get no loop (their index is 0). The target's schedule picks parallel and vector loops.
@@ -106,7 +108,7 @@ class Lowerer {
   // evaluate every operand and select one (a 9-way im2col concatenation of slices of a pad ran at
   // 0.2 GB/s), and the selects keep the loop from vectorizing. Sharing the outer loops makes an
   // im2col one parallel loop over pixels, each storing its nine rows, instead of nine.
-  StatusOr<StmtRef> storeConcatenate(const Value* v, const std::vector<ExprRef>& extents);
+  StatusOr<StmtRef> storeConcatenate(const Value* v);
 
   // `s`, then the nests that store `rest` (the kernel's outputs of other shapes).
   StatusOr<StmtRef> thenStore(StmtRef s, const std::vector<const Value*>& rest);

@@ -86,6 +86,13 @@ StatusOr<SymbolRanges> parseSymbolRanges(std::string_view text) {
       "range", "NAME=LO..HI with 0 <= LO <= HI <= 2^40, e.g. N=1..64", "given twice");
 }
 
+TensorType atSizes(const TensorType& t, const SymbolBindings& sizes) {
+  if (t.isStatic()) return t;
+  std::vector<int64_t> dims;
+  for (const Dim& d : t.dims()) dims.push_back(d.isStatic() ? d.value() : sizes.at(d.symbolName()));
+  return TensorType::of(t.dtype(), dims);
+}
+
 StatusOr<SymbolBindings> bindingsFromInputShapes(const Function& f,
                                                  const std::vector<std::vector<int64_t>>& shapes) {
   if (shapes.size() != f.numParameters())

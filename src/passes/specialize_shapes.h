@@ -20,6 +20,9 @@ using SymbolBindings = std::map<std::string, int64_t>;
 // Parses "N=1,S=128" (the option text of --specialize-shapes=N=1,S=128). Errors name the entry.
 StatusOr<SymbolBindings> parseSymbolBindings(std::string_view text);
 
+// `t` with each symbolic dim at its size in `sizes` (every symbol of `t` must be bound there).
+TensorType atSizes(const TensorType& t, const SymbolBindings& sizes);
+
 // Symbol -> the extents [lo, hi] one compile serves, e.g. {N: 1..64}.
 struct SymbolRange {
   int64_t lo = 0, hi = 0;

@@ -70,13 +70,7 @@ std::vector<std::string> targetNames() {
 }
 
 void prepareOutputs(const Function& f, std::vector<Tensor>& outputs, const SymbolBindings& sizes) {
-  auto typeOf = [&](const Value* v) {
-    if (v->type().isStatic()) return v->type();
-    std::vector<int64_t> dims;
-    for (const Dim& d : v->type().dims())
-      dims.push_back(d.isStatic() ? d.value() : sizes.at(d.symbolName()));
-    return TensorType::of(v->type().dtype(), dims);
-  };
+  auto typeOf = [&](const Value* v) { return atSizes(v->type(), sizes); };
   bool reuse = outputs.size() == f.outputs().size();
   for (size_t o = 0; reuse && o < outputs.size(); ++o)
     reuse = outputs[o].defined() && outputs[o].type() == typeOf(f.outputs()[o]) &&

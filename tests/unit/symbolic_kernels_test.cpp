@@ -43,6 +43,66 @@ StatusOr<std::vector<kernel::Kernel>> lowerForCpu(const Function& f,
   return kernels;
 }
 
+// `text` compiled for the CPU at 2 threads, its symbols over `ranges`.
+StatusOr<std::unique_ptr<runtime::Executable>>
+compileOver(const std::string& text, const SymbolRanges& ranges, bool recompile = true) {
+  runtime::registerBuiltinTargets();
+  runtime::CompileOptions options;
+  options.ranges = ranges;
+  options.threads = 2;
+  options.recompile = recompile;
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, parseModule(text, "module.kir"));
+  return runtime::Executable::compile(std::move(m), options);
+}
+
+// The reference: `text` specialised to `sizes`, interpreted on `in`.
+std::vector<Tensor> reference(const std::string& text, const SymbolBindings& sizes,
+                              const std::vector<Tensor>& in) {
+  auto m = parseModule(text, "module.kir");
+  EXPECT_TRUE(m.isOk()) << m.status().str();
+  if (!m.isOk()) return {};
+  EXPECT_TRUE(specializeShapes(**m, sizes).isOk());
+  auto want = interpret(*(*m)->entry(), in);
+  EXPECT_TRUE(want.isOk()) << want.status().str();
+  return want.isOk() ? *want : std::vector<Tensor>{};
+}
+
+// f32 tensors of these shapes, uniform in [-2, 2).
+std::vector<Tensor> uniformInputs(const std::vector<std::vector<int64_t>>& shapes,
+                                  std::mt19937& rng) {
+  std::uniform_real_distribution<double> u(-2.0, 2.0);
+  std::vector<Tensor> out;
+  for (const std::vector<int64_t>& shape : shapes) {
+    Tensor t(DType::F32, shape);
+    for (int64_t i = 0; i < t.numElements(); ++i) t.setDouble(i, u(rng));
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// Each output of `got` has the reference's type and is within `tol` of it, element by element.
+void expectClose(const std::vector<Tensor>& got, const std::vector<Tensor>& want, double tol,
+                 const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t o = 0; o < want.size(); ++o) {
+    ASSERT_EQ(got[o].type(), want[o].type()) << what << " output " << o;
+    for (int64_t i = 0; i < want[o].numElements(); ++i)
+      ASSERT_NEAR(got[o].getDouble(i), want[o].getDouble(i), tol)
+          << what << " output " << o << " element " << i;
+  }
+}
+
+// `exe` run on `in` agrees with `text`'s reference at `sizes` within `tol`.
+void expectRunMatches(const runtime::Executable& exe, const std::string& text,
+                      const SymbolBindings& sizes, const std::vector<Tensor>& in, double tol) {
+  std::string what;
+  for (const auto& [symbol, size] : sizes) what += symbol + "=" + std::to_string(size) + " ";
+  std::vector<Tensor> want = reference(text, sizes, in);
+  auto got = exe.run(in);
+  ASSERT_TRUE(got.isOk()) << what << ": " << got.status().str();
+  expectClose(*got, want, tol, what);
+}
+
 TEST(SymbolicKernels, OneCompileRunsEverySizeOfItsRange) {
   auto m = parseModule(kModule, "symbolic.kir");
   ASSERT_TRUE(m.isOk()) << m.status().str();
@@ -66,17 +126,11 @@ TEST(SymbolicKernels, OneCompileRunsEverySizeOfItsRange) {
   codegen::cpu::ThreadPool pool(2);
 
   std::mt19937 rng(7);
-  std::uniform_real_distribution<double> u(-2.0, 2.0);
   for (int64_t n : {1, 5, 64}) {
-    auto sm = parseModule(kModule, "symbolic.kir");
-    ASSERT_TRUE(sm.isOk());
-    ASSERT_TRUE(specializeShapes(**sm, {{"N", n}}).isOk());
-    Tensor x(DType::F32, {n, 16}), b(DType::F32, {16});
-    for (int64_t i = 0; i < x.numElements(); ++i) x.setDouble(i, u(rng));
-    for (int64_t i = 0; i < b.numElements(); ++i) b.setDouble(i, u(rng));
-    std::vector<Tensor> in = {x, b};
-    auto want = interpret(*(*sm)->entry(), in);
-    ASSERT_TRUE(want.isOk()) << want.status().str();
+    std::vector<Tensor> in = uniformInputs({{n, 16}, {16}}, rng);
+    Tensor &x = in[0], &b = in[1];
+    const std::vector<Tensor> want = reference(kModule, {{"N", n}}, in);
+    ASSERT_EQ(want.size(), 2u);
 
     // Outputs at n rows, in buffers of the range's largest size whose tail must stay untouched.
     Tensor t(DType::F32, {64, 16}), r(DType::F32, {16, 64});
@@ -87,9 +141,9 @@ TEST(SymbolicKernels, OneCompileRunsEverySizeOfItsRange) {
                     symbols};
     (*compiled)->run(ptrs, pool, nullptr, nullptr);
     for (int64_t i = 0; i < n * 16; ++i)
-      ASSERT_EQ(t.getDouble(i), (*want)[0].getDouble(i)) << "N=" << n << " t[" << i << "]";
+      ASSERT_EQ(t.getDouble(i), want[0].getDouble(i)) << "N=" << n << " t[" << i << "]";
     for (int64_t i = 0; i < n * 16; ++i)
-      ASSERT_EQ(r.getDouble(i), (*want)[1].getDouble(i)) << "N=" << n << " r[" << i << "]";
+      ASSERT_EQ(r.getDouble(i), want[1].getDouble(i)) << "N=" << n << " r[" << i << "]";
     if (n < 64) {
       EXPECT_EQ(t.getDouble(n * 16), 99.0) << "N=" << n << ": past the n rows";
     }
@@ -126,77 +180,28 @@ TEST(SymbolicKernels, ParallelLoopsOverASymbol) {
   }
 }
 
-// The reference outputs of kModule at `n` rows.
-std::vector<Tensor> interpretAt(int64_t n, const std::vector<Tensor>& in) {
-  auto sm = parseModule(kModule, "symbolic.kir");
-  EXPECT_TRUE(sm.isOk());
-  EXPECT_TRUE(specializeShapes(**sm, {{"N", n}}).isOk());
-  auto want = interpret(*(*sm)->entry(), in);
-  EXPECT_TRUE(want.isOk()) << want.status().str();
-  return want.isOk() ? *want : std::vector<Tensor>{};
-}
-
-std::vector<Tensor> randomInputs(int64_t n, std::mt19937& rng) {
-  std::uniform_real_distribution<double> u(-2.0, 2.0);
-  Tensor x(DType::F32, {n, 16}), b(DType::F32, {16});
-  for (int64_t i = 0; i < x.numElements(); ++i) x.setDouble(i, u(rng));
-  for (int64_t i = 0; i < b.numElements(); ++i) b.setDouble(i, u(rng));
-  return {x, b};
-}
-
 // An executable compiled over N = 1..64 runs every size of the range without compiling again,
 // sized outputs included; a size outside compiles once for it (or, with recompiling off, is an
 // error naming the dim, the size and the range). The CPU's tanh is its vector approximation:
 // within 1e-6 of the interpreter's (|tanh| <= 1; docs/codegen.md, "Numerics").
 TEST(SymbolicKernels, ExecutableOverARangeRunsEverySize) {
-  runtime::registerBuiltinTargets();
-  runtime::CompileOptions options;
-  options.ranges = {{"N", {1, 64}}};
-  options.threads = 2;
-  auto m = parseModule(kModule, "symbolic.kir");
-  ASSERT_TRUE(m.isOk());
-  auto exe = runtime::Executable::compile(std::move(*m), options);
+  auto exe = compileOver(kModule, {{"N", {1, 64}}});
   ASSERT_TRUE(exe.isOk()) << exe.status().str();
   std::mt19937 rng(3);
   for (int64_t n : {64, 1, 17, 80}) {
-    std::vector<Tensor> in = randomInputs(n, rng);
-    std::vector<Tensor> want = interpretAt(n, in);
-    auto got = (*exe)->run(in);
-    ASSERT_TRUE(got.isOk()) << "N=" << n << ": " << got.status().str();
-    ASSERT_EQ(got->size(), 2u);
-    for (size_t o = 0; o < 2; ++o) {
-      ASSERT_EQ((*got)[o].type(), want[o].type()) << "N=" << n << " output " << o;
-      for (int64_t i = 0; i < want[o].numElements(); ++i)
-        ASSERT_NEAR((*got)[o].getDouble(i), want[o].getDouble(i), 1e-6)
-            << "N=" << n << " output " << o << " element " << i;
-    }
+    expectRunMatches(**exe, kModule, {{"N", n}}, uniformInputs({{n, 16}, {16}}, rng), 1e-6);
     EXPECT_EQ((*exe)->recompiles(), n == 80 ? 1 : 0) << "N=" << n;
   }
 
   // Over a wide range the nests run in parallel or not by this run's size.
-  runtime::CompileOptions wide = options;
-  wide.ranges = {{"N", {1, 4096}}};
-  auto w = parseModule(kModule, "symbolic.kir");
-  ASSERT_TRUE(w.isOk());
-  auto wexe = runtime::Executable::compile(std::move(*w), wide);
-  ASSERT_TRUE(wexe.isOk()) << wexe.status().str();
-  for (int64_t n : {3000, 2}) {
-    std::vector<Tensor> in = randomInputs(n, rng);
-    std::vector<Tensor> want = interpretAt(n, in);
-    auto got = (*wexe)->run(in);
-    ASSERT_TRUE(got.isOk()) << "N=" << n << ": " << got.status().str();
-    for (size_t o = 0; o < 2; ++o)
-      for (int64_t i = 0; i < want[o].numElements(); ++i)
-        ASSERT_NEAR((*got)[o].getDouble(i), want[o].getDouble(i), 1e-6)
-            << "wide, N=" << n << " output " << o << " element " << i;
-  }
+  auto wide = compileOver(kModule, {{"N", {1, 4096}}});
+  ASSERT_TRUE(wide.isOk()) << wide.status().str();
+  for (int64_t n : {3000, 2})
+    expectRunMatches(**wide, kModule, {{"N", n}}, uniformInputs({{n, 16}, {16}}, rng), 1e-6);
 
-  options.recompile = false;
-  auto again = parseModule(kModule, "symbolic.kir");
-  ASSERT_TRUE(again.isOk());
-  auto strict = runtime::Executable::compile(std::move(*again), options);
+  auto strict = compileOver(kModule, {{"N", {1, 64}}}, /*recompile=*/false);
   ASSERT_TRUE(strict.isOk()) << strict.status().str();
-  auto outside = (*strict)->run(randomInputs(65, rng));
+  auto outside = (*strict)->run(uniformInputs({{65, 16}, {16}}, rng));
   ASSERT_FALSE(outside.isOk());
   EXPECT_NE(outside.status().str().find("dim 0: N is 65, but the executable was compiled for "
                                         "N=1..64, and recompiling is off"),
@@ -220,37 +225,13 @@ func @main(%x: f32[B,16], %g: f32[16]) -> (f32[B], i64[B], f32[B,16], f32[B,16])
   return %s, %a, %q, %l
 }
 )";
-  runtime::registerBuiltinTargets();
-  runtime::CompileOptions options;
-  options.ranges = {{"B", {1, 32}}};
-  options.threads = 2;
-  auto m = parseModule(kRows, "rows.kir");
-  ASSERT_TRUE(m.isOk()) << m.status().str();
-  auto exe = runtime::Executable::compile(std::move(*m), options);
+  auto exe = compileOver(kRows, {{"B", {1, 32}}});
   ASSERT_TRUE(exe.isOk()) << exe.status().str();
   for (const kernel::Kernel& k : (*exe)->kernels())
     EXPECT_FALSE(k.symbols.empty()) << kernel::printKernel(k);
   std::mt19937 rng(11);
-  std::uniform_real_distribution<double> u(-2.0, 2.0);
-  for (int64_t n : {32, 1, 7}) {
-    Tensor x(DType::F32, {n, 16}), g(DType::F32, {16});
-    for (int64_t i = 0; i < x.numElements(); ++i) x.setDouble(i, u(rng));
-    for (int64_t i = 0; i < g.numElements(); ++i) g.setDouble(i, u(rng));
-    std::vector<Tensor> in = {x, g};
-    auto sm = parseModule(kRows, "rows.kir");
-    ASSERT_TRUE(sm.isOk());
-    ASSERT_TRUE(specializeShapes(**sm, {{"B", n}}).isOk());
-    auto want = interpret(*(*sm)->entry(), in);
-    ASSERT_TRUE(want.isOk()) << want.status().str();
-    auto got = (*exe)->run(in);
-    ASSERT_TRUE(got.isOk()) << "B=" << n << ": " << got.status().str();
-    for (size_t o = 0; o < want->size(); ++o) {
-      ASSERT_EQ((*got)[o].type(), (*want)[o].type()) << "B=" << n << " output " << o;
-      for (int64_t i = 0; i < (*want)[o].numElements(); ++i)
-        ASSERT_NEAR((*got)[o].getDouble(i), (*want)[o].getDouble(i), 1e-5)
-            << "B=" << n << " output " << o << " element " << i;
-    }
-  }
+  for (int64_t n : {32, 1, 7})
+    expectRunMatches(**exe, kRows, {{"B", n}}, uniformInputs({{n, 16}, {16}}, rng), 1e-5);
   EXPECT_EQ((*exe)->recompiles(), 0);
 }
 
@@ -274,35 +255,14 @@ func @main(%x: f32[N,6]) -> (f32[N,6]) {
   return %y
 }
 )";
-  runtime::registerBuiltinTargets();
-  runtime::CompileOptions options;
-  options.ranges = {{"N", {1, 64}}};
-  options.threads = 2;
-  auto m = parseModule(kMlp, "mlp.kir");
-  ASSERT_TRUE(m.isOk()) << m.status().str();
-  auto exe = runtime::Executable::compile(std::move(*m), options);
+  auto exe = compileOver(kMlp, {{"N", {1, 64}}});
   ASSERT_TRUE(exe.isOk()) << exe.status().str();
   EXPECT_NE((*exe)->libraryCallDetails().find("oneDNN, made for each run's sizes"),
             std::string::npos)
       << (*exe)->libraryCallDetails();
   std::mt19937 rng(5);
-  std::uniform_real_distribution<double> u(-2.0, 2.0);
-  for (int64_t n : {64, 1, 7, 1}) {
-    Tensor x(DType::F32, {n, 6});
-    for (int64_t i = 0; i < x.numElements(); ++i) x.setDouble(i, u(rng));
-    std::vector<Tensor> in = {x};
-    auto sm = parseModule(kMlp, "mlp.kir");
-    ASSERT_TRUE(sm.isOk());
-    ASSERT_TRUE(specializeShapes(**sm, {{"N", n}}).isOk());
-    auto want = interpret(*(*sm)->entry(), in);
-    ASSERT_TRUE(want.isOk()) << want.status().str();
-    auto got = (*exe)->run(in);
-    ASSERT_TRUE(got.isOk()) << "N=" << n << ": " << got.status().str();
-    ASSERT_EQ((*got)[0].type(), (*want)[0].type());
-    for (int64_t i = 0; i < (*want)[0].numElements(); ++i)
-      ASSERT_NEAR((*got)[0].getDouble(i), (*want)[0].getDouble(i), 1e-5)
-          << "N=" << n << " element " << i;
-  }
+  for (int64_t n : {64, 1, 7, 1})
+    expectRunMatches(**exe, kMlp, {{"N", n}}, uniformInputs({{n, 6}}, rng), 1e-5);
   EXPECT_EQ((*exe)->recompiles(), 0);
 }
 
@@ -310,7 +270,7 @@ func @main(%x: f32[N,6]) -> (f32[N,6]) {
 // symbolic axis (rows of S elements), compiled over S = 1..40 and run at 1, 9 and 40 against
 // the interpreter. Tolerance 1e-5: f32 sums of at most 40 values in [-2, 2] in another order.
 TEST(SymbolicKernels, ReductionsOverSymbolicDims) {
-  constexpr const char* kAxesWithScale = R"(
+  constexpr const char* kAxes = R"(
 func @main(%x: f32[S,8], %y: f32[4,S], %g: f32[S]) -> (f32[8], f32[S,8], f32[4,S], f32[4,S]) {
   %c = f32[8] reduce(%x) {dims = [0], kind = sum}
   %p = f32[S,8] softmax(%x) {axis = 0}
@@ -319,35 +279,11 @@ func @main(%x: f32[S,8], %y: f32[4,S], %g: f32[S]) -> (f32[8], f32[S,8], f32[4,S
   return %c, %p, %l, %n
 }
 )";
-  runtime::registerBuiltinTargets();
-  runtime::CompileOptions options;
-  options.ranges = {{"S", {1, 40}}};
-  options.threads = 2;
-  auto m = parseModule(kAxesWithScale, "axes.kir");
-  ASSERT_TRUE(m.isOk()) << m.status().str();
-  auto exe = runtime::Executable::compile(std::move(*m), options);
+  auto exe = compileOver(kAxes, {{"S", {1, 40}}});
   ASSERT_TRUE(exe.isOk()) << exe.status().str();
   std::mt19937 rng(13);
-  std::uniform_real_distribution<double> u(-2.0, 2.0);
-  for (int64_t n : {40, 1, 9}) {
-    std::vector<Tensor> in = {Tensor(DType::F32, {n, 8}), Tensor(DType::F32, {4, n}),
-                              Tensor(DType::F32, {n})};
-    for (Tensor& t : in)
-      for (int64_t i = 0; i < t.numElements(); ++i) t.setDouble(i, u(rng));
-    auto sm = parseModule(kAxesWithScale, "axes.kir");
-    ASSERT_TRUE(sm.isOk());
-    ASSERT_TRUE(specializeShapes(**sm, {{"S", n}}).isOk());
-    auto want = interpret(*(*sm)->entry(), in);
-    ASSERT_TRUE(want.isOk()) << want.status().str();
-    auto got = (*exe)->run(in);
-    ASSERT_TRUE(got.isOk()) << "S=" << n << ": " << got.status().str();
-    for (size_t o = 0; o < want->size(); ++o) {
-      ASSERT_EQ((*got)[o].type(), (*want)[o].type()) << "S=" << n << " output " << o;
-      for (int64_t i = 0; i < (*want)[o].numElements(); ++i)
-        ASSERT_NEAR((*got)[o].getDouble(i), (*want)[o].getDouble(i), 1e-5)
-            << "S=" << n << " output " << o << " element " << i;
-    }
-  }
+  for (int64_t n : {40, 1, 9})
+    expectRunMatches(**exe, kAxes, {{"S", n}}, uniformInputs({{n, 8}, {4, n}, {n}}, rng), 1e-5);
   EXPECT_EQ((*exe)->recompiles(), 0);
 }
 
@@ -369,61 +305,28 @@ func @main(%x: f32[N,12,12,16]) -> (f32[N,12,12,16]) {
   return %y
 }
 )";
-  runtime::registerBuiltinTargets();
-  runtime::CompileOptions options;
-  options.ranges = {{"N", {1, 8}}};
-  options.threads = 2;
-  auto m = parseModule(text, "conv.kir");
-  ASSERT_TRUE(m.isOk()) << m.status().str();
-  auto exe = runtime::Executable::compile(std::move(*m), options);
+  auto exe = compileOver(text, {{"N", {1, 8}}});
   ASSERT_TRUE(exe.isOk()) << exe.status().str();
   std::mt19937 rng(17);
-  std::uniform_real_distribution<double> u(-2.0, 2.0);
-  for (int64_t n : {1, 4, 2, 4}) {
-    Tensor x(DType::F32, {n, 12, 12, 16});
-    for (int64_t i = 0; i < x.numElements(); ++i) x.setDouble(i, u(rng));
-    std::vector<Tensor> in = {x};
-    auto sm = parseModule(text, "conv.kir");
-    ASSERT_TRUE(sm.isOk());
-    ASSERT_TRUE(specializeShapes(**sm, {{"N", n}}).isOk());
-    auto want = interpret(*(*sm)->entry(), in);
-    ASSERT_TRUE(want.isOk()) << want.status().str();
-    auto got = (*exe)->run(in);
-    ASSERT_TRUE(got.isOk()) << "N=" << n << ": " << got.status().str();
-    ASSERT_EQ((*got)[0].type(), (*want)[0].type());
-    for (int64_t i = 0; i < (*want)[0].numElements(); ++i)
-      ASSERT_NEAR((*got)[0].getDouble(i), (*want)[0].getDouble(i), 1e-4)
-          << "N=" << n << " element " << i;
-  }
+  for (int64_t n : {1, 4, 2, 4})
+    expectRunMatches(**exe, text, {{"N", n}}, uniformInputs({{n, 12, 12, 16}}, rng), 1e-4);
   EXPECT_EQ((*exe)->recompiles(), 0);
 
   // Two host threads at once, at different batches (each run binds its own sizes; the first run
   // of a size makes its kernels under the call's lock).
-  auto again = parseModule(text, "conv.kir");
-  ASSERT_TRUE(again.isOk());
-  auto fresh = runtime::Executable::compile(std::move(*again), options);
+  auto fresh = compileOver(text, {{"N", {1, 8}}});
   ASSERT_TRUE(fresh.isOk()) << fresh.status().str();
   std::vector<std::vector<Tensor>> inputs;
   std::vector<Tensor> want;
   for (int64_t n : {3, 7}) {
-    Tensor x(DType::F32, {n, 12, 12, 16});
-    for (int64_t i = 0; i < x.numElements(); ++i) x.setDouble(i, u(rng));
-    inputs.push_back({x});
-    auto sm = parseModule(text, "conv.kir");
-    ASSERT_TRUE(sm.isOk());
-    ASSERT_TRUE(specializeShapes(**sm, {{"N", n}}).isOk());
-    auto w = interpret(*(*sm)->entry(), inputs.back());
-    ASSERT_TRUE(w.isOk()) << w.status().str();
-    want.push_back((*w)[0]);
+    inputs.push_back(uniformInputs({{n, 12, 12, 16}}, rng));
+    want.push_back(reference(text, {{"N", n}}, inputs.back())[0]);
   }
   std::vector<std::string> errors;
   std::vector<Tensor> got = runtime::runOnTwoHostThreads(**fresh, inputs, errors);
   for (size_t t = 0; t < 2; ++t) {
     ASSERT_EQ(errors[t], "") << "thread " << t;
-    ASSERT_EQ(got[t].type(), want[t].type()) << "thread " << t;
-    for (int64_t i = 0; i < want[t].numElements(); ++i)
-      ASSERT_NEAR(got[t].getDouble(i), want[t].getDouble(i), 1e-4)
-          << "thread " << t << " element " << i;
+    expectClose({got[t]}, {want[t]}, 1e-4, "thread " + std::to_string(t));
   }
   EXPECT_EQ((*fresh)->recompiles(), 0);
 }

@@ -6,6 +6,7 @@
 
 #include "codegen/cpu/choose_library_calls.h"
 #include "codegen/cpu/cpu_program.h"
+#include "codegen/cpu/held_constants.h"
 #include "codegen/cpu/inverted_residual.h"
 #include "compiler/compile.h"
 #include "ir/text/text.h"
@@ -220,5 +221,56 @@ class CpuTarget final : public runtime::Target {
 }  // namespace
 
 std::unique_ptr<runtime::Target> makeCpuTarget() { return std::make_unique<CpuTarget>(); }
+
+// The artifact's sections of a CPU program: "module" (the module after the passes, as .kir text
+// whose constants are in "blob"), "kernels" (a hash of the lowered kernels, which loading
+// recomputes), "threads" (the run's thread count the library kernels were made for), "packed" and
+// "packed.K.J" (weights library call J of kernel K holds in its own layout; calls sharing a kernel
+// share one), and per code unit w: "object.w" (an ELF object), "symbols.w" (its kernel entry
+// symbols) and "units.w" (the distinct kernels they are).
+void CpuProgram::artifactParts(runtime::ArtifactParts& parts) const {
+  const Impl& m = *impl_;
+  // Constants only library kernels read, each holding them in its own layout, are stored once,
+  // in that layout (the packed.* sections): the module says `held` instead of their data.
+  HeldConstants held(const_cast<Impl&>(m), *m.module->entry(), /*drop=*/false);
+  for (const auto& calls : m.calls)
+    for (const LibraryCall& c : calls) held.prepared(c);
+  PrintOptions po;
+  po.blob = &parts.blob;
+  po.held = &held.found();
+  parts.add("module", printModule(*m.module, po));
+  parts.sections["blob"] = parts.blob.pieces;
+  parts.add("kernels", m.kernelsHash);
+  parts.add("threads", std::to_string(m.pool->numThreads()));
+  std::string packed;
+  // The weights library kernels hold in layouts of their own, so that loading uses them in place;
+  // calls that share a kernel (callKey) share its section: "K.J same K0.J0".
+  std::map<const LibraryKernel*, std::string> stored;
+  for (size_t i = 0; i < m.calls.size(); ++i)
+    for (size_t j = 0; j < m.calls[i].size(); ++j) {
+      const LibraryCall& c = m.calls[i][j];
+      std::optional<PackedWeights> w;
+      if (c.fast) w = c.fast->packedWeights();
+      if (!w) continue;
+      std::string id = std::to_string(i) + "." + std::to_string(j);
+      auto [first, added] = stored.emplace(c.fast.get(), id);
+      if (!added) {
+        packed += id + " same " + first->second + "\n";
+        continue;
+      }
+      parts.sections["packed." + id] = {w->bytes};
+      packed += id + " " + w->layout + "\n";
+    }
+  if (!packed.empty()) parts.add("packed", packed);
+  for (size_t w = 0; w < m.objects.size(); ++w) {
+    const ObjectUnit& u = m.objects[w];
+    std::string symbols, units;
+    for (const std::string& name : u.symbols) symbols += name + "\n";
+    for (size_t k : u.kernels) units += std::to_string(k) + "\n";
+    parts.sections["object." + std::to_string(w)] = {u.object};
+    parts.add("symbols." + std::to_string(w), symbols);
+    parts.add("units." + std::to_string(w), units);
+  }
+}
 
 }  // namespace kiln::codegen::cpu

@@ -6,34 +6,6 @@
 #include "ir/builder.h"
 
 namespace kiln::codegen::cpu {
-namespace {
-
-TensorType atSizes(const TensorType& t, const SymbolBindings& sizes) {
-  std::vector<int64_t> dims;
-  for (const Dim& d : t.dims()) dims.push_back(d.isStatic() ? d.value() : sizes.at(d.symbolName()));
-  return TensorType::of(t.dtype(), dims);
-}
-
-// An extent expression of kernel IR (sums and products of constants and symbols) at `sizes`.
-StatusOr<int64_t> evaluate(const kernel::ExprRef& e, const SymbolBindings& sizes) {
-  using Kind = kernel::Expr::Kind;
-  if (e->kind == Kind::Const) return e->i;
-  if (e->kind == Kind::Var) {
-    auto it = sizes.find(e->name);
-    if (it == sizes.end()) return Status::error("no size for symbol " + e->name);
-    return it->second;
-  }
-  if (e->kind == Kind::Binary &&
-      (e->binary == kernel::BinaryOp::Add || e->binary == kernel::BinaryOp::Mul)) {
-    KILN_ASSIGN_OR_RETURN(int64_t a, evaluate(e->args[0], sizes));
-    KILN_ASSIGN_OR_RETURN(int64_t b, evaluate(e->args[1], sizes));
-    return e->binary == kernel::BinaryOp::Add ? a + b : a * b;
-  }
-  return Status::error("the extent " + kernel::printExpr(e) + " is not a sum or product of sizes");
-}
-
-}  // namespace
-
 bool isSymbolicCall(const kernel::Stmt& call) {
   if (!call.node) return false;
   for (const Value* v : call.node->operands())
@@ -66,7 +38,15 @@ StatusOr<PerShapeCall::Made> PerShapeCall::make(const SymbolBindings& sizes,
     const kernel::Buffer* buf = p.operand.empty() ? nullptr : kernel_.find(p.operand);
     if (!buf || !buf->isSymbolic()) continue;
     for (size_t d = 0; d < buf->dims.size(); ++d) {
-      KILN_ASSIGN_OR_RETURN(p.operandShape[d], evaluate(buf->dims[d], sizes));
+      std::optional<int64_t> extent = kernel::evaluateExtent(
+          buf->dims[d], [&](const std::string& name) -> std::optional<int64_t> {
+            auto it = sizes.find(name);
+            return it == sizes.end() ? std::nullopt : std::optional<int64_t>(it->second);
+          });
+      if (!extent)
+        return Status::error("post-op operand %" + p.operand + " dim " + std::to_string(d) + " (" +
+                             kernel::printExpr(buf->dims[d]) + ") has no size");
+      p.operandShape[d] = *extent;
     }
   }
   KILN_ASSIGN_OR_RETURN(m.kernel, createOneDnnKernel(*result->def(), postOps, threads_, shared));
