@@ -42,24 +42,25 @@ StatusOr<std::vector<kernel::Symbol>> symbolsOf(const Function& f, const SymbolR
   std::set<std::string> ofInputs;
   for (size_t i = 0; i < f.numParameters(); ++i)
     for (const Dim& d : f.parameter(i)->type().dims())
-      if (d.isSymbolic()) ofInputs.insert(d.symbolName());
+      if (d.isSymbol()) ofInputs.insert(d.symbolName());
   std::vector<kernel::Symbol> out;
   for (const auto& n : f.nodes())
     for (size_t r = 0; r < n->numResults(); ++r)
-      for (const Dim& d : n->result(r)->type().dims()) {
-        if (d.isStatic()) continue;
-        auto it = ranges.find(d.symbolName());
-        std::string what =
-            "value " + n->result(r)->name() + " has type " + n->result(r)->type().str();
-        if (it == ranges.end())
-          return Status::error(what + ": give the sizes of its symbolic dimensions to compile it");
-        if (!ofInputs.count(it->first))
-          return Status::error(what + ", but no input has the dim " + it->first +
-                               ": a run would not know its size");
-        if (std::none_of(out.begin(), out.end(),
-                         [&](const kernel::Symbol& s) { return s.name == it->first; }))
-          out.push_back({it->first, it->second.lo, it->second.hi});
-      }
+      for (const Dim& d : n->result(r)->type().dims())
+        for (const std::string& symbol : d.factors()) {
+          auto it = ranges.find(symbol);
+          std::string what =
+              "value " + n->result(r)->name() + " has type " + n->result(r)->type().str();
+          if (it == ranges.end())
+            return Status::error(what +
+                                 ": give the sizes of its symbolic dimensions to compile it");
+          if (!ofInputs.count(it->first))
+            return Status::error(what + ", but no input has the dim " + it->first +
+                                 ": a run would not know its size");
+          if (std::none_of(out.begin(), out.end(),
+                           [&](const kernel::Symbol& s) { return s.name == it->first; }))
+            out.push_back({it->first, it->second.lo, it->second.hi});
+        }
   return out;
 }
 

@@ -22,6 +22,14 @@ struct SymbolBinding {
 };
 using SymbolMap = std::map<std::string, SymbolBinding>;
 
+// A symbol's extent in `symbols`, for Dim::evaluate.
+auto boundIn(const SymbolMap& symbols) {
+  return [&symbols](const std::string& f) -> std::optional<int64_t> {
+    auto it = symbols.find(f);
+    return it == symbols.end() ? std::nullopt : std::optional<int64_t>(it->second.extent);
+  };
+}
+
 // Matches concrete dims against `declared`: static extents must agree, and each symbol takes the
 // first extent seen and must then agree everywhere. `where` names the value for messages.
 Status matchType(const TensorType& declared, DType dtype, const std::vector<int64_t>& dims,
@@ -38,6 +46,11 @@ Status matchType(const TensorType& declared, DType dtype, const std::vector<int6
       if (d.value() != dims[i]) return mismatch();
       continue;
     }
+    if (!d.isSymbol()) {  // a product: checked once its symbols are bound
+      auto v = d.evaluate(boundIn(symbols));
+      if (v && *v != dims[i]) return mismatch();
+      continue;
+    }
     std::string whereShort = where.substr(0, where.find(" ("));
     auto [it, fresh] = symbols.try_emplace(d.symbolName(), SymbolBinding{dims[i], whereShort});
     if (!fresh && it->second.extent != dims[i])
@@ -52,9 +65,8 @@ Status matchType(const TensorType& declared, DType dtype, const std::vector<int6
 TensorType substitute(const TensorType& t, const SymbolMap& symbols) {
   Shape dims = t.dims();
   for (Dim& d : dims) {
-    if (d.isStatic()) continue;
-    auto it = symbols.find(d.symbolName());
-    if (it != symbols.end()) d = Dim(it->second.extent);
+    auto v = d.evaluate(boundIn(symbols));
+    if (v) d = Dim(*v);
   }
   return t.withDims(std::move(dims));
 }

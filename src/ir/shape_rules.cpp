@@ -275,9 +275,19 @@ Types inferSlice(const InferInput& in) {
       return err("dimension " + std::to_string(i) + ": need 0 <= start <= limit, got start " +
                  std::to_string(start[i]) + ", limit " + std::to_string(limit[i]));
     const Dim& d = x.dim(i);
+    // Limit kMaxElements (start 0, stride 1) takes as many leading elements as the result has:
+    // a whole symbolic dimension, or a prefix of symbolic length S of a static one (x[:S]; the
+    // compile checks that S's range fits, a run that S fits).
+    bool leading = start[i] == 0 && stride[i] == 1 && limit[i] == kMaxElements;
+    if (leading && d.isStatic() && in.declared.size() == 1 && in.declared[0].rank() == r) {
+      const Dim& e = in.declared[0].dim(i);
+      if (e.isSymbolic() || e.value() <= d.value()) {
+        out.push_back(e);
+        continue;
+      }
+    }
     if (d.isSymbolic()) {
-      // A full slice of a symbolic dimension keeps it (limit is then any value >= start = 0).
-      if (start[i] == 0 && stride[i] == 1 && limit[i] == kMaxElements) {
+      if (leading) {
         out.push_back(d);
         continue;
       }

@@ -1,5 +1,6 @@
 #include "ir/types.h"
 
+#include <algorithm>
 #include <array>
 
 namespace kiln {
@@ -50,6 +51,50 @@ bool isUnsignedInteger(DType t) {
   return t == DType::U8 || t == DType::U16 || t == DType::U32 || t == DType::U64;
 }
 bool isBool(DType t) { return t == DType::Bool; }
+
+Dim Dim::product(int64_t coefficient, std::vector<std::string> factors) {
+  if (factors.empty() || coefficient == 0) return Dim(coefficient);
+  std::sort(factors.begin(), factors.end());
+  Dim d;
+  d.value_ = -1;
+  d.coef_ = coefficient;
+  d.factors_ = std::move(factors);
+  return d;
+}
+
+const std::string& Dim::symbolName() const {
+  KILN_CHECK(isSymbol(), "symbolName() of dimension " + str() + ", which is not a lone symbol");
+  return factors_[0];
+}
+
+std::string Dim::str() const {
+  if (isStatic()) return std::to_string(value_);
+  std::string s = coef_ == 1 ? "" : std::to_string(coef_);
+  for (const std::string& f : factors_) s += (s.empty() ? "" : "*") + f;
+  return s;
+}
+
+std::optional<Dim> operator*(const Dim& a, const Dim& b) {
+  int64_t c = 0;
+  int64_t ca = a.isStatic() ? a.value() : a.coef_, cb = b.isStatic() ? b.value() : b.coef_;
+  if (__builtin_mul_overflow(ca, cb, &c) || c > kMaxElements) return std::nullopt;
+  if (c == 0) return Dim(0);
+  std::vector<std::string> f = a.factors_;
+  f.insert(f.end(), b.factors_.begin(), b.factors_.end());
+  return Dim::product(c, std::move(f));
+}
+
+std::optional<Dim> Dim::quotient(const Dim& a, const Dim& b) {
+  int64_t ca = a.isStatic() ? a.value() : a.coef_, cb = b.isStatic() ? b.value() : b.coef_;
+  if (cb == 0 || ca % cb != 0) return std::nullopt;
+  std::vector<std::string> rest = a.factors_;
+  for (const std::string& f : b.factors_) {
+    auto it = std::find(rest.begin(), rest.end(), f);
+    if (it == rest.end()) return std::nullopt;
+    rest.erase(it);
+  }
+  return Dim::product(ca / cb, std::move(rest));
+}
 
 TensorType TensorType::of(DType dtype, const std::vector<int64_t>& dims) {
   Shape s;

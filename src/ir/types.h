@@ -1,7 +1,8 @@
 // Element types, dimensions and tensor types of the graph IR.
 //
-// A dimension is either a static extent (>= 0) or a named symbol ("N"). Types are small values
-// compared with ==; printing gives the .kir spelling: f32[N,3,224,224], i64[] for a scalar.
+// A dimension is either a static extent (>= 0) or a product of named symbols ("N", "4*N*S").
+// Types are small values compared with ==; printing gives the .kir spelling: f32[N,3,224,224],
+// i64[] for a scalar.
 #pragma once
 
 #include <cstdint>
@@ -29,30 +30,54 @@ bool isUnsignedInteger(DType t);  // u8, u16, u32, u64
 bool isBool(DType t);
 inline bool isNumeric(DType t) { return !isBool(t); }
 
+// A static extent, or a product of symbols with a positive coefficient (N, 4*N, N*S): the
+// products come from reshapes that merge a symbolic dim with others, as attention's heads do.
 class Dim {
  public:
   Dim() = default;
   Dim(int64_t extent) : value_(extent) {}  // NOLINT(google-explicit-constructor)
-  static Dim symbol(std::string name) {
-    Dim d;
-    d.value_ = -1;
-    d.symbol_ = std::move(name);
-    return d;
-  }
+  static Dim symbol(std::string name) { return product(1, {std::move(name)}); }
+  // coefficient * factors[0] * factors[1] * ...; no factors gives the static extent.
+  static Dim product(int64_t coefficient, std::vector<std::string> factors);
 
   bool isStatic() const { return value_ >= 0; }
   bool isSymbolic() const { return value_ < 0; }
+  // A lone symbol (N), not a product.
+  bool isSymbol() const { return isSymbolic() && coef_ == 1 && factors_.size() == 1; }
   // Extent of a static dimension.
   int64_t value() const { return value_; }
-  const std::string& symbolName() const { return symbol_; }
-  std::string str() const { return isStatic() ? std::to_string(value_) : symbol_; }
+  // The name of a lone symbol (isSymbol()).
+  const std::string& symbolName() const;
+  // A symbolic dim's coefficient and its symbols, sorted, repeated for powers.
+  int64_t coefficient() const { return coef_; }
+  const std::vector<std::string>& factors() const { return factors_; }
+  std::string str() const;  // 8, N, 4*N, N*S
 
-  bool operator==(const Dim& o) const { return value_ == o.value_ && symbol_ == o.symbol_; }
+  // The product; nullopt when a static product overflows 2^40.
+  friend std::optional<Dim> operator*(const Dim& a, const Dim& b);
+  // The exact quotient a / b, or nullopt when b does not divide a as a product of symbols.
+  static std::optional<Dim> quotient(const Dim& a, const Dim& b);
+  // The extent under `sizes` (symbol -> extent); nullopt if a symbol has none.
+  template <typename Lookup>  // std::optional<int64_t>(const std::string&)
+  std::optional<int64_t> evaluate(const Lookup& sizeOf) const {
+    if (isStatic()) return value_;
+    int64_t v = coef_;
+    for (const std::string& f : factors_) {
+      std::optional<int64_t> e = sizeOf(f);
+      if (!e || __builtin_mul_overflow(v, *e, &v)) return std::nullopt;
+    }
+    return v;
+  }
+
+  bool operator==(const Dim& o) const {
+    return value_ == o.value_ && coef_ == o.coef_ && factors_ == o.factors_;
+  }
   bool operator!=(const Dim& o) const { return !(*this == o); }
 
  private:
   int64_t value_ = 0;
-  std::string symbol_;
+  int64_t coef_ = 1;
+  std::vector<std::string> factors_;
 };
 
 using Shape = std::vector<Dim>;

@@ -28,6 +28,52 @@ Index unflatten(const ExprRef& flat, const std::vector<int64_t>& shape) {
   return unflatten(flat, constExtents(shape));
 }
 
+// Walks the result's dims outermost first as pieces (index, extent) and fills the operand's
+// dims: a piece that divides the operand dim's remaining extent becomes its next digit; one the
+// remaining extent divides is split (index / q for this dim, index % q carried on). A piece and
+// an extent neither of which divides the other make the rest one flat index.
+Index reshapeIndex(const Index& idx, const Shape& out, const Shape& in) {
+  auto flat = [&] {
+    std::vector<ExprRef> o, i;
+    for (const Dim& d : out) o.push_back(dimExpr(d));
+    for (const Dim& d : in) i.push_back(dimExpr(d));
+    return unflatten(flatIndex(idx, o), i);
+  };
+  Index at(in.size(), intConst(0));
+  size_t o = 0, k = 0;
+  ExprRef piece = out.empty() ? intConst(0) : idx[0];
+  Dim pieceExtent = out.empty() ? Dim(1) : out[0];
+  ExprRef digits = intConst(0);
+  Dim rest = in.empty() ? Dim(1) : in[0];
+  while (k < in.size()) {
+    if (rest == Dim(1) || o == out.size()) {  // a unit operand dim, or a unit tail
+      at[k++] = digits;
+      digits = intConst(0);
+      rest = k < in.size() ? in[k] : Dim(1);
+      continue;
+    }
+    if (pieceExtent == Dim(0) || rest == Dim(0)) return flat();
+    if (std::optional<Dim> left = Dim::quotient(rest, pieceExtent)) {
+      digits = binary(BinaryOp::Add, binary(BinaryOp::Mul, digits, dimExpr(pieceExtent)), piece);
+      rest = *left;
+      if (++o < out.size()) {
+        piece = idx[o];
+        pieceExtent = out[o];
+      }
+    } else if (std::optional<Dim> q = Dim::quotient(pieceExtent, rest)) {
+      ExprRef qe = dimExpr(*q);
+      digits = binary(BinaryOp::Add, binary(BinaryOp::Mul, digits, dimExpr(rest)),
+                      binary(BinaryOp::Div, piece, qe));
+      piece = binary(BinaryOp::Rem, piece, qe);
+      pieceExtent = *q;
+      rest = Dim(1);
+    } else {
+      return flat();
+    }
+  }
+  return at;
+}
+
 bool isConst(const ExprRef& extent, int64_t n) {
   return extent->kind == Expr::Kind::Const && extent->i == n;
 }
@@ -53,10 +99,16 @@ std::string Lowerer::freshVar(const char* prefix) {
   return v;
 }
 
+ExprRef dimExpr(const Dim& d) {
+  if (d.isStatic()) return intConst(d.value());
+  ExprRef e = d.coefficient() == 1 ? ExprRef() : intConst(d.coefficient());
+  for (const std::string& f : d.factors()) e = e ? binary(BinaryOp::Mul, e, var(f)) : var(f);
+  return e;
+}
+
 std::vector<ExprRef> Lowerer::extentsOf(const Value* v) const {
   std::vector<ExprRef> out;
-  for (const Dim& d : v->type().dims())
-    out.push_back(d.isStatic() ? intConst(d.value()) : var(d.symbolName()));
+  for (const Dim& d : v->type().dims()) out.push_back(dimExpr(d));
   return out;
 }
 
@@ -97,21 +149,41 @@ bool Lowerer::lowersWithSymbols(const Node& n) const {
   // kernel for each run's sizes.
   if (&n == k_.anchor && k_.kind == fusion::KernelKind::Contraction)
     return n.op() == OpCode::DotGeneral || n.op() == OpCode::Convolution;
-  return k_.kind != fusion::KernelKind::Opaque && k_.kind != fusion::KernelKind::Custom &&
-         lowersOverSymbols(n.op());
+  if (k_.kind == fusion::KernelKind::Opaque || k_.kind == fusion::KernelKind::Custom) return false;
+  if (n.op() == OpCode::Gather) return n.operand(0)->type().isStatic();
+  return lowersOverSymbols(n.op());
+}
+
+// x[:S] of a static extent (a leading slice of symbolic length) must not read past it at the
+// top of S's range.
+Status Lowerer::checkSlicePrefix(const Node& n) const {
+  const TensorType &x = n.operand(0)->type(), &r = n.result()->type();
+  std::vector<int64_t> limit = n.attrInts("limit");
+  for (size_t i = 0; i < limit.size(); ++i) {
+    if (limit[i] != kMaxElements || !x.dim(i).isStatic() || r.dim(i).isStatic()) continue;
+    std::optional<int64_t> hi = upperBound(dimExpr(r.dim(i)), symbols_);
+    if (!hi || *hi > x.dim(i).value())
+      return Status::error(name(n.result()) + " = slice takes the first " + r.dim(i).str() +
+                           " of " + x.dim(i).str() + " elements along dim " + std::to_string(i) +
+                           ", but " + r.dim(i).str() + " may be up to " +
+                           (hi ? std::to_string(*hi) : std::string("unbounded")) +
+                           ": narrow its range");
+  }
+  return Status::ok();
 }
 
 Status Lowerer::checkSymbolic() {
   std::set<std::string> used;
   auto visit = [&](const Value* v) -> Status {
     for (const Dim& d : v->type().dims()) {
-      if (d.isStatic()) continue;
-      auto it = std::find_if(symbols_.begin(), symbols_.end(),
-                             [&](const Symbol& s) { return s.name == d.symbolName(); });
-      if (it == symbols_.end())
-        return Status::error(name(v) + " has type " + v->type().str() + ": symbol " +
-                             d.symbolName() + " needs a size or a range to compile");
-      used.insert(d.symbolName());
+      for (const std::string& f : d.factors()) {
+        auto it = std::find_if(symbols_.begin(), symbols_.end(),
+                               [&](const Symbol& s) { return s.name == f; });
+        if (it == symbols_.end())
+          return Status::error(name(v) + " has type " + v->type().str() + ": symbol " + f +
+                               " needs a size or a range to compile");
+        used.insert(f);
+      }
     }
     return Status::ok();
   };
@@ -125,6 +197,7 @@ Status Lowerer::checkSymbolic() {
       KILN_RETURN_IF_ERROR(visit(n->operand(i)));
       symbolic = symbolic || !n->operand(i)->type().isStatic();
     }
+    if (symbolic && n->op() == OpCode::Slice) KILN_RETURN_IF_ERROR(checkSlicePrefix(*n));
     if (symbolic && !lowersWithSymbols(*n)) {
       std::string kind(fusion::kernelKindName(k_.kind));
       return Status::error(name(n->result(0)) + " = " + std::string(opName(n->op())) +

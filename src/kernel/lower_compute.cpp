@@ -90,6 +90,7 @@ bool lowersOverSymbols(OpCode op) {
     case OpCode::Reshape:
     case OpCode::Transpose:
     case OpCode::Iota:
+    case OpCode::Slice:
     case OpCode::Convert:
     case OpCode::Select:
     case OpCode::Clamp:
@@ -194,7 +195,7 @@ StatusOr<ExprRef> Lowerer::computeMovement(const Value* v, const Index& idx) {
       return operand(0, at);
     }
     case OpCode::Reshape:
-      return operand(0, unflatten(flatIndex(idx, extentsOf(v)), extentsOf(n->operand(0))));
+      return operand(0, reshapeIndex(idx, v->type().dims(), n->operand(0)->type().dims()));
     case OpCode::Transpose: {
       auto perm = n->attrInts("permutation");
       Index at(perm.size());
@@ -206,6 +207,17 @@ StatusOr<ExprRef> Lowerer::computeMovement(const Value* v, const Index& idx) {
       int64_t d = n->attrInt("dimension");
       return cast(idx[static_cast<size_t>(d)], computeType(dt));
     }
+    case OpCode::Slice: {
+      auto start = n->attrInts("start");
+      auto stride = n->attrInts("stride", std::vector<int64_t>(start.size(), 1));
+      Index at(idx.size());
+      for (size_t i = 0; i < idx.size(); ++i)
+        at[i] = binary(BinaryOp::Add, intConst(start[i]),
+                       binary(BinaryOp::Mul, idx[i], intConst(stride[i])));
+      return operand(0, at);
+    }
+    // A gather reads its table (operand 0) by static extents only (Lowerer::lowersWithSymbols).
+    case OpCode::Gather: return gatherAt(v, idx);
     default: break;
   }
   // The ops below lower over static extents only (lowersOverSymbols).
@@ -219,15 +231,6 @@ StatusOr<ExprRef> Lowerer::computeMovement(const Value* v, const Index& idx) {
     case OpCode::GetDimensionSize:
       return intConst(
           n->operand(0)->type().staticDims()[static_cast<size_t>(n->attrInt("dimension"))]);
-    case OpCode::Slice: {
-      auto start = n->attrInts("start");
-      auto stride = n->attrInts("stride", std::vector<int64_t>(start.size(), 1));
-      Index at(idx.size());
-      for (size_t i = 0; i < idx.size(); ++i)
-        at[i] = binary(BinaryOp::Add, intConst(start[i]),
-                       binary(BinaryOp::Mul, idx[i], intConst(stride[i])));
-      return operand(0, at);
-    }
     case OpCode::Reverse: {
       auto dims = n->attrInts("dims");
       Index at = idx;
@@ -275,7 +278,6 @@ StatusOr<ExprRef> Lowerer::computeMovement(const Value* v, const Index& idx) {
         result = result ? select(parts[i].first, parts[i].second, result) : parts[i].second;
       return result;
     }
-    case OpCode::Gather: return gatherAt(v, idx);
     case OpCode::DynamicSlice:
     case OpCode::DynamicUpdateSlice: return dynamicSliceAt(v, idx);
     default:

@@ -21,12 +21,18 @@ using Index = std::vector<ExprRef>;
 // The multi-index of a flat index in `shape`.
 Index unflatten(const ExprRef& flat, const std::vector<int64_t>& shape);
 Index unflatten(const ExprRef& flat, const std::vector<ExprRef>& extents);
+// The index into a reshape's operand (dims `in`) of element `idx` of its result (dims `out`),
+// group by group: runs of dims with equal element counts map onto each other (S to S and
+// N*256 to 4*N*64 in [S,N,256] -> [S,4*N,64]), so no index divides by a symbolic count.
+Index reshapeIndex(const Index& idx, const Shape& out, const Shape& in);
 // Whether an extent is the constant `n`.
 bool isConst(const ExprRef& extent, int64_t n);
 // `i` clamped to [0, extent).
 ExprRef clampIndex(const ExprRef& i, int64_t extent);
 // The conjunction of `conds` (true for none).
 ExprRef andAll(const std::vector<ExprRef>& conds);
+// A graph dim as an extent: its value, or the product of its coefficient and symbols.
+ExprRef dimExpr(const Dim& d);
 // Whether an op's lowering reads extents only through Lowerer::extentsOf, so that a loop kernel
 // with symbolic dims may hold it (the elementwise ops and broadcast, reshape, transpose, iota).
 bool lowersOverSymbols(OpCode op);
@@ -67,6 +73,8 @@ class Lowerer {
   Status checkSymbolic();
   // Whether member `n` of this kernel lowers with symbolic dims.
   bool lowersWithSymbols(const Node& n) const;
+  // A slice x[:S] of a static extent must not read past it at the top of S's range.
+  Status checkSlicePrefix(const Node& n) const;
 
   // A serial loop nest over `shape`: calls body(index) for the innermost body. Dims of extent 1
   // get no loop (their index is 0). The target's schedule picks parallel and vector loops.

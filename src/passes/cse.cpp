@@ -35,8 +35,7 @@ size_t hashBytes(const std::byte* p, size_t n) {
 size_t hashType(const TensorType& t) {
   size_t h = static_cast<size_t>(t.dtype());
   for (const Dim& d : t.dims())
-    h = mix(h, d.isStatic() ? std::hash<int64_t>()(d.value())
-                            : std::hash<std::string>()(d.symbolName()));
+    h = mix(h, d.isStatic() ? std::hash<int64_t>()(d.value()) : std::hash<std::string>()(d.str()));
   return h;
 }
 

@@ -15,7 +15,7 @@ namespace {
 class Solver {
  public:
   void see(const Dim& d) {
-    if (d.isSymbolic()) id(d.symbolName());
+    for (const std::string& f : d.factors()) id(f);
   }
   void seeType(const TensorType& t) {
     for (const Dim& d : t.dims()) see(d);
@@ -24,10 +24,17 @@ class Solver {
   bool progress() const { return progress_; }
   void resetProgress() { progress_ = false; }
 
+  // Each symbol of d replaced by its class: its extent, or the class's name.
   Dim resolve(const Dim& d) const {
     if (d.isStatic()) return d;
-    int r = find(ids_.at(d.symbolName()));
-    return value_[r] ? Dim(*value_[r]) : Dim::symbol(names_[r]);
+    int64_t coefficient = d.coefficient();
+    std::vector<std::string> factors;
+    for (const std::string& f : d.factors()) {
+      int r = find(ids_.at(f));
+      if (value_[r]) coefficient *= *value_[r];
+      else factors.push_back(names_[r]);
+    }
+    return Dim::product(coefficient, std::move(factors));
   }
   TensorType resolve(const TensorType& t) const {
     Shape s;
@@ -35,13 +42,19 @@ class Solver {
     return t.withDims(std::move(s));
   }
 
-  // Records a == b. `where` names the node for the error of a conflict.
+  // Records a == b. `where` names the node for the error of a conflict. A product of symbols
+  // equal to an extent determines its one symbol; other products give no fact.
   Status unify(const Dim& a, const Dim& b, const Node* where) {
     Dim ra = resolve(a), rb = resolve(b);
     if (ra == rb) return Status::ok();
     if (ra.isStatic() && rb.isStatic()) return conflict(a, b, ra, rb, where);
-    if (ra.isStatic()) return bind(rb.symbolName(), ra.value(), where);
-    if (rb.isStatic()) return bind(ra.symbolName(), rb.value(), where);
+    if (ra.isStatic()) std::swap(ra, rb);
+    if (rb.isStatic()) {
+      if (ra.factors().size() != 1) return Status::ok();
+      if (rb.value() % ra.coefficient() != 0) return conflict(a, b, ra, rb, where);
+      return bind(ra.factors()[0], rb.value() / ra.coefficient(), where);
+    }
+    if (!ra.isSymbol() || !rb.isSymbol()) return Status::ok();
     int x = find(ids_.at(ra.symbolName())), y = find(ids_.at(rb.symbolName()));
     // The class keeps the name seen first, so parameters' symbols win over derived ones.
     if (y < x) std::swap(x, y);
@@ -100,8 +113,8 @@ Status deriveReshape(const Node& n, Solver& s) {
   int64_t px = 1, pr = 1;
   auto split = [](const TensorType& t, int64_t& product, std::vector<std::string>& symbols) {
     for (const Dim& d : t.dims()) {
-      if (d.isStatic()) product *= d.value();
-      else symbols.push_back(d.symbolName());
+      product *= d.isStatic() ? d.value() : d.coefficient();
+      symbols.insert(symbols.end(), d.factors().begin(), d.factors().end());
     }
   };
   split(x, px, sx);
@@ -231,11 +244,11 @@ bool apply(Function& f, const Solver& s) {
   for (const auto& np : f.nodes()) {
     Node& n = *np;
     if (n.op() == OpCode::Slice) {
-      // A whole-symbol slice is spelt limit = kMaxElements; a now-static extent needs its value.
+      // A slice of symbolic length is spelt limit = kMaxElements; a now-static one needs its value.
       std::vector<int64_t> limit = n.attrInts("limit");
-      const TensorType& x = n.operand(0)->type();
+      TensorType r = s.resolve(n.result()->type());
       for (size_t i = 0; i < limit.size(); ++i)
-        if (limit[i] == kMaxElements && x.dim(i).isStatic()) limit[i] = x.dim(i).value();
+        if (limit[i] == kMaxElements && r.dim(i).isStatic()) limit[i] = r.dim(i).value();
       if (limit != n.attrInts("limit")) n.setAttr("limit", intsAttr(limit));
     }
     for (size_t i = 0; i < n.numResults(); ++i) {

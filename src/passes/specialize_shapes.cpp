@@ -18,7 +18,7 @@ std::set<std::string> moduleSymbols(const Module& m) {
     for (const auto& n : f->nodes())
       for (size_t i = 0; i < n->numResults(); ++i)
         for (const Dim& d : n->result(i)->type().dims())
-          if (d.isSymbolic()) out.insert(d.symbolName());
+          out.insert(d.factors().begin(), d.factors().end());
   return out;
 }
 
@@ -89,7 +89,8 @@ StatusOr<SymbolRanges> parseSymbolRanges(std::string_view text) {
 TensorType atSizes(const TensorType& t, const SymbolBindings& sizes) {
   if (t.isStatic()) return t;
   std::vector<int64_t> dims;
-  for (const Dim& d : t.dims()) dims.push_back(d.isStatic() ? d.value() : sizes.at(d.symbolName()));
+  for (const Dim& d : t.dims())
+    dims.push_back(*d.evaluate([&](const std::string& s) { return sizes.at(s); }));
   return TensorType::of(t.dtype(), dims);
 }
 
@@ -116,6 +117,9 @@ StatusOr<SymbolBindings> bindingsFromInputShapes(const Function& f,
       if (e < 0 || (d.isStatic() && d.value() != e))
         return Status::error(who + ": expected a shape for " + t.str() + ", got " + got);
       if (d.isStatic()) continue;
+      if (!d.isSymbol())
+        return Status::error(who + ": dim " + d.str() +
+                             " of an input is a product; give its symbols' sizes with --dim");
       auto [it, inserted] = out.emplace(d.symbolName(), e);
       if (!inserted && it->second != e)
         return Status::error(who + ": symbol " + d.symbolName() + " is " + std::to_string(e) +

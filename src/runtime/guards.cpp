@@ -44,7 +44,7 @@ Guards guardsOf(const std::vector<TensorType>& sourceTypes, const std::vector<Te
     const TensorType& c = compiled[i];
     if (s.rank() != c.rank()) continue;
     for (size_t d = 0; d < static_cast<size_t>(s.rank()); ++d) {
-      if (!s.dim(d).isSymbolic()) continue;
+      if (!s.dim(d).isSymbol()) continue;  // a product of symbols is checked by its symbols
       DimGuard& guard = guardFor(g, s.dim(d).symbolName());
       guard.checks.push_back({i, d});
       if (c.dim(d).isStatic() && guard.value < 0) guard.value = c.dim(d).value();

@@ -29,6 +29,32 @@ TEST(Types, NumElementsOverflowIsAnError) {
   EXPECT_FALSE(T(DType::F32, {Dim::symbol("N"), 2}).numElements().has_value());
 }
 
+TEST(Types, DimsAreProductsOfSymbols) {
+  Dim n = Dim::symbol("N"), s = Dim::symbol("S");
+  Dim heads = *(Dim(4) * n), tokens = *(s * n);
+  EXPECT_EQ(heads.str(), "4*N");
+  EXPECT_EQ(tokens.str(), "N*S");  // factors sorted: S*N and N*S are one dim
+  EXPECT_EQ(tokens, *(n * s));
+  EXPECT_TRUE(n.isSymbol());
+  EXPECT_FALSE(heads.isSymbol());
+  EXPECT_TRUE(heads.isSymbolic());
+  EXPECT_EQ(*(heads * Dim(0)), Dim(0));
+  EXPECT_EQ(*(Dim(3) * Dim(5)), Dim(15));
+  EXPECT_FALSE((Dim(int64_t(1) << 30) * Dim(int64_t(1) << 20)).has_value());  // past 2^40
+  EXPECT_EQ(Dim::quotient(*(heads * s), tokens), Dim(4));
+  EXPECT_EQ(*Dim::quotient(*(Dim(256) * n), heads), Dim(64));
+  EXPECT_EQ(*Dim::quotient(heads, Dim(2)), *(Dim(2) * n));
+  EXPECT_FALSE(Dim::quotient(heads, Dim(3)).has_value());  // inexact
+  EXPECT_FALSE(Dim::quotient(heads, s).has_value());       // S does not divide 4*N
+  auto at = [](const std::string& sym) -> std::optional<int64_t> {
+    if (sym == "N") return 3;
+    return std::nullopt;
+  };
+  EXPECT_EQ(heads.evaluate(at), 12);
+  EXPECT_FALSE(tokens.evaluate(at).has_value());  // S has no size
+  EXPECT_EQ(T(DType::F32, {heads, tokens, 64}).str(), "f32[4*N,N*S,64]");
+}
+
 TEST(Tensor, HalfAndBFloat16RoundToNearestEven) {
   // 1 + 2^-11 is halfway between the f16 values 1 and 1 + 2^-10: ties to even gives 1.
   EXPECT_EQ(floatToHalf(1.0f + std::ldexp(1.0f, -11)), 0x3c00);

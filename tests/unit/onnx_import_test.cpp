@@ -338,15 +338,77 @@ TEST(OnnxImport, DimValuesMakeSymbolsStatic) {
   addAttrInt(cat, "axis", 0);
   mb.node("Reshape", {"x", "target"}, {"y"});
   mb.output("y");
-  auto bad = mb.import();
-  ASSERT_FALSE(bad.isOk());
-  EXPECT_NE(bad.status().message().find("from symbolic dimension 'batch'"), std::string::npos)
-      << bad.status().message();
+  // The product stays symbolic: target [4*batch, -1] of x [batch, 4] is [4*batch, 1].
+  auto symbolic = mb.import();
+  ASSERT_TRUE(symbolic.isOk()) << symbolic.status().message();
+  EXPECT_EQ((*symbolic)->entry()->outputs()[0]->type().str(), "f32[4*batch,1]");
   ko::ImportOptions o;
   o.dimValues["batch"] = 2;  // target [8, -1]: 8 elements of x [2,4] -> [8, 1]
   auto m = mb.import(".", o);
   ASSERT_TRUE(m.isOk()) << m.status().message();
   EXPECT_EQ((*m)->entry()->outputs()[0]->type().str(), "f32[8,1]");
+}
+
+TEST(OnnxImport, SumsOfSymbolicDimsAreRefused) {
+  // batch + 1 is no product of dims: the error names the symbol and the way out.
+  ModelBuilder mb;
+  mb.input("x", {-1, 4}, ::onnx::TensorProto::FLOAT, "batch");
+  mb.node("Shape", {"x"}, {"s"});
+  mb.i64Init("one", {1});
+  mb.node("Add", {"s", "one"}, {"t"});
+  mb.node("Reshape", {"x", "t"}, {"y"});
+  mb.output("y");
+  auto bad = mb.import();
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_NE(bad.status().message().find("from symbolic dimension 'batch', and only products and "
+                                        "exact quotients"),
+            std::string::npos)
+      << bad.status().message();
+}
+
+TEST(OnnxImport, HeadReshapesKeepProductsOfSymbols) {
+  // Attention's head split as torch exports it: x [B, 8] becomes [4*B, 2] by Shape -> Gather -> Mul
+  // -> Concat -> Reshape, then [B, -1] again, and the first S rows of a table come from Slice with
+  // an end read off x's shape.
+  ModelBuilder mb;
+  mb.input("x", {-1, 8}, ::onnx::TensorProto::FLOAT, "B");
+  mb.input("ids", {1, -1}, ::onnx::TensorProto::INT64, "S");
+  mb.floatInit("table", {6, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
+  mb.i64Init("zero", {0});
+  mb.i64Init("one", {1});
+  mb.i64Init("four", {4});
+  mb.i64Init("two", {2});
+  mb.i64Init("m1", {-1});
+  mb.node("Shape", {"x"}, {"xs"});
+  mb.node("Gather", {"xs", "zero"}, {"b"});
+  mb.node("Mul", {"b", "four"}, {"b4"});
+  auto* cat = mb.node("Concat", {"b4", "two"}, {"heads"});
+  addAttrInt(cat, "axis", 0);
+  mb.node("Reshape", {"x", "heads"}, {"h"});
+  auto* back = mb.node("Concat", {"b", "m1"}, {"whole"});
+  addAttrInt(back, "axis", 0);
+  mb.node("Reshape", {"h", "whole"}, {"y"});
+  mb.node("Shape", {"ids"}, {"is"});
+  mb.node("Gather", {"is", "one"}, {"s"});
+  mb.node("Slice", {"table", "zero", "s"}, {"rows"});
+  mb.output("h");
+  mb.output("y");
+  mb.output("rows");
+  auto m = mb.import();
+  ASSERT_TRUE(m.isOk()) << m.status().message();
+  const auto& outs = (*m)->entry()->outputs();
+  EXPECT_EQ(outs[0]->type().str(), "f32[4*B,2]");
+  EXPECT_EQ(outs[1]->type().str(), "f32[B,8]");
+  EXPECT_EQ(outs[2]->type().str(), "f32[S,2]");
+  std::vector<float> xv(24);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>(i);
+  Tensor ids(DType::I64, {1, 4});
+  std::vector<Tensor> in{f32({3, 8}, xv), ids};
+  auto r = kiln::interpret(*(*m)->entry(), in);
+  ASSERT_TRUE(r.isOk()) << r.status().str();
+  EXPECT_EQ((*r)[0].type().str(), "f32[12,2]");
+  EXPECT_EQ(values((*r)[1]), xv);
+  EXPECT_EQ(values((*r)[2]), std::vector<float>({0, 1, 2, 3, 4, 5, 6, 7}));
 }
 
 TEST(OnnxImport, TypedFieldsFloat16AndInt64) {

@@ -90,6 +90,23 @@ TEST(TextTest, PrintsTheDocumentedForm) {
   EXPECT_EQ(tanh->loc().str(), "t.kir:3:17");
 }
 
+TEST(TextTest, ProductDimsRoundTrip) {
+  std::string text = "func @main(%x: f32[S,N,256]) -> (f32[4*N*S,64]) {\n"
+                     "  %y = f32[4*N*S,64] reshape(%x)\n"
+                     "  return %y\n"
+                     "}\n";
+  auto m = parseOk(text);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(printModule(*m), text);
+  // Factors print sorted, and constants multiply into the coefficient.
+  auto n = parseOk("func @main(%x: f32[S*N*2*2]) -> (f32[S*N*2*2]) {\n  return %x\n}\n");
+  ASSERT_TRUE(n);
+  EXPECT_EQ(n->entry()->parameter(0)->type().str(), "f32[4*N*S]");
+  EXPECT_NE(parseError("func @main(%x: f32[N*]) -> (f32[N]) {\n  return %x\n}\n")
+                .find("expected a dimension"),
+            std::string::npos);
+}
+
 TEST(TextTest, AttributesPrintInSchemaOrderWithFloatSpellings) {
   auto m = std::make_unique<Module>();
   Function* f = m->addFunction("f");

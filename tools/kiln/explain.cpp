@@ -216,8 +216,7 @@ Status explain(const ExplainOptions& o) {
   for (const auto& n : program.module->entry()->nodes())
     for (size_t r = 0; r < n->numResults(); ++r)
       for (const Dim& d : n->result(r)->type().dims())
-        symbolic |=
-            d.isSymbolic() && !o.dims.count(d.symbolName()) && !o.ranges.count(d.symbolName());
+        for (const std::string& f : d.factors()) symbolic |= !o.dims.count(f) && !o.ranges.count(f);
   const compiler::Stage stop = symbolic ? compiler::Stage::Planned
                                : o.code ? compiler::Stage::Program
                                         : compiler::Stage::Lowered;

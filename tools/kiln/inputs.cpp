@@ -79,6 +79,7 @@ Status checkInput(const std::string& name, const TensorType& want, const std::st
       if (dim.value() != have) return mismatch;
       continue;
     }
+    if (!dim.isSymbol()) continue;  // a product of symbols: the run checks it
     auto [it, inserted] =
         symbols.emplace(dim.symbolName(), SymbolSize{have, "input '" + name + "' (" + file + ")"});
     if (!inserted && it->second.size != have)
@@ -99,8 +100,7 @@ StatusOr<Symbols> symbolsFromDims(const std::vector<TensorType>& types,
                                   const std::map<std::string, int64_t>& dims) {
   std::set<std::string> known;
   for (const TensorType& t : types) {
-    for (const Dim& d : t.dims())
-      if (d.isSymbolic()) known.insert(d.symbolName());
+    for (const Dim& d : t.dims()) known.insert(d.factors().begin(), d.factors().end());
   }
   Symbols symbols;
   for (const auto& [symbol, size] : dims) {
@@ -121,12 +121,11 @@ StatusOr<std::vector<int64_t>> concreteDims(const std::string& name, const Tenso
       dims.push_back(d.value());
       continue;
     }
-    auto it = symbols.find(d.symbolName());
-    if (it == symbols.end())
-      return inputError(name, "type " + type.str() + " has the symbolic dimension '" +
-                                  d.symbolName() + "': give its size with --dim " + d.symbolName() +
-                                  "=SIZE");
-    dims.push_back(it->second.size);
+    for (const std::string& f : d.factors())
+      if (!symbols.count(f))
+        return inputError(name, "type " + type.str() + " has the symbolic dimension '" + f +
+                                    "': give its size with --dim " + f + "=SIZE");
+    dims.push_back(*d.evaluate([&](const std::string& f) { return symbols.at(f).size; }));
   }
   return dims;
 }
@@ -218,8 +217,9 @@ StatusOr<BoundInputs> bindInputs(const std::vector<std::string>& names,
   // A symbol over a range (--dim N=1..64) that no file fixes: random inputs take its top.
   for (const auto& [symbol, range] : o.ranges) {
     bool known = std::any_of(types.begin(), types.end(), [&](const TensorType& t) {
-      return std::any_of(t.dims().begin(), t.dims().end(),
-                         [&](const Dim& d) { return d.isSymbolic() && d.symbolName() == symbol; });
+      return std::any_of(t.dims().begin(), t.dims().end(), [&](const Dim& d) {
+        return std::count(d.factors().begin(), d.factors().end(), symbol) > 0;
+      });
     });
     if (!known)
       return Status::error("--dim " + symbol + "=" + std::to_string(range.lo) + ".." +

@@ -176,7 +176,7 @@ std::vector<pb::TypeProto> inputTypes(const pb::NodeProto& node, const Scope& sc
       auto* shape = tt->mutable_shape();
       for (const Dim& d : v->type().dims()) {
         if (d.isStatic()) shape->add_dim()->set_dim_value(d.value());
-        else shape->add_dim()->set_dim_param(d.symbolName());
+        else shape->add_dim()->set_dim_param(d.str());
       }
     }
     types.push_back(std::move(t));

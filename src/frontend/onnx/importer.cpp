@@ -323,19 +323,62 @@ Status Importer::checkDeadSymbolic() {
 
 // ---- Known values ----
 
-int64_t Importer::sentinelFor(const std::string& symbol) {
-  auto it = sentinels_.find(symbol);
+int64_t Importer::sentinelFor(const Dim& d) {
+  auto it = sentinels_.find(d.str());
   if (it != sentinels_.end()) return it->second;
   int64_t v = kSentinelBase - static_cast<int64_t>(sentinels_.size());
-  sentinels_[symbol] = v;
-  sentinelSymbols_[v] = symbol;
+  sentinels_[d.str()] = v;
+  sentinelSymbols_[v] = d;
   return v;
 }
 
-std::optional<std::string> Importer::symbolForSentinel(int64_t v) const {
+std::optional<Dim> Importer::dimForSentinel(int64_t v) const {
   auto it = sentinelSymbols_.find(v);
   if (it == sentinelSymbols_.end()) return std::nullopt;
   return it->second;
+}
+
+bool Importer::holdsSentinel(const Tensor& t) const {
+  if (t.dtype() != DType::I64) return false;
+  for (int64_t j = 0; j < t.numElements(); ++j)
+    if (sentinelSymbols_.count(t.data<int64_t>()[j])) return true;
+  return false;
+}
+
+// Elementwise i64 arithmetic on sentinels: products and exact quotients of dims, and adding 0.
+// nullopt when an element's result is not a dim (a sum of symbols, an inexact quotient).
+std::optional<Tensor> Importer::dimArithmetic(const Node& n, const std::vector<Tensor>& operands) {
+  OpCode op = n.op();
+  bool arith = op == OpCode::Mul || op == OpCode::Div || op == OpCode::Add || op == OpCode::Sub;
+  if (!arith || operands.size() != 2 || n.result()->type().dtype() != DType::I64 ||
+      operands[0].type() != n.result()->type() || operands[1].type() != n.result()->type())
+    return std::nullopt;
+
+  Tensor out(DType::I64, n.result()->type().staticDims());
+  for (int64_t j = 0; j < out.numElements(); ++j) {
+    int64_t x = operands[0].data<int64_t>()[j], y = operands[1].data<int64_t>()[j];
+    auto a = dimForSentinel(x), b = dimForSentinel(y);
+    int64_t& r = out.mutableData<int64_t>()[j];
+    if (!a && !b) {  // plain integers, as the interpreter computes them
+      bool ok = op == OpCode::Mul   ? !__builtin_mul_overflow(x, y, &r)
+                : op == OpCode::Div ? y != 0 && (r = x / y, true)
+                : op == OpCode::Add ? !__builtin_add_overflow(x, y, &r)
+                                    : !__builtin_sub_overflow(x, y, &r);
+      if (!ok) return std::nullopt;
+      continue;
+    }
+    if ((!a && (x < 0 || x > kMaxElements)) || (!b && (y < 0 || y > kMaxElements)))
+      return std::nullopt;
+    Dim da = a ? *a : Dim(x), db = b ? *b : Dim(y);
+    std::optional<Dim> d;
+    if (op == OpCode::Mul) d = da * db;
+    else if (op == OpCode::Div) d = Dim::quotient(da, db);
+    else if (db == Dim(0)) d = da;
+    else if (op == OpCode::Add && da == Dim(0)) d = db;
+    if (!d) return std::nullopt;
+    r = d->isStatic() ? d->value() : sentinelFor(*d);
+  }
+  return out;
 }
 
 void Importer::addSymbolicConstant(Value* v, KnownValue k) {
@@ -379,17 +422,22 @@ Status Importer::evaluate(Node* n) {
   bool carries =
       carriesSentinels(*n) || (n->op() == OpCode::Select && !known_.at(n->operand(0)).symbolic);
   if (symbolic && !carries) {
+    if (std::optional<Tensor> t = dimArithmetic(*n, operands)) {
+      bool symbolicResult = holdsSentinel(*t);
+      known_[n->result()] = KnownValue{std::move(*t), symbolicResult};
+      return Status::ok();
+    }
     std::set<std::string> syms;
     for (const Tensor& t : operands)
       if (t.dtype() == DType::I64)
         for (int64_t j = 0; j < t.numElements(); ++j)
-          if (auto s = symbolForSentinel(t.data<int64_t>()[j])) syms.insert(*s);
+          if (auto d = dimForSentinel(t.data<int64_t>()[j])) syms.insert(d->str());
     std::string names;
     for (const std::string& s : syms) names += (names.empty() ? "'" : ", '") + s + "'";
     std::string why = "it is computed by " + std::string(opName(n->op())) +
                       " from symbolic dimension " + names +
-                      ", and arithmetic on symbolic dimensions is not supported (give the "
-                      "dimension a value to import)";
+                      ", and only products and exact quotients of symbolic dimensions are "
+                      "supported (give the dimension a value to import)";
     for (size_t i = 0; i < n->numResults(); ++i) unknowable_[n->result(i)] = why;
     return Status::ok();
   }
@@ -409,10 +457,7 @@ Status Importer::evaluate(Node* n) {
   }
   for (size_t i = 0; i < n->numResults(); ++i) {
     Tensor& t = (*results)[i];
-    bool hasSentinel = false;
-    if (symbolic && t.dtype() == DType::I64)
-      for (int64_t j = 0; j < t.numElements() && !hasSentinel; ++j)
-        hasSentinel = sentinelSymbols_.count(t.data<int64_t>()[j]) != 0;
+    bool hasSentinel = symbolic && holdsSentinel(t);
     known_[n->result(i)] = KnownValue{std::move(t), hasSentinel};
   }
   return Status::ok();

@@ -5,8 +5,9 @@
 // expanded function body). The importer also knows the *values* of some tensors while importing:
 // constants, and anything computed from constants alone, found by running the reference
 // interpreter on the IR already built (knownValue). Shapes of tensors with symbolic dims are
-// tracked the same way: each symbol stands for a sentinel integer that data-movement ops carry
-// along, so Shape -> Gather -> Concat -> Reshape works with a batch dimension `N`.
+// tracked the same way: each symbolic dim (N, or a product such as 4*N) stands for a sentinel
+// integer that data-movement ops carry along and that multiplication and exact division combine,
+// so Shape -> Gather -> Mul -> Concat -> Reshape works with batch and sequence dims.
 #pragma once
 
 #include <map>
@@ -86,9 +87,13 @@ class Importer {
   std::vector<std::string> parameterDeps(Value* v);
   void noteNeededInputs(const std::vector<std::string>& names);
 
-  // Sentinels for symbolic dims: a symbol's stand-in integer and back.
-  int64_t sentinelFor(const std::string& symbol);
-  std::optional<std::string> symbolForSentinel(int64_t v) const;
+  // Sentinels for symbolic dims: a dim's stand-in integer and back.
+  int64_t sentinelFor(const Dim& d);
+  std::optional<Dim> dimForSentinel(int64_t v) const;
+  bool holdsSentinel(const Tensor& t) const;
+  // `n` (i64 Multiply, Divide, Add, Subtract) on operands holding sentinels, as dims; nullopt if
+  // some element's result is no dim.
+  std::optional<Tensor> dimArithmetic(const Node& n, const std::vector<Tensor>& operands);
   // Records that `v` holds sentinels (an i64 shape of a tensor with symbolic dims); such values
   // must not survive as data: the importer checks that they are dead at the end.
   void addSymbolicConstant(Value* v, KnownValue k);
@@ -172,7 +177,7 @@ class Importer {
   std::unordered_map<const Value*, std::string> unknowable_;
   std::unordered_set<const Node*> symbolicConstants_;
   std::map<std::string, int64_t> sentinels_;
-  std::map<int64_t, std::string> sentinelSymbols_;
+  std::map<int64_t, Dim> sentinelSymbols_;
   std::map<std::string, std::string> dimParams_;
   std::set<std::string> usedSymbols_;
   int unkCounter_ = 0;

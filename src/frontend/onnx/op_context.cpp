@@ -178,7 +178,7 @@ StatusOr<std::vector<ShapeEntry>> OpContext::knownDims(int i, const std::string&
   std::vector<ShapeEntry> dims;
   for (int64_t j = 0; j < t.numElements(); ++j) {
     int64_t v = t.getInt(j);
-    auto sym = k->symbolic ? imp_.symbolForSentinel(v) : std::nullopt;
+    auto sym = k->symbolic ? imp_.dimForSentinel(v) : std::nullopt;
     dims.push_back(sym ? ShapeEntry{0, *sym} : ShapeEntry{v, {}});
   }
   return dims;
@@ -361,20 +361,10 @@ bool checkedMul(int64_t a, int64_t b, int64_t& out) {
 }
 
 std::optional<Dim> dimProduct(const Shape& dims) {
-  int64_t p = 1;
-  std::optional<Dim> sym;
-  for (const Dim& d : dims) {
-    if (d.isStatic()) {
-      if (!checkedMul(p, d.value(), p)) return std::nullopt;
-    } else if (sym) {
-      return std::nullopt;
-    } else {
-      sym = d;
-    }
-  }
-  if (!sym) return Dim(p);
-  if (p == 1) return sym;
-  return std::nullopt;
+  std::optional<Dim> p = Dim(1);
+  for (const Dim& d : dims)
+    if (!(p = *p * d)) return std::nullopt;
+  return p;
 }
 
 Value* insertUnitDims(Builder& b, Value* x, const std::vector<int64_t>& axes) {

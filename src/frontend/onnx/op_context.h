@@ -17,9 +17,9 @@ namespace kiln::onnx {
 // special meaning) or a symbolic dim.
 struct ShapeEntry {
   int64_t value = 0;
-  std::string symbol;  // non-empty for a symbolic dim
-  bool isSymbol() const { return !symbol.empty(); }
-  Dim dim() const { return isSymbol() ? Dim::symbol(symbol) : Dim(value); }
+  Dim symbolic;  // a symbolic dim, or static when the entry is `value`
+  bool isSymbol() const { return symbolic.isSymbolic(); }
+  Dim dim() const { return isSymbol() ? symbolic : Dim(value); }
 };
 
 class OpContext {

@@ -182,7 +182,7 @@ Status shape(OpContext& c) {
   for (int64_t i = start; i < end; ++i) {
     const Dim& d = x->type().dim(i);
     symbolic |= d.isSymbolic();
-    t.setInt(i - start, d.isStatic() ? d.value() : c.importer().sentinelFor(d.symbolName()));
+    t.setInt(i - start, d.isStatic() ? d.value() : c.importer().sentinelFor(d));
   }
   Value* v = c.b.constant(t);
   ONNX_BUILT(c, v);

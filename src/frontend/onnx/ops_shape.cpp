@@ -11,8 +11,8 @@ namespace kiln::onnx {
 namespace {
 
 // Resolves ONNX's reshape target: 0 copies the input extent (unless allowzero), one -1 is
-// inferred from the element count. Symbols in the input must reappear in the output, except one
-// that a -1 may stand for.
+// inferred from the element count. Element counts are products of dims (4*N*S), so symbols may
+// merge and split as long as the counts agree.
 StatusOr<Shape> resolveReshape(OpContext& c, const Shape& in,
                                const std::vector<ShapeEntry>& entries, bool allowzero) {
   int inferAt = -1;
@@ -36,42 +36,30 @@ StatusOr<Shape> resolveReshape(OpContext& c, const Shape& in,
       target.push_back(Dim(e.value));
     }
   }
-  std::multiset<std::string> inSyms, outSyms;
-  int64_t inStatic = 1, outStatic = 1;
-  for (const Dim& d : in) {
-    if (d.isSymbolic()) inSyms.insert(d.symbolName());
-    else if (!checkedMul(inStatic, d.value(), inStatic)) return c.err("too many elements");
-  }
-  for (size_t i = 0; i < target.size(); ++i) {
-    if (static_cast<int>(i) == inferAt) continue;
-    if (target[i].isSymbolic()) outSyms.insert(target[i].symbolName());
-    else if (!checkedMul(outStatic, target[i].value(), outStatic))
-      return c.err("the target shape has too many elements");
-  }
-  std::multiset<std::string> rest;
-  std::set_difference(inSyms.begin(), inSyms.end(), outSyms.begin(), outSyms.end(),
-                      std::inserter(rest, rest.begin()));
-  bool covered = std::includes(inSyms.begin(), inSyms.end(), outSyms.begin(), outSyms.end());
+  std::optional<Dim> inCount = dimProduct(in), outCount = Dim(1);
+  for (size_t i = 0; i < target.size() && outCount; ++i)
+    if (static_cast<int>(i) != inferAt) outCount = *outCount * target[i];
+  if (!inCount) return c.err("too many elements");
+  if (!outCount) return c.err("the target shape has too many elements");
   if (inferAt < 0) {
-    if (!covered || !rest.empty())
+    if (*inCount != *outCount && inCount->isStatic() && outCount->isStatic())
+      return c.err("cannot reshape " + shapeStr(in) + " (" + inCount->str() + " elements) into " +
+                   shapeStr(target) + " (" + outCount->str() + ")");
+    if (*inCount != *outCount)
       return c.unsupported("reshaping " + shapeStr(in) + " to " + shapeStr(target) +
-                           " needs dynamic shape arithmetic");
-    if (inStatic != outStatic)
-      return c.err("cannot reshape " + std::to_string(inStatic) + " elements into " +
-                   std::to_string(outStatic));
+                           " holds the same elements only at some sizes of its symbols (give "
+                           "them with --dim)");
     return Shape(target.begin(), target.end());
   }
-  Dim& t = target[static_cast<size_t>(inferAt)];
-  if (covered && rest.empty()) {
-    if (outStatic == 0 || inStatic % outStatic != 0)
-      return c.err("cannot infer -1: " + std::to_string(inStatic) +
-                   " elements do not divide into " + std::to_string(outStatic));
-    t = Dim(inStatic / outStatic);
-  } else if (covered && rest.size() == 1 && inStatic == outStatic) {
-    t = Dim::symbol(*rest.begin());
-  } else {
-    return c.unsupported("inferring -1 needs dynamic shape arithmetic");
-  }
+  std::optional<Dim> rest = Dim::quotient(*inCount, *outCount);
+  if (!rest && inCount->isStatic() && outCount->isStatic())
+    return c.err("cannot infer -1: " + inCount->str() + " elements do not divide into " +
+                 outCount->str());
+  if (!rest)
+    return c.unsupported("inferring -1 of " + shapeStr(target) + " from " + shapeStr(in) +
+                         " divides " + inCount->str() + " by " + outCount->str() +
+                         ", which is exact only at some sizes (give them with --dim)");
+  target[static_cast<size_t>(inferAt)] = *rest;
   return Shape(target.begin(), target.end());
 }
 

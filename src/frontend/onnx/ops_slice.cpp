@@ -21,9 +21,25 @@ Value* sliceAxis(Builder& b, Value* x, int64_t axis, int64_t start, int64_t limi
 
 namespace {
 
+// x[:S] along `axis` of a static extent, S symbolic: the IR's leading slice (limit
+// kMaxElements) with the result's extent given.
+Value* slicePrefix(Builder& b, Value* x, int64_t axis, const Dim& length) {
+  const Shape& d = x->type().dims();
+  std::vector<int64_t> lo(d.size(), 0), hi;
+  for (const Dim& e : d) hi.push_back(e.isStatic() ? e.value() : kMaxElements);
+  hi[static_cast<size_t>(axis)] = kMaxElements;
+  Shape out = d;
+  out[static_cast<size_t>(axis)] = length;
+  return b.op(OpCode::Slice, {x}, {{"start", intsAttr(lo)}, {"limit", intsAttr(hi)}},
+              {x->type().withDims(out)});
+}
+
 // Slices x along `axes` with ONNX's clamping rules; a negative step reverses the axis first.
+// `symbolicEnds` (empty, or one per axis) holds ends that are symbolic dims: a whole symbolic
+// axis, or a prefix x[:S] of a static one.
 Status sliceWith(OpContext& c, Value* x, std::vector<int64_t> starts, std::vector<int64_t> ends,
-                 std::optional<std::vector<int64_t>> axesOpt, std::vector<int64_t> steps) {
+                 std::optional<std::vector<int64_t>> axesOpt, std::vector<int64_t> steps,
+                 const std::vector<Dim>& symbolicEnds = {}) {
   int64_t rank = x->type().rank();
   std::vector<int64_t> axes;
   if (axesOpt) {
@@ -38,6 +54,19 @@ Status sliceWith(OpContext& c, Value* x, std::vector<int64_t> starts, std::vecto
     int64_t a = axes[i], s = starts[i], e = ends[i], st = steps[i];
     if (st == 0) return c.err("steps must not be 0");
     const Dim& dim = x->type().dim(a);
+    if (i < symbolicEnds.size() && symbolicEnds[i].isSymbolic()) {
+      const Dim& end = symbolicEnds[i];
+      if (s != 0 || st != 1)
+        return c.unsupported("a slice to symbolic end " + end.str() +
+                             " must start at 0 with step 1");
+      if (end == dim) continue;  // the whole axis
+      if (dim.isSymbolic())
+        return c.unsupported("slicing symbolic dimension " + dim.str() + " to " + end.str() +
+                             " is not supported");
+      x = slicePrefix(c.b, x, a, end);
+      ONNX_BUILT(c, x);
+      continue;
+    }
     if (dim.isSymbolic()) {
       if (s == 0 && st == 1 && e >= std::numeric_limits<int32_t>::max()) continue;  // whole axis
       return c.unsupported("slicing symbolic dimension " + dim.str() + " is not supported");
@@ -75,7 +104,13 @@ Status sliceAttr(OpContext& c) {
 Status slice(OpContext& c) {
   KILN_ASSIGN_OR_RETURN(Value * x, c.req(0));
   KILN_ASSIGN_OR_RETURN(auto starts, c.knownInts(1, "the starts"));
-  KILN_ASSIGN_OR_RETURN(auto ends, c.knownInts(2, "the ends"));
+  KILN_ASSIGN_OR_RETURN(auto endDims, c.knownDims(2, "the ends"));
+  std::vector<int64_t> ends;
+  std::vector<Dim> symbolicEnds;
+  for (const ShapeEntry& e : endDims) {
+    ends.push_back(e.value);
+    symbolicEnds.push_back(e.isSymbol() ? e.symbolic : Dim(0));
+  }
   std::optional<std::vector<int64_t>> axes;
   std::vector<int64_t> steps;
   if (c.has(3)) {
@@ -84,7 +119,7 @@ Status slice(OpContext& c) {
   if (c.has(4)) {
     KILN_ASSIGN_OR_RETURN(steps, c.knownInts(4, "the steps"));
   }
-  return sliceWith(c, x, starts, ends, axes, steps);
+  return sliceWith(c, x, starts, ends, axes, steps, symbolicEnds);
 }
 
 Status splitBy(OpContext& c, Value* x, std::vector<int64_t> sizes) {

@@ -159,6 +159,7 @@ struct Lexer::Impl {
       case ',': return single(Tok::Comma);
       case '=': return single(Tok::Equal);
       case ':': return single(Tok::Colon);
+      case '*': return single(Tok::Star);
       case '%': return lexName(t, Tok::ValueName);
       case '@': return lexName(t, Tok::GlobalName);
       case '"': {

@@ -31,6 +31,7 @@ enum class Tok {
   Comma,
   Equal,
   Colon,
+  Star,   // * (in a product of dims: 4*N)
   Arrow,  // ->
   Error,  // a lexical error: str is the message, line:col its place
 };

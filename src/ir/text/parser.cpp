@@ -51,6 +51,7 @@ const char* tokKindName(Tok k) {
     case Tok::Comma: return "','";
     case Tok::Equal: return "'='";
     case Tok::Colon: return "':'";
+    case Tok::Star: return "'*'";
     case Tok::Arrow: return "'->'";
     case Tok::Error: return "a valid token";
   }
@@ -133,6 +134,7 @@ class Parser {
   Status parseReturn(Function* f, const std::vector<TensorType>& resultTypes);
   Status parseTypeList(std::vector<TensorType>& types);
   StatusOr<TensorType> parseType();
+  StatusOr<Dim> parseDim();
   Status parseLoc(std::string& origin);
   Status parseAttrs(OpCode op, const std::vector<TensorType>& declared, AttrMap& attrs,
                     std::vector<PendingData>& pending);
@@ -376,19 +378,35 @@ StatusOr<TensorType> Parser::parseType() {
   Shape dims;
   while (!at(Tok::RBracket)) {
     if (!dims.empty()) KILN_RETURN_IF_ERROR(expect(Tok::Comma));
-    if (at(Tok::Ident)) {
-      dims.push_back(Dim::symbol(std::string(take().text)));
-      continue;
-    }
-    if (!at(Tok::Integer)) return expected("a dimension (an extent or a symbol)");
-    Token t = take();
-    KILN_ASSIGN_OR_RETURN(int64_t d, intValue(t));
-    if (d < 0) return errorAt(t, "negative dimension " + std::to_string(d));
-    if (d > kMaxElements) return errorAt(t, "dimension " + std::to_string(d) + " is too large");
-    dims.emplace_back(d);
+    KILN_ASSIGN_OR_RETURN(Dim d, parseDim());
+    dims.push_back(std::move(d));
   }
   take();
   return TensorType(*dt, std::move(dims));
+}
+
+// An extent, a symbol, or a product of them: 4*N*S.
+StatusOr<Dim> Parser::parseDim() {
+  Dim d(1);
+  for (;;) {
+    Dim f;
+    if (at(Tok::Ident)) {
+      f = Dim::symbol(std::string(take().text));
+    } else if (at(Tok::Integer)) {
+      Token t = take();
+      KILN_ASSIGN_OR_RETURN(int64_t v, intValue(t));
+      if (v < 0) return errorAt(t, "negative dimension " + std::to_string(v));
+      if (v > kMaxElements) return errorAt(t, "dimension " + std::to_string(v) + " is too large");
+      f = Dim(v);
+    } else {
+      return expected("a dimension (an extent or a symbol)");
+    }
+    std::optional<Dim> p = d * f;
+    if (!p) return expected("a dimension of at most 2^40");
+    d = *p;
+    if (!at(Tok::Star)) return d;
+    take();
+  }
 }
 
 Status Parser::parseLoc(std::string& origin) {

@@ -110,13 +110,15 @@ def reshape_by_input():
 
 
 def reshape_by_dim_arithmetic():
-    # y = Reshape(x, [N * 3, 1]) for x: [N, 3]: arithmetic on the named dim N, which imports once
-    # N has a size.
+    # y = Reshape(x, [(N + 1 - 1) * 3, 1]) for x: [N, 3]: arithmetic on the named dim N that is
+    # no product of dims (N + 1), which imports once N has a size.
     i64 = lambda name, v: numpy_helper.from_array(np.array(v, dtype=np.int64), name)
     nodes = [
         helper.make_node("Shape", ["x"], ["s"]),
         helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
-        helper.make_node("Mul", ["n", "three"], ["n3"]),
+        helper.make_node("Add", ["n", "one"], ["n_plus_1"]),
+        helper.make_node("Sub", ["n_plus_1", "one"], ["n_again"]),
+        helper.make_node("Mul", ["n_again", "three"], ["n3"]),
         helper.make_node("Concat", ["n3", "one"], ["target"], axis=0),
         helper.make_node("Reshape", ["x", "target"], ["y"]),
     ]
