@@ -200,7 +200,8 @@ ExprRef cachedPart(const Stmt& r) {
 }
 
 // cacheRows on one block: each Reduce that qualifies, with the later loops and reductions.
-StmtRef cacheRowsInBlock(StmtRef blk, int64_t maxElements, FreshNames& names) {
+StmtRef cacheRowsInBlock(StmtRef blk, int64_t maxElements, FreshNames& names,
+                         const std::vector<Symbol>& symbols) {
   std::vector<StmtRef>& body = blk->body;
   struct Row {
     std::string name;
@@ -212,7 +213,9 @@ StmtRef cacheRowsInBlock(StmtRef blk, int64_t maxElements, FreshNames& names) {
     const StmtRef r = body[a];  // copies: body[a] is replaced below
     if (!r || r->kind != Stmt::Kind::Reduce || r->vars.size() != 1) continue;
     const ExprRef n = r->extents[0];
-    if (n->kind != Expr::Kind::Const || n->i < 2 || n->i > maxElements) continue;
+    // A row of symbolic length is held at its largest.
+    const std::optional<int64_t> size = upperBound(n, symbols);
+    if (!size || *size < 2 || *size > maxElements) continue;
     const ExprRef part = cachedPart(*r);
     if (!part) continue;
     std::set<std::string> reads = loadedBuffers(part);
@@ -233,7 +236,7 @@ StmtRef cacheRowsInBlock(StmtRef blk, int64_t maxElements, FreshNames& names) {
     const StmtRef reduce = replaceIn(r, part, load(row, part->type, var(r->vars[0])));
     body[a] = block(
         {forLoop(r->vars[0], n, LoopKind::Serial, store(row, var(r->vars[0]), part)), reduce});
-    rows.push_back({row, part->type, n->i});
+    rows.push_back({row, part->type, *size});
   }
   StmtRef out = blk;
   for (const Row& row : rows) out = alloc(row.name, row.type, row.size, MemoryScope::Local, out);
@@ -357,27 +360,32 @@ StmtRef outerLoops(const Stmt& r, StmtRef inner) {
   return inner;
 }
 
+// The Reduce `r` as L vector lanes over its innermost loop (a tail loop for n % L), then the
+// lanes combined in order. A symbolic extent n gets both loops, with extents n / L and n % L.
 StmtRef splitReduce(const StmtRef& r, int64_t L, FreshNames& names) {
   const std::string& v = r->vars.back();
-  const int64_t n = r->extents.back()->i;
+  const ExprRef n = r->extents.back();
+  const bool symbolic = n->kind != Expr::Kind::Const;
   const DType t = r->value->type;
   std::string lanes = names.fresh("lanes");
   auto update = [&](const ExprRef& lane, const ExprRef& j) {
     return store(lanes, lane,
                  reduceCombine(r->reduce, load(lanes, t, lane), substitute(r->value, v, j)));
   };
+  const ExprRef whole = binary(BinaryOp::Div, n, intConst(L));
+  const ExprRef tail = binary(BinaryOp::Rem, n, intConst(L));
   std::vector<StmtRef> accumulate;
-  if (n / L > 0) {
+  if (symbolic || n->i / L > 0) {
     std::string jo = names.fresh("j"), l = names.fresh("l");
     ExprRef j = binary(BinaryOp::Add, binary(BinaryOp::Mul, var(jo), intConst(L)), var(l));
-    accumulate.push_back(forLoop(jo, intConst(n / L), LoopKind::Serial,
+    accumulate.push_back(forLoop(jo, whole, LoopKind::Serial,
                                  forLoop(l, intConst(L), LoopKind::Vectorized, update(var(l), j))));
   }
-  if (n % L > 0) {
-    std::string tail = names.fresh("t");
-    accumulate.push_back(
-        forLoop(tail, intConst(n % L), LoopKind::Serial,
-                update(var(tail), binary(BinaryOp::Add, intConst(n - n % L), var(tail)))));
+  if (symbolic || n->i % L > 0) {
+    std::string tv = names.fresh("t");
+    ExprRef start = binary(BinaryOp::Mul, whole, intConst(L));
+    accumulate.push_back(forLoop(tv, tail, LoopKind::Serial,
+                                 update(var(tv), binary(BinaryOp::Add, start, var(tv)))));
   }
   std::string init = names.fresh("l"), merge = names.fresh("l");
   ExprRef acc = load(r->buffer, t, r->index);
@@ -560,7 +568,7 @@ Kernel partitionLoops(const Kernel& k, int64_t maxPieces) {
 Kernel cacheRows(const Kernel& k, int64_t maxElements) {
   FreshNames names(k);
   return rewriteKernel(k, [&](StmtRef s) {
-    return s->kind == Stmt::Kind::Block ? cacheRowsInBlock(s, maxElements, names) : s;
+    return s->kind == Stmt::Kind::Block ? cacheRowsInBlock(s, maxElements, names, k.symbols) : s;
   });
 }
 
@@ -619,8 +627,8 @@ Kernel splitReductions(const Kernel& k, int64_t lanes, bool reassociate) {
   FreshNames names(k);
   return rewriteKernel(k, [&](StmtRef s) {
     if (s->kind != Stmt::Kind::Reduce) return s;
-    const ExprRef& n = s->extents.back();
-    if (n->kind != Expr::Kind::Const || n->i < 2 * lanes) return s;
+    const std::optional<int64_t> n = upperBound(s->extents.back(), k.symbols);
+    if (!n || *n < 2 * lanes) return s;
     if (!reassociate && reduceDependsOnOrder(s->reduce, s->value->type)) return s;
     if (!readsContiguously(s->value, s->vars.back())) return s;
     return splitReduce(s, lanes, names);

@@ -43,6 +43,7 @@ std::optional<int64_t> checked(BinaryOp op, int64_t a, int64_t b) {
 class Simplifier {
  public:
   Kernel run(const Kernel& k) {
+    for (const Symbol& sym : k.symbols) vars_[sym.name] = Range{sym.lo, sym.hi};
     Kernel out = k;
     out.body = stmt(k.body);
     return out;
@@ -59,10 +60,11 @@ class Simplifier {
         if (b && !within(*b, lo, hi)) return false;
       return true;
     }
-    if (!isConst(s.extent) || s.extent->i <= 0) return false;
+    std::optional<Range> loop = loopRange(s.extent);
+    if (!loop) return false;
     std::optional<Range> saved;
     if (auto it = vars_.find(s.var); it != vars_.end()) saved = it->second;
-    vars_[s.var] = Range{0, s.extent->i - 1};
+    vars_[s.var] = *loop;
     forget();
     bool ok = !s.body[0] || within(*s.body[0], lo, hi);
     if (saved) vars_[s.var] = *saved;
@@ -80,7 +82,7 @@ class Simplifier {
       std::optional<Range> saved;
       auto it = vars_.find(s->var);
       if (it != vars_.end()) saved = it->second;
-      if (isConst(out->extent) && out->extent->i > 0) vars_[s->var] = Range{0, out->extent->i - 1};
+      if (std::optional<Range> loop = loopRange(out->extent)) vars_[s->var] = *loop;
       else vars_.erase(s->var);
       forget();
       for (StmtRef& b : out->body) b = stmt(b);
@@ -102,14 +104,21 @@ class Simplifier {
     out->index = expr(out->index);
     for (size_t i = 0; i < out->vars.size(); ++i) {
       out->extents[i] = expr(out->extents[i]);
-      const ExprRef& n = out->extents[i];
-      if (isConst(n) && n->i > 0) vars_[out->vars[i]] = Range{0, n->i - 1};
+      if (std::optional<Range> loop = loopRange(out->extents[i])) vars_[out->vars[i]] = *loop;
     }
     forget();
     out->value = expr(out->value);
     for (const std::string& v : out->vars) vars_.erase(v);
     forget();
     return out;
+  }
+
+  // The range of a loop's variable: [0, extent) for the largest extent the symbols' ranges
+  // allow; nullopt for a loop that never runs or an extent of unknown range.
+  std::optional<Range> loopRange(const ExprRef& extent) const {
+    std::optional<Range> n = range(extent);
+    if (!n || n->hi <= 0) return std::nullopt;
+    return Range{0, n->hi - 1};
   }
 
   // The memos hold results for the variable ranges in force; a loop scope changes them.
@@ -284,6 +293,10 @@ class Simplifier {
         x->args[1]->i > 0 && nonNegative(x->args[0])) {
       if (auto ab = checked(BinaryOp::Mul, x->args[1]->i, d)) return divide(x->args[0], *ab);
     }
+    // x % m / d -> x / d % (m / d) when d divides m (one spelling for a digit of a flat index)
+    if (x->kind == Expr::Kind::Binary && x->binary == BinaryOp::Rem && isConst(x->args[1]) &&
+        x->args[1]->i > d && x->args[1]->i % d == 0 && nonNegative(x->args[0]))
+      return remainder(divide(x->args[0], d), x->args[1]->i / d);
     // (a * c) / d -> a / (d / c) when c divides d
     if (x->kind == Expr::Kind::Binary && x->binary == BinaryOp::Mul && isConst(x->args[1]) &&
         x->args[1]->i > 0 && d % x->args[1]->i == 0 && nonNegative(x->args[0]))

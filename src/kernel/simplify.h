@@ -13,16 +13,18 @@
 //   (c*w + r) / d -> w / (d / c)          when c divides d and 0 <= r < c
 //   (c*w + r) % d -> w % (d / c) * c + r  when c divides d and 0 <= r < c
 //   x / a / b -> x / (a * b)
+//   x % m / d -> x / d % (m / d)          when d divides m
 //   x % a % b -> x % b                    when b divides a
 //   x / d * (c*d) + x % d * c -> x * c
 //   x / (a*b) * (c*b) + x / a % b * c -> x / a * c
 //   min(a, b) -> a and max(a, b) -> b     when a's range lies below b's
 //   i -> 0                                for the variable of a loop of extent 1
-// Ranges come from the enclosing loops ([0, extent) for a constant extent) and propagate
-// through +, -, *, /, %, min and max; an expression whose range is unknown is left as it is.
-// Every rewrite is exact for the values the ranges allow (truncating division of non-negative
-// numbers), so the simplified kernel computes the same results. Results and ranges are memoised
-// per node within a loop scope, so the work is linear in the size of the expression DAG.
+// Ranges come from the kernel's symbols (sym N in [1, 64]) and the enclosing loops ([0, extent)
+// for the largest extent the symbols allow) and propagate through +, -, *, /, %, min and max; an
+// expression whose range is unknown is left as it is. Every rewrite is exact for the values the
+// ranges allow (truncating division of non-negative numbers), so the simplified kernel computes the
+// same results. Results and ranges are memoised per node within a loop scope, so the work is linear
+// in the size of the expression DAG.
 #pragma once
 
 #include "kernel/kernel_ir.h"
