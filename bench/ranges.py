@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """One compile over a range of sizes against a compile for each size, side by side.
 
-For each thread count, compiles MODEL once over the range (`kiln compile --dim N=LO..HI`) and,
-at each sampled size, times that artifact and a compile specialised to the size (`kiln bench
---dim N=SIZE --no-cache`) on the same seeded random inputs, alternating them for --rounds rounds.
-Prints per size the two medians (the median of the rounds' medians) and range / specialised
-(1.00 = as fast; the target is at most 1.10), then the two compile times.
+For each thread count, compiles MODEL once over the ranges (`kiln compile --dim N=LO..HI`, one
+--dim per symbol) and, at each sampled size, times that artifact and a compile specialised to the
+size (`kiln bench --dim N=SIZE --no-cache`) on the same seeded random inputs, alternating them for
+--rounds rounds. Prints per size the two medians (the median of the rounds' medians) and range /
+specialised (1.00 = as fast; the target is at most 1.10), then the two compile times.
 
     /usr/bin/python3 bench/ranges.py --model build/models/resnet18_dynbatch/model.onnx \\
         --dim N=1..64 --sizes 1,8,17,32,64 --threads 1,2
+    /usr/bin/python3 bench/ranges.py --model bert_dynamic.onnx --dim N=1..32 --dim S=1..512 \\
+        --sizes "N=1,S=16;N=4,S=128;N=3,S=37;N=8,S=384;N=32,S=64"
 """
 import argparse
 import json
@@ -19,16 +21,19 @@ import sys
 import tempfile
 
 
-def bench(kiln, program, dim, threads, repeat, extra=()):
-    """(median run ms, compile ms) of `kiln bench` on seeded random inputs sized by `dim`."""
-    cmd = [kiln, "bench", program, "--random-inputs", "--dim", dim, "--threads", str(threads),
+def bench(kiln, program, dims, threads, repeat, extra=()):
+    """(median run ms, compile ms) of `kiln bench` on seeded random inputs sized by `dims`
+    (SYMBOL=SIZE or SYMBOL=LO..HI entries)."""
+    cmd = [kiln, "bench", program, "--random-inputs", "--threads", str(threads),
            "--repeat", str(repeat), "--json"] + list(extra)
+    for d in dims:
+        cmd += ["--dim", d]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"ranges.py: {' '.join(cmd)} failed:\n{out.stderr.strip()}")
     r = json.loads(out.stdout)
     if "recompile_ms" in r:
-        sys.exit(f"ranges.py: {program} compiled again for {dim}: not in its range")
+        sys.exit(f"ranges.py: {program} compiled again for {dims}: not in its range")
     return r["run_ms"]["median"], r["compile_ms"]["total"]
 
 
@@ -36,38 +41,44 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--kiln", default="build/bin/kiln")
     p.add_argument("--model", required=True)
-    p.add_argument("--dim", required=True, help="SYMBOL=LO..HI, the range")
-    p.add_argument("--sizes", required=True, help="comma-separated sizes in the range")
+    p.add_argument("--dim", required=True, action="append",
+                   help="SYMBOL=LO..HI, a range (repeat for several symbols)")
+    p.add_argument("--sizes", required=True,
+                   help="sizes in the ranges: comma-separated numbers for one symbol, else "
+                        "';'-separated entries such as N=4,S=128")
     p.add_argument("--threads", default="1,2")
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--rounds", type=int, default=2)
     args = p.parse_args()
-    symbol, span = args.dim.split("=", 1)
-    sizes = [int(s) for s in args.sizes.split(",")]
+    if len(args.dim) == 1 and ";" not in args.sizes and "=" not in args.sizes:
+        symbol = args.dim[0].split("=", 1)[0]
+        points = [[f"{symbol}={s}"] for s in args.sizes.split(",")]
+    else:
+        points = [entry.split(",") for entry in args.sizes.split(";")]
     with tempfile.TemporaryDirectory() as tmp:
-        print(f"{args.model}: one compile over {args.dim} against one per size "
+        print(f"{args.model}: one compile over {' '.join(args.dim)} against one per size "
               f"(median ms of {args.rounds} rounds of {args.repeat} runs)")
         print("| threads | size | range | specialised | range / specialised |")
         print("| ---: | ---: | ---: | ---: | ---: |")
         for t in [int(x) for x in args.threads.split(",")]:
             artifact = os.path.join(tmp, f"range{t}.kiln")
-            out = subprocess.run([args.kiln, "compile", args.model, "--dim", args.dim,
-                                  "--threads", str(t), "-o", artifact],
-                                 capture_output=True, text=True)
+            cmd = [args.kiln, "compile", args.model, "--threads", str(t), "-o", artifact]
+            for d in args.dim:
+                cmd += ["--dim", d]
+            out = subprocess.run(cmd, capture_output=True, text=True)
             if out.returncode != 0:
                 sys.exit(f"ranges.py: kiln compile failed:\n{out.stderr.strip()}")
             compiles = []
-            for size in sizes:
+            for point in points:
                 ranged, special = [], []
                 for _ in range(args.rounds):
-                    ranged.append(bench(args.kiln, artifact, f"{symbol}={size}", t,
-                                        args.repeat)[0])
-                    ms, compile_ms = bench(args.kiln, args.model, f"{symbol}={size}", t,
-                                           args.repeat, ["--no-cache"])
+                    ranged.append(bench(args.kiln, artifact, point, t, args.repeat)[0])
+                    ms, compile_ms = bench(args.kiln, args.model, point, t, args.repeat,
+                                           ["--no-cache"])
                     special.append(ms)
                     compiles.append(compile_ms)
                 r, s = statistics.median(ranged), statistics.median(special)
-                print(f"| {t} | {size} | {r:.4f} | {s:.4f} | {r / s:.2f} |")
+                print(f"| {t} | {' '.join(point)} | {r:.4f} | {s:.4f} | {r / s:.2f} |")
             # The range's cold compile, timed as the specialised ones are.
             _, range_compile = bench(args.kiln, args.model, args.dim, t, 1, ["--no-cache"])
             print(f"compile at {t} thread(s): range {range_compile:.0f} ms, specialised median "

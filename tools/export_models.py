@@ -191,6 +191,14 @@ def make_bert():
     return model, torch.randint(0, 30522, (1, 128), dtype=torch.int64)
 
 
+def make_bert_dynamic():
+    # The BERT-style encoder with batch and sequence as dynamic axes (N, S), positions up to 512:
+    # one compile over N = 1..32, S = 1..512 (bench/ranges.py).
+    model = BertEncoder(seq_len=512)
+    model.eval()
+    return model, torch.randint(0, 30522, (3, 37), dtype=torch.int64)
+
+
 def make_resnet50_b64():
     model, _ = make_resnet50()
     return model, torch.randn(64, 3, 224, 224)
@@ -217,10 +225,15 @@ MODELS = {
     "shufflenet_v2": make_shufflenet_v2,
     "transformer_encoder": make_transformer_encoder,
     "decoder_lm": make_decoder_lm,
+    "bert_dynamic": make_bert_dynamic,
     # The GPU benchmark's larger shapes (bench/gpu.py).
     "resnet50_b64": make_resnet50_b64,
     "bert_base_b8": make_bert_base_b8,
 }
+
+
+# Models whose inputs and outputs keep more than a dynamic batch.
+DYNAMIC_AXES = {"bert_dynamic": {"input": {0: "N", 1: "S"}, "output": {0: "N", 1: "S"}}}
 
 
 def save_pb(array, name, path):
@@ -235,7 +248,8 @@ def export(name, out_dir, opset):
     folder = os.path.join(out_dir, name)
     os.makedirs(os.path.join(folder, "test_data_set_0"), exist_ok=True)
     path = os.path.join(folder, "model.onnx")
-    dynamic = {"input": {0: "N"}, "output": {0: "N"}} if name.endswith("_dynbatch") else None
+    dynamic = DYNAMIC_AXES.get(name, {"input": {0: "N"}, "output": {0: "N"}}
+                               if name.endswith("_dynbatch") else None)
     # Grad mode stays on: under no_grad, nn.TransformerEncoder takes a fused fast path
     # (aten::_transformer_encoder_layer_fwd) that has no ONNX export. The reference output is
     # computed the same way, so it matches the exported graph's computation.
