@@ -106,11 +106,45 @@ struct Item {
   const Value* value = nullptr;  // null for a temp
   int kernel = -1, temp = -1;    // a temp: which kernel and which of its temps
   int64_t bytes = 0;
+  kernel::ExprRef elements;  // symbolic: the element count's expression
+  int64_t elementBytes = 0;
   int first = 0, last = 0;
   // Where the item comes in the function: its node's position and result index (a temp: after
   // every value, by kernel and temp), so that the placement never depends on heap addresses.
   std::pair<size_t, size_t> rank;
 };
+
+// The element count of a kernel buffer of symbolic dims, as an expression of the symbols.
+kernel::ExprRef elementCount(const kernel::Buffer& b) {
+  kernel::ExprRef n = kernel::intConst(1);
+  for (const kernel::ExprRef& e : b.extents()) n = kernel::binary(kernel::BinaryOp::Mul, n, e);
+  return n;
+}
+
+// The plan's items for offsetsAt: each with its offset, size and the items live at once with it
+// that lie below it. Only a plan with symbolic items needs the last.
+void recordItems(const std::vector<Item>& items,
+                 const std::vector<std::pair<size_t, int64_t>>& placed, int64_t alignment,
+                 BufferPlan& p) {
+  p.alignment = alignment;
+  p.items.resize(items.size());
+  for (const auto& [i, offset] : placed) {
+    ArenaItem& a = p.items[i];
+    a.offset = offset;
+    a.first = items[i].first;
+    a.last = items[i].last;
+    a.elements = items[i].elements;
+    a.bytes = alignUp(items[i].bytes, alignment);
+    a.elementBytes = items[i].elementBytes;
+  }
+  if (std::none_of(items.begin(), items.end(), [](const Item& i) { return i.elements; })) return;
+  for (size_t i = 0; i < p.items.size(); ++i)
+    for (size_t j = 0; j < p.items.size(); ++j) {
+      const ArenaItem &a = p.items[i], &b = p.items[j];
+      if (j != i && b.first <= a.last && a.first <= b.last && b.offset + b.bytes <= a.offset)
+        p.items[i].below.push_back(int(j));
+    }
+}
 
 }  // namespace
 
@@ -142,7 +176,9 @@ StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Ke
     return p.values.emplace(v, s).first->second;
   };
   // Liveness: the kernel that defines each value and the last that reads it.
+  std::map<const Value*, kernel::ExprRef> elementsOf;  // of values with symbolic dims
   p.temps.resize(kernels.size());
+  p.tempItems.resize(kernels.size());
   for (size_t i = 0; i < kernels.size(); ++i) {
     for (const kernel::Buffer& b : kernels[i].buffers) {
       if (b.role == kernel::BufferRole::Temp || b.role == kernel::BufferRole::Internal) continue;
@@ -151,8 +187,10 @@ StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Ke
                              " holds no graph value");
       Slot& s = slotFor(b.value);
       // A value of symbolic dims takes the most its kernels' buffers can hold.
-      if (!b.value->type().isStatic())
+      if (!b.value->type().isStatic()) {
         s.bytes = std::max(s.bytes, b.elements() * static_cast<int64_t>(dtypeSize(b.type)));
+        if (b.isSymbolic() && !elementsOf.count(b.value)) elementsOf[b.value] = elementCount(b);
+      }
       if (b.role == kernel::BufferRole::Output) s.first = static_cast<int>(i);
       s.last = std::max(s.last, static_cast<int>(i));
     }
@@ -204,7 +242,16 @@ StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Ke
   for (auto& [v, s] : p.values) {
     if (s.storage != Storage::Arena || s.sharesWith || s.sliceOf) continue;
     itemOf[v] = items.size();
-    items.push_back(Item{v, -1, -1, s.bytes, s.first, s.last, {position.at(v->def()), v->index()}});
+    auto e = elementsOf.find(v);
+    items.push_back(Item{v,
+                         -1,
+                         -1,
+                         s.bytes,
+                         e == elementsOf.end() ? nullptr : e->second,
+                         int64_t(dtypeSize(v->type().dtype())),
+                         s.first,
+                         s.last,
+                         {position.at(v->def()), v->index()}});
   }
   for (auto& [v, s] : p.values) {
     if (!s.sharesWith) continue;
@@ -219,10 +266,13 @@ StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Ke
       if (b.role != kernel::BufferRole::Temp) continue;
       int64_t bytes = b.elements() * static_cast<int64_t>(dtypeSize(b.type));
       const KernelRange* r = rangeOf[i];
+      p.tempItems[i].push_back(int(items.size()));
       items.push_back(Item{nullptr,
                            int(i),
                            t,
                            bytes,
+                           b.isSymbolic() ? elementCount(b) : nullptr,
+                           int64_t(dtypeSize(b.type)),
                            r ? r->first : int(i),
                            r ? r->last : int(i),
                            {f.nodes().size() + i, static_cast<size_t>(t)}});
@@ -265,14 +315,43 @@ StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Ke
     else p.temps[static_cast<size_t>(it.kernel)][static_cast<size_t>(it.temp)] = offset;
   }
   for (auto& [v, s] : p.values) {
+    if (s.storage == Storage::Arena && !s.sharesWith && !s.sliceOf) s.item = int(itemOf.at(v));
     if (!s.sharesWith) continue;
     const Value* root = s.sharesWith;
     while (p.values[root].sharesWith) root = p.values[root].sharesWith;
     s.offset = p.values[root].offset;
+    s.item = int(itemOf.at(root));
   }
-  for (auto& [v, s] : p.values)
-    if (s.sliceOf) s.offset = p.values[s.sliceOf].offset + s.sliceBytes;
+  for (auto& [v, s] : p.values) {
+    if (!s.sliceOf) continue;
+    s.offset = p.values[s.sliceOf].offset + s.sliceBytes;
+    s.item = p.values[s.sliceOf].item;
+  }
+  recordItems(items, placed, alignment, p);
   return p;
+}
+
+std::vector<int64_t> BufferPlan::offsetsAt(const std::map<std::string, int64_t>& sizes) const {
+  if (std::none_of(items.begin(), items.end(), [](const ArenaItem& i) { return i.elements; }))
+    return {};
+  std::vector<size_t> order(items.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return items[a].offset < items[b].offset; });
+  std::vector<int64_t> at(items.size(), 0), bytes(items.size(), 0);
+  for (size_t i : order) {
+    const ArenaItem& it = items[i];
+    bytes[i] = it.bytes;
+    if (it.elements) {
+      auto n = kernel::evaluateExtent(it.elements, [&](const std::string& s) {
+        auto f = sizes.find(s);
+        return f == sizes.end() ? std::nullopt : std::optional<int64_t>(f->second);
+      });
+      if (n) bytes[i] = std::min(it.bytes, alignUp(*n * it.elementBytes, alignment));
+    }
+    for (int b : it.below) at[i] = std::max(at[i], at[size_t(b)] + bytes[size_t(b)]);
+  }
+  return at;
 }
 
 std::string describeBufferPlan(const BufferPlan& p) {
@@ -285,8 +364,12 @@ std::string describeBufferPlan(const BufferPlan& p) {
   char ratio[32];
   std::snprintf(ratio, sizeof ratio, "%.2f",
                 p.lowerBoundBytes ? double(p.arenaBytes) / double(p.lowerBoundBytes) : 1.0);
-  return "arena " + mib(p.arenaBytes) + " (liveness lower bound " + mib(p.lowerBoundBytes) +
-         ", ratio " + ratio + "; " + std::to_string(p.inPlace) + " values written in place)";
+  bool symbolic =
+      std::any_of(p.items.begin(), p.items.end(), [](const ArenaItem& i) { return i.elements; });
+  return "arena " + mib(p.arenaBytes) + (symbolic ? " at the top of the ranges" : "") +
+         " (liveness lower bound " + mib(p.lowerBoundBytes) + ", ratio " + ratio + "; " +
+         std::to_string(p.inPlace) + " values written in place" +
+         (symbolic ? "; a run packs its buffers at its own sizes" : "") + ")";
 }
 
 }  // namespace kiln::runtime

@@ -26,6 +26,7 @@ struct Slot {
   Storage storage = Storage::Arena;
   int64_t bytes = 0;
   int64_t offset = 0;       // Arena: byte offset; Parameter: parameter index; Output: output index
+  int item = -1;            // Arena: the BufferPlan::items entry whose memory it is
   int first = 0, last = 0;  // kernels that define and last read it (Arena)
   const Value* sharesWith = nullptr;  // in place: the input whose memory it takes
   // A slice of a concatenation its producers write in place (kernel::Buffer::view): the
@@ -34,10 +35,35 @@ struct Slot {
   int64_t sliceBytes = 0;
 };
 
+// One block of the arena: a value (with those written over it in place) or a temp.
+struct ArenaItem {
+  int64_t offset = 0;  // in the plan, which holds every symbol at the top of its range
+  int first = 0, last = 0;
+  // Symbolic: bytes = elementBytes * elements at a run's sizes (elements an expression of the
+  // kernels' symbols); null when the item's size is static.
+  kernel::ExprRef elements;
+  int64_t bytes = 0, elementBytes = 0;
+  std::vector<int> below;  // items live at once with it that the plan puts below it
+};
+
 struct BufferPlan {
   std::map<const Value*, Slot> values;
-  // Arena offsets of each kernel's Temp buffers, in the order of its buffer list.
+  // Arena offsets of each kernel's Temp buffers, in the order of its buffer list, and their items.
   std::vector<std::vector<int64_t>> temps;
+  std::vector<std::vector<int>> tempItems;
+  std::vector<ArenaItem> items;
+  int64_t alignment = kBufferAlignment;
+  // A program over ranges: offsets as functions of the symbols. At a run's sizes each item sits
+  // right above the items the plan puts below it (sizes as they are, not at the range's top), so
+  // a small run's buffers lie together rather than a largest-size apart. Never above the plan's
+  // offsets. Empty when every item's size is static (the plan's offsets hold).
+  std::vector<int64_t> offsetsAt(const std::map<std::string, int64_t>& sizes) const;
+  // The address offset of an arena slot in a run whose item offsets are `at` (offsetsAt; empty:
+  // the plan's).
+  int64_t offsetOf(const Slot& s, const std::vector<int64_t>& at) const {
+    return at.empty() || s.item < 0 ? s.offset
+                                    : at[size_t(s.item)] + s.offset - items[size_t(s.item)].offset;
+  }
   int64_t arenaBytes = 0;
   // The most bytes live at once over the kernel order (arena values and temps): no assignment can
   // use less.

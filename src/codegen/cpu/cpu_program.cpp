@@ -635,6 +635,7 @@ Status CpuProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& 
   const Function& f = *m.f;
   KILN_ASSIGN_OR_RETURN(SymbolBindings sizes, runtime::runSizes(f, inputs, m.options.ranges));
   runtime::prepareOutputs(f, outputs, sizes);
+  const std::vector<int64_t> itemOffsets = m.buffers.offsetsAt(sizes);
   std::shared_ptr<std::byte> arena = takeArena(m);
   // Back to the free list when this run ends, however it ends.
   struct ArenaReturn {
@@ -654,7 +655,7 @@ Status CpuProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& 
       case Storage::Constant:
         return const_cast<std::byte*>(v->def()->constantData().tensor.bytes());
       case Storage::Output: return outputs[static_cast<size_t>(s.offset)].mutableBytes();
-      case Storage::Arena: return arena.get() + s.offset;
+      case Storage::Arena: return arena.get() + m.buffers.offsetOf(s, itemOffsets);
     }
     return nullptr;
   };
@@ -673,7 +674,9 @@ Status CpuProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& 
     size_t temp = 0;
     for (const kernel::Buffer& b : m.kernels[i].buffers) {
       if (b.role == kernel::BufferRole::Temp)
-        a.ptrs.push_back(arena.get() + m.buffers.temps[i][temp++]);
+        a.ptrs.push_back(arena.get() + (itemOffsets.empty()
+                                            ? m.buffers.temps[i][temp++]
+                                            : itemOffsets[size_t(m.buffers.tempItems[i][temp++])]));
       else if (b.role == kernel::BufferRole::Internal) a.ptrs.push_back(nullptr);  // no memory
       else a.ptrs.push_back(address(b.value));
     }
