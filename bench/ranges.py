@@ -79,8 +79,10 @@ def main():
                     compiles.append(compile_ms)
                 r, s = statistics.median(ranged), statistics.median(special)
                 print(f"| {t} | {' '.join(point)} | {r:.4f} | {s:.4f} | {r / s:.2f} |")
-            # The range's cold compile, timed as the specialised ones are.
-            _, range_compile = bench(args.kiln, args.model, args.dim, t, 1, ["--no-cache"])
+            # The range's cold compile, timed as the specialised ones are (median of --rounds).
+            range_compile = statistics.median(
+                bench(args.kiln, args.model, args.dim, t, 1, ["--no-cache"])[1]
+                for _ in range(args.rounds))
             print(f"compile at {t} thread(s): range {range_compile:.0f} ms, specialised median "
                   f"{statistics.median(compiles):.0f} ms "
                   f"({range_compile / statistics.median(compiles):.2f}x)")

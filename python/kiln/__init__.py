@@ -62,9 +62,10 @@ def _options(backend, threads, dims, opt_level, cache_dir, dump_dir, precision="
     sizes, ranges = {}, {}
     for k, v in (dims or {}).items():
         if isinstance(v, (tuple, list)):
-            if len(v) != 2:
-                raise ValueError(f"dims[{k!r}]: a range is (lo, hi), got {v!r}")
-            ranges[str(k)] = (int(v[0]), int(v[1]))
+            if len(v) not in (2, 3) or (len(v) == 3 and v[2] != "pow2"):
+                raise ValueError(f"dims[{k!r}]: a range is (lo, hi) or (lo, hi, 'pow2'), "
+                                 f"got {v!r}")
+            ranges[str(k)] = (int(v[0]), int(v[1]), len(v) == 3)
         else:
             sizes[str(k)] = int(v)
     return _kiln.options(

@@ -122,7 +122,9 @@ py::list guards(const runtime::Executable& exe) {
     py::dict d;
     d["symbol"] = g.symbol;
     d["value"] = g.value;
-    if (g.range) d["range"] = py::make_tuple(g.range->lo, g.range->hi);
+    if (g.range)
+      d["range"] = g.range->pow2 ? py::make_tuple(g.range->lo, g.range->hi, "pow2")
+                                 : py::make_tuple(g.range->lo, g.range->hi);
     py::list checks;
     for (auto [input, dim] : g.checks)
       checks.append(py::make_tuple(f.parameter(input)->name(), dim));

@@ -38,7 +38,7 @@ struct PyExecutable {
 
 CompileOptions makeOptions(const std::string& backend, int threads,
                            const std::map<std::string, int64_t>& dims,
-                           const std::map<std::string, std::pair<int64_t, int64_t>>& ranges,
+                           const std::map<std::string, std::tuple<int64_t, int64_t, bool>>& ranges,
                            int optLevel, const std::string& cacheDir, const std::string& dumpDir,
                            const std::string& precision, bool recompile) {
   CompileOptions o;
@@ -50,10 +50,11 @@ CompileOptions makeOptions(const std::string& backend, int threads,
   o.cacheDir = cacheDir;
   for (const auto& [name, size] : dims) o.dims[name] = size;
   for (const auto& [name, range] : ranges) {
-    if (range.first < 0 || range.second < range.first)
-      throw py::value_error("dims['" + name + "']: the range (" + std::to_string(range.first) +
-                            ", " + std::to_string(range.second) + ") is empty or negative");
-    o.ranges[name] = {range.first, range.second};
+    auto [lo, hi, pow2] = range;
+    if (lo < 0 || hi < lo)
+      throw py::value_error("dims['" + name + "']: the range (" + std::to_string(lo) + ", " +
+                            std::to_string(hi) + ") is empty or negative");
+    o.ranges[name] = {lo, hi, pow2};
   }
   o.instrumentation.dumpDir = dumpDir;
   o.instrumentation.inputLabel = "import";

@@ -78,12 +78,30 @@ StatusOr<SymbolRanges> parseSymbolRanges(std::string_view text) {
   return parseEntries<SymbolRange>(
       text,
       [](std::string_view t, SymbolRange& r) {
+        constexpr std::string_view kPow2 = ":pow2";
+        r.pow2 = t.size() > kPow2.size() && t.substr(t.size() - kPow2.size()) == kPow2;
+        if (r.pow2) t.remove_suffix(kPow2.size());
         size_t dots = t.find("..");
         return dots != std::string_view::npos && parseInteger(t.substr(0, dots), r.lo) &&
                parseInteger(t.substr(dots + 2), r.hi) && r.lo >= 0 && r.hi >= r.lo &&
                r.hi <= kMaxElements;
       },
-      "range", "NAME=LO..HI with 0 <= LO <= HI <= 2^40, e.g. N=1..64", "given twice");
+      "range", "NAME=LO..HI (or NAME=LO..HI:pow2) with 0 <= LO <= HI <= 2^40, e.g. N=1..64",
+      "given twice");
+}
+
+std::string SymbolRange::str() const {
+  return std::to_string(lo) + ".." + std::to_string(hi) + (pow2 ? ":pow2" : "");
+}
+
+SymbolRange SymbolRange::bucketOf(int64_t size) const {
+  int64_t top = 1;
+  while (top < size) top *= 2;
+  SymbolRange b;
+  b.lo = std::max(lo, top / 2 + 1);
+  b.hi = std::min(hi, top);
+  if (size <= 1) b.lo = b.hi = std::max<int64_t>(size, lo);
+  return b;
 }
 
 TensorType atSizes(const TensorType& t, const SymbolBindings& sizes) {

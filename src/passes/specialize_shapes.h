@@ -26,9 +26,16 @@ TensorType atSizes(const TensorType& t, const SymbolBindings& sizes);
 // Symbol -> the extents [lo, hi] one compile serves, e.g. {N: 1..64}.
 struct SymbolRange {
   int64_t lo = 0, hi = 0;
+  // Bucketed (S=1..512:pow2): each run compiles, once, the range of its size's power-of-two
+  // bucket (1, 2, 3..4, 5..8, ..., clipped to lo..hi), and a bucket of one size specialises it.
+  bool pow2 = false;
+  // "1..64", "1..512:pow2".
+  std::string str() const;
+  // The bucket of `size` (in lo..hi) under pow2.
+  SymbolRange bucketOf(int64_t size) const;
 };
 using SymbolRanges = std::map<std::string, SymbolRange>;
-// Parses "N=1..64,S=1..512". Errors name the entry.
+// Parses "N=1..64,S=1..512:pow2". Errors name the entry.
 StatusOr<SymbolRanges> parseSymbolRanges(std::string_view text);
 
 // The bindings that concrete input shapes imply for the parameters of `f` (one shape per

@@ -36,8 +36,7 @@ std::string optionsText(const CompileOptions& o) {
                   (o.reassociate ? " reassociate" : " no-reassociate") +
                   (o.libraryCalls ? "" : " no-library-calls");
   for (const auto& [symbol, size] : o.dims) s += " " + symbol + "=" + std::to_string(size);
-  for (const auto& [symbol, r] : o.ranges)
-    s += " " + symbol + "=" + std::to_string(r.lo) + ".." + std::to_string(r.hi);
+  for (const auto& [symbol, r] : o.ranges) s += " " + symbol + "=" + r.str();
   if (!o.cudaArch.empty()) s += " arch=" + o.cudaArch;
   if (o.precision != "f32") s += " precision=" + o.precision;
   return s;
@@ -160,6 +159,7 @@ struct Executable::Impl {
   };
   mutable std::mutex mu;
   mutable std::map<SymbolBindings, Kept> kept;
+  mutable std::map<SymbolBindings, Kept> buckets;  // by the buckets' lower ends
   mutable uint64_t uses = 0;
   mutable int recompiles = 0;
 };
@@ -547,9 +547,23 @@ Executable::specializationFor(const std::vector<TensorType>& have) const {
   for (size_t i = 0; i < f.numParameters(); ++i) names.push_back(f.parameter(i)->name());
   KILN_ASSIGN_OR_RETURN(SymbolBindings sizes, bindGuards(m.guards, parameterTypes(f), names, have));
   std::string changes = describeChanges(m.guards, sizes);
-  // Sizes within the ranges the program was compiled over run on it.
-  if (changes.empty() && m.guards.ranged())
+  // Sizes within the ranges the program was compiled over run on it, or with pow2 buckets on
+  // their bucket's compile (when it can compile: else on it too).
+  if (changes.empty() && m.guards.ranged()) {
+    SymbolBindings lows;
+    std::string which;
+    for (const DimGuard& g : m.guards.dims) {
+      if (!g.range || !g.range->pow2) continue;
+      SymbolRange b = g.range->bucketOf(sizes.at(g.symbol));
+      lows[g.symbol] = b.lo;
+      which += std::string(which.empty() ? "" : ", ") + g.symbol + "=" +
+               (b.lo == b.hi ? std::to_string(b.lo) : b.str()) + ", the bucket of " + g.symbol +
+               "=" + std::to_string(sizes.at(g.symbol)) + " in " + g.symbol + "=" + g.range->str();
+    }
+    if (!lows.empty() && m.options.recompile && m.source.load)
+      return specialization(lows, which, /*bucket=*/true);
     return std::shared_ptr<const Executable>(std::shared_ptr<const Executable>(), this);
+  }
   if (changes.empty())  // not expected: bindGuards refuses every other difference
     return Status::error("inputs of other types than compiled whose symbolic sizes are the same");
   if (!m.options.recompile || !m.source.load) {
@@ -575,41 +589,44 @@ Executable::specializationFor(const std::vector<TensorType>& have) const {
   return specialization(sizes, changes);
 }
 
-StatusOr<std::shared_ptr<const Executable>>
-Executable::specialization(const SymbolBindings& sizes, const std::string& changes) const {
+StatusOr<std::shared_ptr<const Executable>> Executable::specialization(const SymbolBindings& sizes,
+                                                                       const std::string& changes,
+                                                                       bool bucket) const {
   const Impl& m = *impl_;
+  auto& kept = bucket ? m.buckets : m.kept;
   std::shared_future<Impl::Built> ready;
   std::promise<Impl::Built> promise;
   bool compileHere = false;
   {
     std::lock_guard<std::mutex> lock(m.mu);
-    auto it = m.kept.find(sizes);
-    if (it == m.kept.end()) {
+    auto it = kept.find(sizes);
+    if (it == kept.end()) {
       // The least recently used one goes when the map is full (one being compiled stays).
-      if (m.kept.size() >= kMaxSpecializations) {
-        auto oldest = m.kept.end();
-        for (auto k = m.kept.begin(); k != m.kept.end(); ++k) {
+      if (kept.size() >= kMaxSpecializations) {
+        auto oldest = kept.end();
+        for (auto k = kept.begin(); k != kept.end(); ++k) {
           bool done =
               k->second.ready.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
-          if (done && (oldest == m.kept.end() || k->second.lastUse < oldest->second.lastUse))
+          if (done && (oldest == kept.end() || k->second.lastUse < oldest->second.lastUse))
             oldest = k;
         }
-        if (oldest != m.kept.end()) m.kept.erase(oldest);
+        if (oldest != kept.end()) kept.erase(oldest);
       }
-      it = m.kept.emplace(sizes, Impl::Kept{promise.get_future().share(), 0}).first;
+      it = kept.emplace(sizes, Impl::Kept{promise.get_future().share(), 0}).first;
       compileHere = true;
     }
     it->second.lastUse = ++m.uses;
     ready = it->second.ready;
   }
   if (compileHere) {
-    std::fputs(("kiln: recompiling " + (m.source.name.empty() ? "module" : m.source.name) + ": " +
-                changes + "\n")
+    std::fputs(((bucket ? "kiln: compiling " : "kiln: recompiling ") +
+                (m.source.name.empty() ? std::string("module") : m.source.name) +
+                (bucket ? " for " : ": ") + changes + "\n")
                    .c_str(),
                stderr);
     Impl::Built built;
     try {
-      StatusOr<std::unique_ptr<Executable>> exe = compileFor(sizes);
+      StatusOr<std::unique_ptr<Executable>> exe = bucket ? compileBucket(sizes) : compileFor(sizes);
       if (exe) built.exe = std::move(*exe);
       else built.status = exe.status();
     } catch (const std::exception& e) {
@@ -617,20 +634,39 @@ Executable::specialization(const SymbolBindings& sizes, const std::string& chang
     }
     {
       std::lock_guard<std::mutex> lock(m.mu);
-      ++m.recompiles;
+      if (!bucket) ++m.recompiles;  // a bucket's compile is within the ranges
       // A failed compile is not kept: the next run of these sizes tries again.
-      if (!built.exe) m.kept.erase(sizes);
+      if (!built.exe) kept.erase(sizes);
     }
     promise.set_value(std::move(built));
   }
   const Impl::Built& built = ready.get();
-  if (!built.exe) return Status(built.status).prefix("recompiling for " + changes);
+  if (!built.exe)
+    return Status(built.status).prefix((bucket ? "compiling " : "recompiling for ") + changes);
   return built.exe;
 }
 
-StatusOr<std::unique_ptr<Executable>> Executable::compileFor(const SymbolBindings& sizes) const {
+StatusOr<std::unique_ptr<Executable>>
+Executable::compileBucket(const SymbolBindings& buckets) const {
+  SymbolBindings sizes;  // the symbols whose bucket holds one size
+  SymbolRanges ranges = impl_->options.ranges;
+  for (const auto& [symbol, lo] : buckets) {
+    SymbolRange b = ranges.at(symbol).bucketOf(lo);
+    if (b.lo == b.hi) {
+      sizes[symbol] = b.lo;
+      ranges.erase(symbol);
+    } else {
+      ranges[symbol] = b;
+    }
+  }
+  return compileFor(sizes, &ranges);
+}
+
+StatusOr<std::unique_ptr<Executable>> Executable::compileFor(const SymbolBindings& sizes,
+                                                             const SymbolRanges* ranges) const {
   const Impl& m = *impl_;
   CompileOptions o = m.options;
+  if (ranges) o.ranges = *ranges;
   for (const auto& [symbol, size] : sizes) {
     o.dims[symbol] = size;
     o.ranges.erase(symbol);  // outside its range: this compile is for the size

@@ -172,10 +172,17 @@ class Executable {
                                                      const CompileOptions& options,
                                                      const std::vector<TensorType>& sourceTypes,
                                                      const ModuleSource& source);
-  // The executable for inputs of `sizes` (a kept specialisation, or one compiled now).
+  // The executable for inputs of `sizes` (a kept specialisation, or one compiled now), or with
+  // `bucket` the one of the pow2 buckets that `sizes` holds the lower ends of.
   StatusOr<std::shared_ptr<const Executable>> specialization(const SymbolBindings& sizes,
-                                                             const std::string& changes) const;
-  StatusOr<std::unique_ptr<Executable>> compileFor(const SymbolBindings& sizes) const;
+                                                             const std::string& changes,
+                                                             bool bucket = false) const;
+  // The compile for `sizes` (and with `ranges`, over them instead of the options' ranges).
+  StatusOr<std::unique_ptr<Executable>> compileFor(const SymbolBindings& sizes,
+                                                   const SymbolRanges* ranges = nullptr) const;
+  // The compile over the pow2 buckets whose lower ends `buckets` gives (a bucket of one size
+  // specialised).
+  StatusOr<std::unique_ptr<Executable>> compileBucket(const SymbolBindings& buckets) const;
   // The program itself on inputs it takes (its types, or sizes within its ranges).
   Status runHere(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
                  std::vector<double>* kernelMs) const;

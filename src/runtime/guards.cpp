@@ -24,8 +24,7 @@ DimGuard& guardFor(Guards& g, const std::string& symbol) {
 }  // namespace
 
 std::string DimGuard::compiledFor() const {
-  if (range)
-    return "for " + symbol + "=" + std::to_string(range->lo) + ".." + std::to_string(range->hi);
+  if (range) return "for " + symbol + "=" + range->str();
   if (value < 0) return "with " + symbol + " unbound";
   return "for " + symbol + "=" + std::to_string(value);
 }
@@ -59,7 +58,7 @@ std::string describeGuards(const Guards& g, const std::vector<std::string>& name
   std::string s;
   for (const DimGuard& d : g.dims) {
     s += d.symbol +
-         (d.range        ? " in " + std::to_string(d.range->lo) + ".." + std::to_string(d.range->hi)
+         (d.range        ? " in " + d.range->str()
           : d.value >= 0 ? " = " + std::to_string(d.value)
                          : " unbound") +
          ": ";

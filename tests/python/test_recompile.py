@@ -124,3 +124,18 @@ def test_threads_recompile_safely(model_path, backend):
         t.join()
     assert not errors, errors[0]
     assert exe.recompiles == 3  # batches 2, 3 and 4, each once
+
+
+def test_pow2_buckets_compile_once_each(model_path, backend, capfd):
+    exe = kiln.compile(model_path, backend=backend, dims={"batch": (1, 16, "pow2")})
+    assert exe.guards[0]["range"] == (1, 16, "pow2")
+    for n in (5, 7, 1, 6):
+        x = x_of(n, n)
+        np.testing.assert_allclose(exe(x), expected(x), rtol=1e-5, atol=1e-6)
+    err = capfd.readouterr().err
+    assert err.count("kiln: compiling") == 2, err  # buckets 5..8 and 1
+    assert "for batch=5..8, the bucket of batch=5 in batch=1..16:pow2" in err
+    assert "for batch=1, the bucket of batch=1 in batch=1..16:pow2" in err
+    assert exe.recompiles == 0  # a bucket is within the range
+    with pytest.raises(ValueError, match=r"\(lo, hi, 'pow2'\)"):
+        kiln.compile(model_path, backend=backend, dims={"batch": (1, 16, "pow3")})

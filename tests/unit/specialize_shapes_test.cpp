@@ -39,6 +39,28 @@ const char* kConvNet =
 }
 )";
 
+TEST(SymbolRanges, ParsesRangesAndPow2Buckets) {
+  auto r = parseSymbolRanges("N=1..32,S=1..512:pow2");
+  ASSERT_TRUE(r.isOk()) << r.status().str();
+  EXPECT_FALSE(r->at("N").pow2);
+  EXPECT_TRUE(r->at("S").pow2);
+  EXPECT_EQ(r->at("S").str(), "1..512:pow2");
+  EXPECT_FALSE(parseSymbolRanges("S=1..512:pow3").isOk());
+  // Buckets: 1, 2, 3..4, 5..8, ..., 257..512, clipped to the range.
+  const SymbolRange& s = r->at("S");
+  auto bucket = [&](const SymbolRange& range, int64_t size) { return range.bucketOf(size).str(); };
+  EXPECT_EQ(bucket(s, 1), "1..1");
+  EXPECT_EQ(bucket(s, 2), "2..2");
+  EXPECT_EQ(bucket(s, 3), "3..4");
+  EXPECT_EQ(bucket(s, 40), "33..64");
+  EXPECT_EQ(bucket(s, 64), "33..64");
+  EXPECT_EQ(bucket(s, 512), "257..512");
+  SymbolRange odd{5, 100, true};
+  EXPECT_EQ(bucket(odd, 6), "5..8");
+  EXPECT_EQ(bucket(odd, 99), "65..100");
+  EXPECT_EQ(bucket(odd, 5), "5..8");
+}
+
 TEST(SpecializeShapes, DerivedExtentsBecomeStatic) {
   auto m = parse(kConvNet);
   auto changed = specializeShapes(*m, {{"B", 2}, {"H", 8}, {"W", 6}});

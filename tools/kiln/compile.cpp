@@ -24,7 +24,8 @@ CPU is refused when loaded.
 Options:
   -o, --output FILE      the artifact to write (required)
   --dim SYMBOL=SIZE      size of a symbolic dimension (every symbol needs a size or a range)
-  --dim SYMBOL=LO..HI    compile once for every size in LO..HI (the artifact runs them all)
+  --dim SYMBOL=LO..HI    compile once for every size in LO..HI (the artifact runs them all);
+                         LO..HI:pow2 also compiles each power-of-two bucket on its first run
   -O0                    without the optimisation pipeline
   --backend NAME         the target: cpu (the default) or cuda (NVRTC; needs no GPU)
   --cuda-arch SM         the GPU architecture of cuda code (default: the GPU's, or sm_90)

@@ -212,8 +212,7 @@ Status runProgram(const RunOptions& o) {
     const Function& opt = exe->function();
     std::string bindings = bound.symbols.empty() ? "" : describeBindings(bound.symbols) + "; ";
     for (const auto& [symbol, r] : o.ranges)
-      bindings +=
-          symbol + " compiled over " + std::to_string(r.lo) + ".." + std::to_string(r.hi) + "; ";
+      bindings += symbol + " compiled over " + r.str() + "; ";
     summary.stages.push_back({o.optLevel > 0 ? "optimize (-O1)" : "specialize-shapes", t.passes,
                               bindings + std::to_string(before) + " -> " + describeNodes(opt)});
     const fusion::FusionPlan& plan = exe->plan();

@@ -204,7 +204,8 @@ Options:
                          --random-inputs when no input file fixes the symbol
   --dim SYMBOL=LO..HI    compile once for every size in LO..HI (e.g. --dim N=1..64): kernels
                          read the size when they run, and other sizes compile again; random
-                         inputs take HI when no input file fixes the symbol
+                         inputs take HI when no input file fixes the symbol; LO..HI:pow2
+                         compiles each power-of-two bucket on its first run
   --output-dir DIR       write each output to DIR/NAME.npy (DIR is created when missing); NAME
                          is the output's name in the program, or output_<i> when it has none
   --backend NAME         where to run: cpu (the default), kernels fused and compiled to native

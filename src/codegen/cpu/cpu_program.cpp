@@ -627,6 +627,22 @@ void copyUnwrittenOutputs(const CpuProgram::Impl& m, std::span<const Tensor> inp
   }
 }
 
+// The arena offsets of a run at `sizes` (none for a static plan), computed once per size.
+std::shared_ptr<const std::vector<int64_t>> offsetsFor(const CpuProgram::Impl& m,
+                                                       const SymbolBindings& sizes) {
+  static const auto none = std::make_shared<const std::vector<int64_t>>();
+  if (sizes.empty()) return none;
+  std::vector<int64_t> key;
+  for (const auto& [symbol, size] : sizes) key.push_back(size);
+  std::lock_guard<std::mutex> lock(m.arenaMu);
+  auto it = m.offsetsBySize.find(key);
+  if (it != m.offsetsBySize.end()) return it->second;
+  if (m.offsetsBySize.size() >= 64) m.offsetsBySize.clear();
+  auto at = std::make_shared<const std::vector<int64_t>>(m.buffers.offsetsAt(sizes));
+  m.offsetsBySize.emplace(std::move(key), at);
+  return at;
+}
+
 }  // namespace
 
 Status CpuProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
@@ -635,7 +651,8 @@ Status CpuProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& 
   const Function& f = *m.f;
   KILN_ASSIGN_OR_RETURN(SymbolBindings sizes, runtime::runSizes(f, inputs, m.options.ranges));
   runtime::prepareOutputs(f, outputs, sizes);
-  const std::vector<int64_t> itemOffsets = m.buffers.offsetsAt(sizes);
+  const std::shared_ptr<const std::vector<int64_t>> packed = offsetsFor(m, sizes);
+  const std::vector<int64_t>& itemOffsets = *packed;
   std::shared_ptr<std::byte> arena = takeArena(m);
   // Back to the free list when this run ends, however it ends.
   struct ArenaReturn {

@@ -83,6 +83,10 @@ class CpuProgram final : public runtime::Program {
     mutable std::mutex arenaMu;
     // 64-byte aligned (kBufferAlignment), on huge pages when large (support/large_buffer.h).
     mutable std::vector<std::shared_ptr<std::byte>> freeArenas;
+    // A range program's arena offsets by the symbols' values (BufferPlan::offsetsAt), under
+    // arenaMu; emptied when it reaches 64 sizes.
+    mutable std::map<std::vector<int64_t>, std::shared_ptr<const std::vector<int64_t>>>
+        offsetsBySize;
   };
 
   // Library kernels and code generation (or, with `objects`, linking the object code of an
