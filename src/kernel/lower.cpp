@@ -83,6 +83,12 @@ ExprRef clampIndex(const ExprRef& i, int64_t extent) {
                 intConst(std::max<int64_t>(extent - 1, 0)));
 }
 
+ExprRef clampIndex(const ExprRef& i, const ExprRef& extent) {
+  if (extent->kind == Expr::Kind::Const) return clampIndex(i, extent->i);
+  return binary(BinaryOp::Min, binary(BinaryOp::Max, i, intConst(0)),
+                binary(BinaryOp::Max, binary(BinaryOp::Sub, extent, intConst(1)), intConst(0)));
+}
+
 ExprRef andAll(const std::vector<ExprRef>& conds) {
   ExprRef all;
   for (const ExprRef& c : conds) all = all ? binary(BinaryOp::And, all, c) : c;
@@ -338,24 +344,26 @@ StatusOr<StmtRef> Lowerer::storeConcatenate(const Value* v) {
   size_t d = static_cast<size_t>(n->attrInt("dimension"));
   const Buffer& b = bufferFor(v, BufferRole::Output);
   std::string bname = b.name;
-  // Static: a concatenate does not lower over symbols (lowersOverSymbols).
-  const std::vector<int64_t> bshape = b.shape, &shape = bshape;
-  // Outer loops of fewer than kMinSharedOuter iterations in all would leave the threads
-  // little to split: each operand's nest then takes all the dims and a parallel loop of its own.
+  const std::vector<ExprRef> shape = extentsOf(v);
+  // Outer loops of fewer than kMinSharedOuter iterations in all (at the symbols' largest) would
+  // leave the threads little to split: each operand's nest then takes all the dims and a
+  // parallel loop of its own.
   constexpr int64_t kMinSharedOuter = 16;
-  std::vector<int64_t> outer(shape.begin(), shape.begin() + static_cast<ptrdiff_t>(d));
-  if (elementCount(outer) < kMinSharedOuter) outer.clear();
-  std::vector<int64_t> inner(shape.begin() + static_cast<ptrdiff_t>(outer.size()), shape.end());
+  std::vector<ExprRef> outer(shape.begin(), shape.begin() + static_cast<ptrdiff_t>(d));
+  ExprRef outerCount = intConst(1);
+  for (const ExprRef& e : outer) outerCount = binary(BinaryOp::Mul, outerCount, e);
+  if (upperBound(outerCount, symbols_).value_or(0) < kMinSharedOuter) outer.clear();
+  std::vector<ExprRef> inner(shape.begin() + static_cast<ptrdiff_t>(outer.size()), shape.end());
   const size_t di = d - outer.size();  // the concatenated dim within `inner`
   Status err = Status::ok();
   // The parts of the result at the outer index `at`, one nest per operand.
   auto parts = [&](const Index& at) -> StmtRef {
     std::vector<StmtRef> nests;
-    int64_t offset = 0;
+    ExprRef offset = intConst(0);
     for (size_t i = 0; i < n->numOperands() && err.isOk(); ++i) {
-      std::vector<int64_t> part = inner;
-      part[di] = n->operand(i)->type().dims()[d].value();
-      if (part[di] == 0) continue;
+      std::vector<ExprRef> part = inner;
+      part[di] = dimExpr(n->operand(i)->type().dim(d));
+      if (isConst(part[di], 0)) continue;
       memo_.clear();
       nests.push_back(nest(part, [&](const Index& within) -> StmtRef {
         Index idx = at;
@@ -365,10 +373,10 @@ StatusOr<StmtRef> Lowerer::storeConcatenate(const Value* v) {
           err = x.status();
           return block({});
         }
-        idx[d] = binary(BinaryOp::Add, idx[d], intConst(offset));
-        return store(bname, flatIndex(idx, bshape), cast(*x, v->type().dtype()));
+        idx[d] = binary(BinaryOp::Add, idx[d], offset);
+        return store(bname, flatIndex(idx, shape), cast(*x, v->type().dtype()));
       }));
-      offset += part[di];
+      offset = binary(BinaryOp::Add, offset, part[di]);
     }
     return block(std::move(nests));
   };

@@ -91,6 +91,10 @@ bool lowersOverSymbols(OpCode op) {
     case OpCode::Transpose:
     case OpCode::Iota:
     case OpCode::Slice:
+    case OpCode::Reverse:
+    case OpCode::Pad:
+    case OpCode::Concatenate:
+    case OpCode::BatchNormInference:
     case OpCode::Convert:
     case OpCode::Select:
     case OpCode::Clamp:
@@ -218,10 +222,61 @@ StatusOr<ExprRef> Lowerer::computeMovement(const Value* v, const Index& idx) {
     }
     // A gather reads its table (operand 0) by static extents only (Lowerer::lowersWithSymbols).
     case OpCode::Gather: return gatherAt(v, idx);
+    case OpCode::Reverse: {
+      auto dims = n->attrInts("dims");
+      std::vector<ExprRef> extents = extentsOf(v);
+      Index at = idx;
+      for (int64_t d : dims) {
+        size_t i = static_cast<size_t>(d);
+        at[i] = binary(BinaryOp::Sub, binary(BinaryOp::Sub, extents[i], intConst(1)), idx[i]);
+      }
+      return operand(0, at);
+    }
+    case OpCode::Pad: {
+      auto low = n->attrInts("low");
+      auto interior = n->attrInts("interior", std::vector<int64_t>(low.size(), 0));
+      const Shape& in = n->operand(0)->type().dims();
+      Index at(idx.size());
+      std::vector<ExprRef> valid;
+      for (size_t i = 0; i < idx.size(); ++i) {
+        if (in[i].isSymbolic()) {  // never padded (the type rule)
+          at[i] = idx[i];
+          continue;
+        }
+        ExprRef q = binary(BinaryOp::Sub, idx[i], intConst(low[i]));
+        int64_t step = interior[i] + 1;
+        ExprRef src = binary(BinaryOp::Div, q, intConst(step));
+        valid.push_back(binary(BinaryOp::Ge, q, intConst(0)));
+        valid.push_back(binary(BinaryOp::Lt, src, intConst(in[i].value())));
+        if (step > 1)
+          valid.push_back(
+              binary(BinaryOp::Eq, binary(BinaryOp::Rem, q, intConst(step)), intConst(0)));
+        at[i] = clampIndex(src, in[i].value());
+      }
+      KILN_ASSIGN_OR_RETURN(ExprRef x, operand(0, at));
+      KILN_ASSIGN_OR_RETURN(ExprRef padValue, valueAt(n->operand(1), {}));
+      return select(andAll(valid), x, padValue);
+    }
+    case OpCode::Concatenate: {
+      size_t d = static_cast<size_t>(n->attrInt("dimension"));
+      ExprRef result;
+      ExprRef offset = intConst(0);
+      std::vector<std::pair<ExprRef, ExprRef>> parts;
+      for (size_t i = 0; i < n->numOperands(); ++i) {
+        ExprRef extent = dimExpr(n->operand(i)->type().dim(d));
+        Index at = idx;
+        at[d] = clampIndex(binary(BinaryOp::Sub, idx[d], offset), extent);
+        KILN_ASSIGN_OR_RETURN(ExprRef x, operand(i, at));
+        offset = binary(BinaryOp::Add, offset, extent);
+        parts.push_back({binary(BinaryOp::Lt, idx[d], offset), x});
+      }
+      for (size_t i = parts.size(); i-- > 0;)
+        result = result ? select(parts[i].first, parts[i].second, result) : parts[i].second;
+      return result;
+    }
     default: break;
   }
   // The ops below lower over static extents only (lowersOverSymbols).
-  std::vector<int64_t> shape = v->type().staticDims();
   switch (n->op()) {
     // The data as it is (the size matters only at a program's boundary, where the compile
     // driver has already taken it: passes/expose_dynamic_sizes.h).
@@ -231,53 +286,6 @@ StatusOr<ExprRef> Lowerer::computeMovement(const Value* v, const Index& idx) {
     case OpCode::GetDimensionSize:
       return intConst(
           n->operand(0)->type().staticDims()[static_cast<size_t>(n->attrInt("dimension"))]);
-    case OpCode::Reverse: {
-      auto dims = n->attrInts("dims");
-      Index at = idx;
-      for (int64_t d : dims) {
-        size_t i = static_cast<size_t>(d);
-        at[i] = binary(BinaryOp::Sub, intConst(shape[i] - 1), idx[i]);
-      }
-      return operand(0, at);
-    }
-    case OpCode::Pad: {
-      auto low = n->attrInts("low");
-      auto interior = n->attrInts("interior", std::vector<int64_t>(low.size(), 0));
-      std::vector<int64_t> in = n->operand(0)->type().staticDims();
-      Index at(idx.size());
-      std::vector<ExprRef> valid;
-      for (size_t i = 0; i < idx.size(); ++i) {
-        ExprRef q = binary(BinaryOp::Sub, idx[i], intConst(low[i]));
-        int64_t step = interior[i] + 1;
-        ExprRef src = binary(BinaryOp::Div, q, intConst(step));
-        valid.push_back(binary(BinaryOp::Ge, q, intConst(0)));
-        valid.push_back(binary(BinaryOp::Lt, src, intConst(in[i])));
-        if (step > 1)
-          valid.push_back(
-              binary(BinaryOp::Eq, binary(BinaryOp::Rem, q, intConst(step)), intConst(0)));
-        at[i] = clampIndex(src, in[i]);
-      }
-      KILN_ASSIGN_OR_RETURN(ExprRef x, operand(0, at));
-      KILN_ASSIGN_OR_RETURN(ExprRef padValue, valueAt(n->operand(1), {}));
-      return select(andAll(valid), x, padValue);
-    }
-    case OpCode::Concatenate: {
-      size_t d = static_cast<size_t>(n->attrInt("dimension"));
-      ExprRef result;
-      int64_t offset = 0;
-      std::vector<std::pair<ExprRef, ExprRef>> parts;
-      for (size_t i = 0; i < n->numOperands(); ++i) {
-        int64_t extent = n->operand(i)->type().dims()[d].value();
-        Index at = idx;
-        at[d] = clampIndex(binary(BinaryOp::Sub, idx[d], intConst(offset)), extent);
-        KILN_ASSIGN_OR_RETURN(ExprRef x, operand(i, at));
-        offset += extent;
-        parts.push_back({binary(BinaryOp::Lt, idx[d], intConst(offset)), x});
-      }
-      for (size_t i = parts.size(); i-- > 0;)
-        result = result ? select(parts[i].first, parts[i].second, result) : parts[i].second;
-      return result;
-    }
     case OpCode::DynamicSlice:
     case OpCode::DynamicUpdateSlice: return dynamicSliceAt(v, idx);
     default:

@@ -29,6 +29,7 @@ Index reshapeIndex(const Index& idx, const Shape& out, const Shape& in);
 bool isConst(const ExprRef& extent, int64_t n);
 // `i` clamped to [0, extent).
 ExprRef clampIndex(const ExprRef& i, int64_t extent);
+ExprRef clampIndex(const ExprRef& i, const ExprRef& extent);
 // The conjunction of `conds` (true for none).
 ExprRef andAll(const std::vector<ExprRef>& conds);
 // A graph dim as an extent: its value, or the product of its coefficient and symbols.

@@ -349,6 +349,43 @@ TEST(OnnxImport, DimValuesMakeSymbolsStatic) {
   EXPECT_EQ((*m)->entry()->outputs()[0]->type().str(), "f32[8,1]");
 }
 
+TEST(OnnxImport, ClassTokenAndExpandKeepTheBatch) {
+  // ViT's x[:, 0] of [B, 3, 2] (a slice and a reshape, not a gather over B) and torch's
+  // cls.expand(B, -1, -1): Where(Equal(shape, -1), 1, shape), decided for every size of B.
+  ModelBuilder mb;
+  mb.input("x", {-1, 3, 2}, ::onnx::TensorProto::FLOAT, "B");
+  mb.floatInit("cls", {1, 1, 2}, {7, 8});
+  auto* zero = mb.g->add_initializer();  // a rank-0 index
+  zero->set_name("first");
+  zero->set_data_type(::onnx::TensorProto::INT64);
+  zero->add_int64_data(0);
+  mb.i64Init("zero", {0});
+  mb.i64Init("m1", {-1});
+  mb.i64Init("m1x3", {-1, -1, -1});
+  mb.i64Init("ones", {1, 1, 1});
+  auto* g = mb.node("Gather", {"x", "first"}, {"token"});
+  addAttrInt(g, "axis", 1);
+  mb.node("Shape", {"x"}, {"xs"});
+  mb.node("Gather", {"xs", "zero"}, {"b"});
+  auto* cat = mb.node("Concat", {"b", "m1", "m1"}, {"target"});
+  addAttrInt(cat, "axis", 0);
+  mb.node("Equal", {"target", "m1x3"}, {"keep"});
+  mb.node("Where", {"keep", "ones", "target"}, {"shape"});
+  mb.node("Expand", {"cls", "shape"}, {"tokens"});
+  mb.output("token");
+  mb.output("tokens");
+  auto m = mb.import();
+  ASSERT_TRUE(m.isOk()) << m.status().message();
+  const auto& outs = (*m)->entry()->outputs();
+  EXPECT_EQ(outs[0]->type().str(), "f32[B,2]");
+  EXPECT_EQ(outs[1]->type().str(), "f32[B,1,2]");
+  std::vector<Tensor> in{f32({2, 3, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11})};
+  auto r = kiln::interpret(*(*m)->entry(), in);
+  ASSERT_TRUE(r.isOk()) << r.status().str();
+  EXPECT_EQ(values((*r)[0]), std::vector<float>({0, 1, 6, 7}));
+  EXPECT_EQ(values((*r)[1]), std::vector<float>({7, 8, 7, 8}));
+}
+
 TEST(OnnxImport, SumsOfSymbolicDimsAreRefused) {
   // batch + 1 is no product of dims: the error names the symbol and the way out.
   ModelBuilder mb;

@@ -247,6 +247,37 @@ func @main(%x: f32[N,64], %w: f32[64,64]) -> (f32[N,64]) {
     expectRunMatches(**exe, kChain, {{"N", n}}, uniformInputs({{n, 64}, {64, 64}}, rng), 1e-4);
 }
 
+// Data movement over symbols, as CNNs with a symbolic batch and sequence models use it:
+// concatenations along a static axis (inception, densenet) and along the symbolic one, padding of
+// static dims, a reverse along the symbol, inference batch norm, and a concatenation that is a
+// kernel's whole result (written part by part); compiled over N = 1..16 and run at 16, 1 and 5
+// against the interpreter within 1e-6 (the moves are exact; tanh is the CPU's approximation,
+// docs/codegen.md "Numerics", and batch norm's f32 arithmetic may contract into fused
+// multiply-adds).
+TEST(SymbolicKernels, MovementOverSymbols) {
+  constexpr const char* kMoves = R"(
+func @main(%x: f32[N,3,4], %y: f32[N,2,4], %s: f32[3], %m: f32[3]) -> (f32[N,5,4], f32[N,5,4], f32[N,3,6], f32[2*N,3,4], f32[N,3,4]) {
+  %c = f32[N,5,4] concatenate(%x, %y) {dimension = 1}
+  %t = f32[N,5,4] tanh(%c)
+  %z = f32[] constant() {value = [0.5]}
+  %p = f32[N,3,6] pad(%x, %z) {low = [0, 0, 1], high = [0, 0, 1]}
+  %r = f32[N,3,4] reverse(%x) {dims = [0, 2]}
+  %rr = f32[2*N,3,4] concatenate(%x, %r) {dimension = 0}
+  %b = f32[N,3,4] batch_norm_inference(%x, %s, %m, %m, %s) {epsilon = 0.001, feature_index = 1}
+  return %c, %t, %p, %rr, %b
+}
+)";
+  auto exe = compileOver(kMoves, {{"N", {1, 16}}});
+  ASSERT_TRUE(exe.isOk()) << exe.status().str();
+  std::mt19937 rng(13);
+  for (int64_t n : {16, 1, 5}) {
+    std::vector<Tensor> in = uniformInputs({{n, 3, 4}, {n, 2, 4}, {3}, {3}}, rng);
+    for (int64_t i = 0; i < 3; ++i) in[2].setDouble(i, 1.0 + 0.25 * double(i));  // scale > 0
+    expectRunMatches(**exe, kMoves, {{"N", n}}, in, 1e-6);
+  }
+  EXPECT_EQ((*exe)->recompiles(), 0);
+}
+
 // Row reductions whose rows are symbolic (their reduced dims static): a row sum, argmax, softmax
 // and layer norm with a fused input and epilogue, compiled over B = 1..32 and run at 1, 7 and 32
 // rows against the interpreter. Tolerance 1e-5: 16-element f32 sums of values in [-2, 2] in

@@ -349,6 +349,7 @@ bool Importer::holdsSentinel(const Tensor& t) const {
 // nullopt when an element's result is not a dim (a sum of symbols, an inexact quotient).
 std::optional<Tensor> Importer::dimArithmetic(const Node& n, const std::vector<Tensor>& operands) {
   OpCode op = n.op();
+  if (op == OpCode::Compare) return dimComparison(n, operands);
   bool arith = op == OpCode::Mul || op == OpCode::Div || op == OpCode::Add || op == OpCode::Sub;
   if (!arith || operands.size() != 2 || n.result()->type().dtype() != DType::I64 ||
       operands[0].type() != n.result()->type() || operands[1].type() != n.result()->type())
@@ -377,6 +378,35 @@ std::optional<Tensor> Importer::dimArithmetic(const Node& n, const std::vector<T
     else if (op == OpCode::Add && da == Dim(0)) d = db;
     if (!d) return std::nullopt;
     r = d->isStatic() ? d->value() : sentinelFor(*d);
+  }
+  return out;
+}
+
+// Comparisons of i64 sentinels that hold for every size: a dim (>= 0) against a negative number
+// (torch's `expand(n, -1, -1)` asks shape == -1), and a dim against itself.
+std::optional<Tensor> Importer::dimComparison(const Node& n, const std::vector<Tensor>& operands) {
+  if (operands.size() != 2 || operands[0].dtype() != DType::I64 ||
+      operands[0].type() != operands[1].type())
+    return std::nullopt;
+  const std::string& dir = n.attrEnum("direction");
+  Tensor out(DType::Bool, operands[0].dims());
+  for (int64_t j = 0; j < out.numElements(); ++j) {
+    int64_t x = operands[0].data<int64_t>()[j], y = operands[1].data<int64_t>()[j];
+    auto a = dimForSentinel(x), b = dimForSentinel(y);
+    // The sign of x - y where it is known for every size: -1, 0 or 1.
+    std::optional<int> sign;
+    if (!a && !b) sign = x < y ? -1 : x > y ? 1 : 0;
+    else if (a && b && *a == *b) sign = 0;
+    else if (a && !b && y < 0) sign = 1;
+    else if (b && !a && x < 0) sign = -1;
+    if (!sign) return std::nullopt;
+    bool r = dir == "eq"   ? *sign == 0
+             : dir == "ne" ? *sign != 0
+             : dir == "lt" ? *sign < 0
+             : dir == "le" ? *sign <= 0
+             : dir == "gt" ? *sign > 0
+                           : *sign >= 0;
+    out.setInt(j, r ? 1 : 0);
   }
   return out;
 }

@@ -91,9 +91,10 @@ class Importer {
   int64_t sentinelFor(const Dim& d);
   std::optional<Dim> dimForSentinel(int64_t v) const;
   bool holdsSentinel(const Tensor& t) const;
-  // `n` (i64 Multiply, Divide, Add, Subtract) on operands holding sentinels, as dims; nullopt if
-  // some element's result is no dim.
+  // `n` (i64 Mul, Div, Add, Sub, or a Compare that every size decides) on operands holding
+  // sentinels, as dims; nullopt if some element's result is no dim.
   std::optional<Tensor> dimArithmetic(const Node& n, const std::vector<Tensor>& operands);
+  std::optional<Tensor> dimComparison(const Node& n, const std::vector<Tensor>& operands);
   // Records that `v` holds sentinels (an i64 shape of a tensor with symbolic dims); such values
   // must not survive as data: the importer checks that they are dead at the end.
   void addSymbolicConstant(Value* v, KnownValue k);

@@ -109,6 +109,20 @@ Status gather(OpContext& c) {
   KILN_ASSIGN_OR_RETURN(Value * idx, c.req(1));
   KILN_ASSIGN_OR_RETURN(int64_t axis, normAxis(c.attrInt("axis", 0), x->type().rank()));
   KILN_ASSIGN_OR_RETURN(idx, wrapNegative(c, idx, x->type().dim(axis)));
+  // One known index into a static axis of a tensor with symbolic dims elsewhere (x[:, 0] of a
+  // batch): a slice and a reshape, which take symbols, rather than a gather, which does not.
+  const Dim& along = x->type().dim(axis);
+  KILN_ASSIGN_OR_RETURN(const KnownValue* k, c.known(idx));
+  if (!x->type().isStatic() && along.isStatic() && idx->type().rank() == 0 && k && !k->symbolic) {
+    int64_t i = k->tensor.getInt(0);
+    if (i < 0 || i >= along.value())
+      return c.err("index " + std::to_string(i) + " is out of range for dimension " +
+                   std::to_string(axis) + " of " + x->type().str());
+    Shape dims = x->type().dims();
+    dims.erase(dims.begin() + axis);
+    c.setOutput(0, c.b.reshape(sliceAxis(c.b, x, axis, i, i + 1, 1), dims));
+    return Status::ok();
+  }
   KILN_ASSIGN_OR_RETURN(Value * r, gatherAxis(c, x, idx, axis));
   c.setOutput(0, r);
   return Status::ok();
