@@ -608,10 +608,12 @@ Kernel splitRowReductions(const Kernel& k, int64_t threshold, bool reassociate) 
   return simplifyIndices(out);
 }
 
-Kernel parallelizeOuter(const Kernel& k, int64_t threshold) {
+Kernel parallelizeOuter(const Kernel& k, int64_t threshold, int threads) {
   Kernel out = k;
   std::set<std::string> scratch;
-  if (k.kind != "opaque") out.body = parallelizeTop(k.body, threshold, scratch, k.symbols);
+  const std::vector<Symbol> none;
+  if (k.kind != "opaque")
+    out.body = parallelizeTop(k.body, threshold, scratch, threads > 1 ? k.symbols : none);
   return out;
 }
 

@@ -57,8 +57,10 @@ Kernel splitRowReductions(const Kernel& k, int64_t threshold, bool reassociate);
 
 // The outermost loop of each nest (a loop not inside another) becomes parallel when the nest
 // executes at least `threshold` statements (a Reduce counts its iterations) and writes no
-// scratch buffer declared outside it (its iterations would share it).
-Kernel parallelizeOuter(const Kernel& k, int64_t threshold);
+// scratch buffer declared outside it (its iterations would share it). A nest that reaches the
+// threshold only at some sizes of the kernel's symbols chooses at run time, when the program has
+// more than one thread (`threads`; with one, the parallel copy would run serially anyway).
+Kernel parallelizeOuter(const Kernel& k, int64_t threshold, int threads = 2);
 
 // Serial loops whose bodies only store (no loop, condition, call or scratch buffer inside)
 // become vectorized loops.

@@ -11,6 +11,7 @@
 #include "interp/interpreter.h"
 #include "ir/text/text.h"
 #include "kernel/parse.h"
+#include "kernel/schedule.h"
 #include "kernel/verify.h"
 #include "passes/specialize_shapes.h"
 #include "runtime/executable.h"
@@ -245,6 +246,26 @@ func @main(%x: f32[N,64], %w: f32[64,64]) -> (f32[N,64]) {
   std::mt19937 rng(5);
   for (int64_t n : {2, 1024, 3})
     expectRunMatches(**exe, kChain, {{"N", n}}, uniformInputs({{n, 64}, {64, 64}}, rng), 1e-4);
+}
+
+// A nest parallel only at some sizes chooses at run time in a program of several threads; with
+// one thread there is nothing to choose (and no second copy of the nest to compile).
+TEST(SymbolicKernels, RunTimeParallelChoiceNeedsThreads) {
+  const char* text = R"(kernel k0_loop(sym N in [1, 100000], in %x: f32[N,3], out %y: f32[N,3]) {
+  serial for i0 in [0, N) {
+    serial for i1 in [0, 3) {
+      %y[i0 * 3 + i1] = %x[i0 * 3 + i1] * 2.0
+    }
+  }
+}
+)";
+  auto ks = kernel::parseKernels(text, "k.txt");
+  ASSERT_TRUE(ks.isOk()) << ks.status().str();
+  std::string two = kernel::printKernel(kernel::parallelizeOuter((*ks)[0], 16384, 2));
+  EXPECT_NE(two.find("if (N * 3 >= 16384) {\n    parallel for i0 in [0, N) {"), std::string::npos)
+      << two;
+  std::string one = kernel::printKernel(kernel::parallelizeOuter((*ks)[0], 16384, 1));
+  EXPECT_EQ(one, text);
 }
 
 // Data movement over symbols, as CNNs with a symbolic batch and sequence models use it:

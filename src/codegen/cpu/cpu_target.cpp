@@ -1,8 +1,10 @@
 // The CPU target: its graph passes, and building and loading its programs. See cpu_target.h.
 #include "codegen/cpu/cpu_target.h"
 
+#include <algorithm>
 #include <charconv>
 #include <optional>
+#include <thread>
 
 #include "codegen/cpu/choose_library_calls.h"
 #include "codegen/cpu/cpu_program.h"
@@ -122,6 +124,9 @@ class CpuTarget final : public runtime::Target {
   // (kernel/schedule.h).
   Status schedule(std::vector<kernel::Kernel>& kernels,
                   const CompileOptions& options) const override {
+    const int threads = options.threads > 0
+                            ? options.threads
+                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     for (kernel::Kernel& k : kernels) {
       // A custom kernel runs its calls in Kiln's own code (cpu_program.cpp): nothing to schedule.
       if (k.kind == "custom") {
@@ -137,7 +142,7 @@ class CpuTarget final : public runtime::Target {
       k = kernel::partitionLoops(k, kernel::kMaxLoopPieces);
       k = kernel::cacheRows(k, kernel::kRowCacheElements);
       k = kernel::splitRowReductions(k, kernel::kRowSplitWork, options.reassociate);
-      k = kernel::parallelizeOuter(k, kernel::kParallelThreshold);
+      k = kernel::parallelizeOuter(k, kernel::kParallelThreshold, threads);
       k = kernel::vectorizeInner(k);
       k = kernel::splitReductions(k, kernel::kReductionLanes, options.reassociate);
       k = kernel::lowerReductions(k);
