@@ -534,10 +534,7 @@ class Planner {
   std::pair<size_t, size_t> positionOf(const Value* v) {
     if (positions_.empty())
       for (const auto& n : f_.nodes()) positions_.emplace(n.get(), positions_.size());
-    const Node* def = v->def();
-    size_t r = 0;
-    while (r < def->numResults() && def->result(r) != v) ++r;
-    return {positions_.at(def), r};
+    return {positions_.at(v->def()), v->index()};
   }
 
   bool trySiblings(const Value* shared, int a, int b) {

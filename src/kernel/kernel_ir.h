@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -141,6 +142,8 @@ ExprRef flatIndex(const std::vector<ExprRef>& idx, const std::vector<int64_t>& s
 // The same over extents that may be expressions of the kernel's symbols.
 ExprRef flatIndex(const std::vector<ExprRef>& idx, const std::vector<ExprRef>& extents);
 int64_t elementCount(const std::vector<int64_t>& shape);
+// The product of extents that may be expressions of the kernel's symbols.
+ExprRef elementCount(const std::vector<ExprRef>& extents);
 // The extents of a static shape, as constants.
 std::vector<ExprRef> constExtents(const std::vector<int64_t>& shape);
 
@@ -317,6 +320,9 @@ struct Kernel {
 std::optional<int64_t>
 evaluateExtent(const ExprRef& e,
                const std::function<std::optional<int64_t>(const std::string&)>& valueOf);
+// With the symbols' values in `sizes`.
+std::optional<int64_t> evaluateExtent(const ExprRef& e,
+                                      const std::map<std::string, int64_t>& sizes);
 // Its largest value over `symbols` (each at its hi).
 std::optional<int64_t> upperBound(const ExprRef& e, const std::vector<Symbol>& symbols);
 

@@ -350,9 +350,7 @@ StatusOr<StmtRef> Lowerer::storeConcatenate(const Value* v) {
   // parallel loop of its own.
   constexpr int64_t kMinSharedOuter = 16;
   std::vector<ExprRef> outer(shape.begin(), shape.begin() + static_cast<ptrdiff_t>(d));
-  ExprRef outerCount = intConst(1);
-  for (const ExprRef& e : outer) outerCount = binary(BinaryOp::Mul, outerCount, e);
-  if (upperBound(outerCount, symbols_).value_or(0) < kMinSharedOuter) outer.clear();
+  if (upperBound(elementCount(outer), symbols_).value_or(0) < kMinSharedOuter) outer.clear();
   std::vector<ExprRef> inner(shape.begin() + static_cast<ptrdiff_t>(outer.size()), shape.end());
   const size_t di = d - outer.size();  // the concatenated dim within `inner`
   Status err = Status::ok();

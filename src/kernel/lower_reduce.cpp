@@ -394,8 +394,7 @@ StatusOr<std::vector<StmtRef>> Lowerer::rowStatistics(const RowLayout& rl, const
   std::vector<StmtRef> body;
   if (a->op() == OpCode::LayerNorm) {
     // The row's element count (a symbolic one converted when the kernel runs).
-    ExprRef count = intConst(1);
-    for (const ExprRef& e : rl.lineShape) count = binary(BinaryOp::Mul, count, e);
+    ExprRef count = elementCount(rl.lineShape);
     ExprRef n =
         count->kind == Expr::Kind::Const ? c(static_cast<double>(count->i)) : cast(count, ct);
     body.push_back(store(a0, intConst(0), c(0)));

@@ -114,13 +114,6 @@ struct Item {
   std::pair<size_t, size_t> rank;
 };
 
-// The element count of a kernel buffer of symbolic dims, as an expression of the symbols.
-kernel::ExprRef elementCount(const kernel::Buffer& b) {
-  kernel::ExprRef n = kernel::intConst(1);
-  for (const kernel::ExprRef& e : b.extents()) n = kernel::binary(kernel::BinaryOp::Mul, n, e);
-  return n;
-}
-
 // The plan's items for offsetsAt: each with its offset, size and the items live at once with it
 // that lie below it. Only a plan with symbolic items needs the last.
 void recordItems(const std::vector<Item>& items,
@@ -137,7 +130,7 @@ void recordItems(const std::vector<Item>& items,
     a.bytes = alignUp(items[i].bytes, alignment);
     a.elementBytes = items[i].elementBytes;
   }
-  if (std::none_of(items.begin(), items.end(), [](const Item& i) { return i.elements; })) return;
+  if (!p.symbolic()) return;
   for (size_t i = 0; i < p.items.size(); ++i)
     for (size_t j = 0; j < p.items.size(); ++j) {
       const ArenaItem &a = p.items[i], &b = p.items[j];
@@ -189,7 +182,8 @@ StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Ke
       // A value of symbolic dims takes the most its kernels' buffers can hold.
       if (!b.value->type().isStatic()) {
         s.bytes = std::max(s.bytes, b.elements() * static_cast<int64_t>(dtypeSize(b.type)));
-        if (b.isSymbolic() && !elementsOf.count(b.value)) elementsOf[b.value] = elementCount(b);
+        if (b.isSymbolic() && !elementsOf.count(b.value))
+          elementsOf[b.value] = kernel::elementCount(b.extents());
       }
       if (b.role == kernel::BufferRole::Output) s.first = static_cast<int>(i);
       s.last = std::max(s.last, static_cast<int>(i));
@@ -271,7 +265,7 @@ StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Ke
                            int(i),
                            t,
                            bytes,
-                           b.isSymbolic() ? elementCount(b) : nullptr,
+                           b.isSymbolic() ? kernel::elementCount(b.extents()) : nullptr,
                            int64_t(dtypeSize(b.type)),
                            r ? r->first : int(i),
                            r ? r->last : int(i),
@@ -331,9 +325,12 @@ StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Ke
   return p;
 }
 
+bool BufferPlan::symbolic() const {
+  return std::any_of(items.begin(), items.end(), [](const ArenaItem& i) { return i.elements; });
+}
+
 std::vector<int64_t> BufferPlan::offsetsAt(const std::map<std::string, int64_t>& sizes) const {
-  if (std::none_of(items.begin(), items.end(), [](const ArenaItem& i) { return i.elements; }))
-    return {};
+  if (!symbolic()) return {};
   std::vector<size_t> order(items.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(),
@@ -342,13 +339,9 @@ std::vector<int64_t> BufferPlan::offsetsAt(const std::map<std::string, int64_t>&
   for (size_t i : order) {
     const ArenaItem& it = items[i];
     bytes[i] = it.bytes;
-    if (it.elements) {
-      auto n = kernel::evaluateExtent(it.elements, [&](const std::string& s) {
-        auto f = sizes.find(s);
-        return f == sizes.end() ? std::nullopt : std::optional<int64_t>(f->second);
-      });
-      if (n) bytes[i] = std::min(it.bytes, alignUp(*n * it.elementBytes, alignment));
-    }
+    if (std::optional<int64_t> n =
+            it.elements ? kernel::evaluateExtent(it.elements, sizes) : std::nullopt)
+      bytes[i] = std::min(it.bytes, alignUp(*n * it.elementBytes, alignment));
     for (int b : it.below) at[i] = std::max(at[i], at[size_t(b)] + bytes[size_t(b)]);
   }
   return at;
@@ -364,8 +357,7 @@ std::string describeBufferPlan(const BufferPlan& p) {
   char ratio[32];
   std::snprintf(ratio, sizeof ratio, "%.2f",
                 p.lowerBoundBytes ? double(p.arenaBytes) / double(p.lowerBoundBytes) : 1.0);
-  bool symbolic =
-      std::any_of(p.items.begin(), p.items.end(), [](const ArenaItem& i) { return i.elements; });
+  const bool symbolic = p.symbolic();
   return "arena " + mib(p.arenaBytes) + (symbolic ? " at the top of the ranges" : "") +
          " (liveness lower bound " + mib(p.lowerBoundBytes) + ", ratio " + ratio + "; " +
          std::to_string(p.inPlace) + " values written in place" +

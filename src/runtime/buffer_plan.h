@@ -58,11 +58,17 @@ struct BufferPlan {
   // a small run's buffers lie together rather than a largest-size apart. Never above the plan's
   // offsets. Empty when every item's size is static (the plan's offsets hold).
   std::vector<int64_t> offsetsAt(const std::map<std::string, int64_t>& sizes) const;
+  // Whether some item's size depends on the symbols.
+  bool symbolic() const;
   // The address offset of an arena slot in a run whose item offsets are `at` (offsetsAt; empty:
   // the plan's).
   int64_t offsetOf(const Slot& s, const std::vector<int64_t>& at) const {
     return at.empty() || s.item < 0 ? s.offset
                                     : at[size_t(s.item)] + s.offset - items[size_t(s.item)].offset;
+  }
+  // The same for temp `t` of kernel `k`.
+  int64_t tempOffsetOf(size_t k, size_t t, const std::vector<int64_t>& at) const {
+    return at.empty() ? temps[k][t] : at[size_t(tempItems[k][t])];
   }
   int64_t arenaBytes = 0;
   // The most bytes live at once over the kernel order (arena values and temps): no assignment can

@@ -533,6 +533,28 @@ Status Executable::runOnDevice(std::span<const DeviceTensor> inputs,
   return impl_->program->runOnDevice(inputs, outputs, stream);
 }
 
+namespace {
+
+// The pow2 buckets that `sizes` fall in: each bucketed symbol's bucket's lower end, and the line
+// that says so ("S=33..64, the bucket of S=40 in S=1..512:pow2").
+std::pair<SymbolBindings, std::string> bucketsOf(const Guards& guards,
+                                                 const SymbolBindings& sizes) {
+  SymbolBindings lows;
+  std::string which;
+  for (const DimGuard& g : guards.dims) {
+    if (!g.range || !g.range->pow2) continue;
+    const int64_t size = sizes.at(g.symbol);
+    SymbolRange b = g.range->bucketOf(size);
+    lows[g.symbol] = b.lo;
+    which += std::string(which.empty() ? "" : ", ") + g.symbol + "=" +
+             (b.lo == b.hi ? std::to_string(b.lo) : b.str()) + ", the bucket of " + g.symbol + "=" +
+             std::to_string(size) + " in " + g.symbol + "=" + g.range->str();
+  }
+  return {lows, which};
+}
+
+}  // namespace
+
 StatusOr<std::shared_ptr<const Executable>>
 Executable::specializationFor(const std::vector<TensorType>& have) const {
   const Impl& m = *impl_;
@@ -550,16 +572,7 @@ Executable::specializationFor(const std::vector<TensorType>& have) const {
   // Sizes within the ranges the program was compiled over run on it, or with pow2 buckets on
   // their bucket's compile (when it can compile: else on it too).
   if (changes.empty() && m.guards.ranged()) {
-    SymbolBindings lows;
-    std::string which;
-    for (const DimGuard& g : m.guards.dims) {
-      if (!g.range || !g.range->pow2) continue;
-      SymbolRange b = g.range->bucketOf(sizes.at(g.symbol));
-      lows[g.symbol] = b.lo;
-      which += std::string(which.empty() ? "" : ", ") + g.symbol + "=" +
-               (b.lo == b.hi ? std::to_string(b.lo) : b.str()) + ", the bucket of " + g.symbol +
-               "=" + std::to_string(sizes.at(g.symbol)) + " in " + g.symbol + "=" + g.range->str();
-    }
+    auto [lows, which] = bucketsOf(m.guards, sizes);
     if (!lows.empty() && m.options.recompile && m.source.load)
       return specialization(lows, which, /*bucket=*/true);
     return std::shared_ptr<const Executable>(std::shared_ptr<const Executable>(), this);

@@ -691,9 +691,7 @@ Status CpuProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& 
     size_t temp = 0;
     for (const kernel::Buffer& b : m.kernels[i].buffers) {
       if (b.role == kernel::BufferRole::Temp)
-        a.ptrs.push_back(arena.get() + (itemOffsets.empty()
-                                            ? m.buffers.temps[i][temp++]
-                                            : itemOffsets[size_t(m.buffers.tempItems[i][temp++])]));
+        a.ptrs.push_back(arena.get() + m.buffers.tempOffsetOf(i, temp++, itemOffsets));
       else if (b.role == kernel::BufferRole::Internal) a.ptrs.push_back(nullptr);  // no memory
       else a.ptrs.push_back(address(b.value));
     }

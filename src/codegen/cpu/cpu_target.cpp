@@ -1,10 +1,8 @@
 // The CPU target: its graph passes, and building and loading its programs. See cpu_target.h.
 #include "codegen/cpu/cpu_target.h"
 
-#include <algorithm>
 #include <charconv>
 #include <optional>
-#include <thread>
 
 #include "codegen/cpu/choose_library_calls.h"
 #include "codegen/cpu/cpu_program.h"
@@ -124,9 +122,7 @@ class CpuTarget final : public runtime::Target {
   // (kernel/schedule.h).
   Status schedule(std::vector<kernel::Kernel>& kernels,
                   const CompileOptions& options) const override {
-    const int threads = options.threads > 0
-                            ? options.threads
-                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const int threads = threadsFor(options.threads);
     for (kernel::Kernel& k : kernels) {
       // A custom kernel runs its calls in Kiln's own code (cpu_program.cpp): nothing to schedule.
       if (k.kind == "custom") {

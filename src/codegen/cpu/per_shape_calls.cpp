@@ -38,11 +38,7 @@ StatusOr<PerShapeCall::Made> PerShapeCall::make(const SymbolBindings& sizes,
     const kernel::Buffer* buf = p.operand.empty() ? nullptr : kernel_.find(p.operand);
     if (!buf || !buf->isSymbolic()) continue;
     for (size_t d = 0; d < buf->dims.size(); ++d) {
-      std::optional<int64_t> extent = kernel::evaluateExtent(
-          buf->dims[d], [&](const std::string& name) -> std::optional<int64_t> {
-            auto it = sizes.find(name);
-            return it == sizes.end() ? std::nullopt : std::optional<int64_t>(it->second);
-          });
+      std::optional<int64_t> extent = kernel::evaluateExtent(buf->dims[d], sizes);
       if (!extent)
         return Status::error("post-op operand %" + p.operand + " dim " + std::to_string(d) + " (" +
                              kernel::printExpr(buf->dims[d]) + ") has no size");

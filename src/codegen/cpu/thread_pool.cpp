@@ -60,10 +60,12 @@ void runChunks(void* data) {
 
 }  // namespace
 
-ThreadPool::ThreadPool(int numThreads) {
-  if (numThreads <= 0) numThreads = static_cast<int>(std::thread::hardware_concurrency());
-  numThreads_ = std::max(1, numThreads);
+int threadsFor(int requested) {
+  if (requested <= 0) requested = static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(1, requested);
 }
+
+ThreadPool::ThreadPool(int numThreads) : numThreads_(threadsFor(numThreads)) {}
 
 void ThreadPool::parallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn) const {
   if (n <= 0) return;

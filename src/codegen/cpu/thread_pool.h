@@ -19,7 +19,7 @@ namespace kiln::codegen::cpu {
 
 class ThreadPool {
  public:
-  // numThreads <= 0 means std::thread::hardware_concurrency().
+  // numThreads <= 0 means std::thread::hardware_concurrency() (threadsFor).
   explicit ThreadPool(int numThreads = 0);
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -32,5 +32,8 @@ class ThreadPool {
  private:
   int numThreads_ = 1;
 };
+
+// The threads a pool of `requested` runs: every hardware thread for requested <= 0, at least 1.
+int threadsFor(int requested);
 
 }  // namespace kiln::codegen::cpu
