@@ -11,6 +11,8 @@ specialised (1.00 = as fast; the target is at most 1.10), then the two compile t
         --dim N=1..64 --sizes 1,8,17,32,64 --threads 1,2
     /usr/bin/python3 bench/ranges.py --model bert_dynamic.onnx --dim N=1..32 --dim S=1..512 \\
         --sizes "N=1,S=16;N=4,S=128;N=3,S=37;N=8,S=384;N=32,S=64"
+
+--backend cuda times the GPU (--threads does not apply there: give one, 1).
 """
 import argparse
 import json
@@ -23,7 +25,7 @@ import tempfile
 
 def bench(kiln, program, dims, threads, repeat, extra=()):
     """(median run ms, compile ms) of `kiln bench` on seeded random inputs sized by `dims`
-    (SYMBOL=SIZE or SYMBOL=LO..HI entries)."""
+    (SYMBOL=SIZE or SYMBOL=LO..HI entries); `extra` holds the backend."""
     cmd = [kiln, "bench", program, "--random-inputs", "--threads", str(threads),
            "--repeat", str(repeat), "--json"] + list(extra)
     for d in dims:
@@ -46,6 +48,7 @@ def main():
     p.add_argument("--sizes", required=True,
                    help="sizes in the ranges: comma-separated numbers for one symbol, else "
                         "';'-separated entries such as N=4,S=128")
+    p.add_argument("--backend", default="cpu")
     p.add_argument("--threads", default="1,2")
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--rounds", type=int, default=2)
@@ -55,14 +58,15 @@ def main():
         points = [[f"{symbol}={s}"] for s in args.sizes.split(",")]
     else:
         points = [entry.split(",") for entry in args.sizes.split(";")]
+    backend = ["--backend", args.backend]
     with tempfile.TemporaryDirectory() as tmp:
-        print(f"{args.model}: one compile over {' '.join(args.dim)} against one per size "
+        print(f"{args.model} on {args.backend}: one compile over {' '.join(args.dim)} against one per size "
               f"(median ms of {args.rounds} rounds of {args.repeat} runs)")
         print("| threads | size | range | specialised | range / specialised |")
         print("| ---: | ---: | ---: | ---: | ---: |")
         for t in [int(x) for x in args.threads.split(",")]:
             artifact = os.path.join(tmp, f"range{t}.kiln")
-            cmd = [args.kiln, "compile", args.model, "--threads", str(t), "-o", artifact]
+            cmd = [args.kiln, "compile", args.model, "--threads", str(t), "-o", artifact] + backend
             for d in args.dim:
                 cmd += ["--dim", d]
             out = subprocess.run(cmd, capture_output=True, text=True)
@@ -72,16 +76,16 @@ def main():
             for point in points:
                 ranged, special = [], []
                 for _ in range(args.rounds):
-                    ranged.append(bench(args.kiln, artifact, point, t, args.repeat)[0])
+                    ranged.append(bench(args.kiln, artifact, point, t, args.repeat, backend)[0])
                     ms, compile_ms = bench(args.kiln, args.model, point, t, args.repeat,
-                                           ["--no-cache"])
+                                           ["--no-cache"] + backend)
                     special.append(ms)
                     compiles.append(compile_ms)
                 r, s = statistics.median(ranged), statistics.median(special)
                 print(f"| {t} | {' '.join(point)} | {r:.4f} | {s:.4f} | {r / s:.2f} |")
             # The range's cold compile, timed as the specialised ones are (median of --rounds).
             range_compile = statistics.median(
-                bench(args.kiln, args.model, args.dim, t, 1, ["--no-cache"])[1]
+                bench(args.kiln, args.model, args.dim, t, 1, ["--no-cache"] + backend)[1]
                 for _ in range(args.rounds))
             print(f"compile at {t} thread(s): range {range_compile:.0f} ms, specialised median "
                   f"{statistics.median(compiles):.0f} ms "

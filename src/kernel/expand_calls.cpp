@@ -301,6 +301,10 @@ StatusOr<Site> site(const Kernel& k, const Stmt& call) {
   s.rhs = k.find(call.args[1]);
   s.result = k.find(call.args[2]);
   if (!s.lhs || !s.rhs || !s.result) return s.fail("an argument is no buffer of the kernel");
+  for (const std::string& a : call.args)
+    if (const Buffer* b = k.find(a); b && b->isSymbolic())
+      return s.fail("%" + a + " has sizes known only when it runs, and a call's loops are " +
+                    "written for static shapes: run it on a library");
   if (s.lhs->type != s.rhs->type || s.lhs->type == DType::Bool)
     return s.fail("operands must share a numeric type, got " + std::string(dtypeName(s.lhs->type)) +
                   " and " + std::string(dtypeName(s.rhs->type)));
@@ -326,10 +330,9 @@ StatusOr<Site> site(const Kernel& k, const Stmt& call) {
 ExprRef epilogue(const Site& s, const ExprRef& acc, const Index& out) {
   DType rt = s.result->type, ct = computeType(rt);
   ExprRef x = cast(acc, rt);
-  for (const PostOp& p : s.call.postOps) {
-    DType operand = p.operand.empty() ? rt : s.k.find(p.operand)->type;
-    x = cast(applyPostOp(p, cast(x, ct), out, operand), rt);
-  }
+  for (const PostOp& p : s.call.postOps)
+    x = cast(applyPostOp(p, cast(x, ct), out, p.operand.empty() ? nullptr : s.k.find(p.operand)),
+             rt);
   return x;
 }
 

@@ -13,10 +13,10 @@ namespace {
 
 using detail::unwrap;
 
+// A loop of the nest; its extent may be symbolic, but the innermost's must be a constant.
 bool splittable(const StmtRef& s) {
   return s && s->kind == Stmt::Kind::For &&
-         (s->loop == LoopKind::Serial || s->loop == LoopKind::Parallel) &&
-         s->extent->kind == Expr::Kind::Const && s->extent->i > 0;
+         (s->loop == LoopKind::Serial || s->loop == LoopKind::Parallel);
 }
 
 // The lanes loop `inner` splits into (1: it does not).
@@ -65,6 +65,7 @@ StmtRef split(const Kernel& k, const StmtRef& s, int64_t bytes, FreshNames& name
     out->body[0] = body;
     return out;
   }
+  if (s->extent->kind != Expr::Kind::Const || s->extent->i <= 0) return s;
   *lanes = lanesFor(k, *s, bytes);
   if (*lanes == 1) return s;
   const std::string io = names.fresh(s->var + "o"), iv = names.fresh(s->var + "v");

@@ -56,9 +56,55 @@ void collect(const StmtRef& s, TopLevel& out) {
   out.stmts.push_back(s);
 }
 
-bool mappable(const StmtRef& s, bool opaque, const std::set<std::string>& scratch) {
+// Extents may be expressions of the kernel's symbols: the grid and the loops' trip counts are
+// then expressions too (evaluated at launch), and the choices made from sizes (threads per block,
+// a row per warp or block) are made at the largest sizes the symbols' ranges allow.
+struct Sizes {
+  const std::vector<Symbol>& symbols;
+  // The largest value of extent `e` (0 when it has none).
+  int64_t max(const ExprRef& e) const {
+    if (e->kind == Expr::Kind::Const) return e->i;
+    return upperBound(e, symbols).value_or(0);
+  }
+};
+
+bool isConst(const ExprRef& e, int64_t v) { return e->kind == Expr::Kind::Const && e->i == v; }
+
+// a * b, folded where both are constants.
+ExprRef times(const ExprRef& a, const ExprRef& b) {
+  if (a->kind == Expr::Kind::Const && b->kind == Expr::Kind::Const) return intConst(a->i * b->i);
+  if (isConst(a, 1)) return b;
+  if (isConst(b, 1)) return a;
+  return binary(BinaryOp::Mul, a, b);
+}
+
+// ceil(n / d) for a constant d > 0.
+ExprRef ceilDiv(const ExprRef& n, int64_t d) {
+  if (n->kind == Expr::Kind::Const) return intConst((n->i + d - 1) / d);
+  if (d == 1) return n;
+  return binary(BinaryOp::Div, binary(BinaryOp::Add, n, intConst(d - 1)), intConst(d));
+}
+
+// The constant factor of an extent (a product of constants and symbols): every value it takes is
+// a multiple of it.
+int64_t constantFactor(const ExprRef& n) {
+  if (n->kind == Expr::Kind::Const) return n->i;
+  if (n->kind == Expr::Kind::Binary && n->binary == BinaryOp::Mul)
+    return constantFactor(n->args[0]) * constantFactor(n->args[1]);
+  return 1;
+}
+
+// Whether d divides n at every size.
+bool divides(int64_t d, const ExprRef& n) { return constantFactor(n) % d == 0; }
+
+std::string extentText(const ExprRef& n) {
+  return n->kind == Expr::Kind::Const ? std::to_string(n->i) : printExpr(n);
+}
+
+bool mappable(const StmtRef& s, bool opaque, const std::set<std::string>& scratch,
+              const Sizes& sizes) {
   if (!s || s->kind != Stmt::Kind::For) return false;
-  if (s->extent->kind != Expr::Kind::Const || s->extent->i <= 0) return false;
+  if (sizes.max(s->extent) <= 0) return false;
   // An opaque kernel's lowering orders its loops: only those it made parallel or vectorized
   // (both run their iterations in any order) map.
   bool kindOk = opaque ? s->loop == LoopKind::Parallel || s->loop == LoopKind::Vectorized
@@ -70,57 +116,73 @@ bool mappable(const StmtRef& s, bool opaque, const std::set<std::string>& scratc
 struct Chain {
   std::vector<StmtRef> loops;
   StmtRef body;
-  int64_t n = 1;  // their iterations
+  ExprRef n = intConst(1);  // their iterations
+  int64_t nMax = 1;         // the most there can be
 };
 
-Chain chainOf(const StmtRef& s, bool opaque, const std::set<std::string>& scratch) {
+Chain chainOf(const StmtRef& s, bool opaque, const std::set<std::string>& scratch,
+              const Sizes& sizes) {
   Chain c;
   c.body = s;
-  for (StmtRef cur = s; mappable(cur, opaque, scratch); cur = unwrap(cur->body[0])) {
+  for (StmtRef cur = s; mappable(cur, opaque, scratch, sizes); cur = unwrap(cur->body[0])) {
     c.loops.push_back(cur);
     c.body = cur->body[0];
-    c.n *= cur->extent->i;
+    c.n = times(c.n, cur->extent);
+    c.nMax *= sizes.max(cur->extent);
   }
   return c;
 }
 
-// c.body with each loop variable of the chain recovered from the flat index g.
-StmtRef substituteChain(const Chain& c, const ExprRef& g) {
+// `body` with each of `vars` (loops of `extents`, the last innermost) recovered from the flat
+// index f over them: var i = f / (product of the extents after i) % extent i.
+StmtRef unflatten(const StmtRef& body, const ExprRef& f, const std::vector<std::string>& vars,
+                  const std::vector<ExprRef>& extents) {
   std::unordered_map<const Expr*, ExprRef> replace;
   std::vector<ExprRef> keep;  // the replaced variables stay interned while `replace` names them
-  int64_t stride = c.n;
-  for (size_t i = 0; i < c.loops.size(); ++i) {
-    const int64_t extent = c.loops[i]->extent->i;
-    stride /= extent;
-    ExprRef q = binary(BinaryOp::Div, g, intConst(stride));
-    if (i > 0) q = binary(BinaryOp::Rem, q, intConst(extent));
-    keep.push_back(var(c.loops[i]->var));
+  ExprRef stride = intConst(1);
+  for (size_t i = vars.size(); i-- > 0;) {
+    ExprRef q = binary(BinaryOp::Div, f, stride);
+    if (i > 0) q = binary(BinaryOp::Rem, q, extents[i]);
+    keep.push_back(var(vars[i]));
     replace[keep.back().get()] = q;
+    stride = times(stride, extents[i]);
   }
-  return detail::replaceInStmt(c.body, replace);
+  return detail::replaceInStmt(body, replace);
+}
+
+// c.body with each loop variable of the chain recovered from the flat index g.
+StmtRef substituteChain(const Chain& c, const ExprRef& g) {
+  std::vector<std::string> vars;
+  std::vector<ExprRef> extents;
+  for (const StmtRef& l : c.loops) {
+    vars.push_back(l->var);
+    extents.push_back(l->extent);
+  }
+  return unflatten(c.body, g, vars, extents);
 }
 
 StmtRef threadPerIteration(const Chain& c, int64_t threadsPerBlock, FreshNames& names) {
-  const int64_t threads = std::min(threadsPerBlock, c.n);
-  const int64_t blocks = (c.n + threads - 1) / threads;
+  const int64_t threads = std::min(threadsPerBlock, c.nMax);
+  const ExprRef blocks = ceilDiv(c.n, threads);
   const std::string bv = names.fresh("blk"), tv = names.fresh("thr");
   ExprRef g = binary(BinaryOp::Add, binary(BinaryOp::Mul, var(bv), intConst(threads)), var(tv));
   StmtRef body = substituteChain(c, g);
-  if (blocks * threads != c.n) body = ifThen(binary(BinaryOp::Lt, g, intConst(c.n)), body);
-  return forLoop(bv, intConst(blocks), LoopKind::GpuBlock,
+  if (!divides(threads, c.n)) body = ifThen(binary(BinaryOp::Lt, g, c.n), body);
+  return forLoop(bv, blocks, LoopKind::GpuBlock,
                  forLoop(tv, intConst(threads), LoopKind::GpuThread, body));
 }
 
-int64_t reduceLength(const Stmt& s) {
-  int64_t n = 1;
-  for (const ExprRef& e : s.extents) n *= e->kind == Expr::Kind::Const ? e->i : 0;
+ExprRef reduceLength(const Stmt& s) {
+  ExprRef n = intConst(1);
+  for (const ExprRef& e : s.extents) n = times(n, e);
   return n;
 }
 
-int64_t longestReduce(const StmtRef& s) {
+// The most elements a Reduce of `s` or below it combines.
+int64_t longestReduce(const StmtRef& s, const Sizes& sizes) {
   if (!s) return 0;
-  int64_t most = s->kind == Stmt::Kind::Reduce ? reduceLength(*s) : 0;
-  for (const StmtRef& b : s->body) most = std::max(most, longestReduce(b));
+  int64_t most = s->kind == Stmt::Kind::Reduce ? sizes.max(reduceLength(*s)) : 0;
+  for (const StmtRef& b : s->body) most = std::max(most, longestReduce(b, sizes));
   return most;
 }
 
@@ -152,9 +214,10 @@ std::optional<std::set<std::string>> storeTargets(const StmtRef& s) {
 // lanes of a warp (`warp`: the row per warp, which combines by shuffles and needs no barrier).
 class BlockRow {
  public:
-  BlockRow(std::string thr, int64_t threads, bool reassociate, FreshNames& names, bool warp = false)
+  BlockRow(std::string thr, int64_t threads, bool reassociate, FreshNames& names,
+           const Sizes& sizes, bool warp = false)
       : thr_(std::move(thr)), threads_(warp ? 32 : threads), reassociate_(reassociate), warp_(warp),
-        names_(names) {}
+        names_(names), sizes_(sizes) {}
 
   const std::string& threadVar() const { return thr_; }
 
@@ -208,41 +271,32 @@ class BlockRow {
   }
 
   // for q in [0, ceil(n / T)): body at f = q * T + thread, guarded when T does not divide n.
-  StmtRef strided(int64_t n, const std::vector<ExprRef>& extents,
+  StmtRef strided(const ExprRef& n, const std::vector<ExprRef>& extents,
                   const std::vector<std::string>& vars, StmtRef body) {
     const std::string q = names_.fresh("q");
     ExprRef f = binary(BinaryOp::Add, binary(BinaryOp::Mul, var(q), intConst(threads_)), thread());
-    std::unordered_map<const Expr*, ExprRef> replace;
-    std::vector<ExprRef> keep;
-    int64_t stride = n;
-    for (size_t i = 0; i < vars.size(); ++i) {
-      stride /= extents[i]->i;
-      ExprRef at = binary(BinaryOp::Div, f, intConst(stride));
-      if (i > 0) at = binary(BinaryOp::Rem, at, intConst(extents[i]->i));
-      keep.push_back(var(vars[i]));
-      replace[keep.back().get()] = at;
-    }
-    body = detail::replaceInStmt(body, replace);
-    if (n % threads_ != 0) body = ifThen(binary(BinaryOp::Lt, f, intConst(n)), body);
-    return forLoop(q, intConst((n + threads_ - 1) / threads_), LoopKind::Serial, body);
+    body = unflatten(body, f, vars, extents);
+    if (!divides(threads_, n)) body = ifThen(binary(BinaryOp::Lt, f, n), body);
+    return forLoop(q, ceilDiv(n, threads_), LoopKind::Serial, body);
   }
 
   std::optional<StmtRef> loop(const StmtRef& s) {
-    if (s->extent->kind != Expr::Kind::Const) return std::nullopt;
+    if (sizes_.max(s->extent) <= 0) return std::nullopt;
     std::optional<std::set<std::string>> targets = storeTargets(s->body[0]);
     if (!targets) return std::nullopt;
     for (const std::string& t : *targets)
       if (locals_.count(t)) return s;  // every thread fills its own copy whole
     written_.insert(targets->begin(), targets->end());
-    return strided(s->extent->i, {s->extent}, {s->var}, s->body[0]);
+    return strided(s->extent, {s->extent}, {s->var}, s->body[0]);
   }
 
   // Each thread combines a strided part, then a tree in shared memory; every thread (its copy
   // of a local accumulator) or thread 0 (memory) combines the total into the accumulator.
   std::optional<StmtRef> reduce(const Stmt& s) {
     const DType t = s.value->type;
-    const int64_t n = reduceLength(s);
-    if (n <= 0 || (!reassociate_ && reduceDependsOnOrder(s.reduce, t))) return std::nullopt;
+    const ExprRef n = reduceLength(s);
+    if (sizes_.max(n) <= 0 || (!reassociate_ && reduceDependsOnOrder(s.reduce, t)))
+      return std::nullopt;
     const std::string part = names_.fresh("part");
     ExprRef partValue = load(part, t, intConst(0));
     StmtRef accumulate = store(part, intConst(0), reduceCombine(s.reduce, partValue, s.value));
@@ -335,6 +389,7 @@ class BlockRow {
   bool reassociate_;
   bool warp_;
   FreshNames& names_;
+  const Sizes& sizes_;
   std::set<std::string> locals_;   // per-thread buffers declared in the row
   std::set<std::string> written_;  // memory written since the last barrier
 };
@@ -377,59 +432,61 @@ bool threadPerOutputCoalesces(const Chain& c) {
 }
 
 std::optional<StmtRef> rowPerBlock(const Chain& c, int64_t threadsPerBlock, bool reassociate,
-                                   FreshNames& names) {
-  const int64_t longest = longestReduce(c.body);
+                                   FreshNames& names, const Sizes& sizes) {
+  const int64_t longest = longestReduce(c.body, sizes);
   if (longest < kMinBlockRow) return std::nullopt;
   int64_t threads = 32;
   while (threads < longest && threads < threadsPerBlock) threads *= 2;
   const std::string bv = names.fresh("blk");
-  BlockRow row(names.fresh("thr"), threads, reassociate, names);
+  BlockRow row(names.fresh("thr"), threads, reassociate, names, sizes);
   std::optional<StmtRef> body = row.rewrite(substituteChain(c, var(bv)));
   if (!body) return std::nullopt;
-  return forLoop(bv, intConst(c.n), LoopKind::GpuBlock,
+  return forLoop(bv, c.n, LoopKind::GpuBlock,
                  forLoop(row.threadVar(), intConst(threads), LoopKind::GpuThread, *body));
 }
 
 // Rows of at most kMaxWarpRow elements run a row per warp, 8 rows to a block of 256 threads
 // (a block per row would leave most of its threads idle and wait at a barrier per tree step).
 std::optional<StmtRef> rowPerWarp(const Chain& c, int64_t threadsPerBlock, bool reassociate,
-                                  FreshNames& taken) {
-  const int64_t longest = longestReduce(c.body);
+                                  FreshNames& taken, const Sizes& sizes) {
+  const int64_t longest = longestReduce(c.body, sizes);
   if (longest < kMinBlockRow || longest > kMaxWarpRow || threadsPerBlock < 32) return std::nullopt;
   FreshNames names = taken;  // the names of an attempt that fails stay free
-  const int64_t rows = threadsPerBlock / 32, blocks = (c.n + rows - 1) / rows;
+  const int64_t rows = threadsPerBlock / 32;
+  const ExprRef blocks = ceilDiv(c.n, rows);
   const std::string bv = names.fresh("blk");
-  BlockRow row(names.fresh("thr"), 32, reassociate, names, /*warp=*/true);
+  BlockRow row(names.fresh("thr"), 32, reassociate, names, sizes, /*warp=*/true);
   ExprRef r = binary(BinaryOp::Add, binary(BinaryOp::Mul, var(bv), intConst(rows)),
                      binary(BinaryOp::Div, var(row.threadVar()), intConst(32)));
   std::optional<StmtRef> body = row.rewrite(substituteChain(c, r));
   if (!body) return std::nullopt;
   // A whole warp shares its row, so the guard keeps or skips all of its lanes together.
-  if (blocks * rows != c.n) body = ifThen(binary(BinaryOp::Lt, r, intConst(c.n)), *body);
+  if (!divides(rows, c.n)) body = ifThen(binary(BinaryOp::Lt, r, c.n), *body);
   taken = names;
-  return forLoop(bv, intConst(blocks), LoopKind::GpuBlock,
+  return forLoop(bv, blocks, LoopKind::GpuBlock,
                  forLoop(row.threadVar(), intConst(rows * 32), LoopKind::GpuThread, *body));
 }
 
 StmtRef launch(const StmtRef& s, bool opaque, const std::set<std::string>& scratch,
                int64_t threadsPerBlock, bool reassociate, FreshNames& names,
-               std::vector<std::string>& notes) {
+               std::vector<std::string>& notes, const Sizes& sizes) {
   if (s->kind == Stmt::Kind::For && s->loop == LoopKind::GpuBlock) return s;  // tileTransposes
-  Chain c = chainOf(s, opaque, scratch);
+  Chain c = chainOf(s, opaque, scratch, sizes);
   if (opaque) return threadPerIteration(c, threadsPerBlock, names);
-  if (threadPerOutputCoalesces(c) && c.n >= longestReduce(c.body)) {
+  const int64_t longest = longestReduce(c.body, sizes);
+  if (threadPerOutputCoalesces(c) && c.nMax >= longest) {
     notes.push_back("reduction: a thread per output element (consecutive outputs are adjacent in "
                     "memory, the elements each reduces are not)");
     return threadPerIteration(c, threadsPerBlock, names);
   }
-  if (std::optional<StmtRef> r = rowPerWarp(c, threadsPerBlock, reassociate, names)) {
-    notes.push_back("reduction: a warp per row (" + std::to_string(c.n) + " rows of " +
-                    std::to_string(longestReduce(c.body)) + " elements)");
+  // Rows of symbolic length are mapped for the longest they can be.
+  const std::string rows = extentText(c.n) + " rows of " + std::to_string(longest) + " elements";
+  if (std::optional<StmtRef> r = rowPerWarp(c, threadsPerBlock, reassociate, names, sizes)) {
+    notes.push_back("reduction: a warp per row (" + rows + ")");
     return *r;
   }
-  if (std::optional<StmtRef> r = rowPerBlock(c, threadsPerBlock, reassociate, names)) {
-    notes.push_back("reduction: a block per row (" + std::to_string(c.n) + " rows of " +
-                    std::to_string(longestReduce(c.body)) + " elements)");
+  if (std::optional<StmtRef> r = rowPerBlock(c, threadsPerBlock, reassociate, names, sizes)) {
+    notes.push_back("reduction: a block per row (" + rows + ")");
     return *r;
   }
   return threadPerIteration(c, threadsPerBlock, names);
@@ -448,7 +505,7 @@ Kernel mapToGpu(const Kernel& k, int64_t threadsPerBlock, bool reassociate) {
     if (s->kind == Stmt::Kind::Call) launches.push_back(s);  // the target runs it
     else
       launches.push_back(launch(s, k.kind == "opaque", top.scratch, threadsPerBlock, reassociate,
-                                names, out.notes));
+                                names, out.notes, Sizes{k.symbols}));
   }
   out.body = block(std::move(launches));
   return out;

@@ -417,20 +417,26 @@ const char* postOpName(PostOp::Kind k) {
   return "?";
 }
 
-ShapeNest shapeNest(const std::vector<int64_t>& shape, FreshNames& names,
+ShapeNest shapeNest(const std::vector<ExprRef>& extents, FreshNames& names,
                     const std::string& prefix) {
   ShapeNest n;
-  n.shape = shape;
-  for (int64_t extent : shape) {
-    n.vars.push_back(extent == 1 ? "" : names.fresh(prefix));
-    n.idx.push_back(extent == 1 ? intConst(0) : var(n.vars.back()));
+  n.extents = extents;
+  for (const ExprRef& e : extents) {
+    const bool one = e->kind == Expr::Kind::Const && e->i == 1;
+    n.vars.push_back(one ? "" : names.fresh(prefix));
+    n.idx.push_back(one ? intConst(0) : var(n.vars.back()));
   }
   return n;
 }
 
+ShapeNest shapeNest(const std::vector<int64_t>& shape, FreshNames& names,
+                    const std::string& prefix) {
+  return shapeNest(constExtents(shape), names, prefix);
+}
+
 StmtRef ShapeNest::wrap(StmtRef body) const {
   for (size_t d = vars.size(); d-- > 0;)
-    if (!vars[d].empty()) body = forLoop(vars[d], intConst(shape[d]), LoopKind::Serial, body);
+    if (!vars[d].empty()) body = forLoop(vars[d], extents[d], LoopKind::Serial, body);
   return body;
 }
 
@@ -501,10 +507,16 @@ evaluateExtent(const ExprRef& e,
       return e->i;
     case Expr::Kind::Var: return valueOf(e->name);
     case Expr::Kind::Binary: {
-      if (e->binary != BinaryOp::Add && e->binary != BinaryOp::Mul) return std::nullopt;
+      const BinaryOp op = e->binary;
+      if (op != BinaryOp::Add && op != BinaryOp::Mul && op != BinaryOp::Div) return std::nullopt;
       std::optional<int64_t> a = evaluateExtent(e->args[0], valueOf);
       std::optional<int64_t> b = evaluateExtent(e->args[1], valueOf);
       if (!a || !b) return std::nullopt;
+      // A quotient by a constant only: upperBound evaluates at the symbols' tops, where a
+      // symbolic divisor would give the least value, not the largest.
+      if (op == BinaryOp::Div)
+        return *b > 0 && e->args[1]->kind == Expr::Kind::Const ? std::optional<int64_t>(*a / *b)
+                                                               : std::nullopt;
       int64_t r = 0;
       bool overflow = e->binary == BinaryOp::Add ? __builtin_add_overflow(*a, *b, &r)
                                                  : __builtin_mul_overflow(*a, *b, &r);

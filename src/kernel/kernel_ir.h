@@ -314,7 +314,8 @@ struct Kernel {
   const Symbol* symbol(const std::string& name) const;
 };
 
-// The value of an extent expression (a sum or product of non-negative constants and symbols)
+// The value of an extent expression (sums, products and quotients by a positive constant of
+// non-negative constants and symbols)
 // with each symbol at valueOf(its name); nullopt for any other expression, an unknown symbol or
 // an overflow.
 std::optional<int64_t>
@@ -348,15 +349,18 @@ class FreshNames {
 
 // `k` with statement `target` replaced by `with`; the statements off the path to it stay shared.
 Kernel replaceStmt(const Kernel& k, const Stmt* target, StmtRef with);
-// A serial loop nest over every element of `shape`: `idx` is each dim's index (0 for a dim of
-// extent 1, which gets no loop), `wrap` puts a body inside the loops.
+// A serial loop nest over every element of a shape whose extents may be expressions of the
+// kernel's symbols: `idx` is each dim's index (0 for a dim of constant extent 1, which gets no
+// loop), `wrap` puts a body inside the loops.
 struct ShapeNest {
-  std::vector<int64_t> shape;
+  std::vector<ExprRef> extents;
   std::vector<std::string> vars;  // "" for a dim of extent 1
   std::vector<ExprRef> idx;
   StmtRef wrap(StmtRef body) const;
 };
 // Its variables are fresh names prefix0, prefix1, ... of `names`.
+ShapeNest shapeNest(const std::vector<ExprRef>& extents, FreshNames& names,
+                    const std::string& prefix);
 ShapeNest shapeNest(const std::vector<int64_t>& shape, FreshNames& names,
                     const std::string& prefix);
 

@@ -7,7 +7,7 @@
 namespace kiln::kernel {
 
 ExprRef applyPostOp(const PostOp& p, ExprRef x, const std::vector<ExprRef>& idx,
-                    DType operandType) {
+                    const Buffer* operand) {
   auto c = [&](double v) { return floatConst(v, x->type); };
   switch (p.kind) {
     case PostOp::Kind::Add:
@@ -17,8 +17,8 @@ ExprRef applyPostOp(const PostOp& p, ExprRef x, const std::vector<ExprRef>& idx,
       for (size_t j = 0; j < p.operandShape.size(); ++j)
         at.push_back(p.operandShape[j] == 1 ? intConst(0)
                                             : idx[static_cast<size_t>(p.operandDims[j])]);
-      ExprRef operand = cast(load(p.operand, operandType, flatIndex(at, p.operandShape)), x->type);
-      return binary(p.kind == PostOp::Kind::Add ? BinaryOp::Add : BinaryOp::Mul, x, operand);
+      ExprRef y = cast(load(p.operand, operand->type, flatIndex(at, operand->extents())), x->type);
+      return binary(p.kind == PostOp::Kind::Add ? BinaryOp::Add : BinaryOp::Mul, x, y);
     }
     case PostOp::Kind::Clamp:
       if (!std::isinf(p.lo)) x = binary(BinaryOp::Max, x, c(p.lo));
@@ -48,9 +48,9 @@ StatusOr<PostOpLoops> postOpsAsLoops(const Kernel& k, const Stmt& call, size_t k
     return Status::error("kernel " + k.name + ": call " + call.callee +
                          " has post-ops but no float result buffer");
   FreshNames names(k);
-  const ShapeNest nest = shapeNest(result->shape, names, "p");
+  const ShapeNest nest = shapeNest(result->extents(), names, "p");
   const std::vector<ExprRef>& idx = nest.idx;
-  ExprRef flat = flatIndex(idx, result->shape);
+  ExprRef flat = flatIndex(idx, result->extents());
   const DType compute = DType::F32;  // f16 and bf16 results too: post-ops compute in f32
   ExprRef x = cast(load(result->name, result->type, flat), compute);
   for (size_t i = keep; i < call.postOps.size(); ++i) {
@@ -59,7 +59,10 @@ StatusOr<PostOpLoops> postOpsAsLoops(const Kernel& k, const Stmt& call, size_t k
     if (!p.operand.empty() && !operand)
       return Status::error("kernel " + k.name + ": post-op operand %" + p.operand + " of call " +
                            call.callee + " is no buffer of the kernel");
-    x = applyPostOp(p, x, idx, operand ? operand->type : DType::F32);
+    if (operand && operand->shape != p.operandShape)
+      return Status::error("kernel " + k.name + ": post-op operand %" + p.operand + " of call " +
+                           call.callee + " does not have the post-op's shape");
+    x = applyPostOp(p, x, idx, operand);
   }
   return PostOpLoops{bare, nest.wrap(store(result->name, flat, cast(x, result->type)))};
 }

@@ -17,9 +17,11 @@ struct PostOpLoops {
 };
 
 // Post-op `p` applied to `x` at the result's multi-index `idx` (of x's type; an add's or mul's
-// operand is read from its buffer, of `operandType`, and converted to it): the one definition of
-// what each post-op computes, which postOpsAsLoops and expandCalls (expand_calls.h) share.
-ExprRef applyPostOp(const PostOp& p, ExprRef x, const std::vector<ExprRef>& idx, DType operandType);
+// operand is read from its buffer `operand`, laid out by its extents, and converted to x's type):
+// the one definition of what each post-op computes, which postOpsAsLoops and expandCalls
+// (expand_calls.h) share.
+ExprRef applyPostOp(const PostOp& p, ExprRef x, const std::vector<ExprRef>& idx,
+                    const Buffer* operand);
 
 // The pieces for `call` (a Call with post-ops) of kernel `k`: the call keeps its first `keep`
 // post-ops (those its library applies), the loops apply the others in f32 (a result of f16 or

@@ -51,6 +51,11 @@ class Simplifier {
 
   // Whether every i64 expression of `s` and below (loop variables included) has a known range
   // within [lo, hi] for the loops' ranges.
+  bool within(const Stmt& s, int64_t lo, int64_t hi, const std::vector<Symbol>& symbols) {
+    for (const Symbol& sym : symbols) vars_[sym.name] = Range{sym.lo, sym.hi};
+    return within(s, lo, hi);
+  }
+
   bool within(const Stmt& s, int64_t lo, int64_t hi) {
     if (s.kind == Stmt::Kind::Reduce) return false;  // its variables have no scope here
     for (const ExprRef& e : {s.index, s.value, s.cond, s.extent})
@@ -334,6 +339,40 @@ class Simplifier {
   // y / b * (c * b) + y % b * c -> y * c (for y >= 0) among the terms of a sum, comparing the
   // quotient in its simplified form (so x / (a * b) pairs with x / a % b: a thread index split
   // into the dims of a flattened loop nest comes back whole); nullptr when no pair merges.
+  // x / (a*D) * D + x / a % D -> x / a for a divisor D of positive range (a symbolic extent)
+  // and a constant a >= 1 (the digits of a flat index over loops of symbolic extents): the terms
+  // ts[j] (the remainder) and one with the same coefficient.
+  bool mergeSymbolic(std::vector<Term>& ts, size_t j) {
+    const ExprRef y = ts[j].e->args[0], d = ts[j].e->args[1];
+    std::optional<Range> rd = range(d);
+    if (!rd || rd->lo <= 0) return false;
+    for (size_t i = 0; i < ts.size(); ++i) {
+      const ExprRef t = ts[i].e;
+      if (i == j || ts[i].c != ts[j].c || !t || t->kind != Expr::Kind::Binary ||
+          t->binary != BinaryOp::Mul)
+        continue;
+      const ExprRef q = t->args[0] == d ? t->args[1] : t->args[1] == d ? t->args[0] : nullptr;
+      if (!q || q->kind != Expr::Kind::Binary || q->binary != BinaryOp::Div ||
+          !nonNegative(q->args[0]))
+        continue;
+      const std::optional<int64_t> a = multiplierOf(q->args[1], d);
+      if (!a || *a < 1 || (*a == 1 ? q->args[0] : divide(q->args[0], *a)) != y) continue;
+      ts[i] = {y, ts[j].c};
+      ts.erase(ts.begin() + static_cast<std::ptrdiff_t>(j));
+      return true;
+    }
+    return false;
+  }
+
+  // a when p is a * d or d * a for a constant a, 1 when p is d.
+  static std::optional<int64_t> multiplierOf(const ExprRef& p, const ExprRef& d) {
+    if (p == d) return 1;
+    if (p->kind != Expr::Kind::Binary || p->binary != BinaryOp::Mul) return std::nullopt;
+    if (p->args[1] == d && isConst(p->args[0])) return p->args[0]->i;
+    if (p->args[0] == d && isConst(p->args[1])) return p->args[1]->i;
+    return std::nullopt;
+  }
+
   ExprRef mergeDivRem(const ExprRef& sumExpr) {
     std::vector<Term> ts = terms(sumExpr);
     bool merged = false;
@@ -342,8 +381,13 @@ class Simplifier {
       for (size_t j = 0; j < ts.size() && !again; ++j) {
         const ExprRef r = ts[j].e;
         if (!r || r->kind != Expr::Kind::Binary || r->binary != BinaryOp::Rem ||
-            !isConst(r->args[1]) || r->args[1]->i <= 0 || !nonNegative(r->args[0]))
+            !nonNegative(r->args[0]))
           continue;
+        if (!isConst(r->args[1])) {
+          if (mergeSymbolic(ts, j)) merged = again = true;
+          continue;
+        }
+        if (r->args[1]->i <= 0) continue;
         std::optional<int64_t> cb = checked(BinaryOp::Mul, ts[j].c, r->args[1]->i);
         if (!cb) continue;
         const ExprRef q = divide(r->args[0], r->args[1]->i);
@@ -448,6 +492,8 @@ class Simplifier {
 
 Kernel simplifyIndices(const Kernel& k) { return Simplifier().run(k); }
 
-bool indicesWithin(const Stmt& s, int64_t lo, int64_t hi) { return Simplifier().within(s, lo, hi); }
+bool indicesWithin(const Stmt& s, int64_t lo, int64_t hi, const std::vector<Symbol>& symbols) {
+  return Simplifier().within(s, lo, hi, symbols);
+}
 
 }  // namespace kiln::kernel

@@ -17,6 +17,7 @@
 //   x % a % b -> x % b                    when b divides a
 //   x / d * (c*d) + x % d * c -> x * c
 //   x / (a*b) * (c*b) + x / a % b * c -> x / a * c
+//   x / (a*D) * D + x / a % D -> x / a    for a symbolic D of positive range and a >= 1
 //   min(a, b) -> a and max(a, b) -> b     when a's range lies below b's
 //   i -> 0                                for the variable of a loop of extent 1
 // Ranges come from the kernel's symbols (sym N in [1, 64]) and the enclosing loops ([0, extent)
@@ -36,9 +37,9 @@ namespace kiln::kernel {
 Kernel simplifyIndices(const Kernel& k);
 
 // Whether every i64 expression of `s` and the statements below it, loop variables included,
-// has a range within [lo, hi] for the ranges of the loops in `s` (a variable bound outside `s`,
-// a load, a cast or a select of i64 has none): then index arithmetic may use a narrower type
-// (the cuda target's 32-bit indices).
-bool indicesWithin(const Stmt& s, int64_t lo, int64_t hi);
+// has a range within [lo, hi] for the ranges of the loops in `s` and of `symbols` (a variable
+// bound outside `s` that is no symbol, a load, a cast or a select of i64 has none): then index
+// arithmetic may use a narrower type (the cuda target's 32-bit indices).
+bool indicesWithin(const Stmt& s, int64_t lo, int64_t hi, const std::vector<Symbol>& symbols = {});
 
 }  // namespace kiln::kernel

@@ -86,11 +86,17 @@ void prepareOutputs(const Function& f, std::vector<Tensor>& outputs, const Symbo
 
 StatusOr<SymbolBindings> runSizes(const Function& f, std::span<const Tensor> inputs,
                                   const SymbolRanges& ranges) {
+  std::vector<std::vector<int64_t>> shapes;
+  for (const Tensor& t : inputs) shapes.push_back(t.dims());
+  return runSizes(f, shapes, ranges);
+}
+
+StatusOr<SymbolBindings> runSizes(const Function& f,
+                                  const std::vector<std::vector<int64_t>>& shapes,
+                                  const SymbolRanges& ranges) {
   bool symbolic = false;
   for (size_t i = 0; i < f.numParameters(); ++i) symbolic |= !f.parameter(i)->type().isStatic();
   if (!symbolic) return SymbolBindings{};
-  std::vector<std::vector<int64_t>> shapes;
-  for (const Tensor& t : inputs) shapes.push_back(t.dims());
   KILN_ASSIGN_OR_RETURN(SymbolBindings sizes, bindingsFromInputShapes(f, shapes));
   for (const auto& [symbol, size] : sizes) {
     auto r = ranges.find(symbol);

@@ -192,6 +192,10 @@ void prepareOutputs(const Function& f, std::vector<Tensor>& outputs,
 // an error names the input, the dim, the size and the range.
 StatusOr<SymbolBindings> runSizes(const Function& f, std::span<const Tensor> inputs,
                                   const SymbolRanges& ranges);
+// The same from the inputs' shapes (a run on device tensors).
+StatusOr<SymbolBindings> runSizes(const Function& f,
+                                  const std::vector<std::vector<int64_t>>& shapes,
+                                  const SymbolRanges& ranges);
 
 class Target {
  public:

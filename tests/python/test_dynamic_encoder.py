@@ -2,6 +2,8 @@
 export with both axes dynamic: attention reshapes to 4*N heads and N*S tokens) serves ten random
 (N, S) pairs with no recompile, and matches the reference interpreter and torch."""
 
+import inspect
+
 import numpy as np
 import pytest
 
@@ -36,16 +38,24 @@ class Encoder(torch.nn.Module):
         return self.encoder(self.ln(x))
 
 
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory):
+def export_encoder(directory):
+    """The seeded encoder and its ONNX export with N and S dynamic."""
     torch.manual_seed(0)
     model = Encoder().eval()
-    path = tmp_path_factory.mktemp("encoder") / "encoder.onnx"
-    # Grad mode on: under no_grad torch 1.13 takes a fused encoder path with no ONNX export.
+    path = directory / "encoder.onnx"
+    # torch >= 2.5 defaults to its dynamo exporter, which names the dims itself; the TorchScript
+    # one keeps N and S. Grad mode on: under no_grad torch 1.13 takes a fused encoder path with no
+    # ONNX export.
+    legacy = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
     torch.onnx.export(model, (torch.zeros(2, 16, dtype=torch.int64),), str(path),
                       opset_version=17, input_names=["ids"], output_names=["hidden"],
-                      dynamic_axes={"ids": {0: "N", 1: "S"}, "hidden": {0: "N", 1: "S"}})
+                      dynamic_axes={"ids": {0: "N", 1: "S"}, "hidden": {0: "N", 1: "S"}}, **legacy)
     return model, path
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    return export_encoder(tmp_path_factory.mktemp("encoder"))
 
 
 @needs_cpu()

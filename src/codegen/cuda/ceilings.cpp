@@ -105,8 +105,7 @@ StatusOr<std::vector<double>> copiesOfSize(const Driver& drv, const std::vector<
 }  // namespace
 
 StatusOr<runtime::DeviceCeilings>
-measureCeilings(const Driver& driver,
-                const std::vector<std::vector<std::unique_ptr<LibraryCall>>>& calls,
+measureCeilings(const Driver& driver, const std::vector<std::vector<const LibraryCall*>>& calls,
                 const std::vector<int64_t>& copyBytes, int repeat) {
   KILN_RETURN_IF_ERROR(driver.makeCurrent());
   runtime::DeviceCeilings c;
@@ -114,7 +113,7 @@ measureCeilings(const Driver& driver,
   KILN_ASSIGN_OR_RETURN(c.copyMs, copiesOfSize(driver, copyBytes, repeat));
   for (const auto& kernel : calls) {
     double ms = -1;
-    for (const std::unique_ptr<LibraryCall>& call : kernel) {
+    for (const LibraryCall* call : kernel) {
       if (!call) continue;
       KILN_ASSIGN_OR_RETURN(double t, timeAlone(*call, repeat));
       ms = std::max(ms, 0.0) + t;

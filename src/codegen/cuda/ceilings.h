@@ -14,8 +14,7 @@ namespace kiln::codegen::cuda {
 // calls: per kernel, per launch, its library call (null for a launch of Kiln's code);
 // copyBytes: per kernel, the bytes a copy of its size moves (0: none asked).
 StatusOr<runtime::DeviceCeilings>
-measureCeilings(const Driver& driver,
-                const std::vector<std::vector<std::unique_ptr<LibraryCall>>>& calls,
+measureCeilings(const Driver& driver, const std::vector<std::vector<const LibraryCall*>>& calls,
                 const std::vector<int64_t>& copyBytes, int repeat);
 
 }  // namespace kiln::codegen::cuda

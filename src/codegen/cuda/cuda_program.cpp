@@ -27,7 +27,29 @@ int64_t tensorBytes(const TensorType& t) {
 
 int64_t bytesOf(const Value* v) { return tensorBytes(v->type()); }
 
+// A value's bytes at `sizes` of the symbols (its largest, at the ranges' top).
+int64_t bytesAt(const Value* v, const SymbolBindings& sizes) {
+  return tensorBytes(atSizes(v->type(), sizes));
+}
+
+// Sizes a program keeps what it made for (offsets, grids, library calls); runs that cycle through
+// more sizes make them again.
+constexpr size_t kSizesKept = 256;
+// CUDA graphs a run memory keeps, one per size.
+constexpr size_t kGraphsKept = 16;
+// The most blocks a launch's grid (x) takes.
+constexpr int64_t kMaxGrid = 2147483647;
+
 }  // namespace
+
+// What runs at one size of a program's symbols need; a static program has one, of no sizes.
+struct CudaProgram::RunSizes {
+  SymbolBindings sizes;
+  std::vector<int64_t> key;                   // the sizes, in the symbols' order
+  std::vector<int64_t> items;                 // the arena's item offsets (BufferPlan::offsetsAt)
+  std::vector<std::vector<int64_t>> symbols;  // per kernel, its symbols' values in its order
+  std::vector<std::vector<int64_t>> grids;    // per kernel, per launch: its grid (0: none)
+};
 
 // The device's copy of the program: its module, functions and weights, and the memory and
 // streams of finished runs, which the next runs reuse.
@@ -38,15 +60,25 @@ struct CudaProgram::Device {
   // Per kernel, per launch: a library call and its arguments' buffer indices.
   std::vector<std::vector<std::unique_ptr<LibraryCall>>> calls;
   std::vector<std::vector<std::vector<size_t>>> callArgs;
+  // Calls of symbolic sizes (null in `calls`) made per size (RunSizes::key) on its first run.
+  using CallTable = std::vector<std::vector<std::unique_ptr<LibraryCall>>>;
+  bool symbolicCalls = false;
+  std::mutex callsMu;
+  std::map<std::vector<int64_t>, std::shared_ptr<const CallTable>> sizedCalls;
+  std::vector<int64_t> lastKey;  // the last run's sizes (measureDevice times their calls)
   DevicePtr weights = 0;
   std::map<const Value*, int64_t> weightOffsets;
   std::mutex mu;
-  // Finished runs' memory and stream, with the CUDA graph of their launches once captured.
+  // Per size: the runs a run memory has made and the CUDA graph of their launches once captured.
+  struct SizeGraph {
+    GraphExec graph = nullptr;
+    int runs = 0;
+  };
+  // Finished runs' memory and stream, with their graphs.
   struct Slot {
     DevicePtr memory = 0;
     Stream stream = nullptr;
-    GraphExec graph = nullptr;
-    int runs = 0;
+    std::map<std::vector<int64_t>, SizeGraph> graphs;
     // Runs on the caller's tensors (runOnDevice): the graph of the addresses deviceKey, and
     // the addresses of the last such run.
     GraphExec deviceGraph = nullptr;
@@ -60,7 +92,7 @@ struct CudaProgram::Device {
     if (!driver) return;
     if (!driver->makeCurrent()) return;
     for (Slot& s : free) {
-      driver->destroyGraph(s.graph);
+      for (auto& [key, g] : s.graphs) driver->destroyGraph(g.graph);
       driver->destroyGraph(s.deviceGraph);
       driver->free(s.memory);
       driver->destroyStream(s.stream);
@@ -82,6 +114,7 @@ CudaProgram::build(std::unique_ptr<Module> module, fusion::FusionPlan plan,
   impl->options = options;
   impl->plan = std::move(plan);
   impl->kernels = std::move(kernels);
+  for (const auto& [name, range] : options.ranges) impl->maxSizes[name] = range.hi;
   KILN_ASSIGN_OR_RETURN(impl->source, emitCuda(impl->kernels));
   KILN_RETURN_IF_ERROR(compiler::writeDump(options, "kernels.cu", impl->source.source));
   if (cubin) {
@@ -101,11 +134,11 @@ void CudaProgram::setBuffers(BufferPlan buffers) {
   m.outputOffsets.clear();
   for (size_t i = 0; i < m.f->numParameters(); ++i) {
     m.inputOffsets.push_back(at);
-    at += alignUp(bytesOf(m.f->parameter(i)));
+    at += alignUp(bytesAt(m.f->parameter(i), m.maxSizes));
   }
   for (const Value* o : m.f->outputs()) {
     m.outputOffsets.push_back(at);
-    at += alignUp(bytesOf(o));
+    at += alignUp(bytesAt(o, m.maxSizes));
   }
   m.workspaceOffset = -1;
   for (const std::vector<Launch>& ls : m.source.launches)
@@ -117,7 +150,8 @@ void CudaProgram::setBuffers(BufferPlan buffers) {
 
 namespace {
 
-// The library call `call` of `k` made for the device, and its arguments' buffer indices.
+// The library call `call` of `k` made for the device (none for a call of symbolic sizes, made per
+// size), and its arguments' buffer indices.
 StatusOr<std::pair<std::unique_ptr<LibraryCall>, std::vector<size_t>>>
 prepareCall(const kernel::Kernel& k, const kernel::Stmt& call, bool tf32) {
   std::vector<size_t> args;
@@ -126,6 +160,7 @@ prepareCall(const kernel::Kernel& k, const kernel::Stmt& call, bool tf32) {
       if (k.buffers[b].name == a) args.push_back(b);
   if (args.size() != call.args.size())
     return Status::error("kernel " + k.name + ": a call's buffers are missing");
+  if (isSymbolicCall(k, call)) return std::make_pair(std::unique_ptr<LibraryCall>(), args);
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<LibraryCall> lib, makeLibraryCall(k, call, tf32));
   return std::make_pair(std::move(lib), std::move(args));
 }
@@ -159,6 +194,7 @@ StatusOr<std::shared_ptr<CudaProgram::Device>> CudaProgram::device() const {
       } else {
         KILN_ASSIGN_OR_RETURN(std::tie(lib, args),
                               prepareCall(m.kernels[i], *l.call, m.options.precision == "tf32"));
+        d->symbolicCalls = d->symbolicCalls || !lib;
       }
       d->functions.back().push_back(fn);
       d->calls.back().push_back(std::move(lib));
@@ -181,7 +217,74 @@ StatusOr<std::shared_ptr<CudaProgram::Device>> CudaProgram::device() const {
   return d;
 }
 
+// The sizes of a run on inputs of `shapes`, checked against the ranges, and what runs at them
+// need, made on the first run at them.
+StatusOr<std::shared_ptr<const CudaProgram::RunSizes>>
+CudaProgram::sizesOf(const std::vector<std::vector<int64_t>>& shapes) const {
+  const Impl& m = *impl_;
+  KILN_ASSIGN_OR_RETURN(SymbolBindings sizes, runtime::runSizes(*m.f, shapes, m.options.ranges));
+  std::vector<int64_t> key;
+  for (const auto& [name, size] : sizes) key.push_back(size);
+  std::lock_guard<std::mutex> lock(m.mu);
+  if (auto it = m.bySize.find(key); it != m.bySize.end()) return it->second;
+  auto rs = std::make_shared<RunSizes>();
+  rs->sizes = sizes;
+  rs->key = key;
+  if (!sizes.empty()) rs->items = m.buffers.offsetsAt(sizes);
+  for (size_t i = 0; i < m.kernels.size(); ++i) {
+    const kernel::Kernel& k = m.kernels[i];
+    rs->symbols.emplace_back();
+    for (const kernel::Symbol& sym : k.symbols) {
+      auto it = sizes.find(sym.name);
+      if (it == sizes.end())
+        return Status::error("kernel " + k.name + " reads size " + sym.name +
+                             ", which no input of the program gives");
+      rs->symbols.back().push_back(it->second);
+    }
+    rs->grids.emplace_back();
+    for (const Launch& l : m.source.launches[i]) {
+      std::optional<int64_t> grid = l.grid;
+      if (l.gridExtent) grid = kernel::evaluateExtent(l.gridExtent, sizes);
+      if (!grid || *grid > kMaxGrid)
+        return Status::error("kernel " + k.name + ": its grid " + kernel::printExpr(l.gridExtent) +
+                             " is not a grid size at these sizes");
+      rs->grids.back().push_back(*grid);
+    }
+  }
+  if (m.bySize.size() >= kSizesKept) m.bySize.clear();
+  m.bySize.emplace(key, rs);
+  return std::shared_ptr<const RunSizes>(rs);
+}
+
 namespace {
+
+using CallTable = CudaProgram::Device::CallTable;
+
+// The calls of symbolic sizes made for `rs`'s sizes (null for a program without them).
+StatusOr<std::shared_ptr<const CallTable>>
+callsAt(CudaProgram::Device& d, const CudaProgram::Impl& m, const CudaProgram::RunSizes& rs) {
+  if (!d.symbolicCalls) return std::shared_ptr<const CallTable>();
+  std::lock_guard<std::mutex> lock(d.callsMu);
+  d.lastKey = rs.key;
+  if (auto it = d.sizedCalls.find(rs.key); it != d.sizedCalls.end()) return it->second;
+  KILN_RETURN_IF_ERROR(d.driver->makeCurrent());
+  auto table = std::make_shared<CallTable>();
+  for (size_t i = 0; i < m.source.launches.size(); ++i) {
+    table->emplace_back();
+    for (size_t j = 0; j < m.source.launches[i].size(); ++j) {
+      const Launch& l = m.source.launches[i][j];
+      std::unique_ptr<LibraryCall> lib;
+      if (l.call && !d.calls[i][j]) {
+        KILN_ASSIGN_OR_RETURN(
+            lib, makeLibraryCallAt(m.kernels[i], *l.call, m.options.precision == "tf32", rs.sizes));
+      }
+      table->back().push_back(std::move(lib));
+    }
+  }
+  if (d.sizedCalls.size() >= kSizesKept) d.sizedCalls.clear();
+  d.sizedCalls.emplace(rs.key, table);
+  return std::shared_ptr<const CallTable>(table);
+}
 
 // One run's device memory and stream (with its CUDA graph): a finished run's, or new ones; back
 // to the device's free list when the run ends well, freed when it did not (work may still be in
@@ -189,19 +292,19 @@ namespace {
 class RunMemory {
  public:
   using Slot = CudaProgram::Device::Slot;
-  explicit RunMemory(CudaProgram::Device& d) : d_(d) {}
+  RunMemory(CudaProgram::Device& d, std::vector<int64_t> key) : d_(d), key_(std::move(key)) {}
   RunMemory(const RunMemory&) = delete;
   RunMemory& operator=(const RunMemory&) = delete;
   ~RunMemory() {
     if (!s_.memory && !s_.stream) return;
     if (ok_) {
-      ++s_.runs;
+      ++s_.graphs[key_].runs;
       std::lock_guard<std::mutex> lock(d_.mu);
-      d_.free.push_back(s_);
+      d_.free.push_back(std::move(s_));
       return;
     }
     d_.driver->synchronize(s_.stream);
-    d_.driver->destroyGraph(s_.graph);
+    for (auto& [key, g] : s_.graphs) d_.driver->destroyGraph(g.graph);
     d_.driver->destroyGraph(s_.deviceGraph);
     d_.driver->free(s_.memory);
     d_.driver->destroyStream(s_.stream);
@@ -211,7 +314,7 @@ class RunMemory {
     {
       std::lock_guard<std::mutex> lock(d_.mu);
       if (!d_.free.empty()) {
-        s_ = d_.free.back();
+        s_ = std::move(d_.free.back());
         d_.free.pop_back();
         return Status::ok();
       }
@@ -223,10 +326,20 @@ class RunMemory {
   DevicePtr base() const { return s_.memory; }
   Stream stream() const { return s_.stream; }
   Slot& slot() { return s_; }
+  const std::vector<int64_t>& key() const { return key_; }
+  // The graph of this run's size, a slot keeping kGraphsKept of them.
+  CudaProgram::Device::SizeGraph& graph() {
+    if (!s_.graphs.count(key_) && s_.graphs.size() >= kGraphsKept) {
+      for (auto& [key, g] : s_.graphs) d_.driver->destroyGraph(g.graph);  // freed once run
+      s_.graphs.clear();
+    }
+    return s_.graphs[key_];
+  }
   void succeeded() { ok_ = true; }
 
  private:
   CudaProgram::Device& d_;
+  std::vector<int64_t> key_;  // the run's sizes
   Slot s_;
   bool ok_ = false;
 };
@@ -236,6 +349,8 @@ struct Addresses {
   const CudaProgram::Impl& m;
   const CudaProgram::Device& d;
   DevicePtr base;
+  const CudaProgram::RunSizes& rs;
+  const CallTable* sized;  // the calls of symbolic sizes made for rs (null: none)
   // The caller's tensors (runOnDevice) instead of the run memory's input and output slots
   // (0: the slot, for a tensor that is not aligned as the kernels assume).
   const DevicePtr* inputs = nullptr;
@@ -255,7 +370,7 @@ struct Addresses {
       case Storage::Output:
         return outputs && outputs[s.offset] ? outputs[s.offset]
                                             : at(m.outputOffsets[static_cast<size_t>(s.offset)]);
-      case Storage::Arena: return at(s.offset);
+      case Storage::Arena: return at(m.buffers.offsetOf(s, rs.items));
     }
     return 0;
   }
@@ -265,7 +380,7 @@ struct Addresses {
     size_t temp = 0;
     for (const kernel::Buffer& b : m.kernels[i].buffers) {
       if (b.role == kernel::BufferRole::Temp)
-        ptrs.push_back(base + static_cast<DevicePtr>(m.buffers.temps[i][temp++]));
+        ptrs.push_back(base + static_cast<DevicePtr>(m.buffers.tempOffsetOf(i, temp++, rs.items)));
       else if (b.role == kernel::BufferRole::Internal) ptrs.push_back(0);  // no memory
       else ptrs.push_back(of(b.value));
     }
@@ -297,17 +412,22 @@ Status issueKernel(const CudaProgram::Impl& m, const CudaProgram::Device& d, con
   std::vector<void*> args;
   at.kernel(i, ptrs);
   for (DevicePtr& p : ptrs) args.push_back(&p);
+  std::vector<int64_t> sizes = at.rs.symbols[i];  // the launches' values after the buffers
+  for (int64_t& v : sizes) args.push_back(&v);
   const std::vector<Launch>& launches = m.source.launches[i];
   for (size_t j = 0; j < launches.size(); ++j) {
     Status launched = Status::ok();
-    if (const LibraryCall* lib = d.calls[i][j].get()) {
+    if (launches[j].call) {
+      const LibraryCall* lib = d.calls[i][j] ? d.calls[i][j].get()
+                               : at.sized    ? (*at.sized)[i][j].get()
+                                             : nullptr;
+      if (!lib) return Status::error("kernel " + m.kernels[i].name + ": a call was not made");
       for (size_t a : d.callArgs[i][j]) callPtrs.push_back(ptrs[a]);
       launched =
           lib->run(callPtrs.data(), at.base + static_cast<DevicePtr>(m.workspaceOffset), stream);
       callPtrs.clear();
-    } else {
-      launched = d.driver->launch(d.functions[i][j], launches[j].grid, launches[j].block, stream,
-                                  args.data());
+    } else if (const int64_t grid = at.rs.grids[i][j]; grid > 0) {  // none over no elements
+      launched = d.driver->launch(d.functions[i][j], grid, launches[j].block, stream, args.data());
     }
     if (!launched) return launched.prefix("kernel " + m.kernels[i].name);
   }
@@ -368,14 +488,15 @@ Status issueTimed(const CudaProgram::Impl& m, CudaProgram::Device& d, const Addr
   return issueKernels(m, d, at, stream, repeatWith(false));
 }
 
-// The run's kernels as a CUDA graph: a run memory's second run captures them (its first has
-// loaded every library's kernels), later runs replay the graph, so a run costs one launch. A
-// capture that fails turns graphs off for the program, and the run issues its launches.
+// The run's kernels as a CUDA graph: a run memory's second run at a size captures them (its
+// first has loaded every library's kernels; the launches' grids and sizes are the size's), later
+// runs at that size replay the graph, so a run costs one launch. A capture that fails turns
+// graphs off for the program, and the run issues its launches.
 Status replayOrIssue(CudaProgram::Device& d, const CudaProgram::Impl& m, const Addresses& at,
                      RunMemory& run) {
   const Driver& drv = *d.driver;
   const auto none = [](size_t) { return Status::ok(); };
-  RunMemory::Slot& slot = run.slot();
+  CudaProgram::Device::SizeGraph& slot = run.graph();
   if (!slot.graph && slot.runs >= 1 && d.graphs) {
     KILN_RETURN_IF_ERROR(drv.beginCapture(run.stream()));
     StatusOr<GraphExec> graph =
@@ -434,8 +555,21 @@ Status CudaProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>&
 StatusOr<std::optional<runtime::DeviceCeilings>>
 CudaProgram::measureDevice(int repeat, const std::vector<int64_t>& copyBytes) const {
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<Device> d, device());
+  std::vector<std::vector<const LibraryCall*>> calls;  // those of symbolic sizes: the last run's
+  std::shared_ptr<const CallTable> sized;
+  {
+    std::lock_guard<std::mutex> lock(d->callsMu);
+    if (auto it = d->sizedCalls.find(d->lastKey); it != d->sizedCalls.end()) sized = it->second;
+  }
+  for (size_t i = 0; i < d->calls.size(); ++i) {
+    calls.emplace_back();
+    for (size_t j = 0; j < d->calls[i].size(); ++j)
+      calls.back().push_back(d->calls[i][j] ? d->calls[i][j].get()
+                             : sized        ? (*sized)[i][j].get()
+                                            : nullptr);
+  }
   KILN_ASSIGN_OR_RETURN(runtime::DeviceCeilings c,
-                        measureCeilings(*d->driver, d->calls, copyBytes, repeat));
+                        measureCeilings(*d->driver, calls, copyBytes, repeat));
   return std::optional<runtime::DeviceCeilings>(std::move(c));
 }
 
@@ -453,10 +587,14 @@ Status CudaProgram::run(std::span<const Tensor> inputs, std::vector<Tensor>& out
   const Impl& m = *impl_;
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<Device> d, device());
   const Driver& drv = *d->driver;
-  runtime::prepareOutputs(*m.f, outputs);
-  RunMemory run(*d);
+  std::vector<std::vector<int64_t>> shapes;
+  for (const Tensor& t : inputs) shapes.push_back(t.dims());
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<const RunSizes> rs, sizesOf(shapes));
+  runtime::prepareOutputs(*m.f, outputs, rs->sizes);
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<const CallTable> sized, callsAt(*d, m, *rs));
+  RunMemory run(*d, rs->key);
   KILN_RETURN_IF_ERROR(run.open(m.runBytes));
-  const Addresses at{m, *d, run.base()};
+  const Addresses at{m, *d, run.base(), *rs, sized.get()};
   for (size_t i = 0; i < inputs.size() && i < m.inputOffsets.size(); ++i)
     KILN_RETURN_IF_ERROR(
         drv.copyToDevice(run.base() + static_cast<DevicePtr>(m.inputOffsets[i]), inputs[i].bytes(),
@@ -521,12 +659,16 @@ Status CudaProgram::runOnDevice(std::span<const runtime::DeviceTensor> inputs,
                                                                 : DevicePtr{0};
   };
   std::vector<DevicePtr> in, out, direct;
+  std::vector<std::vector<int64_t>> shapes;
   for (const runtime::DeviceTensor& t : inputs) in.push_back(aligned(t));
+  for (const runtime::DeviceTensor& t : inputs) shapes.push_back(t.type.staticDims());
   for (const runtime::DeviceTensor& t : outputs) out.push_back(static_cast<DevicePtr>(t.data));
   for (const runtime::DeviceTensor& t : outputs) direct.push_back(aligned(t));
-  RunMemory run(*d);
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<const RunSizes> rs, sizesOf(shapes));
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<const CallTable> sized, callsAt(*d, m, *rs));
+  RunMemory run(*d, rs->key);
   KILN_RETURN_IF_ERROR(run.open(m.runBytes));
-  Addresses at{m, *d, run.base(), in.data(), direct.data()};
+  Addresses at{m, *d, run.base(), *rs, sized.get(), in.data(), direct.data()};
   RunEvents events{drv, {}};
   auto handOver = [&](Stream from, Stream to) -> Status {
     KILN_ASSIGN_OR_RETURN(Event e, events.add());
@@ -539,8 +681,9 @@ Status CudaProgram::runOnDevice(std::span<const runtime::DeviceTensor> inputs,
       KILN_RETURN_IF_ERROR(drv.copyOnDevice(run.base() + static_cast<DevicePtr>(m.inputOffsets[i]),
                                             static_cast<DevicePtr>(inputs[i].data),
                                             tensorBytes(inputs[i].type), run.stream()));
-  std::vector<DevicePtr> key = in;
+  std::vector<DevicePtr> key = in;  // the graph's addresses and sizes
   key.insert(key.end(), direct.begin(), direct.end());
+  for (int64_t size : rs->key) key.push_back(static_cast<DevicePtr>(size));
   KILN_RETURN_IF_ERROR(replayOrIssueAt(*d, m, at, run, key));
   for (size_t o = 0; o < outputs.size(); ++o) {
     const Value* v = m.f->outputs()[o];
@@ -589,22 +732,24 @@ std::string CudaProgram::libraryCallDetails() const {
   std::string text = d ? "" : "  (" + d.status().message() + ": no registers or algorithms)\n";
   if (d) {
     std::lock_guard<std::mutex> lock((*d)->mu);
-    text += (*d)->graphs ? "  (a run memory's second run captures these launches into a CUDA "
-                           "graph; later runs replay it)\n"
+    text += (*d)->graphs ? "  (a run memory's second run at a size captures these launches into "
+                           "a CUDA graph; later runs at that size replay it)\n"
                          : "  (CUDA graphs off: " + (*d)->graphsOff + ")\n";
   }
   for (size_t i = 0; i < m.kernels.size(); ++i)
     for (size_t j = 0; j < m.source.launches[i].size(); ++j) {
       const Launch& l = m.source.launches[i][j];
       text += "  " + m.kernels[i].name + "  ";
-      if (l.call && d) {
+      if (l.call && d && (*d)->calls[i][j]) {
         text += (*d)->calls[i][j]->describe() + "\n";
       } else if (l.call) {
-        text +=
-            libraryFor(m.kernels[i], *l.call, nullptr).value_or("?") + " " + l.call->callee + "\n";
+        text += libraryFor(m.kernels[i], *l.call, nullptr).value_or("?") + " " + l.call->callee +
+                (isSymbolicCall(m.kernels[i], *l.call) ? ", made for each run's sizes" : "") + "\n";
       } else {
-        text +=
-            l.function + " grid " + std::to_string(l.grid) + " block " + std::to_string(l.block);
+        const std::string grid = l.gridExtent ? kernel::printExpr(l.gridExtent) + " (at most " +
+                                                    std::to_string(l.grid) + ")"
+                                              : std::to_string(l.grid);
+        text += l.function + " grid " + grid + " block " + std::to_string(l.block);
         if (d) text += ", " + (*d)->driver->describeFunction((*d)->functions[i][j]);
         text += "\n";
       }

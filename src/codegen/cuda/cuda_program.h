@@ -2,6 +2,9 @@
 // cubin, run through the driver (driver.h) on a stream per run. Weights are uploaded once, at the
 // first run; each run has one device allocation (the buffer plan's arena, then the inputs and
 // the outputs), copies the inputs in and the outputs out, and nothing else crosses the bus.
+// A program compiled over ranges of sizes sizes its run memory for the ranges' top; each run
+// binds the sizes from its inputs, packs the arena at them, passes them to the kernels, makes
+// its library calls' plans for them on their first use, and captures a CUDA graph per size.
 #pragma once
 
 #include <map>
@@ -26,6 +29,7 @@ class CudaProgram final : public runtime::Program {
  public:
   // What the device holds, made at the first run (Device::load).
   struct Device;
+  struct RunSizes;
   struct Impl {
     std::unique_ptr<Module> module;
     const Function* f = nullptr;
@@ -41,8 +45,11 @@ class CudaProgram final : public runtime::Program {
     std::vector<int64_t> inputOffsets, outputOffsets;
     int64_t workspaceOffset = -1;
     int64_t runBytes = 0;
+    SymbolBindings maxSizes;  // each symbol at the top of its range (none: a static program)
     mutable std::mutex mu;
     mutable std::shared_ptr<Device> device;  // null until the first run
+    // What runs at each size need, made once per size (at most kSizesKept kept).
+    mutable std::map<std::vector<int64_t>, std::shared_ptr<const RunSizes>> bySize;
     ~Impl();
   };
 
@@ -86,6 +93,8 @@ class CudaProgram final : public runtime::Program {
 
  private:
   StatusOr<std::shared_ptr<Device>> device() const;
+  StatusOr<std::shared_ptr<const RunSizes>>
+  sizesOf(const std::vector<std::vector<int64_t>>& shapes) const;
   Status run(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
              std::vector<double>* kernelMs, double* deviceMs) const;
   std::unique_ptr<Impl> impl_;

@@ -234,17 +234,24 @@ class Emitter {
   Status launch(const Stmt& s, Launch& l) {
     const Stmt* t = s.kind == Stmt::Kind::For ? s.body[0].get() : nullptr;
     if (s.loop != kernel::LoopKind::GpuBlock || !t || t->kind != Stmt::Kind::For ||
-        t->loop != kernel::LoopKind::GpuThread || s.extent->kind != Expr::Kind::Const ||
-        t->extent->kind != Expr::Kind::Const)
+        t->loop != kernel::LoopKind::GpuThread || t->extent->kind != Expr::Kind::Const)
       return fail("a top-level statement is not a gpu_block loop over a gpu_thread loop "
                   "(schedule it with mapToGpu)");
-    l.grid = s.extent->i;
+    if (s.extent->kind == Expr::Kind::Const) {
+      l.grid = s.extent->i;
+    } else {
+      std::optional<int64_t> most = kernel::upperBound(s.extent, k_.symbols);
+      if (!most) return fail("its grid " + kernel::printExpr(s.extent) + " is no size expression");
+      l.grid = *most;
+      l.gridExtent = s.extent;
+    }
     l.block = t->extent->i;
     // 32-bit index arithmetic where every index value fits: a 64-bit division by a constant
     // is several multiplies on the GPU, a 32-bit one a multiply-high.
     index32_ = kernel::indicesWithin(s, std::numeric_limits<int32_t>::min(),
-                                     std::numeric_limits<int32_t>::max());
+                                     std::numeric_limits<int32_t>::max(), k_.symbols);
     names_.clear();
+    symbolNames_.clear();
     used_.clear();
     temps_ = 0;
     used_.insert(s.var);
@@ -260,7 +267,15 @@ class Emitter {
       out_ += std::string(i ? ", " : "") + (in ? "const " : "") + memType(b.type) + "* " +
               (in ? "__restrict__ " : "") + c;
     }
-    out_ += ") {\n";
+    // The symbols' values, passed as i64 and used in the launch's index type.
+    std::string sizes;
+    for (const kernel::Symbol& sym : k_.symbols) {
+      const std::string c = ident(sym.name), arg = ident(c + "_arg");
+      symbolNames_[sym.name] = c;
+      out_ += ", const i64 " + arg;
+      sizes += "  const " + typeName(DType::I64) + " " + c + " = " + arg + ";\n";
+    }
+    out_ += ") {\n" + sizes;
     out_ += "  const " + typeName(DType::I64) + " " + s.var + " = blockIdx.x;\n";
     out_ += "  const " + typeName(DType::I64) + " " + t->var + " = threadIdx.x;\n";
     KILN_RETURN_IF_ERROR(stmt(t->body[0], 1));
@@ -318,6 +333,7 @@ class Emitter {
   std::map<std::string, std::string>& printed_;  // canonical text -> function
   std::map<std::string, std::string> names_;     // buffer -> C identifier (scratch included)
   std::map<std::string, DType> scratch_;
+  std::map<std::string, std::string> symbolNames_;  // symbol -> C identifier
   std::set<std::string> used_;
   int temps_ = 0;
   bool index32_ = false;  // this launch's indices all fit in 32 bits
@@ -353,7 +369,10 @@ void Emitter::countUses(const ExprRef& e) {
 StatusOr<std::string> Emitter::expr(const ExprRef& e, int depth) {
   if (e->kind == Expr::Kind::Const)
     return isFloat(e->type) ? floatLiteral(e->f, e->type) : intLiteral(e->i, e->type);
-  if (e->kind == Expr::Kind::Var) return e->name;
+  if (e->kind == Expr::Kind::Var) {
+    auto sym = symbolNames_.find(e->name);
+    return sym == symbolNames_.end() ? e->name : sym->second;
+  }
   if (auto m = memo_.find(e.get()); m != memo_.end()) return m->second;
   if (laneLoads_.count(e.get())) return node(*e, {""});  // its index is the group's
   std::vector<std::string> args;
@@ -713,10 +732,6 @@ StatusOr<CudaSource> emitCuda(const std::vector<kernel::Kernel>& kernels) {
   std::set<std::string> functions;
   std::map<std::string, std::string> printed;
   for (const kernel::Kernel& k : kernels) {
-    if (!k.symbols.empty())
-      return Status::error("kernel " + k.name + " has sizes known only when it runs (symbol " +
-                           k.symbols[0].name +
-                           "): the cuda target compiles kernels of static shapes only");
     Emitter e(k, out.source, functions, printed);
     KILN_ASSIGN_OR_RETURN(std::vector<Launch> launches, e.run());
     out.launches.push_back(std::move(launches));

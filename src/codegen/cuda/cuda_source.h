@@ -20,10 +20,14 @@
 
 namespace kiln::codegen::cuda {
 
-// One launch of a kernel: its function and its grid and block sizes (one dimension each).
+// One launch of a kernel: its function and its grid and block sizes (one dimension each). A
+// kernel with symbols (sizes known when it runs) takes their values after its buffers, as i64 in
+// the kernel's order, and its grid may be an expression of them (gridExtent, evaluated at launch;
+// `grid` is then its largest value).
 struct Launch {
   std::string function;
   int64_t grid = 1, block = 1;
+  kernel::ExprRef gridExtent;          // null: the grid is `grid` at every size
   const kernel::Stmt* call = nullptr;  // a library call the target runs instead (no function)
 };
 

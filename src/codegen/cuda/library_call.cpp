@@ -120,6 +120,38 @@ StatusOr<std::unique_ptr<LibraryCall>> makeLibraryCall(const kernel::Kernel& k,
                        " has no GPU kernel (" + why + ")");
 }
 
+bool isSymbolicCall(const kernel::Kernel& k, const kernel::Stmt& call) {
+  for (const std::string& a : call.args)
+    if (const kernel::Buffer* b = k.find(a); b && b->isSymbolic()) return true;
+  return false;
+}
+
+StatusOr<std::unique_ptr<LibraryCall>>
+makeLibraryCallAt(const kernel::Kernel& k, const kernel::Stmt& call, bool tf32,
+                  const std::map<std::string, int64_t>& sizes) {
+  kernel::Kernel at;
+  at.name = k.name;
+  kernel::Stmt c = call;
+  for (const std::string& a : call.args) {
+    const kernel::Buffer* b = k.find(a);
+    if (!b) return Status::error("kernel " + k.name + ": a call's buffer %" + a + " is missing");
+    kernel::Buffer s = *b;
+    s.dims.clear();
+    s.shape.clear();
+    for (const kernel::ExprRef& e : b->extents()) {
+      std::optional<int64_t> n = kernel::evaluateExtent(e, sizes);
+      if (!n)
+        return Status::error("kernel " + k.name + ": the extent " + kernel::printExpr(e) + " of %" +
+                             a + " has no value at this run's sizes");
+      s.shape.push_back(*n);
+    }
+    for (kernel::PostOp& p : c.postOps)
+      if (p.operand == a) p.operandShape = s.shape;
+    at.buffers.push_back(std::move(s));
+  }
+  return makeLibraryCall(at, c, tf32);
+}
+
 // The call alone: `kAloneBatch` calls captured into one graph and launched between events (back
 // to back, as a program's graph runs them), the median over `repeat` launches divided by the
 // batch; where the library's call cannot be captured, one call between events at a time.

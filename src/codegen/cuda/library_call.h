@@ -4,6 +4,7 @@
 // the device and run at every launch.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -57,5 +58,14 @@ size_t libraryEpilogue(const kernel::Kernel& k, const kernel::Stmt& call, std::s
 // convolutions on TF32 tensor cores.
 StatusOr<std::unique_ptr<LibraryCall>> makeLibraryCall(const kernel::Kernel& k,
                                                        const kernel::Stmt& call, bool tf32);
+
+// Whether `call` of `k` reads or writes a buffer of symbolic dims: its library call is then made
+// for each run's sizes (makeLibraryCallAt), as cuBLASLt's and cuDNN's plans have fixed shapes.
+bool isSymbolicCall(const kernel::Kernel& k, const kernel::Stmt& call);
+
+// The call made for the sizes `sizes` of the kernel's symbols: the static call of those sizes.
+StatusOr<std::unique_ptr<LibraryCall>>
+makeLibraryCallAt(const kernel::Kernel& k, const kernel::Stmt& call, bool tf32,
+                  const std::map<std::string, int64_t>& sizes);
 
 }  // namespace kiln::codegen::cuda

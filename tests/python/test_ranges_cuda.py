@@ -1,0 +1,75 @@
+"""One compile on the cuda target over ranges of sizes serves every size in them with no
+recompile: the BERT-style encoder of test_dynamic_encoder.py over batch 1..32 and sequence 1..512
+at ten (batch, sequence) pairs, against the reference interpreter and torch, and ResNet-18 over
+batch 1..64 at five batches, against torch (and the interpreter at two). Needs a GPU and a Kiln
+build with the cuda target (the H200: docs/gpu.md)."""
+
+import inspect
+
+import numpy as np
+import pytest
+
+import kiln
+
+torch = pytest.importorskip("torch", reason="torch is not installed")
+pytest.importorskip("onnx", reason="onnx is not installed")
+if "cuda" not in kiln.backends():
+    pytest.skip("this build of Kiln has no cuda target", allow_module_level=True)
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device here", allow_module_level=True)
+
+from test_dynamic_encoder import VOCAB, WIDTH, export_encoder  # noqa: E402
+
+
+def assert_near(got, want, tolerance, what):
+    """Every element within `tolerance` times the largest magnitude of `want`."""
+    worst = float(np.max(np.abs(got - want))) if want.size else 0.0
+    scale = float(np.max(np.abs(want))) if want.size else 0.0
+    assert worst <= tolerance * scale, f"{what}: max error {worst:.3g}, scale {scale:.3g}"
+
+
+def test_encoder_over_batch_and_sequence_ranges(tmp_path):
+    model, path = export_encoder(tmp_path)
+    exe = kiln.compile(path, backend="cuda", dims={"N": (1, 32), "S": (1, 512)})
+    rng = np.random.default_rng(11)
+    pairs = [(1, 1), (32, 512)] + [(int(rng.integers(1, 33)), int(rng.integers(1, 513)))
+                                   for _ in range(8)]
+    for n, s in pairs:
+        ids = rng.integers(0, VOCAB, (n, s)).astype(np.int64)
+        got = exe(ids)
+        assert got.shape == (n, s, WIDTH)
+        # f32 throughout (no TF32): products of 32-64 terms and two layer norms, in another
+        # order than the interpreter's: 1e-5 of the output's scale is far above that and far
+        # below a wrong index.
+        reference = kiln.compile(path, backend="interp", dims={"N": n, "S": s})
+        assert_near(got, reference(ids), 1e-5, f"N={n} S={s} against the interpreter")
+        with torch.no_grad():
+            want = model(torch.from_numpy(ids)).numpy()
+        assert_near(got, want, 1e-4, f"N={n} S={s} against torch")
+    assert exe.recompiles == 0
+
+
+def test_resnet18_over_batch_range(tmp_path):
+    torchvision = pytest.importorskip("torchvision", reason="torchvision is not installed")
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(num_classes=1000).eval()
+    path = tmp_path / "resnet18.onnx"
+    legacy = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
+    torch.onnx.export(model, (torch.zeros(2, 3, 224, 224),), str(path), opset_version=17,
+                      input_names=["input"], output_names=["logits"],
+                      dynamic_axes={"input": {0: "N"}, "logits": {0: "N"}}, **legacy)
+    exe = kiln.compile(path, backend="cuda", dims={"N": (1, 64)})
+    rng = np.random.default_rng(5)
+    for n in [1, 64, 2, 37, 9]:
+        x = rng.standard_normal((n, 3, 224, 224)).astype(np.float32)
+        got = exe(x)
+        assert got.shape == (n, 1000)
+        with torch.no_grad():
+            want = model(torch.from_numpy(x)).numpy()
+        # f32 convolutions on FMA units (cuDNN without TF32) over 20 layers: 1e-4 of the logits'
+        # scale, as tests/models/check_model.py allows f32 on the GPU.
+        assert_near(got, want, 1e-4, f"N={n} against torch")
+        if n <= 2:
+            reference = kiln.compile(path, backend="interp", dims={"N": n})
+            assert_near(got, reference(x), 1e-4, f"N={n} against the interpreter")
+    assert exe.recompiles == 0
