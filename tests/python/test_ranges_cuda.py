@@ -5,6 +5,7 @@ batch 1..64 at five batches, against torch (and the interpreter at two). Needs a
 build with the cuda target (the H200: docs/gpu.md)."""
 
 import inspect
+import os
 
 import numpy as np
 import pytest
@@ -28,9 +29,27 @@ def assert_near(got, want, tolerance, what):
     assert worst <= tolerance * scale, f"{what}: max error {worst:.3g}, scale {scale:.3g}"
 
 
-def test_encoder_over_batch_and_sequence_ranges(tmp_path):
+def encoder(tmp_path):
+    """(torch model or None, ONNX path, compiled over the ranges). Newer torch's TorchScript
+    exporter bakes the sample's sequence length into the attention's reshapes (a Reshape to
+    [16, 4*N, 8], which Kiln refuses over S); there the export of a torch that keeps S (1.13,
+    which the CPU machine has) is read from KILN_ENCODER_ONNX, with no torch model to compare."""
+    dims = {"N": (1, 32), "S": (1, 512)}
     model, path = export_encoder(tmp_path)
-    exe = kiln.compile(path, backend="cuda", dims={"N": (1, 32), "S": (1, 512)})
+    try:
+        return model, path, kiln.compile(path, backend="cuda", dims=dims)
+    except kiln.UnsupportedOpError as e:
+        if "only at some sizes" not in str(e):
+            raise
+        given = os.environ.get("KILN_ENCODER_ONNX")
+        if not given:
+            pytest.skip(f"torch {torch.__version__} exports S as a constant ({e}); set "
+                        "KILN_ENCODER_ONNX to an export by torch 1.13")
+        return None, given, kiln.compile(given, backend="cuda", dims=dims)
+
+
+def test_encoder_over_batch_and_sequence_ranges(tmp_path):
+    model, path, exe = encoder(tmp_path)
     rng = np.random.default_rng(11)
     pairs = [(1, 1), (32, 512)] + [(int(rng.integers(1, 33)), int(rng.integers(1, 513)))
                                    for _ in range(8)]
@@ -43,9 +62,10 @@ def test_encoder_over_batch_and_sequence_ranges(tmp_path):
         # below a wrong index.
         reference = kiln.compile(path, backend="interp", dims={"N": n, "S": s})
         assert_near(got, reference(ids), 1e-5, f"N={n} S={s} against the interpreter")
-        with torch.no_grad():
-            want = model(torch.from_numpy(ids)).numpy()
-        assert_near(got, want, 1e-4, f"N={n} S={s} against torch")
+        if model is not None:
+            with torch.no_grad():
+                want = model(torch.from_numpy(ids)).numpy()
+            assert_near(got, want, 1e-4, f"N={n} S={s} against torch")
     assert exe.recompiles == 0
 
 
