@@ -149,7 +149,7 @@ std::string describeCalls(const CpuProgram::Impl& impl) {
       text += impl.kernels[i].name + ": " + c.stmt->callee + ": ";
       text += !c.block.empty() ? c.block
               : c.fast         ? c.fast->describe()
-              : c.perShape     ? "oneDNN, made for each run's sizes (symbolic dims)"
+              : c.perShape     ? c.perShape->describe()
                                : "reference kernel (" + c.why + ")";
       if (c.separatePostOps) text += "; post-ops as loops after the call";
       if (c.fast && c.separatePostOps) text += " (" + c.why + ")";
@@ -161,7 +161,21 @@ std::string describeCalls(const CpuProgram::Impl& impl) {
   return text;
 }
 
-// The compile cache: an entry is the artifact of an earlier compile of the same source with the
+std::string blockedLayoutOf(const LibraryCall& c) {
+  return c.fast ? c.fast->blockedLayout() : c.perShape ? c.perShape->blockedLayout() : "";
+}
+
+// The calls of symbolic sizes made at the ranges' top, so that values between blocked
+// convolutions can be stored blocked at every size (per_shape_calls.h).
+Status probePerShapeCalls(CpuProgram::Impl& impl) {
+  SymbolBindings top;
+  for (const auto& [name, range] : impl.options.ranges) top[name] = range.hi;
+  for (size_t i = 0; i < impl.calls.size(); ++i)
+    for (LibraryCall& c : impl.calls[i])
+      if (c.perShape)
+        KILN_RETURN_IF_ERROR(c.perShape->probe(top).prefix("kernel " + impl.kernels[i].name));
+  return Status::ok();
+}
 
 }  // namespace
 
@@ -185,6 +199,7 @@ void CpuProgram::storeBlockedValues(Impl& impl, const Function& f) {
       [&](LibraryCall* call, const kernel::Buffer& b, const std::vector<size_t>& positions) {
         std::vector<size_t> blockable;
         if (call && call->fast) blockable = call->fast->blockableBuffers();
+        if (call && call->perShape) blockable = call->perShape->blockableBuffers();
         if (!blockable.empty()) stored.emplace(call, std::vector<size_t>{});
         if (call && call->separatePostOps) blockable.clear();
         bool ok = !positions.empty() && !b.view;  // a slice of a concatenation is plain
@@ -200,13 +215,15 @@ void CpuProgram::storeBlockedValues(Impl& impl, const Function& f) {
     bool written = false, sameLayout = true;
     for (const Use& u : list) {
       written = written || u.position == u.call->stmt->node->numOperands();
-      sameLayout =
-          sameLayout && u.call->fast->blockedLayout() == list[0].call->fast->blockedLayout();
+      sameLayout = sameLayout && blockedLayoutOf(*u.call) == blockedLayoutOf(*list[0].call);
     }
     if (!written || !sameLayout) continue;
     for (const Use& u : list) stored[u.call].push_back(u.position);
   }
-  for (auto& [call, positions] : stored) call->fast->storeBlocked(positions);
+  for (auto& [call, positions] : stored) {
+    if (call->fast) call->fast->storeBlocked(positions);
+    else call->perShape->storeBlocked(positions);
+  }
 }
 
 namespace {
@@ -557,6 +574,7 @@ Status CpuProgram::buildInto(Impl& impl, std::unique_ptr<Module> module,
   prepareCalls(impl, *f, pending);
   KILN_RETURN_IF_ERROR(postOpsAsLoops(impl));
   KILN_RETURN_IF_ERROR(checkHeldConstants(impl));
+  KILN_RETURN_IF_ERROR(probePerShapeCalls(impl));
   storeBlockedValues(impl, *f);
   if (!options.instrumentation.dumpDir.empty()) {
     KILN_RETURN_IF_ERROR(compiler::writeDump(options, "library-calls.txt", describeCalls(impl)));

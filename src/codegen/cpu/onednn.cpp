@@ -144,6 +144,13 @@ StatusOr<std::string> probeOneDnnKernel(const Node& n, const std::vector<kernel:
   return k->describe();
 }
 
+StatusOr<BlockedPlan> probeOneDnnBlocking(const Node& n, const std::vector<kernel::PostOp>& postOps,
+                                          int threads) {
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<LibraryKernel> k,
+                        create(n, postOps, threads, nullptr, /*probe=*/true, {}));
+  return BlockedPlan{k->blockableBuffers(), k->blockedLayout()};
+}
+
 std::vector<int64_t> resultStrides(const kernel::Kernel& k, const kernel::Stmt& call) {
   if (!call.node || call.args.size() <= call.node->numOperands()) return {};
   const kernel::Buffer* b = k.find(call.args[call.node->numOperands()]);

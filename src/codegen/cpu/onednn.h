@@ -135,6 +135,14 @@ createOneDnnKernel(const Node& n, const std::vector<kernel::PostOp>& postOps, in
 // the CPU target's schedule asks this for every call and takes another formulation then.
 StatusOr<std::string> probeOneDnnKernel(const Node& n, const std::vector<kernel::PostOp>& postOps,
                                         int threads, const std::vector<int64_t>& dstStrides = {});
+// The same probe's blockable buffers and blocked layout (LibraryKernel's functions of those
+// names; none for a kernel that computes on the IR's layout).
+struct BlockedPlan {
+  std::vector<size_t> blockable;
+  std::string layout;
+};
+StatusOr<BlockedPlan> probeOneDnnBlocking(const Node& n, const std::vector<kernel::PostOp>& postOps,
+                                          int threads);
 
 // The element strides of the result buffer of `call` (a Call of `k`) when it is a strided slice
 // (kernel::Buffer::view: the rows of its dims from the concatenated axis on lie `pitch` apart);

@@ -125,9 +125,13 @@ createBlockedConvolution(const Node& n, const std::vector<kernel::PostOp>& postO
     pd = makePd(srcB, in.weights, dstB, in.attr, dnnl::algorithm::convolution_direct, biasDesc);
   const std::string impl = pd->impl_info_str();
   if (slowImplementation(impl)) return slowImplementationError(what + " in " + layout, impl);
-  if (probe)
+  if (probe) {
+    std::vector<size_t> blockable;
+    for (const BlockedOperand& o : operands) blockable.push_back(o.position);
     return makeProbedKernel(kernelDescription(what, impl, in, HeldWeights{}, post) + ", " + layout +
-                            ")");
+                                ")",
+                            blockable, layout);
+  }
   KILN_ASSIGN_OR_RETURN(HeldWeights held,
                         packWeights(in.constant, in.held, weights, pd->weights_desc(), prepacked));
   std::string desc = kernelDescription(what, impl, in, held, post);

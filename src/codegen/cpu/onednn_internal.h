@@ -221,7 +221,9 @@ std::byte* threadScratch(size_t bytes);
 
 // A kernel that only says what createOneDnnKernel would make (probeOneDnnKernel): its run() is an
 // error.
-std::unique_ptr<LibraryKernel> makeProbedKernel(std::string description);
+std::unique_ptr<LibraryKernel> makeProbedKernel(std::string description,
+                                                std::vector<size_t> blockable = {},
+                                                std::string layout = "");
 
 // A oneDNN primitive with its memory descriptors, ready to run on Kiln's buffers.
 std::unique_ptr<LibraryKernel>

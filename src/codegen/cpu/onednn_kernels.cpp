@@ -138,17 +138,24 @@ struct ArgSet {
   }
 };
 
-// What a kernel would be (probeOneDnnKernel): a description and nothing to run.
+// What a kernel would be (probeOneDnnKernel): a description, the buffers it would compute
+// blocked and their layout, and nothing to run.
 class ProbedKernel final : public LibraryKernel {
  public:
-  explicit ProbedKernel(std::string description) : description_(std::move(description)) {}
+  ProbedKernel(std::string description, std::vector<size_t> blockable, std::string layout)
+      : description_(std::move(description)), blockable_(std::move(blockable)),
+        layout_(std::move(layout)) {}
   Status run(void* const*) const override {
     return Status::error(description_ + ": a probe, not a kernel");
   }
   std::string describe() const override { return description_; }
+  std::vector<size_t> blockableBuffers() const override { return blockable_; }
+  std::string blockedLayout() const override { return layout_; }
 
  private:
   std::string description_;
+  std::vector<size_t> blockable_;
+  std::string layout_;
 };
 
 // A oneDNN primitive with its memory descriptors, ready to run on Kiln's buffers.
@@ -376,8 +383,10 @@ class BlockedConvolution final : public LibraryKernel {
 
 }  // namespace
 
-std::unique_ptr<LibraryKernel> makeProbedKernel(std::string description) {
-  return std::make_unique<ProbedKernel>(std::move(description));
+std::unique_ptr<LibraryKernel> makeProbedKernel(std::string description,
+                                                std::vector<size_t> blockable, std::string layout) {
+  return std::make_unique<ProbedKernel>(std::move(description), std::move(blockable),
+                                        std::move(layout));
 }
 
 std::unique_ptr<LibraryKernel>

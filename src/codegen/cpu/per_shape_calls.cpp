@@ -1,6 +1,7 @@
 // Library calls made for each run's sizes. See per_shape_calls.h.
 #include "codegen/cpu/per_shape_calls.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "ir/builder.h"
@@ -15,10 +16,9 @@ bool isSymbolicCall(const kernel::Stmt& call) {
   return false;
 }
 
-StatusOr<PerShapeCall::Made> PerShapeCall::make(const SymbolBindings& sizes,
-                                                const PackedWeights* shared) const {
+StatusOr<const Node*> PerShapeCall::nodeAt(const SymbolBindings& sizes, Made& m,
+                                           std::vector<kernel::PostOp>& postOps) const {
   const Node& n = *call_.node;
-  Made m;
   m.module = std::make_unique<Module>();
   Function* f = m.module->addFunction("call");
   Builder b(f);
@@ -33,7 +33,7 @@ StatusOr<PerShapeCall::Made> PerShapeCall::make(const SymbolBindings& sizes,
   if (!b.ok()) return b.status();
   f->setOutputs({result});
   // Post-op operands of symbolic dims at these sizes.
-  std::vector<kernel::PostOp> postOps = call_.postOps;
+  postOps = call_.postOps;
   for (kernel::PostOp& p : postOps) {
     const kernel::Buffer* buf = p.operand.empty() ? nullptr : kernel_.find(p.operand);
     if (!buf || !buf->isSymbolic()) continue;
@@ -45,7 +45,15 @@ StatusOr<PerShapeCall::Made> PerShapeCall::make(const SymbolBindings& sizes,
       p.operandShape[d] = *extent;
     }
   }
-  KILN_ASSIGN_OR_RETURN(m.kernel, createOneDnnKernel(*result->def(), postOps, threads_, shared));
+  return result->def();
+}
+
+StatusOr<PerShapeCall::Made> PerShapeCall::make(const SymbolBindings& sizes,
+                                                const PackedWeights* shared) const {
+  Made m;
+  std::vector<kernel::PostOp> postOps;
+  KILN_ASSIGN_OR_RETURN(const Node* n, nodeAt(sizes, m, postOps));
+  KILN_ASSIGN_OR_RETURN(m.kernel, createOneDnnKernel(*n, postOps, threads_, shared));
   return m;
 }
 
@@ -69,15 +77,61 @@ StatusOr<const LibraryKernel*> PerShapeCall::kernelFor(const SymbolBindings& siz
   auto it = made_.find(key);
   if (it == made_.end()) {
     StatusOr<Made> m = makeSharing(sizes);
-    if (!m) {
+    Status agreed = m ? agree(*m->kernel) : m.status();
+    if (!agreed) {
       std::string at;
       for (const kernel::Symbol& s : kernel_.symbols)
         at += (at.empty() ? "" : ", ") + s.name + "=" + std::to_string(sizes.at(s.name));
-      return Status(m.status()).prefix(call_.callee + " at " + at);
+      return Status(agreed).prefix(call_.callee + " at " + at);
     }
     it = made_.emplace(key, std::move(*m)).first;
   }
   return it->second.kernel.get();
+}
+
+Status PerShapeCall::probe(const SymbolBindings& sizes) {
+  if (!call_.node || call_.node->op() != OpCode::Convolution) return Status::ok();
+  Made m;
+  std::vector<kernel::PostOp> postOps;
+  KILN_ASSIGN_OR_RETURN(const Node* n, nodeAt(sizes, m, postOps));
+  KILN_ASSIGN_OR_RETURN(BlockedPlan plan, probeOneDnnBlocking(*n, postOps, threads_));
+  std::lock_guard<std::mutex> lock(mu_);
+  blockable_ = std::move(plan.blockable);
+  layout_ = std::move(plan.layout);
+  return Status::ok();
+}
+
+void PerShapeCall::storeBlocked(const std::vector<size_t>& positions) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stored_ = positions;
+  told_ = true;
+  for (auto& [key, m] : made_) m.kernel->storeBlocked(stored_);
+}
+
+std::string PerShapeCall::describe() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string stored;
+  const size_t operands = call_.node ? call_.node->numOperands() : 0;
+  for (size_t p : stored_)
+    stored += std::string(stored.empty() ? "" : ", ") + (p == 0 ? "source"
+                                                         : p == operands
+                                                             ? "result"
+                                                             : "operand " + std::to_string(p));
+  return "oneDNN, made for each run's sizes (symbolic dims" +
+         (stored.empty() ? std::string() : "; stored blocked in " + layout_ + ": " + stored) + ")";
+}
+
+Status PerShapeCall::agree(LibraryKernel& k) const {
+  if (!told_) return Status::ok();
+  for (size_t p : stored_) {
+    const std::vector<size_t> b = k.blockableBuffers();
+    if (k.blockedLayout() != layout_ || std::find(b.begin(), b.end(), p) == b.end())
+      return Status::error("its kernel here computes in layout '" + k.blockedLayout() +
+                           "', but the program stores its buffers in '" + layout_ +
+                           "' for every size");
+  }
+  if (!k.blockableBuffers().empty()) k.storeBlocked(stored_);
+  return Status::ok();
 }
 
 size_t PerShapeCall::sizes() const {
