@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU (docs/gpu.md): builds the core and the cuda target without
-# LLVM (-DKILN_CPU=OFF), then runs the GPU unit tests, `kiln conformance --backend cuda` on the
+# LLVM (-DKILN_CPU=OFF), then runs the GPU unit tests, the Python range tests (where pybind11 is
+# there), `kiln conformance --backend cuda` on the
 # ONNX backend test folders against the lists the CPU backend passes
 # (tests/conformance/expected-*.txt), and the real models of tools/export_models.py on
 # `--backend cuda` against torch in f32, f16 and bf16. Exits non-zero when anything fails.
@@ -10,6 +11,7 @@
 #                        tools/export_models.py, the benchmark's too)
 #   KILN_GPU_LOG         where each step's output goes (default $BUILD_DIR/gpu-logs)
 #   KILN_GPU_ZOO         also the models of bench/zoo.py: "all" or a comma-separated list
+#   KILN_ENCODER_ONNX    tests/python/test_ranges_cuda.py's encoder exported by torch 1.13
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${KILN_GPU_BUILD_DIR:-build-gpu}
@@ -30,11 +32,21 @@ step() {  # step NAME COMMAND...: runs it, logs it, records a failure (exit 77: 
     failed+=("$name")
   fi
 }
+# The Python module too where pybind11 is importable (its CMake files come with it).
+PYBIND=$("$PYTHON" -m pybind11 --cmakedir 2>/dev/null || true)
+python_module=(-DKILN_PYTHON=OFF)
+[ -n "$PYBIND" ] && python_module=(-DKILN_PYTHON=ON "-Dpybind11_DIR=$PYBIND")
 step configure cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_CPU=OFF \
-  -DKILN_CUDA=ON -DKILN_PYTHON=OFF
+  -DKILN_CUDA=ON "${python_module[@]}"
 step build cmake --build "$BUILD_DIR" -j "$JOBS"
 KILN="$BUILD_DIR/bin/kiln"
 step unit "$BUILD_DIR/bin/kiln_unit_tests" --gtest_filter='Cuda*:GpuSchedule*'
+# Ranges of sizes from Python: the BERT-style encoder (KILN_ENCODER_ONNX: an export by a torch
+# that keeps its sequence dim, tests/python/test_ranges_cuda.py) and ResNet-18.
+if [ -n "$PYBIND" ]; then
+  step python-ranges env PYTHONPATH="$BUILD_DIR/python" "$PYTHON" -m pytest -q -p no:warnings \
+    tests/python/test_ranges_cuda.py
+fi
 for folder in node simple pytorch-converted pytorch-operator; do
   [ -d "$DATA/$folder" ] || { echo "== conformance $folder: no $DATA/$folder, skipped"; continue; }
   step "conformance-$folder" "$KILN" conformance --backend cuda -O1 --jobs "$JOBS" \
