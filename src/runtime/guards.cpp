@@ -118,14 +118,16 @@ StatusOr<SymbolBindings> bindGuards(const Guards& g, const std::vector<TensorTyp
   for (size_t i = 0; i < inputs.size() && i < compiled.size(); ++i) {
     const TensorType& want = compiled[i];
     const TensorType& have = inputs[i];
-    Status mismatch =
-        Status::error(inputName(i) + ": expected " + want.str() + ", got " + have.str());
-    if (have.dtype() != want.dtype() || have.rank() != want.rank()) return mismatch;
+    // Built only for an error: a run checks its inputs every time.
+    auto mismatch = [&] {
+      return Status::error(inputName(i) + ": expected " + want.str() + ", got " + have.str());
+    };
+    if (have.dtype() != want.dtype() || have.rank() != want.rank()) return mismatch();
     for (size_t d = 0; d < static_cast<size_t>(have.rank()); ++d) {
       auto it = guarded.find({i, d});
       int64_t size = have.dim(d).value();
       if (it == guarded.end()) {
-        if (size != want.dim(d).value()) return mismatch;
+        if (size != want.dim(d).value()) return mismatch();
         continue;
       }
       const std::string& symbol = it->second->symbol;
