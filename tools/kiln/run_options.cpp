@@ -78,6 +78,7 @@ Status applyValueFlag(const std::string& flag, const std::string& v, RunOptions&
     if (v != "cpu" && v != "cuda" && v != "interp")
       return usageError("unknown backend '" + v + "' (known: cpu, cuda, interp)");
     o.backend = v;
+    o.backendGiven = true;
   } else if (flag == "--precision") {
     if (v != "f32" && v != "tf32" && v != "f16" && v != "bf16")
       return usageError("--precision expects f32, tf32, f16 or bf16, got '" + v + "'");
@@ -290,6 +291,10 @@ runtime::CompileOptions loadOptions(const RunOptions& o) {
 }
 
 Status checkArtifactOptions(const RunOptions& o, const runtime::Executable& exe) {
+  const std::string& backend = exe.compileOptions().backend;
+  if (o.backendGiven && backend != o.backend)
+    return Status::error(o.program + ": compiled for the " + backend + " backend, --backend " +
+                         o.backend + " asks for another: compile the model again with it");
   const std::string& have = exe.compileOptions().precision;
   if (o.precisionGiven && have != o.precision)
     return Status::error(o.program + ": compiled for precision " + have + ", --precision " +

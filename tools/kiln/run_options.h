@@ -31,6 +31,7 @@ struct RunOptions {
   std::string cudaArch;  // --cuda-arch: the cuda target's GPU architecture (empty: the GPU's)
   std::string precision = "f32";  // --precision: f32, tf32, f16 or bf16
   bool precisionGiven = false;    // an artifact must then have been compiled in it
+  bool backendGiven = false;      // likewise for --backend
   int threads = 0;         // --threads: the CPU backend's thread pool (0: one per hardware thread)
   int compileThreads = 0;  // --compile-threads (0: one per hardware thread)
   // 1: the default optimisation pipeline before running (the default); 0: the program as loaded
