@@ -68,37 +68,14 @@ struct Sizes {
   }
 };
 
-bool isConst(const ExprRef& e, int64_t v) { return e->kind == Expr::Kind::Const && e->i == v; }
-
-// a * b, folded where both are constants.
-ExprRef times(const ExprRef& a, const ExprRef& b) {
-  if (a->kind == Expr::Kind::Const && b->kind == Expr::Kind::Const) return intConst(a->i * b->i);
-  if (isConst(a, 1)) return b;
-  if (isConst(b, 1)) return a;
-  return binary(BinaryOp::Mul, a, b);
-}
-
-// ceil(n / d) for a constant d > 0.
+// ceil(n / d) for a constant d > 0 (binary folds constants and d = 1).
 ExprRef ceilDiv(const ExprRef& n, int64_t d) {
-  if (n->kind == Expr::Kind::Const) return intConst((n->i + d - 1) / d);
-  if (d == 1) return n;
   return binary(BinaryOp::Div, binary(BinaryOp::Add, n, intConst(d - 1)), intConst(d));
 }
 
-// The constant factor of an extent (a product of constants and symbols): every value it takes is
-// a multiple of it.
-int64_t constantFactor(const ExprRef& n) {
-  if (n->kind == Expr::Kind::Const) return n->i;
-  if (n->kind == Expr::Kind::Binary && n->binary == BinaryOp::Mul)
-    return constantFactor(n->args[0]) * constantFactor(n->args[1]);
-  return 1;
-}
-
-// Whether d divides n at every size.
-bool divides(int64_t d, const ExprRef& n) { return constantFactor(n) % d == 0; }
-
-std::string extentText(const ExprRef& n) {
-  return n->kind == Expr::Kind::Const ? std::to_string(n->i) : printExpr(n);
+// Whether d divides n at every size (a symbolic n by its known power-of-two multiple).
+bool divides(int64_t d, const ExprRef& n) {
+  return (n->kind == Expr::Kind::Const ? n->i : knownMultiple(n)) % d == 0;
 }
 
 bool mappable(const StmtRef& s, bool opaque, const std::set<std::string>& scratch,
@@ -127,7 +104,7 @@ Chain chainOf(const StmtRef& s, bool opaque, const std::set<std::string>& scratc
   for (StmtRef cur = s; mappable(cur, opaque, scratch, sizes); cur = unwrap(cur->body[0])) {
     c.loops.push_back(cur);
     c.body = cur->body[0];
-    c.n = times(c.n, cur->extent);
+    c.n = binary(BinaryOp::Mul, c.n, cur->extent);
     c.nMax *= sizes.max(cur->extent);
   }
   return c;
@@ -145,7 +122,7 @@ StmtRef unflatten(const StmtRef& body, const ExprRef& f, const std::vector<std::
     if (i > 0) q = binary(BinaryOp::Rem, q, extents[i]);
     keep.push_back(var(vars[i]));
     replace[keep.back().get()] = q;
-    stride = times(stride, extents[i]);
+    stride = binary(BinaryOp::Mul, stride, extents[i]);
   }
   return detail::replaceInStmt(body, replace);
 }
@@ -174,7 +151,7 @@ StmtRef threadPerIteration(const Chain& c, int64_t threadsPerBlock, FreshNames& 
 
 ExprRef reduceLength(const Stmt& s) {
   ExprRef n = intConst(1);
-  for (const ExprRef& e : s.extents) n = times(n, e);
+  for (const ExprRef& e : s.extents) n = binary(BinaryOp::Mul, n, e);
   return n;
 }
 
@@ -480,7 +457,7 @@ StmtRef launch(const StmtRef& s, bool opaque, const std::set<std::string>& scrat
     return threadPerIteration(c, threadsPerBlock, names);
   }
   // Rows of symbolic length are mapped for the longest they can be.
-  const std::string rows = extentText(c.n) + " rows of " + std::to_string(longest) + " elements";
+  const std::string rows = printExpr(c.n) + " rows of " + std::to_string(longest) + " elements";
   if (std::optional<StmtRef> r = rowPerWarp(c, threadsPerBlock, reassociate, names, sizes)) {
     notes.push_back("reduction: a warp per row (" + rows + ")");
     return *r;

@@ -483,6 +483,12 @@ std::vector<const Stmt*> callsOf(const Kernel& k) {
   return out;
 }
 
+bool isSymbolicCall(const Kernel& k, const Stmt& call) {
+  for (const std::string& a : call.args)
+    if (const Buffer* b = k.find(a); b && b->isSymbolic()) return true;
+  return false;
+}
+
 int64_t Buffer::elements() const {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;

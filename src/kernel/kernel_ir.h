@@ -333,6 +333,9 @@ std::set<std::string> loadedBuffers(const Kernel& k);
 // The Call statements of a kernel in pre-order (a Call inside a loop once): the numbering the
 // CPU code generator gives them.
 std::vector<const Stmt*> callsOf(const Kernel& k);
+// Whether call `call` of `k` reads or writes a buffer of symbolic dims: a library's kernel for it
+// (fixed shapes) is then made for each run's sizes.
+bool isSymbolicCall(const Kernel& k, const Stmt& call);
 
 // The readable text of a kernel (the format of the example at the top of this file).
 std::string printKernel(const Kernel& k);

@@ -90,6 +90,12 @@ StatusOr<SymbolRanges> parseSymbolRanges(std::string_view text) {
       "given twice");
 }
 
+SymbolBindings topsOf(const SymbolRanges& ranges) {
+  SymbolBindings tops;
+  for (const auto& [name, range] : ranges) tops[name] = range.hi;
+  return tops;
+}
+
 std::string SymbolRange::str() const {
   return std::to_string(lo) + ".." + std::to_string(hi) + (pow2 ? ":pow2" : "");
 }

@@ -37,6 +37,8 @@ struct SymbolRange {
 using SymbolRanges = std::map<std::string, SymbolRange>;
 // Parses "N=1..64,S=1..512:pow2". Errors name the entry.
 StatusOr<SymbolRanges> parseSymbolRanges(std::string_view text);
+// Each symbol at the top of its range: the sizes a range program's memory is planned for.
+SymbolBindings topsOf(const SymbolRanges& ranges);
 
 // The bindings that concrete input shapes imply for the parameters of `f` (one shape per
 // parameter, in order). Errors: a wrong number of shapes, a rank or static extent that differs

@@ -38,6 +38,12 @@ class Encoder(torch.nn.Module):
         return self.encoder(self.ln(x))
 
 
+def sample_pairs(rng):
+    """The ranges' corners and eight random (N, S) pairs in N=1..32, S=1..512."""
+    return [(1, 1), (32, 512)] + [(int(rng.integers(1, 33)), int(rng.integers(1, 513)))
+                                  for _ in range(8)]
+
+
 def export_encoder(directory):
     """The seeded encoder and its ONNX export with N and S dynamic."""
     torch.manual_seed(0)
@@ -64,9 +70,7 @@ def test_one_compile_serves_batch_and_sequence_ranges(exported):
     exe = kiln.compile(path, backend="cpu", dims={"N": (1, 32), "S": (1, 512)})
     assert [(g["symbol"], g["range"]) for g in exe.guards] == [("N", (1, 32)), ("S", (1, 512))]
     rng = np.random.default_rng(7)
-    pairs = [(1, 1), (32, 512)] + [(int(rng.integers(1, 33)), int(rng.integers(1, 513)))
-                                   for _ in range(8)]
-    for n, s in pairs:
+    for n, s in sample_pairs(rng):
         ids = rng.integers(0, VOCAB, (n, s)).astype(np.int64)
         got = exe(ids)
         assert got.shape == (n, s, WIDTH)

@@ -19,7 +19,7 @@ if "cuda" not in kiln.backends():
 if not torch.cuda.is_available():
     pytest.skip("no CUDA device here", allow_module_level=True)
 
-from test_dynamic_encoder import VOCAB, WIDTH, export_encoder  # noqa: E402
+from test_dynamic_encoder import VOCAB, WIDTH, export_encoder, sample_pairs  # noqa: E402
 
 
 def assert_near(got, want, tolerance, what):
@@ -51,9 +51,7 @@ def encoder(tmp_path):
 def test_encoder_over_batch_and_sequence_ranges(tmp_path):
     model, path, exe = encoder(tmp_path)
     rng = np.random.default_rng(11)
-    pairs = [(1, 1), (32, 512)] + [(int(rng.integers(1, 33)), int(rng.integers(1, 513)))
-                                   for _ in range(8)]
-    for n, s in pairs:
+    for n, s in sample_pairs(rng):
         ids = rng.integers(0, VOCAB, (n, s)).astype(np.int64)
         got = exe(ids)
         assert got.shape == (n, s, WIDTH)

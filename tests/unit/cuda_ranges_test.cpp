@@ -10,6 +10,7 @@
 #include "codegen/cuda/cuda_source.h"
 #include "codegen/cuda/driver.h"
 #include "codegen/cuda/nvrtc.h"
+#include "cuda_test_util.h"
 #include "fusion/fusion.h"
 #include "interp/interpreter.h"
 #include "ir/text/text.h"
@@ -84,12 +85,6 @@ TEST(GpuSchedule, SymbolicExtentsBecomeGridExpressions) {
   auto cubin = codegen::cuda::compileCuda(source->source, "ranges.cu", "sm_90");
   ASSERT_TRUE(cubin.isOk()) << cubin.status().str();
 }
-
-#define KILN_REQUIRE_GPU()                                                     \
-  do {                                                                         \
-    auto driver = codegen::cuda::Driver::get();                                \
-    if (!driver) GTEST_SKIP() << "no GPU here: " << driver.status().message(); \
-  } while (0)
 
 // A product with a bias and a residual (cuBLASLt's epilogue) then an erf gelu (a loop nest after
 // the call), a softmax over the middle dim S, a batched product of S x S with a softmax over its

@@ -14,6 +14,7 @@
 #include "codegen/cuda/driver.h"
 #include "codegen/cuda/gemm.h"
 #include "codegen/cuda/nvrtc.h"
+#include "cuda_test_util.h"
 #include "fusion/fusion.h"
 #include "interp/interpreter.h"
 #include "ir/text/text.h"
@@ -259,12 +260,6 @@ TEST(CudaSource, BadArchitectureIsAnError) {
 }
 
 // ---- on a GPU ----
-
-#define KILN_REQUIRE_GPU()                                                     \
-  do {                                                                         \
-    auto driver = codegen::cuda::Driver::get();                                \
-    if (!driver) GTEST_SKIP() << "no GPU here: " << driver.status().message(); \
-  } while (0)
 
 constexpr const char* kMixed =
     R"(func @main(%x: f32[8,32], %w: f32[32,16]) -> (f32[8,16], f32[8,32], f32[32]) {

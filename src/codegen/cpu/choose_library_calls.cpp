@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "codegen/cpu/onednn.h"
-#include "codegen/cpu/per_shape_calls.h"
 #include "kernel/buffer_views.h"
 #include "kernel/expand_calls.h"
+#include "kernel/kernel_ir.h"
 
 namespace kiln::codegen::cpu {
 namespace {
@@ -36,7 +36,7 @@ Status chooseLibraryCalls(kernel::Kernel& k, const runtime::CompileOptions& opti
       continue;
     }
     if (!s->node || (s->op != OpCode::DotGeneral && s->op != OpCode::Convolution)) continue;
-    if (isSymbolicCall(*s)) {
+    if (kernel::isSymbolicCall(k, *s)) {
       k.notes.push_back(s->callee + ": oneDNN, made for each run's sizes (symbolic dims)");
       continue;
     }

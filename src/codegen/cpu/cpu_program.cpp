@@ -168,8 +168,7 @@ std::string blockedLayoutOf(const LibraryCall& c) {
 // The calls of symbolic sizes made at the ranges' top, so that values between blocked
 // convolutions can be stored blocked at every size (per_shape_calls.h).
 Status probePerShapeCalls(CpuProgram::Impl& impl) {
-  SymbolBindings top;
-  for (const auto& [name, range] : impl.options.ranges) top[name] = range.hi;
+  const SymbolBindings top = topsOf(impl.options.ranges);
   for (size_t i = 0; i < impl.calls.size(); ++i)
     for (LibraryCall& c : impl.calls[i])
       if (c.perShape)
@@ -269,7 +268,7 @@ std::vector<Pending> listCalls(CpuProgram::Impl& impl, const PackedByCall* prepa
         if (it != prepacked->end()) packed = &it->second;
       }
       // A call of symbolic sizes gets its kernels for each run's sizes (per_shape_calls.h).
-      if (isSymbolicCall(*stmts[j])) {
+      if (kernel::isSymbolicCall(impl.kernels[i], *stmts[j])) {
         int threads = impl.concurrency.stageOf[i] >= 0 ? 1 : impl.options.threads;
         impl.calls.back()[j].perShape =
             std::make_shared<PerShapeCall>(impl.kernels[i], *stmts[j], threads);

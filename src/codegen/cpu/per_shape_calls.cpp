@@ -7,14 +7,6 @@
 #include "ir/builder.h"
 
 namespace kiln::codegen::cpu {
-bool isSymbolicCall(const kernel::Stmt& call) {
-  if (!call.node) return false;
-  for (const Value* v : call.node->operands())
-    if (!v->type().isStatic()) return true;
-  for (size_t r = 0; r < call.node->numResults(); ++r)
-    if (!call.node->result(r)->type().isStatic()) return true;
-  return false;
-}
 
 StatusOr<const Node*> PerShapeCall::nodeAt(const SymbolBindings& sizes, Made& m,
                                            std::vector<kernel::PostOp>& postOps) const {
@@ -123,14 +115,14 @@ std::string PerShapeCall::describe() const {
 
 Status PerShapeCall::agree(LibraryKernel& k) const {
   if (!told_) return Status::ok();
+  const std::vector<size_t> b = k.blockableBuffers();
   for (size_t p : stored_) {
-    const std::vector<size_t> b = k.blockableBuffers();
     if (k.blockedLayout() != layout_ || std::find(b.begin(), b.end(), p) == b.end())
       return Status::error("its kernel here computes in layout '" + k.blockedLayout() +
                            "', but the program stores its buffers in '" + layout_ +
                            "' for every size");
   }
-  if (!k.blockableBuffers().empty()) k.storeBlocked(stored_);
+  if (!b.empty()) k.storeBlocked(stored_);
   return Status::ok();
 }
 

@@ -23,9 +23,6 @@
 
 namespace kiln::codegen::cpu {
 
-// Whether a call's node has a symbolic dim in an operand or result.
-bool isSymbolicCall(const kernel::Stmt& call);
-
 class PerShapeCall {
  public:
   // `call` of `kernel` (both outlive this), its kernels made for `threads`.

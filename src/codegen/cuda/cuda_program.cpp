@@ -114,7 +114,7 @@ CudaProgram::build(std::unique_ptr<Module> module, fusion::FusionPlan plan,
   impl->options = options;
   impl->plan = std::move(plan);
   impl->kernels = std::move(kernels);
-  for (const auto& [name, range] : options.ranges) impl->maxSizes[name] = range.hi;
+  impl->maxSizes = topsOf(options.ranges);
   KILN_ASSIGN_OR_RETURN(impl->source, emitCuda(impl->kernels));
   KILN_RETURN_IF_ERROR(compiler::writeDump(options, "kernels.cu", impl->source.source));
   if (cubin) {
@@ -160,7 +160,7 @@ prepareCall(const kernel::Kernel& k, const kernel::Stmt& call, bool tf32) {
       if (k.buffers[b].name == a) args.push_back(b);
   if (args.size() != call.args.size())
     return Status::error("kernel " + k.name + ": a call's buffers are missing");
-  if (isSymbolicCall(k, call)) return std::make_pair(std::unique_ptr<LibraryCall>(), args);
+  if (kernel::isSymbolicCall(k, call)) return std::make_pair(std::unique_ptr<LibraryCall>(), args);
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<LibraryCall> lib, makeLibraryCall(k, call, tf32));
   return std::make_pair(std::move(lib), std::move(args));
 }
@@ -260,6 +260,14 @@ namespace {
 
 using CallTable = CudaProgram::Device::CallTable;
 
+// Launch j of kernel i's library call: the program's, or for a call of symbolic sizes the one
+// made for the run's sizes (`sized`); null where there is none.
+const LibraryCall* callOf(const CudaProgram::Device& d, const CallTable* sized, size_t i,
+                          size_t j) {
+  if (d.calls[i][j]) return d.calls[i][j].get();
+  return sized ? (*sized)[i][j].get() : nullptr;
+}
+
 // The calls of symbolic sizes made for `rs`'s sizes (null for a program without them).
 StatusOr<std::shared_ptr<const CallTable>>
 callsAt(CudaProgram::Device& d, const CudaProgram::Impl& m, const CudaProgram::RunSizes& rs) {
@@ -326,7 +334,6 @@ class RunMemory {
   DevicePtr base() const { return s_.memory; }
   Stream stream() const { return s_.stream; }
   Slot& slot() { return s_; }
-  const std::vector<int64_t>& key() const { return key_; }
   // The graph of this run's size, a slot keeping kGraphsKept of them.
   CudaProgram::Device::SizeGraph& graph() {
     if (!s_.graphs.count(key_) && s_.graphs.size() >= kGraphsKept) {
@@ -412,15 +419,13 @@ Status issueKernel(const CudaProgram::Impl& m, const CudaProgram::Device& d, con
   std::vector<void*> args;
   at.kernel(i, ptrs);
   for (DevicePtr& p : ptrs) args.push_back(&p);
-  std::vector<int64_t> sizes = at.rs.symbols[i];  // the launches' values after the buffers
-  for (int64_t& v : sizes) args.push_back(&v);
+  // The symbols' values after the buffers (the driver only reads them).
+  for (const int64_t& v : at.rs.symbols[i]) args.push_back(const_cast<int64_t*>(&v));
   const std::vector<Launch>& launches = m.source.launches[i];
   for (size_t j = 0; j < launches.size(); ++j) {
     Status launched = Status::ok();
     if (launches[j].call) {
-      const LibraryCall* lib = d.calls[i][j] ? d.calls[i][j].get()
-                               : at.sized    ? (*at.sized)[i][j].get()
-                                             : nullptr;
+      const LibraryCall* lib = callOf(d, at.sized, i, j);
       if (!lib) return Status::error("kernel " + m.kernels[i].name + ": a call was not made");
       for (size_t a : d.callArgs[i][j]) callPtrs.push_back(ptrs[a]);
       launched =
@@ -564,9 +569,7 @@ CudaProgram::measureDevice(int repeat, const std::vector<int64_t>& copyBytes) co
   for (size_t i = 0; i < d->calls.size(); ++i) {
     calls.emplace_back();
     for (size_t j = 0; j < d->calls[i].size(); ++j)
-      calls.back().push_back(d->calls[i][j] ? d->calls[i][j].get()
-                             : sized        ? (*sized)[i][j].get()
-                                            : nullptr);
+      calls.back().push_back(callOf(*d, sized.get(), i, j));
   }
   KILN_ASSIGN_OR_RETURN(runtime::DeviceCeilings c,
                         measureCeilings(*d->driver, calls, copyBytes, repeat));
@@ -743,8 +746,10 @@ std::string CudaProgram::libraryCallDetails() const {
       if (l.call && d && (*d)->calls[i][j]) {
         text += (*d)->calls[i][j]->describe() + "\n";
       } else if (l.call) {
-        text += libraryFor(m.kernels[i], *l.call, nullptr).value_or("?") + " " + l.call->callee +
-                (isSymbolicCall(m.kernels[i], *l.call) ? ", made for each run's sizes" : "") + "\n";
+        text +=
+            libraryFor(m.kernels[i], *l.call, nullptr).value_or("?") + " " + l.call->callee +
+            (kernel::isSymbolicCall(m.kernels[i], *l.call) ? ", made for each run's sizes" : "") +
+            "\n";
       } else {
         const std::string grid = l.gridExtent ? kernel::printExpr(l.gridExtent) + " (at most " +
                                                     std::to_string(l.grid) + ")"

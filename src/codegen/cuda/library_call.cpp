@@ -120,12 +120,6 @@ StatusOr<std::unique_ptr<LibraryCall>> makeLibraryCall(const kernel::Kernel& k,
                        " has no GPU kernel (" + why + ")");
 }
 
-bool isSymbolicCall(const kernel::Kernel& k, const kernel::Stmt& call) {
-  for (const std::string& a : call.args)
-    if (const kernel::Buffer* b = k.find(a); b && b->isSymbolic()) return true;
-  return false;
-}
-
 StatusOr<std::unique_ptr<LibraryCall>>
 makeLibraryCallAt(const kernel::Kernel& k, const kernel::Stmt& call, bool tf32,
                   const std::map<std::string, int64_t>& sizes) {

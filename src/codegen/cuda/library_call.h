@@ -59,11 +59,9 @@ size_t libraryEpilogue(const kernel::Kernel& k, const kernel::Stmt& call, std::s
 StatusOr<std::unique_ptr<LibraryCall>> makeLibraryCall(const kernel::Kernel& k,
                                                        const kernel::Stmt& call, bool tf32);
 
-// Whether `call` of `k` reads or writes a buffer of symbolic dims: its library call is then made
-// for each run's sizes (makeLibraryCallAt), as cuBLASLt's and cuDNN's plans have fixed shapes.
-bool isSymbolicCall(const kernel::Kernel& k, const kernel::Stmt& call);
-
-// The call made for the sizes `sizes` of the kernel's symbols: the static call of those sizes.
+// The call made, for a call of symbolic sizes (kernel::isSymbolicCall: cuBLASLt's and cuDNN's
+// plans have fixed shapes), for the sizes `sizes` of the kernel's symbols: the static call of those
+// sizes.
 StatusOr<std::unique_ptr<LibraryCall>>
 makeLibraryCallAt(const kernel::Kernel& k, const kernel::Stmt& call, bool tf32,
                   const std::map<std::string, int64_t>& sizes);
