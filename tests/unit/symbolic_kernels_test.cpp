@@ -356,6 +356,41 @@ func @main(%x: f32[N,6]) -> (f32[N,6]) {
   EXPECT_EQ((*exe)->recompiles(), 0);
 }
 
+// Products of one constant weight over symbolic rows (a model whose layers were copies of one
+// layer, as nn.TransformerEncoder's start out) share one per-size kernel and one copy of its
+// packed weights, as a static program's calls do: a copy per call read four times the weights
+// per run. Compiled over N = 1..16, run at 16, 3 and 1 against the interpreter (tolerance 1e-5:
+// f32 products of 6 terms in another order); the first call is not shared with the third,
+// whose relu post-op differs.
+TEST(SymbolicKernels, ProductsOfOneWeightShareTheirPerSizeKernel) {
+  constexpr const char* kShared = R"(
+func @main(%x: f32[N,6]) -> (f32[N,6]) {
+  %w = f32[6,6] constant() {value = [0.5, -0.25, 0.125, 1.0, -1.0, 0.75, 0.2, 0.3, -0.4, 0.5, -0.6, 0.7, -0.8, 0.9, 1.0, -1.1, 1.2, -1.3, 0.05, 0.15, -0.25, 0.35, -0.45, 0.55, 1.5, -0.5, 0.25, -0.125, 0.0625, 0.3, -0.7, 0.6, -0.5, 0.4, -0.3, 0.2]}
+  %zero = f32[] constant() {value = [0.0]}
+  %p = f32[N,6] dot_general(%x, %w) {lhs_contracting = [1], rhs_contracting = [0]}
+  %t = f32[N,6] tanh(%p)
+  %q = f32[N,6] dot_general(%t, %w) {lhs_contracting = [1], rhs_contracting = [0]}
+  %u = f32[N,6] tanh(%q)
+  %r = f32[N,6] dot_general(%u, %w) {lhs_contracting = [1], rhs_contracting = [0]}
+  %zz = f32[N,6] broadcast_in_dim(%zero) {dims = []}
+  %y = f32[N,6] max(%r, %zz)
+  return %y
+}
+)";
+  auto exe = compileOver(kShared, {{"N", {1, 16}}});
+  ASSERT_TRUE(exe.isOk()) << exe.status().str();
+  const std::string calls = (*exe)->libraryCallDetails();
+  size_t shares = 0;
+  for (size_t at = calls.find("; shares "); at != std::string::npos;
+       at = calls.find("; shares ", at + 1))
+    ++shares;
+  EXPECT_EQ(shares, 1u) << calls;
+  std::mt19937 rng(9);
+  for (int64_t n : {16, 3, 1})
+    expectRunMatches(**exe, kShared, {{"N", n}}, uniformInputs({{n, 6}}, rng), 1e-5);
+  EXPECT_EQ((*exe)->recompiles(), 0);
+}
+
 // Reductions over symbolic dims: a column sum and a softmax, log_softmax and layer norm along a
 // symbolic axis (rows of S elements), compiled over S = 1..40 and run at 1, 9 and 40 against
 // the interpreter. Tolerance 1e-5: f32 sums of at most 40 values in [-2, 2] in another order.

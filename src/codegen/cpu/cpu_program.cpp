@@ -144,9 +144,12 @@ void forEachValueBuffer(const std::vector<kernel::Kernel>& kernels,
 // A line per library call: what runs it, and why not oneDNN (or not its post-ops) where not.
 std::string describeCalls(const CpuProgram::Impl& impl) {
   std::string text;
+  std::map<const void*, std::string> firstKernel;  // a library kernel's first caller
   for (size_t i = 0; i < impl.kernels.size(); ++i)
     for (const LibraryCall& c : impl.calls[i]) {
       text += impl.kernels[i].name + ": " + c.stmt->callee + ": ";
+      const void* made = c.fast ? static_cast<const void*>(c.fast.get()) : c.perShape.get();
+      auto [first, added] = firstKernel.emplace(made, impl.kernels[i].name);
       text += !c.block.empty() ? c.block
               : c.fast         ? c.fast->describe()
               : c.perShape     ? c.perShape->describe()
@@ -156,6 +159,7 @@ std::string describeCalls(const CpuProgram::Impl& impl) {
       if (c.fast && c.oneThread) text += "; one thread (a small product)";
       if (c.fast && !c.oneThread && impl.concurrency.stageOf[i] >= 0)
         text += "; one thread (a lane of a concurrent stage)";
+      if (made && !added) text += "; shares " + first->second + "'s kernel and weights";
       text += "\n";
     }
   return text;
@@ -257,6 +261,7 @@ constexpr double kSmallCallFlops = 1e6;
 // The library calls of the kernels, each with the weights an artifact holds for it (if any).
 std::vector<Pending> listCalls(CpuProgram::Impl& impl, const PackedByCall* prepacked) {
   std::vector<Pending> pending;
+  std::map<std::string, std::shared_ptr<PerShapeCall>> perShapeByKey;
   for (size_t i = 0; i < impl.kernels.size(); ++i) {
     std::vector<const kernel::Stmt*> stmts = kernel::callsOf(impl.kernels[i]);
     impl.calls.emplace_back(stmts.size());
@@ -268,10 +273,14 @@ std::vector<Pending> listCalls(CpuProgram::Impl& impl, const PackedByCall* prepa
         if (it != prepacked->end()) packed = &it->second;
       }
       // A call of symbolic sizes gets its kernels for each run's sizes (per_shape_calls.h).
+      // Calls of one sharing key share it, and so one copy of their packed weights.
       if (kernel::isSymbolicCall(impl.kernels[i], *stmts[j])) {
         int threads = impl.concurrency.stageOf[i] >= 0 ? 1 : impl.options.threads;
-        impl.calls.back()[j].perShape =
-            std::make_shared<PerShapeCall>(impl.kernels[i], *stmts[j], threads);
+        std::string key = PerShapeCall::sharingKey(impl.kernels[i], *stmts[j], threads);
+        std::shared_ptr<PerShapeCall>& made =
+            key.empty() ? impl.calls.back()[j].perShape : perShapeByKey[key];
+        if (!made) made = std::make_shared<PerShapeCall>(impl.kernels[i], *stmts[j], threads);
+        impl.calls.back()[j].perShape = made;
         continue;
       }
       pending.push_back({&impl.calls.back()[j], impl.concurrency.stageOf[i] >= 0,
@@ -321,35 +330,17 @@ Status createBlocks(CpuProgram::Impl& impl) {
   return Status::ok();
 }
 
-// What createOneDnnKernel reads of a call: its op and attributes, its operands' and result's
-// types, which constant each constant operand is, its post-ops, its work (the thread rule) and
-// an artifact's weights. Calls of one key make the same kernel, so it is made once and shared:
-// the 100 steps of an unrolled recurrence reordered the same weights 100 times.
+// What createOneDnnKernel reads of a call: the node and post-ops (callNodeKey), its work (the
+// thread rule), an artifact's weights and a strided result. Calls of one key make the same
+// kernel, so it is made once and shared: the 100 steps of an unrolled recurrence reordered the
+// same weights 100 times.
 std::string callKey(const Pending& p) {
-  const kernel::Stmt& s = *p.call->stmt;
-  const Node& n = *s.node;
   char buf[64];
   std::snprintf(buf, sizeof buf, " %a %p%s", p.flops,
                 static_cast<const void*>(p.prepacked ? p.prepacked->bytes.data() : nullptr),
                 p.inLane ? " lane" : "");
-  std::string key = std::string(opName(n.op())) + " " + printAttributes(n.op(), n.attrs()) + buf;
-  for (size_t i = 0; i < n.numOperands(); ++i) {
-    const Node* def = n.operand(i)->def();
-    key += " " + n.operand(i)->type().str();
-    if (def && def->op() == OpCode::Constant) {
-      std::snprintf(buf, sizeof buf, "@%p", static_cast<const void*>(def));
-      key += buf;
-    }
-  }
-  key += " -> " + n.result(0)->type().str();
+  std::string key = codegen::cpu::callNodeKey(*p.call->stmt) + buf;
   for (int64_t s : p.dstStrides) key += "," + std::to_string(s);
-  for (const kernel::PostOp& o : s.postOps) {
-    std::snprintf(buf, sizeof buf, " %s %a %a", kernel::postOpName(o.kind), o.lo, o.hi);
-    key += buf;
-    for (int64_t d : o.operandShape) key += "," + std::to_string(d);
-    key += ":";
-    for (int64_t d : o.operandDims) key += "," + std::to_string(d);
-  }
   return key;
 }
 

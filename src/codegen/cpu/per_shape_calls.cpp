@@ -2,11 +2,50 @@
 #include "codegen/cpu/per_shape_calls.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <optional>
 
 #include "ir/builder.h"
+#include "ir/text/text.h"
 
 namespace kiln::codegen::cpu {
+
+std::string callNodeKey(const kernel::Stmt& s) {
+  const Node& n = *s.node;
+  char buf[64];
+  std::string key = std::string(opName(n.op())) + " " + printAttributes(n.op(), n.attrs());
+  for (size_t i = 0; i < n.numOperands(); ++i) {
+    const Node* def = n.operand(i)->def();
+    key += " " + n.operand(i)->type().str();
+    if (def && def->op() == OpCode::Constant) {
+      std::snprintf(buf, sizeof buf, "@%p", static_cast<const void*>(def));
+      key += buf;
+    }
+  }
+  key += " -> " + n.result(0)->type().str();
+  for (const kernel::PostOp& o : s.postOps) {
+    std::snprintf(buf, sizeof buf, " %s %a %a", kernel::postOpName(o.kind), o.lo, o.hi);
+    key += buf;
+    for (int64_t d : o.operandShape) key += "," + std::to_string(d);
+    key += ":";
+    for (int64_t d : o.operandDims) key += "," + std::to_string(d);
+  }
+  return key;
+}
+
+std::string PerShapeCall::sharingKey(const kernel::Kernel& kernel, const kernel::Stmt& call,
+                                     int threads) {
+  if (!call.node || call.node->op() == OpCode::Convolution) return "";
+  std::string key = callNodeKey(call) + " threads " + std::to_string(threads) + " symbols";
+  for (const kernel::Symbol& s : kernel.symbols) key += " " + s.name;
+  for (const kernel::PostOp& p : call.postOps) {
+    const kernel::Buffer* buf = p.operand.empty() ? nullptr : kernel.find(p.operand);
+    key += " |";
+    for (size_t d = 0; buf && d < buf->dims.size(); ++d)
+      key += " " + kernel::printExpr(buf->dims[d]);
+  }
+  return key;
+}
 
 StatusOr<const Node*> PerShapeCall::nodeAt(const SymbolBindings& sizes, Made& m,
                                            std::vector<kernel::PostOp>& postOps) const {

@@ -23,8 +23,18 @@
 
 namespace kiln::codegen::cpu {
 
+// What a library kernel reads of call `s`: its op and attributes, its operands' and result's
+// types, which constant each constant operand is, and its post-ops. Calls of one key compute
+// alike, so they can share one kernel and one copy of its packed weights.
+std::string callNodeKey(const kernel::Stmt& s);
+
 class PerShapeCall {
  public:
+  // The key under which calls of kernels share one PerShapeCall: callNodeKey, `kernel`'s
+  // symbols (its sizes' key), the post-op operands' dims and `threads`. Empty for a
+  // convolution: the layout plan stores per call which of its buffers hold blocked data.
+  static std::string sharingKey(const kernel::Kernel& kernel, const kernel::Stmt& call,
+                                int threads);
   // `call` of `kernel` (both outlive this), its kernels made for `threads`.
   PerShapeCall(const kernel::Kernel& kernel, const kernel::Stmt& call, int threads)
       : kernel_(kernel), call_(call), threads_(threads) {}
