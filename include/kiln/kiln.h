@@ -68,13 +68,16 @@ typedef struct kiln_options {
    * f32); inputs and outputs stay f32 either way. See docs/gpu.md for the tolerances. */
   const char* precision;
   const char* cuda_arch; /* the cuda backend's GPU architecture ("sm_90"); NULL: the GPU's */
-  /* Symbolic dimensions compiled once for every size in [range_lo[i], range_hi[i]] (the cpu
-   * backend; docs/cli.md "Ranges"): runs of sizes in the range compile nothing again, and
+  /* Symbolic dimensions compiled once for every size in [range_lo[i], range_hi[i]] (the cpu and
+   * cuda backends; docs/cli.md "Ranges"): runs of sizes in the range compile nothing again, and
    * kiln_input_info gives such a dimension as -1. */
   int32_t num_ranges;
   const char* const* range_names;
   const int64_t* range_lo;
   const int64_t* range_hi;
+  /* NULL (default), or per range: nonzero buckets it by powers of two (as --dim S=1..512:pow2):
+   * a run compiles its size's bucket (1, 2, 3..4, 5..8, ...) once, not the whole range. */
+  const int32_t* range_pow2;
 } kiln_options;
 
 typedef struct kiln_executable kiln_executable;

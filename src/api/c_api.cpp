@@ -47,6 +47,7 @@ kiln_options kiln_default_options(void) {
   o.range_names = nullptr;
   o.range_lo = nullptr;
   o.range_hi = nullptr;
+  o.range_pow2 = nullptr;
   return o;
 }
 
@@ -138,7 +139,8 @@ kiln_executable* kiln_compile_onnx(const char* path, const kiln_options* options
                             std::to_string(i) + " empty or negative");
         return nullptr;
       }
-      co.ranges[o.range_names[i]] = {o.range_lo[i], o.range_hi[i]};
+      co.ranges[o.range_names[i]] = {o.range_lo[i], o.range_hi[i],
+                                     o.range_pow2 != nullptr && o.range_pow2[i] != 0};
     }
     auto exe = kiln::compileOnnxFile(path, co);
     if (!exe) {

@@ -183,6 +183,44 @@ TEST(CApi, RangesCompileOnce) {
   std::filesystem::remove(path);
 }
 
+// options.range_pow2: N = 1..16 in power-of-two buckets compiles, once each, the bucket of a
+// run's size (3 and 4 share 3..4; 6 gets 5..8), says so on stderr, and computes tanh within
+// 1e-6 at each size.
+TEST(CApi, RangesInPowerOfTwoBuckets) {
+  std::string path = tanhModel();
+  const char* names[] = {"N"};
+  int64_t lo[] = {1}, hi[] = {16};
+  int32_t pow2[] = {1};
+  kiln_options o = kiln_default_options();
+  o.num_ranges = 1;
+  o.range_names = names;
+  o.range_lo = lo;
+  o.range_hi = hi;
+  o.range_pow2 = pow2;
+  char* error = nullptr;
+  testing::internal::CaptureStderr();
+  kiln_executable* exe = kiln_compile_onnx(path.c_str(), &o, &error);
+  bool ran = exe != nullptr;
+  for (int64_t n : {3, 4, 6}) {
+    std::vector<float> data(static_cast<size_t>(n * 4));
+    for (size_t i = 0; ran && i < data.size(); ++i) data[i] = static_cast<float>(i) * 0.05f - 1.0f;
+    int64_t shape[] = {n, 4};
+    kiln_tensor in{KILN_F32, 2, shape, data.data()};
+    Outputs out;
+    ran = ran && kiln_run(exe, &in, 1, &out.t, &out.n, &error) == 0;
+    const float* y = ran ? static_cast<const float*>(out.t[0].data) : nullptr;
+    for (size_t i = 0; ran && i < data.size(); ++i)
+      EXPECT_NEAR(y[i], std::tanh(data[i]), 1e-6) << "N=" << n << " element " << i;
+  }
+  const std::string log = testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(ran) << (error ? error : "");
+  EXPECT_NE(log.find("for N=3..4, the bucket of N=3 in N=1..16:pow2"), std::string::npos) << log;
+  EXPECT_NE(log.find("for N=5..8, the bucket of N=6 in N=1..16:pow2"), std::string::npos) << log;
+  EXPECT_EQ(log.find("the bucket of N=4"), std::string::npos) << log;
+  kiln_destroy(exe);
+  std::filesystem::remove(path);
+}
+
 TEST(CApi, ErrorsAreMessages) {
   char* error = nullptr;
   EXPECT_EQ(kiln_compile_onnx("/nonexistent/model.onnx", nullptr, &error), nullptr);
