@@ -123,8 +123,9 @@ py::list guards(const runtime::Executable& exe) {
     d["symbol"] = g.symbol;
     d["value"] = g.value;
     if (g.range)
-      d["range"] = g.range->pow2 ? py::object(py::make_tuple(g.range->lo, g.range->hi, "pow2"))
-                                 : py::object(py::make_tuple(g.range->lo, g.range->hi));
+      d["range"] = g.range->pow2   ? py::object(py::make_tuple(g.range->lo, g.range->hi, "pow2"))
+                   : g.range->each ? py::object(py::make_tuple(g.range->lo, g.range->hi, "each"))
+                                   : py::object(py::make_tuple(g.range->lo, g.range->hi));
     py::list checks;
     for (auto [input, dim] : g.checks)
       checks.append(py::make_tuple(f.parameter(input)->name(), dim));

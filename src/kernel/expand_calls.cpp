@@ -303,8 +303,10 @@ StatusOr<Site> site(const Kernel& k, const Stmt& call) {
   if (!s.lhs || !s.rhs || !s.result) return s.fail("an argument is no buffer of the kernel");
   for (const std::string& a : call.args)
     if (const Buffer* b = k.find(a); b && b->isSymbolic())
-      return s.fail("%" + a + " has sizes known only when it runs, and a call's loops are " +
-                    "written for static shapes: run it on a library");
+      return Status::needsSizes(
+          s.fail("%" + a + " has sizes known only when it runs, and a call's loops are " +
+                 "written for static shapes: run it on a library")
+              .message());
   if (s.lhs->type != s.rhs->type || s.lhs->type == DType::Bool)
     return s.fail("operands must share a numeric type, got " + std::string(dtypeName(s.lhs->type)) +
                   " and " + std::string(dtypeName(s.rhs->type)));

@@ -206,13 +206,13 @@ Status Lowerer::checkSymbolic() {
     if (symbolic && n->op() == OpCode::Slice) KILN_RETURN_IF_ERROR(checkSlicePrefix(*n));
     if (symbolic && !lowersWithSymbols(*n)) {
       std::string kind(fusion::kernelKindName(k_.kind));
-      return Status::error(name(n->result(0)) + " = " + std::string(opName(n->op())) +
-                           (kind[0] == 'o' ? " in an " : " in a ") + kind +
-                           " kernel: lowering it with sizes known only at run time is not "
-                           "supported yet" +
-                           (n == k_.anchor && k_.kind == fusion::KernelKind::Reduction
-                                ? std::string(" (a window over a symbolic dim)")
-                                : std::string()));
+      return Status::needsSizes(name(n->result(0)) + " = " + std::string(opName(n->op())) +
+                                (kind[0] == 'o' ? " in an " : " in a ") + kind +
+                                " kernel: lowering it with sizes known only at run time is not "
+                                "supported yet" +
+                                (n == k_.anchor && k_.kind == fusion::KernelKind::Reduction
+                                     ? std::string(" (a window over a symbolic dim)")
+                                     : std::string()));
     }
   }
   for (const Symbol& s : symbols_)

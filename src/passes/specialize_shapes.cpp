@@ -78,15 +78,21 @@ StatusOr<SymbolRanges> parseSymbolRanges(std::string_view text) {
   return parseEntries<SymbolRange>(
       text,
       [](std::string_view t, SymbolRange& r) {
-        constexpr std::string_view kPow2 = ":pow2";
-        r.pow2 = t.size() > kPow2.size() && t.substr(t.size() - kPow2.size()) == kPow2;
-        if (r.pow2) t.remove_suffix(kPow2.size());
+        auto suffix = [&](std::string_view tail) {
+          bool has = t.size() > tail.size() && t.substr(t.size() - tail.size()) == tail;
+          if (has) t.remove_suffix(tail.size());
+          return has;
+        };
+        r.pow2 = suffix(":pow2");
+        r.each = !r.pow2 && suffix(":each");
         size_t dots = t.find("..");
         return dots != std::string_view::npos && parseInteger(t.substr(0, dots), r.lo) &&
                parseInteger(t.substr(dots + 2), r.hi) && r.lo >= 0 && r.hi >= r.lo &&
                r.hi <= kMaxElements;
       },
-      "range", "NAME=LO..HI (or NAME=LO..HI:pow2) with 0 <= LO <= HI <= 2^40, e.g. N=1..64",
+      "range",
+      "NAME=LO..HI (or NAME=LO..HI:pow2, NAME=LO..HI:each) with 0 <= LO <= HI <= 2^40, e.g. "
+      "N=1..64",
       "given twice");
 }
 
@@ -97,10 +103,11 @@ SymbolBindings topsOf(const SymbolRanges& ranges) {
 }
 
 std::string SymbolRange::str() const {
-  return std::to_string(lo) + ".." + std::to_string(hi) + (pow2 ? ":pow2" : "");
+  return std::to_string(lo) + ".." + std::to_string(hi) + (pow2 ? ":pow2" : each ? ":each" : "");
 }
 
 SymbolRange SymbolRange::bucketOf(int64_t size) const {
+  if (each) return SymbolRange{size, size};
   int64_t top = 1;
   while (top < size) top *= 2;
   SymbolRange b;

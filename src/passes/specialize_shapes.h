@@ -29,9 +29,12 @@ struct SymbolRange {
   // Bucketed (S=1..512:pow2): each run compiles, once, the range of its size's power-of-two
   // bucket (1, 2, 3..4, 5..8, ..., clipped to lo..hi), and a bucket of one size specialises it.
   bool pow2 = false;
-  // "1..64", "1..512:pow2".
+  // Each size its own compile, on its first run (N=1..16:each): what a range becomes when its
+  // program cannot be compiled over it (Executable::compile says why).
+  bool each = false;
+  // "1..64", "1..512:pow2", "1..16:each".
   std::string str() const;
-  // The bucket of `size` (in lo..hi) under pow2.
+  // The bucket of `size` (in lo..hi) under pow2 (under each: the size alone).
   SymbolRange bucketOf(int64_t size) const;
 };
 using SymbolRanges = std::map<std::string, SymbolRange>;

@@ -259,10 +259,45 @@ StatusOr<std::unique_ptr<Executable>> Executable::compile(std::unique_ptr<Module
   bool symbolic = std::any_of(sourceTypes.begin(), sourceTypes.end(),
                               [](const TensorType& t) { return !t.isStatic(); });
   if (!source) source = symbolic && options.recompile ? keptModule(*module) : ModuleSource{};
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Executable> exe,
-                        build(std::move(module), options, sourceTypes, *source));
+  const bool each = std::any_of(options.ranges.begin(), options.ranges.end(),
+                                [](const auto& r) { return r.second.each; });
+  const bool canEach = options.recompile && source->load;
+  StatusOr<std::unique_ptr<Executable>> exe =
+      each && canEach ? compileEach(options, sourceTypes, *source, Status::ok())
+                      : build(std::move(module), options, sourceTypes, *source);
+  if (!exe && exe.status().needsSizes() && !options.ranges.empty() && canEach)
+    exe = compileEach(options, sourceTypes, *source, exe.status());
+  if (!exe) return exe.status();
   // A cache hit records the source of the compile that wrote it: this one is the caller's.
-  exe->impl_->source = std::move(*source);
+  (*exe)->impl_->source = std::move(*source);
+  return exe;
+}
+
+StatusOr<std::unique_ptr<Executable>>
+Executable::compileEach(const CompileOptions& options, const std::vector<TensorType>& sourceTypes,
+                        const ModuleSource& source, const Status& why) {
+  CompileOptions each = options, atLows = options;
+  std::string ranges;
+  for (auto& [symbol, r] : each.ranges) {
+    r.each = true;
+    r.pow2 = false;
+    each.dims[symbol] = atLows.dims[symbol] = r.lo;
+    ranges += (ranges.empty() ? "" : ", ") + symbol + "=" + r.str();
+  }
+  atLows.ranges.clear();
+  if (!why.isOk())
+    std::fputs(("kiln: " + (source.name.empty() ? std::string("module") : source.name) +
+                " cannot be compiled over its ranges (" + why.message() +
+                "): compiling each run's sizes instead, once each (" + ranges + ")\n")
+                   .c_str(),
+               stderr);
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Module> module, source.load());
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Executable> exe,
+                        build(std::move(module), atLows, sourceTypes, source));
+  Impl& m = *exe->impl_;
+  m.options.ranges = each.ranges;
+  m.options.dims = each.dims;
+  m.guards = guardsOf(sourceTypes, parameterTypes(m.program->function()), each.ranges);
   return exe;
 }
 
@@ -542,7 +577,7 @@ std::pair<SymbolBindings, std::string> bucketsOf(const Guards& guards,
   SymbolBindings lows;
   std::string which;
   for (const DimGuard& g : guards.dims) {
-    if (!g.range || !g.range->pow2) continue;
+    if (!g.range || !(g.range->pow2 || g.range->each)) continue;
     const int64_t size = sizes.at(g.symbol);
     SymbolRange b = g.range->bucketOf(size);
     lows[g.symbol] = b.lo;
@@ -551,6 +586,14 @@ std::pair<SymbolBindings, std::string> bucketsOf(const Guards& guards,
              std::to_string(size) + " in " + g.symbol + "=" + g.range->str();
   }
   return {lows, which};
+}
+
+// Whether a guarded range compiles each of its sizes (SymbolRange::each): the program serves
+// only the sizes it was compiled for.
+bool eachSize(const Guards& guards) {
+  for (const DimGuard& g : guards.dims)
+    if (g.range && g.range->each) return true;
+  return false;
 }
 
 }  // namespace
@@ -575,6 +618,10 @@ Executable::specializationFor(const std::vector<TensorType>& have) const {
     auto [lows, which] = bucketsOf(m.guards, sizes);
     if (!lows.empty() && m.options.recompile && m.source.load)
       return specialization(lows, which, /*bucket=*/true);
+    if (!lows.empty() && eachSize(m.guards))
+      return Status::error(
+          "a run for " + which + " needs its own compile, and " +
+          (m.options.recompile ? "nothing reads the source here" : "recompiling is off"));
     return std::shared_ptr<const Executable>(std::shared_ptr<const Executable>(), this);
   }
   if (changes.empty())  // not expected: bindGuards refuses every other difference

@@ -172,6 +172,12 @@ class Executable {
                                                      const CompileOptions& options,
                                                      const std::vector<TensorType>& sourceTypes,
                                                      const ModuleSource& source);
+  // Where `why` (Status::needsSizes) refuses the compile over options.ranges, or where they ask
+  // for it (SymbolRange::each; `why` ok): the executable of their low ends, whose ranges compile
+  // each size on its first run, saying why on stderr.
+  static StatusOr<std::unique_ptr<Executable>>
+  compileEach(const CompileOptions& options, const std::vector<TensorType>& sourceTypes,
+              const ModuleSource& source, const Status& why);
   // The executable for inputs of `sizes` (a kept specialisation, or one compiled now), or with
   // `bucket` the one of the pow2 buckets that `sizes` holds the lower ends of.
   StatusOr<std::shared_ptr<const Executable>> specialization(const SymbolBindings& sizes,

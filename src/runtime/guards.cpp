@@ -48,7 +48,8 @@ Guards guardsOf(const std::vector<TensorType>& sourceTypes, const std::vector<Te
       guard.checks.push_back({i, d});
       if (c.dim(d).isStatic() && guard.value < 0) guard.value = c.dim(d).value();
       auto r = ranges.find(s.dim(d).symbolName());
-      if (c.dim(d).isSymbolic() && r != ranges.end()) guard.range = r->second;
+      // A range of `each` sizes was compiled at one of them.
+      if (r != ranges.end() && (c.dim(d).isSymbolic() || r->second.each)) guard.range = r->second;
     }
   }
   return g;

@@ -35,7 +35,16 @@ class Status {
     return s;
   }
 
+  // An error saying that sizes known only at run time are not supported there (an op a program
+  // compiled over ranges cannot compute): Executable::compile then compiles each size instead.
+  static Status needsSizes(std::string message) {
+    Status s = error(std::move(message));
+    s.needsSizes_ = true;
+    return s;
+  }
+
   bool isOk() const { return !failed_; }
+  bool needsSizes() const { return needsSizes_; }
   explicit operator bool() const { return !failed_; }
   const std::string& message() const { return message_; }
   const Location& location() const { return loc_; }
@@ -54,6 +63,7 @@ class Status {
 
  private:
   bool failed_ = false;
+  bool needsSizes_ = false;
   std::string message_;
   Location loc_;
 };

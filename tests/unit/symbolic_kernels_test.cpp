@@ -391,6 +391,55 @@ func @main(%x: f32[N,6]) -> (f32[N,6]) {
   EXPECT_EQ((*exe)->recompiles(), 0);
 }
 
+// An op a program over ranges cannot compute (cumsum's opaque kernel needs static sizes) makes
+// the compile over N = 1..16 compile each size instead, saying why: the executable is compiled
+// at N = 1, runs at 5 and 16 compile once each (5 again reuses its compile) and match the
+// interpreter (tolerance 1e-6: cumsum sums in f64 as the reference does, then tanh), none
+// counts as a recompile, and 17 (outside) does. With recompiling off the compile is refused
+// with the op and the reason.
+TEST(SymbolicKernels, OpsNotOverSymbolsCompileEachSize) {
+  constexpr const char* kCumsum = R"(
+func @main(%x: f32[N,8]) -> (f32[N,8]) {
+  %c = f32[N,8] cumsum(%x) {axis = 1, exclusive = false, reverse = false}
+  %t = f32[N,8] tanh(%c)
+  return %t
+}
+)";
+  testing::internal::CaptureStderr();
+  auto exe = compileOver(kCumsum, {{"N", {1, 16}}});
+  std::string log = testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(exe.isOk()) << exe.status().str();
+  EXPECT_NE(
+      log.find("cannot be compiled over its ranges (kernel k0_opaque: %c = cumsum in an "
+               "opaque kernel: lowering it with sizes known only at run time is not "
+               "supported yet): compiling each run's sizes instead, once each (N=1..16:each)"),
+      std::string::npos)
+      << log;
+  ASSERT_EQ((*exe)->guards().dims.size(), 1u);
+  EXPECT_EQ((*exe)->guards().dims[0].range->str(), "1..16:each");
+  std::mt19937 rng(13);
+  testing::internal::CaptureStderr();
+  for (int64_t n : {1, 5, 16, 5})
+    expectRunMatches(**exe, kCumsum, {{"N", n}}, uniformInputs({{n, 8}}, rng), 1e-6);
+  log = testing::internal::GetCapturedStderr();
+  size_t compiles = 0;
+  for (size_t at = log.find("kiln: compiling"); at != std::string::npos;
+       at = log.find("kiln: compiling", at + 1))
+    ++compiles;
+  EXPECT_EQ(compiles, 2u) << log;  // 5 and 16
+  EXPECT_EQ((*exe)->recompiles(), 0) << log;
+  EXPECT_NE(log.find("N=5, the bucket of N=5 in N=1..16:each"), std::string::npos) << log;
+  expectRunMatches(**exe, kCumsum, {{"N", 17}}, uniformInputs({{17, 8}}, rng), 1e-6);
+  EXPECT_EQ((*exe)->recompiles(), 1);
+
+  auto strict = compileOver(kCumsum, {{"N", {1, 16}}}, /*recompile=*/false);
+  ASSERT_FALSE(strict.isOk());
+  EXPECT_NE(strict.status().str().find("cumsum in an opaque kernel: lowering it with sizes "
+                                       "known only at run time is not supported yet"),
+            std::string::npos)
+      << strict.status().str();
+}
+
 // Reductions over symbolic dims: a column sum and a softmax, log_softmax and layer norm along a
 // symbolic axis (rows of S elements), compiled over S = 1..40 and run at 1, 9 and 40 against
 // the interpreter. Tolerance 1e-5: f32 sums of at most 40 values in [-2, 2] in another order.

@@ -1,6 +1,7 @@
 // `kiln explain`: what the compiler makes of a program: the optimised graph's kernels (the fusion
 // plan) with their ops, bytes and flops, and the reason for every edge left unfused.
 #include <cstdio>
+#include <utility>
 
 #include "commands.h"
 #include "compiler/compile.h"
@@ -221,14 +222,33 @@ Status explain(const ExplainOptions& o) {
                                : o.code ? compiler::Stage::Program
                                         : compiler::Stage::Lowered;
   std::vector<TensorType> sourceTypes = runtime::parameterTypes(*program.module->entry());
-  KILN_ASSIGN_OR_RETURN(compiler::Compiled c, compiler::compile(std::move(program.module), *target,
-                                                                compileOptions(o), stop));
+  StatusOr<compiler::Compiled> compiled =
+      compiler::compile(std::move(program.module), *target, compileOptions(o), stop);
+  // As runs do (Executable::compileEach): each size of the ranges compiled on its own, this
+  // one at their low ends.
+  ExplainOptions shown = o;
+  if (!compiled && compiled.status().needsSizes() && !o.ranges.empty()) {
+    std::printf("not compiled over its ranges (%s): a run compiles each size once; shown at their "
+                "low ends\n\n",
+                compiled.status().message().c_str());
+    for (auto& [symbol, r] : shown.ranges) {
+      r.each = true;
+      r.pow2 = false;
+      shown.dims[symbol] = r.lo;
+    }
+    const SymbolRanges each = std::exchange(shown.ranges, {});
+    KILN_ASSIGN_OR_RETURN(program, loadProgram(o.program));
+    compiled = compiler::compile(std::move(program.module), *target, compileOptions(shown), stop);
+    shown.ranges = each;
+  }
+  if (!compiled) return compiled.status();
+  compiler::Compiled& c = *compiled;
   if (o.instrumentation.timePasses) std::fputs(c.passTimings.c_str(), stderr);
   const runtime::Program* p = c.program.get();
   std::fputs(
       fusion::explainPlan(p ? p->function() : *c.module->entry(), p ? p->plan() : c.plan).c_str(),
       stdout);
-  printGuards(sourceTypes, p ? p->function() : *c.module->entry(), o.ranges);
+  printGuards(sourceTypes, p ? p->function() : *c.module->entry(), shown.ranges);
   printRunTimeSizes(c.dynamic, p ? p->function() : *c.module->entry());
   if (symbolic) {
     std::puts("\nmemory: not planned (symbolic dimensions; give their sizes with --dim)");
