@@ -568,36 +568,6 @@ Status Executable::runOnDevice(std::span<const DeviceTensor> inputs,
   return impl_->program->runOnDevice(inputs, outputs, stream);
 }
 
-namespace {
-
-// The pow2 buckets that `sizes` fall in: each bucketed symbol's bucket's lower end, and the line
-// that says so ("S=33..64, the bucket of S=40 in S=1..512:pow2").
-std::pair<SymbolBindings, std::string> bucketsOf(const Guards& guards,
-                                                 const SymbolBindings& sizes) {
-  SymbolBindings lows;
-  std::string which;
-  for (const DimGuard& g : guards.dims) {
-    if (!g.range || !(g.range->pow2 || g.range->each)) continue;
-    const int64_t size = sizes.at(g.symbol);
-    SymbolRange b = g.range->bucketOf(size);
-    lows[g.symbol] = b.lo;
-    which += std::string(which.empty() ? "" : ", ") + g.symbol + "=" +
-             (b.lo == b.hi ? std::to_string(b.lo) : b.str()) + ", the bucket of " + g.symbol + "=" +
-             std::to_string(size) + " in " + g.symbol + "=" + g.range->str();
-  }
-  return {lows, which};
-}
-
-// Whether a guarded range compiles each of its sizes (SymbolRange::each): the program serves
-// only the sizes it was compiled for.
-bool eachSize(const Guards& guards) {
-  for (const DimGuard& g : guards.dims)
-    if (g.range && g.range->each) return true;
-  return false;
-}
-
-}  // namespace
-
 StatusOr<std::shared_ptr<const Executable>>
 Executable::specializationFor(const std::vector<TensorType>& have) const {
   const Impl& m = *impl_;
@@ -618,7 +588,7 @@ Executable::specializationFor(const std::vector<TensorType>& have) const {
     auto [lows, which] = bucketsOf(m.guards, sizes);
     if (!lows.empty() && m.options.recompile && m.source.load)
       return specialization(lows, which, /*bucket=*/true);
-    if (!lows.empty() && eachSize(m.guards))
+    if (!lows.empty() && m.guards.eachSize())
       return Status::error(
           "a run for " + which + " needs its own compile, and " +
           (m.options.recompile ? "nothing reads the source here" : "recompiling is off"));

@@ -156,4 +156,26 @@ std::string describeChanges(const Guards& g, const SymbolBindings& sizes) {
   return s;
 }
 
+std::pair<SymbolBindings, std::string> bucketsOf(const Guards& guards,
+                                                 const SymbolBindings& sizes) {
+  SymbolBindings lows;
+  std::string which;
+  for (const DimGuard& g : guards.dims) {
+    if (!g.range || !(g.range->pow2 || g.range->each)) continue;
+    const int64_t size = sizes.at(g.symbol);
+    SymbolRange b = g.range->bucketOf(size);
+    lows[g.symbol] = b.lo;
+    which += std::string(which.empty() ? "" : ", ") + g.symbol + "=" +
+             (b.lo == b.hi ? std::to_string(b.lo) : b.str()) + ", the bucket of " + g.symbol + "=" +
+             std::to_string(size) + " in " + g.symbol + "=" + g.range->str();
+  }
+  return {lows, which};
+}
+
+bool Guards::eachSize() const {
+  for (const DimGuard& g : dims)
+    if (g.range && g.range->each) return true;
+  return false;
+}
+
 }  // namespace kiln::runtime

@@ -35,7 +35,14 @@ struct Guards {
   std::vector<DimGuard> dims;  // in the order the inputs first use them
   bool empty() const { return dims.empty(); }
   bool ranged() const;  // some dim was compiled over a range
+  // Some range compiles each of its sizes (SymbolRange::each): the program serves only the
+  // sizes it was compiled for.
+  bool eachSize() const;
 };
+
+// The buckets (pow2, or each size) that `sizes` fall in: each bucketed symbol's bucket's lower
+// end, and the line that says so ("S=33..64, the bucket of S=40 in S=1..512:pow2").
+std::pair<SymbolBindings, std::string> bucketsOf(const Guards& guards, const SymbolBindings& sizes);
 
 // The guards of a function whose parameters the source typed `sourceTypes` (before
 // specialisation) and that was compiled with `compiled`'s parameters (after; a dim still
