@@ -42,10 +42,11 @@ step build cmake --build "$BUILD_DIR" -j "$JOBS"
 KILN="$BUILD_DIR/bin/kiln"
 step unit "$BUILD_DIR/bin/kiln_unit_tests" --gtest_filter='Cuda*:GpuSchedule*'
 # Ranges of sizes from Python: the BERT-style encoder (KILN_ENCODER_ONNX: an export by a torch
-# that keeps its sequence dim, tests/python/test_ranges_cuda.py) and ResNet-18.
+# that keeps its sequence dim, tests/python/test_ranges_cuda.py) and ResNet-18
+# (test_ranges_resnet.py; its cpu case skips in this build).
 if [ -n "$PYBIND" ]; then
   step python-ranges env PYTHONPATH="$BUILD_DIR/python" "$PYTHON" -m pytest -q -p no:warnings \
-    tests/python/test_ranges_cuda.py
+    tests/python/test_ranges_cuda.py tests/python/test_ranges_resnet.py
 fi
 for folder in node simple pytorch-converted pytorch-operator; do
   [ -d "$DATA/$folder" ] || { echo "== conformance $folder: no $DATA/$folder, skipped"; continue; }
