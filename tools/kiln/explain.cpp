@@ -24,7 +24,8 @@ how they were fused, and every producer -> consumer edge left unfused with the r
 guards, the outputs whose size a run computes, the memory plan, the library calls, the
 schedule's decisions, and what the target's code runs: each launch (on a GPU with its grid and
 block, and its registers and shared memory once the module loads) and each library call with the
-implementation its library picked.
+implementation its library picked. A .kiln artifact is loaded as a run loads it (nothing is
+compiled) and explained with its own options.
 
 Options:
   --dim SYMBOL=SIZE      size of a symbolic dimension (e.g. --dim N=8); symbols left unbound are
@@ -158,11 +159,8 @@ void printCalls(const std::vector<kernel::Kernel>& kernels) {
 }
 
 // The guards: the input dims the source left symbolic, which a run checks before it uses this
-// compile (`sourceTypes`: the parameters' types before the passes).
-void printGuards(const std::vector<TensorType>& sourceTypes, const Function& compiled,
-                 const SymbolRanges& ranges) {
-  runtime::Guards guards =
-      runtime::guardsOf(sourceTypes, runtime::parameterTypes(compiled), ranges);
+// compile.
+void printGuards(const runtime::Guards& guards, const Function& compiled) {
   if (guards.empty()) return;
   std::vector<std::string> names;
   for (size_t i = 0; i < compiled.numParameters(); ++i)
@@ -207,8 +205,70 @@ runtime::CompileOptions compileOptions(const ExplainOptions& o) {
   return co;
 }
 
+// What a compile made, for printing: its memory plan and kernels, and with its code (`code`)
+// what runs the library calls and the kernels run at once.
+struct Made {
+  const runtime::BufferPlan& buffers;
+  const std::vector<kernel::Kernel>& kernels;
+  bool code = false;
+  std::string libraryCalls, libraryCallDetails, concurrency;
+};
+
+void printMade(const Made& m, bool kernelIr) {
+  std::printf("\nmemory: %s\n", runtime::describeBufferPlan(m.buffers).c_str());
+  printCalls(m.kernels);
+  if (m.code) std::printf("\ncode (%s):\n%s", m.libraryCalls.c_str(), m.libraryCallDetails.c_str());
+  if (!m.concurrency.empty()) std::printf("\n%s", m.concurrency.c_str());
+  if (kernelIr) {
+    std::puts("\nkernel IR:");
+    for (const kernel::Kernel& k : m.kernels) std::printf("\n%s", kernel::printKernel(k).c_str());
+  }
+}
+
+// An artifact (kiln compile -o): what it holds, loaded as a run loads it (nothing compiled).
+Status explainArtifact(const ExplainOptions& o, LoadedProgram& program) {
+  runtime::CompileOptions co;
+  co.threads = o.threads;
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Executable> exe,
+                        runtime::Executable::load(std::move(program.artifact), o.program, co));
+  const Function& f = exe->function();
+  std::fputs(fusion::explainPlan(f, exe->plan()).c_str(), stdout);
+  printGuards(exe->guards(), f);
+  printRunTimeSizes(exe->runTimeSizes(), f);
+  printMade({exe->buffers(), exe->kernels(), true, exe->libraryCalls(), exe->libraryCallDetails(),
+             exe->concurrencyDetails()},
+            o.kernelIr);
+  return Status::ok();
+}
+
+// The compile driver stopped at `stop`; where an op cannot be compiled over the ranges, as runs
+// do (Executable::compileEach): each size on its own, shown at the ranges' low ends, with
+// `shown` the options of that compile and its ranges marked each.
+StatusOr<compiler::Compiled> compileShown(const ExplainOptions& o, LoadedProgram& program,
+                                          const runtime::Target& target, compiler::Stage stop,
+                                          ExplainOptions& shown) {
+  shown = o;
+  StatusOr<compiler::Compiled> compiled =
+      compiler::compile(std::move(program.module), target, compileOptions(o), stop);
+  if (compiled || !compiled.status().needsSizes() || o.ranges.empty()) return compiled;
+  std::printf("not compiled over its ranges (%s): a run compiles each size once; shown at their "
+              "low ends\n\n",
+              compiled.status().message().c_str());
+  for (auto& [symbol, r] : shown.ranges) {
+    r.each = true;
+    r.pow2 = false;
+    shown.dims[symbol] = r.lo;
+  }
+  const SymbolRanges each = std::exchange(shown.ranges, {});
+  KILN_ASSIGN_OR_RETURN(program, loadProgram(o.program));
+  compiled = compiler::compile(std::move(program.module), target, compileOptions(shown), stop);
+  shown.ranges = each;
+  return compiled;
+}
+
 Status explain(const ExplainOptions& o) {
   KILN_ASSIGN_OR_RETURN(LoadedProgram program, loadProgram(o.program));
+  if (program.format == "kiln") return explainArtifact(o, program);
   KILN_ASSIGN_OR_RETURN(const runtime::Target* target, runtime::findTarget(o.backend));
   // Symbols --dim leaves unbound: the plan with them counted as 1, and no kernels (lowering
   // needs static shapes). Otherwise the compile driver, stopped after scheduling or with the
@@ -222,48 +282,23 @@ Status explain(const ExplainOptions& o) {
                                : o.code ? compiler::Stage::Program
                                         : compiler::Stage::Lowered;
   std::vector<TensorType> sourceTypes = runtime::parameterTypes(*program.module->entry());
-  StatusOr<compiler::Compiled> compiled =
-      compiler::compile(std::move(program.module), *target, compileOptions(o), stop);
-  // As runs do (Executable::compileEach): each size of the ranges compiled on its own, this
-  // one at their low ends.
-  ExplainOptions shown = o;
-  if (!compiled && compiled.status().needsSizes() && !o.ranges.empty()) {
-    std::printf("not compiled over its ranges (%s): a run compiles each size once; shown at their "
-                "low ends\n\n",
-                compiled.status().message().c_str());
-    for (auto& [symbol, r] : shown.ranges) {
-      r.each = true;
-      r.pow2 = false;
-      shown.dims[symbol] = r.lo;
-    }
-    const SymbolRanges each = std::exchange(shown.ranges, {});
-    KILN_ASSIGN_OR_RETURN(program, loadProgram(o.program));
-    compiled = compiler::compile(std::move(program.module), *target, compileOptions(shown), stop);
-    shown.ranges = each;
-  }
-  if (!compiled) return compiled.status();
-  compiler::Compiled& c = *compiled;
+  ExplainOptions shown;
+  KILN_ASSIGN_OR_RETURN(compiler::Compiled c, compileShown(o, program, *target, stop, shown));
   if (o.instrumentation.timePasses) std::fputs(c.passTimings.c_str(), stderr);
   const runtime::Program* p = c.program.get();
-  std::fputs(
-      fusion::explainPlan(p ? p->function() : *c.module->entry(), p ? p->plan() : c.plan).c_str(),
-      stdout);
-  printGuards(sourceTypes, p ? p->function() : *c.module->entry(), shown.ranges);
-  printRunTimeSizes(c.dynamic, p ? p->function() : *c.module->entry());
+  const Function& f = p ? p->function() : *c.module->entry();
+  std::fputs(fusion::explainPlan(f, p ? p->plan() : c.plan).c_str(), stdout);
+  printGuards(runtime::guardsOf(sourceTypes, runtime::parameterTypes(f), shown.ranges), f);
+  printRunTimeSizes(c.dynamic, f);
   if (symbolic) {
     std::puts("\nmemory: not planned (symbolic dimensions; give their sizes with --dim)");
     return Status::ok();
   }
-  const std::vector<kernel::Kernel>& kernels = p ? p->kernels() : c.kernels;
-  std::printf("\nmemory: %s\n", runtime::describeBufferPlan(p ? p->buffers() : *c.buffers).c_str());
-  printCalls(kernels);
-  if (p)
-    std::printf("\ncode (%s):\n%s", p->libraryCalls().c_str(), p->libraryCallDetails().c_str());
-  if (p && !p->concurrencyDetails().empty()) std::printf("\n%s", p->concurrencyDetails().c_str());
-  if (o.kernelIr) {
-    std::puts("\nkernel IR:");
-    for (const kernel::Kernel& k : kernels) std::printf("\n%s", kernel::printKernel(k).c_str());
-  }
+  if (!p) printMade({*c.buffers, c.kernels, false, "", "", ""}, o.kernelIr);
+  else
+    printMade({p->buffers(), p->kernels(), true, p->libraryCalls(), p->libraryCallDetails(),
+               p->concurrencyDetails()},
+              o.kernelIr);
   return Status::ok();
 }
 
