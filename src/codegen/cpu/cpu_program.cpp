@@ -141,6 +141,13 @@ void forEachValueBuffer(const std::vector<kernel::Kernel>& kernels,
   }
 }
 
+// Whether a call reads a constant (weights its kernel may pack).
+bool holdsConstant(const kernel::Stmt& call) {
+  for (const Value* v : call.node->operands())
+    if (v->def() && v->def()->op() == OpCode::Constant) return true;
+  return false;
+}
+
 // A line per library call: what runs it, and why not oneDNN (or not its post-ops) where not.
 std::string describeCalls(const CpuProgram::Impl& impl) {
   std::string text;
@@ -159,7 +166,9 @@ std::string describeCalls(const CpuProgram::Impl& impl) {
       if (c.fast && c.oneThread) text += "; one thread (a small product)";
       if (c.fast && !c.oneThread && impl.concurrency.stageOf[i] >= 0)
         text += "; one thread (a lane of a concurrent stage)";
-      if (made && !added) text += "; shares " + first->second + "'s kernel and weights";
+      if (made && !added)
+        text += "; shares " + first->second + "'s kernel" +
+                (holdsConstant(*c.stmt) ? " and weights" : "");
       text += "\n";
     }
   return text;
