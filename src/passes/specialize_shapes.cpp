@@ -102,6 +102,14 @@ SymbolBindings topsOf(const SymbolRanges& ranges) {
   return tops;
 }
 
+void eachAtLowEnds(SymbolRanges& ranges, SymbolBindings& dims) {
+  for (auto& [name, range] : ranges) {
+    range.each = true;
+    range.pow2 = false;
+    dims[name] = range.lo;
+  }
+}
+
 std::string SymbolRange::str() const {
   return std::to_string(lo) + ".." + std::to_string(hi) + (pow2 ? ":pow2" : each ? ":each" : "");
 }

@@ -42,6 +42,10 @@ using SymbolRanges = std::map<std::string, SymbolRange>;
 StatusOr<SymbolRanges> parseSymbolRanges(std::string_view text);
 // Each symbol at the top of its range: the sizes a range program's memory is planned for.
 SymbolBindings topsOf(const SymbolRanges& ranges);
+// Marks every range to compile each size (each, not pow2) and binds `dims` at the ranges' low
+// ends: how a program that cannot be compiled over its ranges is compiled first
+// (Executable::compileEach, and kiln explain as it).
+void eachAtLowEnds(SymbolRanges& ranges, SymbolBindings& dims);
 
 // The bindings that concrete input shapes imply for the parameters of `f` (one shape per
 // parameter, in order). Errors: a wrong number of shapes, a rank or static extent that differs

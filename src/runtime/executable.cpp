@@ -12,6 +12,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "compiler/compile.h"
 #include "runtime/source_key.h"
@@ -261,11 +262,11 @@ StatusOr<std::unique_ptr<Executable>> Executable::compile(std::unique_ptr<Module
   if (!source) source = symbolic && options.recompile ? keptModule(*module) : ModuleSource{};
   const bool each = std::any_of(options.ranges.begin(), options.ranges.end(),
                                 [](const auto& r) { return r.second.each; });
-  const bool canEach = options.recompile && source->load;
+  const bool canEach = options.recompile && source->load && !options.ranges.empty();
   StatusOr<std::unique_ptr<Executable>> exe =
       each && canEach ? compileEach(options, sourceTypes, *source, Status::ok())
                       : build(std::move(module), options, sourceTypes, *source);
-  if (!exe && exe.status().needsSizes() && !options.ranges.empty() && canEach)
+  if (!exe && exe.status().needsSizes() && canEach)
     exe = compileEach(options, sourceTypes, *source, exe.status());
   if (!exe) return exe.status();
   // A cache hit records the source of the compile that wrote it: this one is the caller's.
@@ -276,15 +277,12 @@ StatusOr<std::unique_ptr<Executable>> Executable::compile(std::unique_ptr<Module
 StatusOr<std::unique_ptr<Executable>>
 Executable::compileEach(const CompileOptions& options, const std::vector<TensorType>& sourceTypes,
                         const ModuleSource& source, const Status& why) {
-  CompileOptions each = options, atLows = options;
+  CompileOptions atLows = options;
+  eachAtLowEnds(atLows.ranges, atLows.dims);
+  const SymbolRanges each = std::exchange(atLows.ranges, {});
   std::string ranges;
-  for (auto& [symbol, r] : each.ranges) {
-    r.each = true;
-    r.pow2 = false;
-    each.dims[symbol] = atLows.dims[symbol] = r.lo;
+  for (const auto& [symbol, r] : each)
     ranges += (ranges.empty() ? "" : ", ") + symbol + "=" + r.str();
-  }
-  atLows.ranges.clear();
   if (!why.isOk())
     std::fputs(("kiln: " + (source.name.empty() ? std::string("module") : source.name) +
                 " cannot be compiled over its ranges (" + why.message() +
@@ -295,9 +293,8 @@ Executable::compileEach(const CompileOptions& options, const std::vector<TensorT
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Executable> exe,
                         build(std::move(module), atLows, sourceTypes, source));
   Impl& m = *exe->impl_;
-  m.options.ranges = each.ranges;
-  m.options.dims = each.dims;
-  m.guards = guardsOf(sourceTypes, parameterTypes(m.program->function()), each.ranges);
+  m.options.ranges = each;
+  m.guards = guardsOf(sourceTypes, parameterTypes(m.program->function()), each);
   return exe;
 }
 

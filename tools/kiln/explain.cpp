@@ -254,11 +254,7 @@ StatusOr<compiler::Compiled> compileShown(const ExplainOptions& o, LoadedProgram
   std::printf("not compiled over its ranges (%s): a run compiles each size once; shown at their "
               "low ends\n\n",
               compiled.status().message().c_str());
-  for (auto& [symbol, r] : shown.ranges) {
-    r.each = true;
-    r.pow2 = false;
-    shown.dims[symbol] = r.lo;
-  }
+  eachAtLowEnds(shown.ranges, shown.dims);
   const SymbolRanges each = std::exchange(shown.ranges, {});
   KILN_ASSIGN_OR_RETURN(program, loadProgram(o.program));
   compiled = compiler::compile(std::move(program.module), target, compileOptions(shown), stop);
