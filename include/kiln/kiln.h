@@ -95,7 +95,8 @@ kiln_executable* kiln_compile_onnx(const char* path, const kiln_options* options
 kiln_executable* kiln_load_artifact(const char* path, const kiln_options* options, char** error);
 
 /* The inputs the executable expects, in order: name, dtype, rank and dims (dims is valid as long
- * as the executable; the sizes it was compiled for, which a symbolic dimension may change). Returns -1 for an index out of range. */
+ * as the executable; the sizes it was compiled for, which a symbolic dimension may change). Returns -1 for an index out of range
+ * and for a string input or output (strings have no kiln_dtype; kiln_run refuses them). */
 int32_t kiln_num_inputs(const kiln_executable* exe);
 int32_t kiln_num_outputs(const kiln_executable* exe);
 int32_t kiln_input_info(const kiln_executable* exe, int32_t index, const char** name,

@@ -43,6 +43,9 @@ std::optional<DType> fromNumpy(const py::dtype& dt) {
       if (n == 4) return DType::F32;
       if (n == 8) return DType::F64;
       break;
+    case 'U':                     // str
+    case 'S':                     // bytes, read as UTF-8
+    case 'O': return DType::Str;  // objects: each must be a str (checked as it is read)
     default: break;
   }
   return std::nullopt;
@@ -85,6 +88,7 @@ py::dtype numpyDType(DType d) {
     case DType::BF16:  // numpy has none: bf16 values come back widened to float32 (exact)
     case DType::F32: return py::dtype::of<float>();
     case DType::F64: return py::dtype::of<double>();
+    case DType::Str: return py::dtype("O");  // Python str objects
   }
   return py::dtype::of<float>();
 }
@@ -134,11 +138,32 @@ Tensor bf16FromF32(const float* src, const std::vector<int64_t>& dims) {
   return t;
 }
 
+// A numpy array of str (or bytes, or str objects) as a string tensor.
+Tensor stringsFromNumpy(const py::array& a, const std::vector<int64_t>& dims,
+                        const InputSlot& param, size_t index) {
+  Tensor t(DType::Str, dims);
+  py::list items = a.attr("ravel")().attr("tolist")();
+  for (size_t i = 0; i < items.size(); ++i) {
+    py::object item = items[i];
+    if (py::isinstance<py::bytes>(item)) item = item.attr("decode")("utf-8");
+    if (!py::isinstance<py::str>(item))
+      badInput(param, index,
+               "a numpy array holding a " + typeName(item) + " at element " + std::to_string(i) +
+                   " (strings are str or bytes)");
+    t.setStr(static_cast<int64_t>(i), item.cast<std::string>());
+  }
+  return t;
+}
+
 void addNumpy(py::array a, const InputSlot& param, size_t index, RunInputs& in) {
   std::vector<int64_t> dims(a.shape(), a.shape() + a.ndim());
   std::optional<DType> dtype = fromNumpy(a.dtype());
   auto what = [&] { return "numpy " + std::string(py::str(a.dtype())) + " array"; };
   checkType(param, index, dtype, dims, what, true);
+  if (isString(*dtype)) {
+    in.tensors.push_back(stringsFromNumpy(a, dims, param, index));
+    return;
+  }
   // The dtype is asked for explicitly: numpy swaps a big-endian array's bytes only then.
   PyObject* fixed = py::detail::npy_api::get().PyArray_FromAny_(
       a.ptr(), numpyDType(*dtype).release().ptr(), 0, 0,
@@ -305,6 +330,15 @@ py::capsule dlpackCapsule(const Tensor& t) {
 
 // Kiln's output as a numpy array over its bytes (the array owns a reference to them).
 py::array toNumpy(Tensor t) {
+  if (isString(t.dtype())) {  // an object array of str
+    py::list items(static_cast<size_t>(t.numElements()));
+    for (int64_t i = 0; i < t.numElements(); ++i)
+      items[static_cast<size_t>(i)] = py::str(t.str(i));  // UTF-8, checked by Python
+    py::tuple shape(t.dims().size());
+    for (size_t d = 0; d < t.dims().size(); ++d) shape[d] = py::int_(t.dims()[d]);
+    py::array flat = py::module_::import("numpy").attr("array")(items, py::dtype("O"));
+    return flat.attr("reshape")(shape);
+  }
   if (t.dtype() == DType::BF16) {
     Tensor f(DType::F32, t.dims());
     for (int64_t i = 0; i < t.numElements(); ++i)
@@ -330,6 +364,7 @@ std::string numpyName(DType t) {
     case DType::F16: return "float16";
     case DType::F32: return "float32";
     case DType::F64: return "float64";
+    case DType::Str: return "str";
     default: break;
   }
   return (isSignedInteger(t) ? "int" : "uint") + std::to_string(8 * dtypeSize(t));
@@ -355,7 +390,7 @@ py::list outputsToPython(std::vector<Tensor>& outputs, const RunInputs& in) {
   for (size_t i = 0; i < outputs.size(); ++i) {
     Tensor& t = outputs[i];
     if (!t.isUnique()) t = t.clone();  // shared with an input, a constant or another output
-    if (in.fromDlpack.is_none()) {
+    if (in.fromDlpack.is_none() || isString(t.dtype())) {  // frameworks hold no strings
       result[i] = toNumpy(std::move(t));
       continue;
     }

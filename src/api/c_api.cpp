@@ -166,6 +166,7 @@ int32_t kiln_input_info(const kiln_executable* exe, int32_t index, const char** 
                         kiln_dtype* dtype, int32_t* rank, const int64_t** dims) {
   if (!exe || index < 0 || index >= kiln_num_inputs(exe)) return -1;
   const kiln::Value* p = exe->exe->function().parameter(static_cast<size_t>(index));
+  if (kiln::isString(p->type().dtype())) return -1;  // no kiln_dtype: text has no C form here
   const auto& d = exe->inputDims[static_cast<size_t>(index)];
   if (name) *name = exe->inputNames[static_cast<size_t>(index)].c_str();
   if (dtype) *dtype = static_cast<kiln_dtype>(p->type().dtype());
@@ -177,6 +178,7 @@ int32_t kiln_input_info(const kiln_executable* exe, int32_t index, const char** 
 int32_t kiln_output_info(const kiln_executable* exe, int32_t index, const char** name,
                          kiln_dtype* dtype, int32_t* rank, const int64_t** dims) {
   if (!exe || index < 0 || index >= kiln_num_outputs(exe)) return -1;
+  if (kiln::isString(exe->outputDTypes[static_cast<size_t>(index)])) return -1;
   const auto& d = exe->outputDims[static_cast<size_t>(index)];
   if (name) *name = exe->outputNames[static_cast<size_t>(index)].c_str();
   if (dtype) *dtype = static_cast<kiln_dtype>(exe->outputDTypes[static_cast<size_t>(index)]);
@@ -187,6 +189,9 @@ int32_t kiln_output_info(const kiln_executable* exe, int32_t index, const char**
 
 namespace {
 
+// A kiln_dtype value: the numbers and bool (strings have no C form: their elements are objects).
+bool isCDType(int t) { return t >= 0 && t <= static_cast<int>(KILN_F64); }
+
 // The C tensors as device tensors, or why not ("input 1 has no dims").
 kiln::StatusOr<std::vector<kiln::runtime::DeviceTensor>>
 deviceTensors(const kiln_tensor* t, int32_t n, const char* what) {
@@ -195,7 +200,7 @@ deviceTensors(const kiln_tensor* t, int32_t n, const char* what) {
     const std::string where = std::string(what) + " " + std::to_string(i);
     if (t[i].rank < 0 || (t[i].rank > 0 && !t[i].dims))
       return kiln::Status::error(where + " has no dims");
-    if (static_cast<int>(t[i].dtype) < 0 || static_cast<int>(t[i].dtype) >= kiln::kNumDTypes)
+    if (!isCDType(static_cast<int>(t[i].dtype)))
       return kiln::Status::error(where + " has an unknown dtype");
     std::vector<int64_t> dims(t[i].dims, t[i].dims + t[i].rank);
     for (int64_t d : dims)
@@ -245,7 +250,7 @@ int32_t kiln_run(const kiln_executable* exe, const kiln_tensor* inputs, int32_t 
         setError(error, "kiln_run: input " + std::to_string(i) + " has no dims");
         return 1;
       }
-      if (static_cast<int>(t.dtype) < 0 || static_cast<int>(t.dtype) >= kiln::kNumDTypes) {
+      if (!isCDType(static_cast<int>(t.dtype))) {
         setError(error, "kiln_run: input " + std::to_string(i) + " has an unknown dtype");
         return 1;
       }
@@ -269,6 +274,11 @@ int32_t kiln_run(const kiln_executable* exe, const kiln_tensor* inputs, int32_t 
     }
     auto* result = static_cast<kiln_tensor*>(std::calloc(out->size() + 1, sizeof(kiln_tensor)));
     if (!result) throw std::bad_alloc();
+    for (const kiln::Tensor& t : *out)
+      if (kiln::isString(t.dtype())) {
+        setError(error, "kiln_run: an output is a string tensor; the C API carries numbers only");
+        return 1;
+      }
     for (size_t i = 0; i < out->size(); ++i) {
       const kiln::Tensor& t = (*out)[i];
       auto* dims = static_cast<int64_t*>(std::malloc(sizeof(int64_t) * (t.dims().size() + 1)));

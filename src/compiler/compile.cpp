@@ -100,6 +100,19 @@ fusion::FusionPlan fuse(const Function& f, const runtime::Target* target,
   return plan;
 }
 
+// Strings have no kernel IR (their elements are text of any length): a target that runs the
+// graph itself gets no kernels for them; any other refuses them rather than copy text as bytes.
+StatusOr<bool> hasKernelIR(const Function& f, const runtime::Target& target) {
+  const Node* n = firstStringNode(f);
+  if (!n) return true;
+  if (target.runsGraph()) return false;
+  return Status::error(n->describe() +
+                           ": string tensors are run by the interpreter only "
+                           "(--backend interp); the " +
+                           target.name() + " target has no kernels for text",
+                       n->loc());
+}
+
 StatusOr<std::vector<kernel::Kernel>> lower(const Function& f, const fusion::FusionPlan& plan,
                                             const CompileOptions& options, CompileTimes& times) {
   KILN_ASSIGN_OR_RETURN(std::vector<kernel::Symbol> symbols, symbolsOf(f, options.ranges));
@@ -135,6 +148,8 @@ StatusOr<Reloaded> reload(const runtime::Target& target, const runtime::DecodedA
                                               artifact["blob"], std::move(mapping)));
   if (!r.module->entry()) return Status::error(source + ": its module has no function");
   r.plan = fuse(*r.module->entry(), &target, options, r.times);
+  KILN_ASSIGN_OR_RETURN(bool kernels, hasKernelIR(*r.module->entry(), target));
+  if (!kernels) return r;
   KILN_ASSIGN_OR_RETURN(r.kernels, lower(*r.module->entry(), r.plan, options, r.times));
   KILN_RETURN_IF_ERROR(schedule(target, r.kernels, options, r.times));
   return r;
@@ -167,8 +182,11 @@ StatusOr<Compiled> compile(std::unique_ptr<Module> module, const runtime::Target
     c.module = std::move(module);
     return c;
   }
-  KILN_ASSIGN_OR_RETURN(c.kernels, lower(f, c.plan, options, c.times));
-  KILN_RETURN_IF_ERROR(schedule(target, c.kernels, options, c.times));
+  KILN_ASSIGN_OR_RETURN(bool kernels, hasKernelIR(f, target));
+  if (kernels) {
+    KILN_ASSIGN_OR_RETURN(c.kernels, lower(f, c.plan, options, c.times));
+    KILN_RETURN_IF_ERROR(schedule(target, c.kernels, options, c.times));
+  }
   if (stopAfter == Stage::Lowered) {
     start = Clock::now();
     KILN_ASSIGN_OR_RETURN(c.buffers, runtime::planBuffers(f, c.kernels));

@@ -26,5 +26,7 @@ EvalResult evalReduction(const EvalContext& c);     // reduce, argmax/argmin, re
 EvalResult evalDynamicSize(const EvalContext& c);   // unique, non_max_suppression
 EvalResult evalContraction(const EvalContext& c);   // dot_general, convolution
 EvalResult evalComposite(const EvalContext& c);     // softmax ... attention
+EvalResult evalStrings(const EvalContext& c);       // string_normalize
+EvalResult convertStrings(const Tensor& x, const TensorType& rt);  // convert from or to strings
 
 }  // namespace kiln::interp

@@ -421,6 +421,7 @@ void convertElements(const Tensor& x, Tensor& out) {
 }
 
 EvalResult convert(const Tensor& x, const TensorType& rt) {
+  if (isString(x.dtype()) || isString(rt.dtype())) return convertStrings(x, rt);
   Tensor out = makeResult(rt);
   KILN_CHECK(out.numElements() == x.numElements(), "convert: element counts differ");
   dispatchDType(x.dtype(), [&](auto st) {

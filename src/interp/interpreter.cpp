@@ -165,6 +165,8 @@ interp::EvalResult dispatch(const interp::EvalContext& c) {
       return interp::evalReduction(c);
     case OpCode::Unique: case OpCode::NonMaxSuppression:
       return interp::evalDynamicSize(c);
+    case OpCode::StringNormalize:
+      return interp::evalStrings(c);
     case OpCode::DotGeneral: case OpCode::Convolution:
       return interp::evalContraction(c);
     case OpCode::Softmax: case OpCode::LogSoftmax: case OpCode::LayerNorm:

@@ -118,4 +118,11 @@ Function* Module::entry() const {
   return functions_.empty() ? nullptr : functions_.front().get();
 }
 
+const Node* firstStringNode(const Function& f) {
+  for (const auto& n : f.nodes())
+    for (size_t r = 0; r < n->numResults(); ++r)
+      if (isString(n->result(r)->type().dtype())) return n.get();
+  return nullptr;
+}
+
 }  // namespace kiln

@@ -156,6 +156,10 @@ class Function {
   std::vector<std::string> outputNames_;  // one per output
 };
 
+// The first node with a string result, or nullptr: such a function has no kernel IR (text has
+// no fixed element size), so only the interpreter runs it.
+const Node* firstStringNode(const Function& f);
+
 class Module {
  public:
   Module() = default;

@@ -156,6 +156,10 @@ Extra extraFor(OpCode op) {
     case OpCode::NonMaxSuppression:
       return {{req("bound_per_class", K::Int), optBool("center_point_box", false)},
               inferNonMaxSuppression};
+    case OpCode::StringNormalize:
+      return {{optEnum("case_change", "none", {"none", "lower", "upper"}),
+               optBool("case_sensitive", false)},
+              inferStringNormalize};
 
     case OpCode::DotGeneral:
       return {{opt("lhs_batch", K::Ints), opt("rhs_batch", K::Ints),
@@ -300,6 +304,7 @@ StatusOr<std::vector<TensorType>> inferResultTypes(const InferInput& in) {
     if (!count)
       return Status::error(op + " result type " + t.str() + ": " + count.status().message());
   }
+  KILN_RETURN_IF_ERROR(checkStrings(in).prefix(op));
   auto r = info.infer(in);
   if (!r) {
     Status s = r.status();

@@ -7,6 +7,11 @@
 
 namespace kiln {
 
+// Strings enter only the ops that have a meaning for them (convert, string_normalize, the
+// constants and parameters that hold them, and the run-time sizes of their results); any other
+// op given a string operand or result is an error rather than a byte copy of text objects.
+Status checkStrings(const InferInput& in);
+
 #define KILN_DECLARE_RULE(name) StatusOr<std::vector<TensorType>> name(const InferInput& in);
 KILN_DECLARE_RULE(inferConstant)
 KILN_DECLARE_RULE(inferDeclared)
@@ -38,6 +43,7 @@ KILN_DECLARE_RULE(inferTopK)
 KILN_DECLARE_RULE(inferNonZero)
 KILN_DECLARE_RULE(inferUnique)
 KILN_DECLARE_RULE(inferNonMaxSuppression)
+KILN_DECLARE_RULE(inferStringNormalize)
 KILN_DECLARE_RULE(inferSetDimensionSize)
 KILN_DECLARE_RULE(inferGetDimensionSize)
 KILN_DECLARE_RULE(inferDotGeneral)

@@ -283,6 +283,40 @@ Types inferUnique(const InferInput& in) {
   return std::vector<TensorType>{y, perSlice, perSlice, perSlice, TensorType(DType::I64, {})};
 }
 
+Status checkStrings(const InferInput& in) {
+  auto anyString = [](std::span<const TensorType> ts) {
+    return std::any_of(ts.begin(), ts.end(),
+                       [](const TensorType& t) { return isString(t.dtype()); });
+  };
+  switch (in.op) {
+    case OpCode::Constant:
+    case OpCode::Parameter:
+    case OpCode::Convert:
+    case OpCode::StringNormalize:
+    case OpCode::SetDimensionSize:
+    case OpCode::GetDimensionSize: return Status::ok();
+    default: break;
+  }
+  if (anyString(in.operands) || anyString(in.declared))
+    return err("does not take strings (only convert and string_normalize compute on them)");
+  return Status::ok();
+}
+
+// x without the stopwords (a string_normalize of x [C] or [1, C] and stopwords [K]), padded to
+// max(C, 1) along its last dim, and how many are kept (1 at least: an empty string when none is).
+Types inferStringNormalize(const InferInput& in) {
+  const TensorType &x = in.operands[0], &stopwords = in.operands[1];
+  if (!isString(x.dtype()) || !isString(stopwords.dtype()))
+    return err("operands must be strings, got " + x.str() + " and " + stopwords.str());
+  if (stopwords.rank() != 1) return err("stopwords must be 1-D, got " + stopwords.str());
+  const bool rowOfOne = x.rank() == 2 && x.dim(0) == Dim(1);
+  if (x.rank() != 1 && !rowOfOne) return err("operand must be [C] or [1, C], got " + x.str());
+  if (!x.isStatic()) return err("needs static dimensions (its bound is C), got " + x.str());
+  Shape bound = x.dims();
+  bound.back() = Dim(std::max<int64_t>(bound.back().value(), 1));
+  return std::vector<TensorType>{x.withDims(bound), TensorType(DType::I64, {})};
+}
+
 // The (batch, class, box) rows of the selected boxes, padded to B * C * bound_per_class rows,
 // and how many there are.
 Types inferNonMaxSuppression(const InferInput& in) {

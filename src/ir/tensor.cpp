@@ -84,6 +84,13 @@ Tensor::Tensor(DType dtype, std::vector<int64_t> dims) : dtype_(dtype), dims_(st
 }
 
 void Tensor::allocate(bool zero) {
+  borrowed_ = false;
+  if (isString(dtype_)) {  // constructed std::string objects (empty), destroyed with the last copy
+    auto owner = std::make_shared<std::vector<std::string>>(
+        std::max<size_t>(static_cast<size_t>(numElements_), 1));
+    data_ = std::shared_ptr<std::byte>(owner, reinterpret_cast<std::byte*>(owner->data()));
+    return;
+  }
   // One byte at least, so that the data pointer of an empty tensor is not null.
   size_t size = std::max<size_t>(byteSize(), 1);
   data_ = allocateLarge(size);
@@ -98,6 +105,7 @@ Tensor Tensor::borrowed(DType dtype, std::vector<int64_t> dims, std::shared_ptr<
   t.dims_ = std::move(dims);
   t.numElements_ = elementCount(t.dims_);
   KILN_CHECK(owner && bytes, "Tensor::borrowed needs an owner and bytes");
+  KILN_CHECK(!isString(dtype), "Tensor::borrowed of strings: they are objects, not bytes");
   t.data_ = std::shared_ptr<std::byte>(std::const_pointer_cast<void>(std::move(owner)),
                                        const_cast<std::byte*>(bytes));
   t.borrowed_ = true;
@@ -109,6 +117,7 @@ Tensor Tensor::fromBytes(DType dtype, std::vector<int64_t> dims, std::string&& b
   t.dtype_ = dtype;
   t.dims_ = std::move(dims);
   t.numElements_ = elementCount(t.dims_);
+  KILN_CHECK(!isString(dtype), "Tensor::fromBytes of strings: they are objects, not bytes");
   KILN_CHECK(bytes.size() == t.byteSize(),
              "Tensor::fromBytes: " + std::to_string(bytes.size()) + " bytes for " + t.type().str());
   if (bytes.empty()) bytes.push_back('\0');  // a non-null data pointer
@@ -137,6 +146,16 @@ StatusOr<Tensor> Tensor::create(DType dtype, std::vector<int64_t> dims) {
   return Tensor(dtype, std::move(dims));
 }
 
+const std::string& Tensor::str(int64_t i) const {
+  KILN_CHECK(isString(dtype_), "str() of a " + std::string(dtypeName(dtype_)) + " tensor");
+  return data<std::string>()[i];
+}
+
+void Tensor::setStr(int64_t i, std::string v) {
+  KILN_CHECK(isString(dtype_), "setStr() of a " + std::string(dtypeName(dtype_)) + " tensor");
+  mutableData<std::string>()[i] = std::move(v);
+}
+
 double Tensor::getDouble(int64_t i) const {
   const std::byte* p = bytes();
   switch (dtype_) {
@@ -153,7 +172,9 @@ double Tensor::getDouble(int64_t i) const {
     case DType::BF16: return bf16ToFloat(reinterpret_cast<const uint16_t*>(p)[i]);
     case DType::F32: return reinterpret_cast<const float*>(p)[i];
     case DType::F64: return reinterpret_cast<const double*>(p)[i];
+    case DType::Str: break;
   }
+  KILN_CHECK(false, "getDouble() of a string tensor");
   return 0;
 }
 
@@ -214,7 +235,9 @@ void Tensor::setDouble(int64_t i, double v) {
       return;
     case DType::F32: reinterpret_cast<float*>(p)[i] = static_cast<float>(v); return;
     case DType::F64: reinterpret_cast<double*>(p)[i] = v; return;
+    case DType::Str: break;
   }
+  KILN_CHECK(false, "setDouble() of a string tensor");
 }
 
 void Tensor::setInt(int64_t i, int64_t v) {
@@ -249,7 +272,10 @@ Tensor Tensor::reshaped(std::vector<int64_t> dims) const {
 
 Tensor Tensor::clone() const {
   Tensor t = *this;
-  if (data_) {
+  if (data_ && isString(dtype_)) {
+    t.allocate(false);
+    std::copy_n(data<std::string>(), numElements_, t.mutableData<std::string>());
+  } else if (data_) {
     t.allocate(false);
     std::memcpy(t.data_.get(), data_.get(), byteSize());
   }
@@ -259,6 +285,9 @@ Tensor Tensor::clone() const {
 bool Tensor::identical(const Tensor& o) const {
   if (dtype_ != o.dtype_ || dims_ != o.dims_) return false;
   if (byteSize() == 0) return true;
+  if (isString(dtype_))
+    return std::equal(data<std::string>(), data<std::string>() + numElements_,
+                      o.data<std::string>());
   return std::memcmp(bytes(), o.bytes(), byteSize()) == 0;
 }
 

@@ -1,4 +1,5 @@
-// Host tensors: a dtype, static dimensions and row-major bytes, shared by reference.
+// Host tensors: a dtype, static dimensions and row-major bytes (std::string objects for strings),
+// shared by reference.
 //
 // Used for constant data in the IR (stored once, shared by every node that refers to it) and for
 // the inputs and outputs of the interpreter and runtimes. Copying a Tensor copies the reference;
@@ -71,7 +72,12 @@ class Tensor {
     return reinterpret_cast<T*>(mutableBytes());
   }
 
-  // Element i (row-major) converted to double / int64; any dtype.
+  // Element i of a string tensor (a checked failure for other dtypes). A string tensor's elements
+  // are std::string objects: data<std::string>() reads them, and bytes() are not its contents.
+  const std::string& str(int64_t i) const;
+  void setStr(int64_t i, std::string v);
+
+  // Element i (row-major) converted to double / int64; any dtype but string.
   // getDouble of a u64 (or i64) above 2^53 rounds to the nearest double. getInt of a u64 element
   // above INT64_MAX returns its bit pattern read as i64 (2^64 - 1 comes back as -1); use getUInt
   // for the exact value.

@@ -26,6 +26,7 @@ constexpr std::array<DTypeInfo, kNumDTypes> kDTypes = {{
     {DType::BF16, "bf16", 2},
     {DType::F32, "f32", 4},
     {DType::F64, "f64", 8},
+    {DType::Str, "string", sizeof(std::string)},
 }};
 
 }  // namespace
@@ -43,7 +44,7 @@ size_t dtypeSize(DType t) { return kDTypes[static_cast<size_t>(t)].size; }
 bool isFloat(DType t) {
   return t == DType::F16 || t == DType::BF16 || t == DType::F32 || t == DType::F64;
 }
-bool isInteger(DType t) { return !isFloat(t) && t != DType::Bool; }
+bool isInteger(DType t) { return isSignedInteger(t) || isUnsignedInteger(t); }
 bool isSignedInteger(DType t) {
   return t == DType::I8 || t == DType::I16 || t == DType::I32 || t == DType::I64;
 }

@@ -16,19 +16,21 @@
 namespace kiln {
 
 // Keep the order: it is printed nowhere, but tables below are indexed by it.
-// Room is left for fp8 kinds (f8e4m3, f8e5m2) after bf16.
-enum class DType : uint8_t { Bool, I8, U8, I16, U16, I32, U32, I64, U64, F16, BF16, F32, F64 };
-inline constexpr int kNumDTypes = 13;
+// Room is left for fp8 kinds (f8e4m3, f8e5m2) after bf16. Str (ONNX's string) holds text of any
+// length; only the interpreter runs ops over it (docs/ops.md, "Strings").
+enum class DType : uint8_t { Bool, I8, U8, I16, U16, I32, U32, I64, U64, F16, BF16, F32, F64, Str };
+inline constexpr int kNumDTypes = 14;
 
-std::string_view dtypeName(DType t);  // "f32", "i64", "bool", ...
+std::string_view dtypeName(DType t);  // "f32", "i64", "bool", "string", ...
 std::optional<DType> parseDType(std::string_view s);
-size_t dtypeSize(DType t);        // bytes per element
+size_t dtypeSize(DType t);        // bytes per element (a std::string object for Str)
 bool isFloat(DType t);            // f16, bf16, f32, f64
 bool isInteger(DType t);          // i8..i64, u8..u64 (not bool)
 bool isSignedInteger(DType t);    // i8, i16, i32, i64
 bool isUnsignedInteger(DType t);  // u8, u16, u32, u64
 bool isBool(DType t);
-inline bool isNumeric(DType t) { return !isBool(t); }
+inline bool isString(DType t) { return t == DType::Str; }
+inline bool isNumeric(DType t) { return !isBool(t) && !isString(t); }
 
 // A static extent, or a product of symbols with a positive coefficient (N, 4*N, N*S): the
 // products come from reshapes that merge a symbolic dim with others, as attention's heads do.

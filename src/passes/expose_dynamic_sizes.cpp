@@ -178,6 +178,12 @@ Tensor trimDim(const Tensor& t, int64_t dim, int64_t size) {
   for (size_t i = d + 1; i < dims.size(); ++i) inner *= dims[i];
   dims[d] = size;
   Tensor r = Tensor::uninitialized(t.dtype(), dims);
+  if (isString(t.dtype())) {  // element objects, not bytes
+    const int64_t n = inner / static_cast<int64_t>(dtypeSize(t.dtype()));
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t e = 0; e < size * n; ++e) r.setStr(o * size * n + e, t.str(o * extent * n + e));
+    return r;
+  }
   for (int64_t o = 0; o < outer; ++o)
     if (size > 0)
       std::memcpy(r.mutableBytes() + o * size * inner, t.bytes() + o * extent * inner,

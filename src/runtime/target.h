@@ -217,6 +217,9 @@ class Target {
   // Whether a reduction's outputs of its input's shape are stored from its reduced loops (each
   // element once, computed once) rather than in a nest of their own (fusion::FusionOptions).
   virtual bool storesAlongsideReductions() const { return false; }
+  // Whether it runs the graph itself (the interpreter), so that its kernels only explain the
+  // plan: it then runs graphs that have no kernel IR (strings), given no kernels.
+  virtual bool runsGraph() const { return false; }
   // What its library calls apply as they write their results: the planner decides each call's
   // post-ops from it (fusion/epilogue.h).
   virtual fusion::EpiloguePolicy epiloguePolicy() const = 0;

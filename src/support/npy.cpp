@@ -7,12 +7,16 @@
 // searching for substrings, so key order, quoting and spacing may vary as Python allows.
 #include "support/npy.h"
 
+#include <algorithm>
 #include <bit>
 #include <cctype>
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <string_view>
+
+#include "support/utf8.h"
 
 namespace kiln {
 namespace {
@@ -218,7 +222,25 @@ std::string descrOf(DType t) {
 struct Header {
   DType dtype = DType::F32;
   std::vector<int64_t> dims;
+  // Strings: numpy's fixed-width '<U{width}' (UTF-32 code units) or '|S{width}' (bytes).
+  int64_t width = 0;
+  int charBytes = 0;
 };
+
+// A string descr: '<U8' (text, 4 bytes a character) or '|S8' (bytes); false for other descrs.
+StatusOr<bool> stringDescr(const std::string& descr, Header& h) {
+  if (descr.size() < 3 || (descr[1] != 'U' && descr[1] != 'S')) return false;
+  if (descr[1] == 'U' && descr[0] == '>')
+    return Status::error("big-endian data ('" + descr + "') is not supported");
+  int64_t width = 0;
+  auto [p, ec] = std::from_chars(descr.data() + 2, descr.data() + descr.size(), width);
+  if (ec != std::errc() || p != descr.data() + descr.size() || width < 1 || width > (1 << 20))
+    return Status::error("unsupported dtype '" + descr + "' (bad string width)");
+  h.dtype = DType::Str;
+  h.width = width;
+  h.charBytes = descr[1] == 'U' ? 4 : 1;
+  return true;
+}
 
 const PyValue* findKey(const PyValue& dict, const char* key) {
   auto it = dict.dict.find(key);
@@ -241,7 +263,10 @@ StatusOr<Header> interpretHeader(const PyValue& dict) {
   if (shape->kind != PyValue::Kind::Tuple)
     return Status::error("malformed header: 'shape' is not a tuple");
   Header h;
-  KILN_ASSIGN_OR_RETURN(h.dtype, dtypeFromDescr(descr->str));
+  KILN_ASSIGN_OR_RETURN(bool isText, stringDescr(descr->str, h));
+  if (!isText) {
+    KILN_ASSIGN_OR_RETURN(h.dtype, dtypeFromDescr(descr->str));
+  }
   for (const PyValue& d : shape->items) {
     if (d.kind != PyValue::Kind::Int || d.integer < 0)
       return Status::error("malformed header: shape entries must be non-negative integers");
@@ -290,6 +315,30 @@ void normaliseBools(Tensor& t) {
   for (int64_t i = 0; i < t.numElements(); ++i) p[i] = p[i] != 0;
 }
 
+// Fixed-width numpy strings to a string tensor (UTF-8): trailing NULs are padding, as in numpy.
+StatusOr<Tensor> readStrings(std::ifstream& in, const Header& h, uint64_t dataBytes) {
+  std::string raw(dataBytes, '\0');
+  if (dataBytes > 0 && !in.read(raw.data(), static_cast<std::streamsize>(dataBytes)))
+    return Status::error("cannot read the data");
+  Tensor t(DType::Str, h.dims);
+  const size_t stride = static_cast<size_t>(h.width * h.charBytes);
+  for (int64_t i = 0; i < t.numElements(); ++i) {
+    const auto* p = reinterpret_cast<const unsigned char*>(raw.data()) + i * stride;
+    std::string s;
+    for (int64_t k = 0; k < h.width; ++k) {
+      uint32_t c = h.charBytes == 4 ? readLittleEndian(p + 4 * k, 4) : p[k];
+      if (c > 0x10ffff || (c >= 0xd800 && c < 0xe000))
+        return Status::error("element " + std::to_string(i) + " holds " + std::to_string(c) +
+                             ", which is not a Unicode code point");
+      if (h.charBytes == 1) s += static_cast<char>(c);
+      else appendUtf8(s, static_cast<char32_t>(c));
+    }
+    while (!s.empty() && s.back() == '\0') s.pop_back();
+    t.setStr(i, std::move(s));
+  }
+  return t;
+}
+
 StatusOr<Tensor> readNpyImpl(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) return Status::error("is a directory");
@@ -306,7 +355,8 @@ StatusOr<Tensor> readNpyImpl(const std::string& path) {
   if (!count) return Status::error("bad shape: " + count.status().message());
   // Checked against the file before allocating: a header cannot make us allocate more than the
   // file holds. count <= 2^40 and sizes <= 8, so the product fits.
-  uint64_t dataBytes = static_cast<uint64_t>(*count) * dtypeSize(h.dtype);
+  uint64_t dataBytes =
+      static_cast<uint64_t>(*count) * (h.charBytes ? h.width * h.charBytes : dtypeSize(h.dtype));
   uint64_t available = fileSize - static_cast<uint64_t>(in.tellg());
   if (available < dataBytes)
     return Status::error("truncated data: the header promises " + std::to_string(dataBytes) +
@@ -314,6 +364,7 @@ StatusOr<Tensor> readNpyImpl(const std::string& path) {
   if (available > dataBytes)
     return Status::error(std::to_string(available - dataBytes) +
                          " unexpected bytes after the data");
+  if (h.charBytes) return readStrings(in, h, dataBytes);
   Tensor t(h.dtype, h.dims);
   if (dataBytes > 0 &&
       !in.read(reinterpret_cast<char*>(t.mutableBytes()), static_cast<std::streamsize>(dataBytes)))
@@ -336,8 +387,8 @@ std::string shapeLiteral(const std::vector<int64_t>& dims) {
 
 // The preamble and header, padded with spaces so that the data starts at a multiple of 64 bytes
 // (numpy's alignment), ending in '\n'. Version 2.0 only when the header needs more than 65535.
-std::string headerBytes(const Tensor& t) {
-  std::string dict = "{'descr': '" + descrOf(t.dtype()) +
+std::string headerBytes(const Tensor& t, const std::string& descr) {
+  std::string dict = "{'descr': '" + descr +
                      "', 'fortran_order': False, 'shape': " + shapeLiteral(t.dims()) + ", }";
   int lenBytes = 2;
   int major = 1;
@@ -360,6 +411,26 @@ std::string headerBytes(const Tensor& t) {
   return out;
 }
 
+// A string tensor as numpy's '<U{width}': UTF-32LE, each element padded with NULs to the
+// longest one's length (1 at least, as numpy writes empty strings).
+StatusOr<std::string> stringData(const Tensor& t, std::string& descr) {
+  std::vector<std::u32string> points;
+  size_t width = 1;
+  for (int64_t i = 0; i < t.numElements(); ++i) {
+    StatusOr<std::u32string> c = decodeUtf8(t.str(i));
+    if (!c) return Status::error("element " + std::to_string(i) + ": " + c.status().message());
+    width = std::max(width, c->size());
+    points.push_back(std::move(*c));
+  }
+  descr = "<U" + std::to_string(width);
+  std::string out(points.size() * width * 4, '\0');
+  for (size_t i = 0; i < points.size(); ++i)
+    for (size_t k = 0; k < points[i].size(); ++k)
+      for (int b = 0; b < 4; ++b)
+        out[(i * width + k) * 4 + b] = static_cast<char>((points[i][k] >> (8 * b)) & 0xff);
+  return out;
+}
+
 }  // namespace
 
 StatusOr<Tensor> readNpy(const std::string& path) {
@@ -373,11 +444,18 @@ Status writeNpy(const std::string& path, const Tensor& t) {
   if (t.dtype() == DType::BF16)
     return npyError(path, "cannot write bf16 to .npy: numpy has no bfloat16 dtype (convert to "
                           "f32 first)");
+  std::string descr = descrOf(t.dtype()), text;
+  if (isString(t.dtype())) {
+    StatusOr<std::string> utf32 = stringData(t, descr);
+    if (!utf32) return npyError(path, utf32.status().message());
+    text = std::move(*utf32);
+  }
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) return npyError(path, "cannot open file for writing");
-  std::string header = headerBytes(t);
+  std::string header = headerBytes(t, descr);
   out.write(header.data(), static_cast<std::streamsize>(header.size()));
-  if (t.byteSize() > 0)
+  if (isString(t.dtype())) out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  else if (t.byteSize() > 0)
     out.write(reinterpret_cast<const char*>(t.bytes()), static_cast<std::streamsize>(t.byteSize()));
   out.close();
   if (!out) return npyError(path, "write failed");

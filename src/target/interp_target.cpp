@@ -56,6 +56,7 @@ class InterpTarget final : public runtime::Target {
   std::string machine() const override { return "any"; }  // plain C++, the same everywhere
   std::string describeMachine() const override { return "the reference interpreter"; }
 
+  bool runsGraph() const override { return true; }
   // It runs any graph: nothing beyond the driver's pipeline.
   Status graphPasses(Module&, PassManager&, int) const override { return Status::ok(); }
   // The interpreter runs the graph: its kernels only explain the plan, with the default

@@ -299,4 +299,30 @@ TEST(CApi, OutputsOfRunTimeSizeAreDescribedAsRunReturnsThem) {
   kiln_destroy(exe);
 }
 
+// Strings have no kiln_dtype: an interp executable of a model over them says so by -1 from the
+// info calls, and kiln_run refuses a string output with a message instead of handing out bytes
+// of text objects.
+TEST(CApi, StringsHaveNoCForm) {
+  std::string dir = kNode + "test_cast_FLOAT_to_STRING/";
+  if (!std::filesystem::exists(dir)) GTEST_SKIP() << dir << " missing (package libonnx-testdata)";
+  char* error = nullptr;
+  kiln_options o = kiln_default_options();
+  o.backend = "interp";
+  kiln_executable* exe = kiln_compile_onnx((dir + "model.onnx").c_str(), &o, &error);
+  ASSERT_NE(exe, nullptr) << error;
+  kiln_dtype dtype;
+  EXPECT_EQ(kiln_input_info(exe, 0, nullptr, &dtype, nullptr, nullptr), 0);
+  EXPECT_EQ(dtype, KILN_F32);
+  EXPECT_EQ(kiln_output_info(exe, 0, nullptr, &dtype, nullptr, nullptr), -1);
+  auto x = kiln::onnx::readTensorProtoFile(dir + "test_data_set_0/input_0.pb");
+  ASSERT_TRUE(x.isOk());
+  kiln_tensor in{KILN_F32, static_cast<int32_t>(x->rank()), x->dims().data(), x->mutableBytes()};
+  Outputs out;
+  ASSERT_NE(kiln_run(exe, &in, 1, &out.t, &out.n, &error), 0);
+  ASSERT_NE(error, nullptr);
+  EXPECT_NE(std::string(error).find("the C API carries numbers only"), std::string::npos) << error;
+  kiln_free_error(error);
+  kiln_destroy(exe);
+}
+
 }  // namespace

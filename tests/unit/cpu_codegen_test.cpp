@@ -906,9 +906,11 @@ TEST(CpuCodegenVsInterpreter, ConvertBetweenEveryPairOfDTypes) {
       INT64_MAX, INT64_MIN, 12345};
   for (int s = 0; s < kNumDTypes; ++s) {
     auto from = static_cast<DType>(s);
+    if (isString(from)) continue;  // no kernel IR for text
     Tensor x = isFloat(from) ? fromDoubles(from, floats) : fromInts(from, ints);
     for (int d = 0; d < kNumDTypes; ++d) {
       auto to = static_cast<DType>(d);
+      if (isString(to)) continue;
       Tensor want = interpretOp(OpCode::Convert, {x}, {}, {TensorType::of(to, {x.numElements()})});
       if (!want.defined()) continue;
       Tensor got = runElementwise({x}, to, [to](const auto& e) { return kernel::cast(e[0], to); });

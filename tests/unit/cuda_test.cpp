@@ -40,6 +40,7 @@ std::vector<kernel::Kernel> lowerText(const std::string& text, const SymbolBindi
   }
   std::vector<kernel::Kernel> out;
   for (const auto& f : (*module)->functions()) {
+    if (firstStringNode(*f)) continue;  // text has no kernel IR (only the interpreter runs it)
     auto kernels = kernel::lowerPlan(*f, fusion::planFusion(*f));
     EXPECT_TRUE(kernels.isOk()) << kernels.status().str();
     if (kernels) out.insert(out.end(), kernels->begin(), kernels->end());

@@ -31,6 +31,7 @@ std::vector<Kernel> lowerAllOps() {
   EXPECT_TRUE(pm.runPass(*specialize, **module).isOk());
   std::vector<Kernel> out;
   for (const auto& f : (*module)->functions()) {
+    if (firstStringNode(*f)) continue;  // text has no kernel IR (only the interpreter runs it)
     auto kernels = lowerPlan(*f, fusion::planFusion(*f));
     EXPECT_TRUE(kernels.isOk()) << kernels.status().str();
     if (kernels) out.insert(out.end(), kernels->begin(), kernels->end());

@@ -106,6 +106,7 @@ TEST(VerifyKernel, EveryKernelOfTheOpTableModuleVerifies) {
   ASSERT_TRUE(pm.runPass(*specialize, **module).isOk());
   size_t count = 0;
   for (const auto& f : (*module)->functions()) {
+    if (firstStringNode(*f)) continue;  // text has no kernel IR (only the interpreter runs it)
     fusion::FusionPlan plan = fusion::planFusion(*f);
     auto kernels = lowerPlan(*f, plan);
     ASSERT_TRUE(kernels.isOk()) << kernels.status().str();

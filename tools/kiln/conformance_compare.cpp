@@ -88,6 +88,20 @@ Comparison compareExact(const Tensor& a, const Tensor& b) {
   return c;
 }
 
+// Strings match byte for byte.
+Comparison compareStrings(const Tensor& a, const Tensor& b) {
+  Comparison c;
+  int64_t mismatches = 0, first = -1;
+  for (int64_t i = 0; i < b.numElements(); ++i)
+    if (a.str(i) != b.str(i) && mismatches++ == 0) first = i;
+  if (mismatches == 0) return c;
+  c.ok = false;
+  c.message = std::to_string(mismatches) + " of " + std::to_string(b.numElements()) +
+              " elements differ; first at " + formatDims(unflatten(first, b.dims())) + ": got '" +
+              a.str(first) + "', expected '" + b.str(first) + "'";
+  return c;
+}
+
 }  // namespace
 
 std::string formatDims(const std::vector<int64_t>& dims) {
@@ -110,6 +124,7 @@ Comparison compareTensors(const Tensor& actual, const Tensor& expected, double r
     return c;
   }
   if (isFloat(expected.dtype())) return compareFloats(actual, expected, rtol, atol);
+  if (isString(expected.dtype())) return compareStrings(actual, expected);
   return compareExact(actual, expected);
 }
 

@@ -207,7 +207,8 @@ ScopeDecision decideScope(const std::string& modelPath,
   for (const auto& vi : model.graph().input()) {
     if (initializers.count(vi.name())) continue;
     size_t i = next++;
-    if (i < inputs.size() && inputs[i] && inputs[i]->numElements() == 1)
+    if (i < inputs.size() && inputs[i] && inputs[i]->numElements() == 1 &&
+        !isString(inputs[i]->dtype()))
       s.known[vi.name()] = inputs[i]->getDouble(0);
   }
   s.scanGraph(model.graph());

@@ -149,6 +149,7 @@ void fillRandom(Tensor& t, std::mt19937_64& rng) {
     if (isFloat(dt))
       t.setDouble(i, std::ldexp(static_cast<double>(r >> (64 - bits)), 1 - bits) - 1);
     else if (isBool(dt)) t.setInt(i, static_cast<int64_t>(r >> 63));
+    else if (isString(dt)) t.setStr(i, std::to_string(r % 10));  // text that reads as a number
     else t.setInt(i, static_cast<int64_t>(r % 10));
   }
 }

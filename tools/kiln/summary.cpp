@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <map>
 
+#include "ir/text/lexer.h"
+
 namespace kiln::cli {
 namespace {
 
@@ -66,6 +68,12 @@ std::string describeNodes(const Function& f) {
 
 std::string tensorStats(const Tensor& t) {
   if (t.numElements() == 0) return "empty";
+  if (isString(t.dtype())) {  // the first few, quoted
+    std::string s;
+    for (int64_t i = 0; i < std::min<int64_t>(t.numElements(), 3); ++i)
+      s += (i ? " " : "") + text::quoteString(t.str(i));
+    return t.numElements() > 3 ? s + " ..." : s;
+  }
   double lo = INFINITY, hi = -INFINITY, sum = 0;
   int64_t nans = 0;
   for (int64_t i = 0; i < t.numElements(); ++i) {

@@ -400,6 +400,7 @@ double dtypeLowest(DType t, bool infinite) {
     case DType::BF16: return infinite ? -INFINITY : -3.3895313892515355e38;
     case DType::F32: return infinite ? -INFINITY : -3.4028234663852886e38;
     case DType::F64: return infinite ? -INFINITY : -1.7976931348623157e308;
+    case DType::Str: break;  // strings have no order here: callers take numbers only
   }
   return 0;
 }

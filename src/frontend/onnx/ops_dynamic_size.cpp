@@ -1,7 +1,7 @@
 // ONNX ops whose result sizes depend on the data besides NonZero and Compress (ops_misc.cpp):
-// Unique and NonMaxSuppression. Each becomes an op that computes its results padded to a bound
-// known while importing, and their count at run time; set_dimension_size says which dims the
-// count sizes (passes/expose_dynamic_sizes.h).
+// Unique, NonMaxSuppression and StringNormalizer. Each becomes an op that computes its results
+// padded to a bound known while importing, and their count at run time; set_dimension_size says
+// which dims the count sizes (passes/expose_dynamic_sizes.h).
 #include "frontend/onnx/ops_common.h"
 
 namespace kiln::onnx {
@@ -89,9 +89,48 @@ Status nonMaxSuppression(OpContext& c) {
   return Status::ok();
 }
 
+// Case maps that do not depend on the language: a locale of another language (tr_TR maps 'i'
+// to a dotted capital) is refused rather than mapped by these.
+bool languageNeutral(const std::string& locale) {
+  return locale.empty() || locale == "C" || locale == "POSIX" || locale.rfind("C.", 0) == 0 ||
+         locale.rfind("en", 0) == 0;
+}
+
+// StringNormalizer: the strings of X ([C] or [1, C]) not among the stopwords, in order, case
+// changed; one empty string when none is left.
+Status stringNormalizer(OpContext& c) {
+  KILN_ASSIGN_OR_RETURN(Value * x, c.req(0));
+  std::string action = c.attrString("case_change_action", "NONE");
+  std::string locale = c.attrString("locale", "");
+  std::vector<std::string> stopwords;
+  if (const pb::AttributeProto* a = c.rawAttr("stopwords")) {
+    if (a->type() != pb::AttributeProto::STRINGS) return c.err("stopwords must be STRINGS");
+    stopwords.assign(a->strings().begin(), a->strings().end());
+  }
+  const char* change = action == "LOWER" ? "lower" : action == "UPPER" ? "upper" : "none";
+  if (action != "NONE" && action != "LOWER" && action != "UPPER")
+    return c.err("case_change_action '" + action + "' is not NONE, LOWER or UPPER");
+  if (!languageNeutral(locale))
+    return c.unsupported("locale '" + locale +
+                         "': only language-neutral case maps (C, en_*) "
+                         "are supported");
+  Tensor words(DType::Str, {static_cast<int64_t>(stopwords.size())});
+  for (size_t i = 0; i < stopwords.size(); ++i) words.setStr(static_cast<int64_t>(i), stopwords[i]);
+  std::vector<Value*> r =
+      c.b.opN(OpCode::StringNormalize, {x, c.b.constant(std::move(words))},
+              {{"case_change", enumAttr(change)},
+               {"case_sensitive", boolAttr(c.attrInt("is_case_sensitive", 0) != 0)}});
+  if (r.size() != 2) return c.builderError();
+  Value* kept = sized(c, r[0], r[1], x->type().rank() - 1);
+  ONNX_BUILT(c, kept);
+  c.setOutput(0, kept);
+  return Status::ok();
+}
+
 }  // namespace
 
 void addDynamicSizeOps(OpTable& t) {
+  t.add("StringNormalizer", 10, stringNormalizer);
   t.add("Unique", 11, unique);
   t.add("NonMaxSuppression", 10, nonMaxSuppression);
 }

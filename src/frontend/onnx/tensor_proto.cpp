@@ -29,6 +29,7 @@ const char* typedFieldName(DType t) {
   switch (t) {
     case DType::F32: return "float_data";
     case DType::F64: return "double_data";
+    case DType::Str: return "string_data";
     case DType::I64: return "int64_data";
     case DType::U32:
     case DType::U64: return "uint64_data";
@@ -40,6 +41,7 @@ int64_t typedCount(const TP& t, DType d) {
   switch (d) {
     case DType::F32: return t.float_data_size();
     case DType::F64: return t.double_data_size();
+    case DType::Str: return t.string_data_size();
     case DType::I64: return t.int64_data_size();
     case DType::U32:
     case DType::U64: return t.uint64_data_size();
@@ -75,6 +77,9 @@ void fillTyped(const TP& t, Tensor& out) {
       // The 16-bit patterns sit in the low half of each int32.
       for (int i = 0; i < t.int32_data_size(); ++i)
         out.mutableData<uint16_t>()[i] = static_cast<uint16_t>(t.int32_data(i) & 0xffff);
+      return;
+    case DType::Str:
+      for (int i = 0; i < t.string_data_size(); ++i) out.setStr(i, t.string_data(i));
       return;
   }
 }
@@ -197,6 +202,7 @@ std::optional<DType> dtypeFromOnnx(int elemType) {
     case TP::FLOAT16: return DType::F16;
     case TP::DOUBLE: return DType::F64;
     case TP::BFLOAT16: return DType::BF16;
+    case TP::STRING: return DType::Str;
     default: return std::nullopt;
   }
 }
@@ -222,6 +228,7 @@ int onnxFromDType(DType t) {
     case DType::F16: return TP::FLOAT16;
     case DType::F64: return TP::DOUBLE;
     case DType::BF16: return TP::BFLOAT16;
+    case DType::Str: return TP::STRING;
   }
   return TP::UNDEFINED;
 }
@@ -272,6 +279,9 @@ Tensor copyRaw(const Declared& d, std::string_view raw) {
 StatusOr<Tensor> tensorFromProto(const TP& t, const std::string& baseDir, const std::string& what,
                                  std::string* takeRaw) {
   KILN_ASSIGN_OR_RETURN(Declared d, declared(t, what));
+  if (isString(d.dtype) && (t.data_location() == TP::EXTERNAL || t.has_raw_data()))
+    return Status::error(what + ": a string tensor keeps its elements in string_data, not in " +
+                         (t.has_raw_data() ? "raw_data" : "external data"));
   if (t.data_location() == TP::EXTERNAL) {
     KILN_ASSIGN_OR_RETURN(ExternalSpan span, locateExternal(t, d.bytes, baseDir, what));
     KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::create(d.dtype, d.dims));
@@ -297,6 +307,9 @@ StatusOr<Tensor> tensorFromProto(const TP& t, const std::string& baseDir, const 
 StatusOr<Tensor> tensorFromOutsideRaw(const TP& t, std::string_view raw, const MappedFile& file,
                                       const std::string& what) {
   KILN_ASSIGN_OR_RETURN(Declared d, declared(t, what));
+  if (isString(d.dtype))
+    return Status::error(what + ": a string tensor keeps its elements in string_data, not in "
+                                "raw_data");
   KILN_RETURN_IF_ERROR(checkRawSize(d, raw.size(), what));
   Tensor out = Tensor::uninitialized(d.dtype, d.dims);
   Status read = file.copyTo(raw, out.mutableBytes());

@@ -148,6 +148,7 @@ class Parser {
                                        std::vector<PendingData>& pending);
   StatusOr<Tensor> parseInlineTensor(const TensorType& type, int64_t count);
   StatusOr<Tensor> parseSplat(const TensorType& type, int64_t count);
+  StatusOr<Tensor> parseInlineStrings(const TensorType& type, int64_t count);
   Status parseDataEntry();
   Status resolveData();
 
@@ -542,6 +543,7 @@ StatusOr<AttrValue> Parser::parseTensorValue(const AttrSpec& spec,
 }
 
 StatusOr<Tensor> Parser::parseInlineTensor(const TensorType& type, int64_t count) {
+  if (isString(type.dtype())) return parseInlineStrings(type, count);
   Token open = take();
   // Element bits are kept only up to the type's count, so a long list cannot outgrow the type
   // and a huge type cannot outgrow the list.
@@ -564,7 +566,30 @@ StatusOr<Tensor> Parser::parseInlineTensor(const TensorType& type, int64_t count
   return tensor;
 }
 
+// A string constant: `["a", "b"]`, element by element.
+StatusOr<Tensor> Parser::parseInlineStrings(const TensorType& type, int64_t count) {
+  Token open = take();
+  std::vector<std::string> elements;
+  while (!at(Tok::RBracket)) {
+    if (!elements.empty()) KILN_RETURN_IF_ERROR(expect(Tok::Comma));
+    if (!at(Tok::String)) return expected("a quoted string for a string element");
+    elements.push_back(take().str);
+    if (static_cast<int64_t>(elements.size()) > count) break;
+  }
+  if (static_cast<int64_t>(elements.size()) != count)
+    return errorAt(open, "constant of type " + type.str() + " needs " + std::to_string(count) +
+                             " elements, got " +
+                             (static_cast<int64_t>(elements.size()) > count
+                                  ? "more"
+                                  : std::to_string(elements.size())));
+  take();
+  Tensor tensor(type.dtype(), type.staticDims());
+  for (int64_t i = 0; i < count; ++i) tensor.setStr(i, std::move(elements[i]));
+  return tensor;
+}
+
 StatusOr<Tensor> Parser::parseSplat(const TensorType& type, int64_t count) {
+  if (isString(type.dtype())) return errorAt(cur(), "string constants are written [\"...\", ...]");
   Token splatTok = take();
   KILN_RETURN_IF_ERROR(expect(Tok::LParen));
   if (!at(Tok::Integer) && !at(Tok::Float) && !at(Tok::Ident)) return expected("an element");
@@ -598,6 +623,8 @@ Status Parser::parseDataEntry() {
   if (!type.isStatic()) return errorAt(typeTok, "data needs a static type, not " + type.str());
   auto count = checkedNumElements(type.staticDims());
   if (!count) return errorAt(typeTok, type.str() + ": " + count.status().message());
+  if (isString(type.dtype()))
+    return errorAt(typeTok, "string data has no byte form: write the constant inline");
   uint64_t need = static_cast<uint64_t>(*count) * dtypeSize(type.dtype());
   if (atWord("held")) {  // data @w = f32[...] held: the data is in library kernels' layouts
     Token heldTok = take();

@@ -52,6 +52,7 @@ bool isCanonicalNaN(const Tensor& t, int64_t i) {
 
 // True if the text of element i reads back to the same bytes.
 bool elementExact(const Tensor& t, int64_t i) {
+  if (isString(t.dtype())) return true;
   if (t.dtype() == DType::Bool) return t.data<uint8_t>()[i] <= 1;
   if (!isFloat(t.dtype())) return true;
   return !std::isnan(t.getDouble(i)) || isCanonicalNaN(t, i);
@@ -59,6 +60,7 @@ bool elementExact(const Tensor& t, int64_t i) {
 
 std::string elementText(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
+    case DType::Str: return text::quoteString(t.str(i));
     case DType::Bool: return t.data<uint8_t>()[i] ? "true" : "false";
     case DType::F16:
     case DType::BF16:
@@ -73,7 +75,7 @@ enum class ConstForm { Inline, Splat, OutOfLine };
 
 ConstForm constantForm(const Tensor& t, const PrintOptions& opts) {
   int64_t n = t.numElements();
-  if (n == 0) return ConstForm::Inline;
+  if (n == 0 || isString(t.dtype())) return ConstForm::Inline;  // strings have no byte form
   if (n <= opts.inlineConstantLimit) {
     for (int64_t i = 0; i < n; ++i)
       if (!elementExact(t, i)) return ConstForm::OutOfLine;
