@@ -53,16 +53,19 @@ def array(path, value_info):
     a = numpy_helper.to_array(onnx.load_tensor(path))
     if value_info.type.tensor_type.elem_type == onnx.TensorProto.BFLOAT16 and a.dtype == np.uint16:
         a = (a.astype(np.uint32) << 16).view(np.float32)
+    if a.dtype == object:  # strings (bytes or str objects): numpy's str arrays, as .npy holds them
+        text = [x.decode("utf-8") if isinstance(x, bytes) else x for x in a.ravel()]
+        a = np.array(text, dtype=str).reshape(a.shape)
     return a
 
 
 def compare(got, want):
     """'' when `got` matches `want`, else why not."""
-    if got.dtype != want.dtype:
+    if got.dtype != want.dtype and not (got.dtype.kind == want.dtype.kind == "U"):
         return f"dtype {got.dtype}, expected {want.dtype}"
     if got.shape != want.shape:
         return f"shape {got.shape}, expected {want.shape}"
-    if got.dtype.kind in "biu" or got.dtype == np.bool_:
+    if got.dtype.kind in "biuU" or got.dtype == np.bool_:  # exact; str arrays of any width
         bad = np.count_nonzero(got != want)
     else:
         g, w = got.astype(np.float64), want.astype(np.float64)

@@ -16,7 +16,7 @@ struct Comparison {
 };
 
 // dtype and shape must match. Floats pass when |a - b| <= atol + rtol * |b| (b expected), NaN
-// equals NaN and infinities must match exactly; integers and bools must be equal.
+// equals NaN and infinities must match exactly; integers, bools and strings must be equal.
 Comparison compareTensors(const Tensor& actual, const Tensor& expected, double rtol, double atol);
 
 // "[1,2,3]": a shape or a multi-index.

@@ -198,10 +198,11 @@ std::string toMarkdown(const std::vector<FolderSummary>& summaries,
     << command << "\n```\n\n"
     << "Backend: `" << opts.backend << "`. Each test's outputs are compared with the test data "
     << "with ONNX's backend-test tolerances (|actual - expected| <= " << jsonNumber(opts.atol)
-    << " + " << jsonNumber(opts.rtol) << " * |expected|, NaN equals NaN; integers and bools "
-    << "exact; dtype and shape must match).\n\n"
-    << "**In scope** are the tests that use no strings, sequences, optionals, maps or "
-       "training-domain ops and whose expected outputs are not random draws (random ops, Dropout "
+    << " + " << jsonNumber(opts.rtol) << " * |expected|, NaN equals NaN; integers, bools "
+    << "and strings exact; dtype and shape must match).\n\n"
+    << "**In scope** are the tests that use no strings (which only the interpreter runs), "
+       "sequences, optionals, maps or training-domain ops and whose expected outputs are not "
+       "random draws (random ops, Dropout "
        "in training mode); this is decided from each model, not from a list of names.\n\n"
        "The project's targets are at least 95% of the in-scope tests of node/ and every test of "
        "simple/.\n\n## Summary\n\n";
