@@ -361,7 +361,9 @@ Types inferConcatenate(const InferInput& in) {
   Shape out = first.dims();
   int64_t total = 0;
   bool symbolic = false;
+  std::vector<Dim> along;
   for (const TensorType& t : in.operands) {
+    along.push_back(t.dim(dim));
     if (t.dtype() != first.dtype() || t.rank() != first.rank())
       return err("operands must share dtype and rank, got " + first.str() + " and " + t.str());
     for (int64_t i = 0; i < t.rank(); ++i)
@@ -371,11 +373,19 @@ Types inferConcatenate(const InferInput& in) {
     if (t.dim(dim).isStatic()) total += t.dim(dim).value();
     else symbolic = true;
   }
-  if (symbolic) {
-    if (in.operands.size() == 1) return std::vector<TensorType>{first};
+  if (symbolic && !in.declared.empty()) {
     KILN_ASSIGN_OR_RETURN(TensorType r, declared(in));
     if (r.rank() != first.rank()) return err("result rank differs from operands");
     out[dim] = r.dim(dim);
+  } else if (symbolic) {
+    std::optional<Dim> sum = Dim::sum(along);
+    if (!sum) {
+      std::string terms;
+      for (const Dim& d : along) terms += (terms.empty() ? "" : " + ") + d.str();
+      return err("the operands' extents along dimension " + std::to_string(dim) + " add up to " +
+                 terms + ", which is not a product of symbols: give the result type");
+    }
+    out[dim] = *sum;
   } else {
     out[dim] = Dim(total);
   }

@@ -75,6 +75,23 @@ std::string Dim::str() const {
   return s;
 }
 
+std::optional<Dim> Dim::sum(const std::vector<Dim>& dims) {
+  int64_t total = 0, coefficient = 0;
+  const std::vector<std::string>* factors = nullptr;
+  for (const Dim& d : dims) {
+    if (d.isStatic()) {
+      if (__builtin_add_overflow(total, d.value(), &total)) return std::nullopt;
+      continue;
+    }
+    if (factors && *factors != d.factors()) return std::nullopt;
+    factors = &d.factors();
+    if (__builtin_add_overflow(coefficient, d.coefficient(), &coefficient)) return std::nullopt;
+  }
+  if (!factors) return Dim(total);
+  if (total != 0) return std::nullopt;
+  return product(coefficient, *factors);
+}
+
 std::optional<Dim> operator*(const Dim& a, const Dim& b) {
   int64_t c = 0;
   int64_t ca = a.isStatic() ? a.value() : a.coef_, cb = b.isStatic() ? b.value() : b.coef_;

@@ -147,6 +147,31 @@ TEST(OnnxImport, SymbolicDimsBroadcastAndUnnamedDims) {
   EXPECT_EQ(f->parameter(2)->type().str(), "f32[unk0,3]");
 }
 
+// Concatenating along a symbolic dim: N + N is 2*N; N + 1 has no type (dims are products of
+// symbols), which is refused naming the sum rather than as a missing result type.
+TEST(OnnxImport, ConcatAlongASymbolicDim) {
+  ModelBuilder mb;
+  mb.input("x", {-1, 3});
+  addAttrInt(mb.node("Concat", {"x", "x"}, {"y"}), "axis", 0);
+  mb.output("y");
+  auto m = mb.import();
+  ASSERT_TRUE(m.isOk()) << m.status().message();
+  EXPECT_EQ((*m)->entry()->outputs()[0]->type().str(), "f32[2*N,3]");
+
+  ModelBuilder plusOne;
+  plusOne.input("x", {-1, 3});
+  plusOne.input("one", {1, 3});
+  addAttrInt(plusOne.node("Concat", {"x", "one"}, {"y"}), "axis", 0);
+  plusOne.output("y");
+  auto refused = plusOne.import();
+  ASSERT_FALSE(refused.isOk());
+  EXPECT_NE(refused.status().message().find(
+                "concatenating along axis 0 gives N + 1 entries: a size that is a sum of "
+                "symbolic sizes is not supported"),
+            std::string::npos)
+      << refused.status().message();
+}
+
 TEST(OnnxImport, TwoDifferentSymbolsDoNotBroadcast) {
   ModelBuilder mb;
   mb.input("x", {-1, 3}, ::onnx::TensorProto::FLOAT, "N");
