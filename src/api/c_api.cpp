@@ -272,13 +272,13 @@ int32_t kiln_run(const kiln_executable* exe, const kiln_tensor* inputs, int32_t 
       setError(error, out.status().str());
       return 1;
     }
-    auto* result = static_cast<kiln_tensor*>(std::calloc(out->size() + 1, sizeof(kiln_tensor)));
-    if (!result) throw std::bad_alloc();
     for (const kiln::Tensor& t : *out)
       if (kiln::isString(t.dtype())) {
         setError(error, "kiln_run: an output is a string tensor; the C API carries numbers only");
         return 1;
       }
+    auto* result = static_cast<kiln_tensor*>(std::calloc(out->size() + 1, sizeof(kiln_tensor)));
+    if (!result) throw std::bad_alloc();
     for (size_t i = 0; i < out->size(); ++i) {
       const kiln::Tensor& t = (*out)[i];
       auto* dims = static_cast<int64_t*>(std::malloc(sizeof(int64_t) * (t.dims().size() + 1)));

@@ -18,12 +18,6 @@
 namespace kiln::interp {
 namespace {
 
-std::string encode(const std::u32string& s) {
-  std::string out;
-  for (char32_t c : s) appendUtf8(out, c);
-  return out;
-}
-
 // The C.UTF-8 locale's character classes, or null where the system has no such locale.
 locale_t utf8Locale() {
   static locale_t loc = newlocale(LC_CTYPE_MASK, "C.UTF-8", static_cast<locale_t>(nullptr));
@@ -62,7 +56,7 @@ EvalResult stringNormalize(const EvalContext& c) {
     StatusOr<std::u32string> w = decodeUtf8(x.str(i));
     if (!w) return fail(i, "operand", w.status());
     if (stopwords.count(sensitive ? *w : mapCase(*w, false))) continue;
-    out.setStr(kept++, change == "none" ? x.str(i) : encode(mapCase(*w, change == "upper")));
+    out.setStr(kept++, change == "none" ? x.str(i) : encodeUtf8(mapCase(*w, change == "upper")));
   }
   Tensor count(DType::I64, {});
   count.setInt(0, std::max<int64_t>(kept, 1));  // none kept: one empty string
@@ -81,11 +75,12 @@ std::string numberText(const Tensor& x, int64_t i) {
   if (std::isinf(v)) return v > 0 ? "INF" : "-INF";
   if (t == DType::F64) return std::string(buf, std::to_chars(buf, buf + 64, v).ptr);
   if (t == DType::F32) return std::string(buf, std::to_chars(buf, buf + 64, float(v)).ptr);
-  Tensor back(t, {});  // f16, bf16: the fewest digits that round to the same bits
-  for (int digits = 1;; ++digits) {
+  auto roundTrip = [t](float f) {  // f16, bf16: the value the dtype stores for f
+    return t == DType::F16 ? halfToFloat(floatToHalf(f)) : bf16ToFloat(floatToBf16(f));
+  };
+  for (int digits = 1;; ++digits) {  // the fewest digits that round to the same value
     std::string s(buf, std::to_chars(buf, buf + 64, v, std::chars_format::general, digits).ptr);
-    back.setDouble(0, std::strtod(s.c_str(), nullptr));
-    if (back.getDouble(0) == v || digits >= 17) return s;
+    if (roundTrip(std::strtof(s.c_str(), nullptr)) == v || digits >= 17) return s;
   }
 }
 

@@ -359,35 +359,28 @@ Types inferConcatenate(const InferInput& in) {
   int64_t dim = std::get<0>(in.attrs.at("dimension"));
   KILN_RETURN_IF_ERROR(checkAxis(dim, first.rank(), "dimension"));
   Shape out = first.dims();
-  int64_t total = 0;
-  bool symbolic = false;
   std::vector<Dim> along;
   for (const TensorType& t : in.operands) {
-    along.push_back(t.dim(dim));
     if (t.dtype() != first.dtype() || t.rank() != first.rank())
       return err("operands must share dtype and rank, got " + first.str() + " and " + t.str());
     for (int64_t i = 0; i < t.rank(); ++i)
       if (i != dim && t.dim(i) != first.dim(i))
         return err("operands differ outside dimension " + std::to_string(dim) + ": " + first.str() +
                    " and " + t.str());
-    if (t.dim(dim).isStatic()) total += t.dim(dim).value();
-    else symbolic = true;
+    along.push_back(t.dim(dim));
   }
+  const bool symbolic =
+      std::any_of(along.begin(), along.end(), [](const Dim& d) { return d.isSymbolic(); });
+  std::optional<Dim> sum = Dim::sum(along);
   if (symbolic && !in.declared.empty()) {
     KILN_ASSIGN_OR_RETURN(TensorType r, declared(in));
     if (r.rank() != first.rank()) return err("result rank differs from operands");
     out[dim] = r.dim(dim);
-  } else if (symbolic) {
-    std::optional<Dim> sum = Dim::sum(along);
-    if (!sum) {
-      std::string terms;
-      for (const Dim& d : along) terms += (terms.empty() ? "" : " + ") + d.str();
-      return err("the operands' extents along dimension " + std::to_string(dim) + " add up to " +
-                 terms + ", which is not a product of symbols: give the result type");
-    }
-    out[dim] = *sum;
+  } else if (!sum) {
+    return err("the operands' extents along dimension " + std::to_string(dim) + " add up to " +
+               Dim::sumText(along) + ", which is not a product of symbols: give the result type");
   } else {
-    out[dim] = Dim(total);
+    out[dim] = *sum;
   }
   return std::vector<TensorType>{first.withDims(std::move(out))};
 }

@@ -92,6 +92,12 @@ std::optional<Dim> Dim::sum(const std::vector<Dim>& dims) {
   return product(coefficient, *factors);
 }
 
+std::string Dim::sumText(const std::vector<Dim>& dims) {
+  std::string s;
+  for (const Dim& d : dims) s += (s.empty() ? "" : " + ") + d.str();
+  return s;
+}
+
 std::optional<Dim> operator*(const Dim& a, const Dim& b) {
   int64_t c = 0;
   int64_t ca = a.isStatic() ? a.value() : a.coef_, cb = b.isStatic() ? b.value() : b.coef_;

@@ -62,6 +62,8 @@ class Dim {
   // The sum when it is static or a product of symbols (N + 2*N = 3*N; 0 adds nothing), else
   // nullopt (N + 1, N + S: a dim is a product, not a sum).
   static std::optional<Dim> sum(const std::vector<Dim>& dims);
+  // The sum as text: "N + 1".
+  static std::string sumText(const std::vector<Dim>& dims);
   // The extent under `sizes` (symbol -> extent); nullopt if a symbol has none.
   template <typename Lookup>  // std::optional<int64_t>(const std::string&)
   std::optional<int64_t> evaluate(const Lookup& sizeOf) const {

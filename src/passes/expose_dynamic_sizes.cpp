@@ -173,21 +173,20 @@ Tensor trimDim(const Tensor& t, int64_t dim, int64_t size) {
   const int64_t extent = dims[d];
   size = std::clamp<int64_t>(size, 0, extent);
   if (size == extent) return t;
-  int64_t outer = 1, inner = static_cast<int64_t>(dtypeSize(t.dtype()));
+  int64_t outer = 1, inner = 1;  // elements
   for (size_t i = 0; i < d; ++i) outer *= dims[i];
   for (size_t i = d + 1; i < dims.size(); ++i) inner *= dims[i];
   dims[d] = size;
   Tensor r = Tensor::uninitialized(t.dtype(), dims);
-  if (isString(t.dtype())) {  // element objects, not bytes
-    const int64_t n = inner / static_cast<int64_t>(dtypeSize(t.dtype()));
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t e = 0; e < size * n; ++e) r.setStr(o * size * n + e, t.str(o * extent * n + e));
-    return r;
+  const int64_t kept = size * inner, es = static_cast<int64_t>(dtypeSize(t.dtype()));
+  for (int64_t o = 0; o < outer; ++o) {
+    if (isString(t.dtype())) {  // element objects, not bytes
+      for (int64_t e = 0; e < kept; ++e) r.setStr(o * kept + e, t.str(o * extent * inner + e));
+    } else if (kept > 0) {
+      std::memcpy(r.mutableBytes() + o * kept * es, t.bytes() + o * extent * inner * es,
+                  static_cast<size_t>(kept * es));
+    }
   }
-  for (int64_t o = 0; o < outer; ++o)
-    if (size > 0)
-      std::memcpy(r.mutableBytes() + o * size * inner, t.bytes() + o * extent * inner,
-                  static_cast<size_t>(size * inner));
   return r;
 }
 

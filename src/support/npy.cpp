@@ -327,7 +327,7 @@ StatusOr<Tensor> readStrings(std::ifstream& in, const Header& h, uint64_t dataBy
     std::string s;
     for (int64_t k = 0; k < h.width; ++k) {
       uint32_t c = h.charBytes == 4 ? readLittleEndian(p + 4 * k, 4) : p[k];
-      if (c > 0x10ffff || (c >= 0xd800 && c < 0xe000))
+      if (!isScalarValue(c))
         return Status::error("element " + std::to_string(i) + " holds " + std::to_string(c) +
                              ", which is not a Unicode code point");
       if (h.charBytes == 1) s += static_cast<char>(c);

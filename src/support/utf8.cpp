@@ -18,6 +18,7 @@ StatusOr<std::u32string> decodeUtf8(std::string_view s) {
       if ((cont >> 6) != 2) return Status::error("malformed UTF-8");
       c = (c << 6) | (cont & 0x3f);
     }
+    if (!isScalarValue(c)) return Status::error("malformed UTF-8");
     out.push_back(c);
     i += len;
   }
@@ -40,6 +41,12 @@ void appendUtf8(std::string& out, char32_t c) {
     out += static_cast<char>(0x80 | ((c >> 6) & 0x3f));
     out += static_cast<char>(0x80 | (c & 0x3f));
   }
+}
+
+std::string encodeUtf8(std::u32string_view s) {
+  std::string out;
+  for (char32_t c : s) appendUtf8(out, c);
+  return out;
 }
 
 }  // namespace kiln

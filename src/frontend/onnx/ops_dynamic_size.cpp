@@ -2,6 +2,9 @@
 // Unique, NonMaxSuppression and StringNormalizer. Each becomes an op that computes its results
 // padded to a bound known while importing, and their count at run time; set_dimension_size says
 // which dims the count sizes (passes/expose_dynamic_sizes.h).
+#include <algorithm>
+#include <cctype>
+
 #include "frontend/onnx/ops_common.h"
 
 namespace kiln::onnx {
@@ -102,23 +105,21 @@ Status stringNormalizer(OpContext& c) {
   KILN_ASSIGN_OR_RETURN(Value * x, c.req(0));
   std::string action = c.attrString("case_change_action", "NONE");
   std::string locale = c.attrString("locale", "");
-  std::vector<std::string> stopwords;
-  if (const pb::AttributeProto* a = c.rawAttr("stopwords")) {
-    if (a->type() != pb::AttributeProto::STRINGS) return c.err("stopwords must be STRINGS");
-    stopwords.assign(a->strings().begin(), a->strings().end());
-  }
-  const char* change = action == "LOWER" ? "lower" : action == "UPPER" ? "upper" : "none";
   if (action != "NONE" && action != "LOWER" && action != "UPPER")
     return c.err("case_change_action '" + action + "' is not NONE, LOWER or UPPER");
   if (!languageNeutral(locale))
     return c.unsupported("locale '" + locale +
-                         "': only language-neutral case maps (C, en_*) "
-                         "are supported");
-  Tensor words(DType::Str, {static_cast<int64_t>(stopwords.size())});
-  for (size_t i = 0; i < stopwords.size(); ++i) words.setStr(static_cast<int64_t>(i), stopwords[i]);
+                         "': only language-neutral case maps (C, en_*) are supported");
+  const pb::AttributeProto* stop = c.rawAttr("stopwords");
+  if (stop && stop->type() != pb::AttributeProto::STRINGS)
+    return c.err("stopwords must be STRINGS");
+  Tensor words(DType::Str, {stop ? stop->strings_size() : 0});
+  for (int64_t i = 0; i < words.numElements(); ++i)
+    words.setStr(i, stop->strings(static_cast<int>(i)));
+  std::transform(action.begin(), action.end(), action.begin(), ::tolower);  // the enum's words
   std::vector<Value*> r =
       c.b.opN(OpCode::StringNormalize, {x, c.b.constant(std::move(words))},
-              {{"case_change", enumAttr(change)},
+              {{"case_change", enumAttr(action)},
                {"case_sensitive", boolAttr(c.attrInt("is_case_sensitive", 0) != 0)}});
   if (r.size() != 2) return c.builderError();
   Value* kept = sized(c, r[0], r[1], x->type().rank() - 1);

@@ -201,14 +201,11 @@ Status concat(OpContext& c) {
   int64_t rank = xs[0]->type().rank();
   KILN_ASSIGN_OR_RETURN(int64_t axis, normAxis(c.attrInt("axis", 1), rank));
   // Dims are products of symbols: N + N is 2*N, but N + 1 has no type (docs/ops.md).
-  std::string sum;
   std::vector<Dim> along;
-  for (Value* x : xs) {
-    along.push_back(x->type().dim(axis));
-    sum += (sum.empty() ? "" : " + ") + along.back().str();
-  }
+  for (Value* x : xs) along.push_back(x->type().dim(axis));
   if (xs.size() > 1 && !Dim::sum(along))
-    return c.unsupported("concatenating along axis " + std::to_string(axis) + " gives " + sum +
+    return c.unsupported("concatenating along axis " + std::to_string(axis) + " gives " +
+                         Dim::sumText(along) +
                          " entries: a size that is a sum of symbolic sizes is not supported; "
                          "give the sizes (--dim SYMBOL=SIZE or input files)");
   c.setOutput(0, xs.size() == 1 ? xs[0] : c.b.concatenate(xs, axis));
