@@ -67,7 +67,7 @@ StmtRef indexViews(const Kernel& k, const StmtRef& s) {
 }
 
 StatusOr<Kernel> resultThroughTemp(const Kernel& k, const Stmt& call) {
-  const size_t at = call.node ? call.node->numOperands() : call.args.size();
+  const size_t at = callOperands(call);
   const Buffer* out = at < call.args.size() ? k.find(call.args[at]) : nullptr;
   if (!out || !out->view)
     return Status::error("kernel " + k.name + ": the result of " + call.callee +

@@ -389,19 +389,24 @@ StmtRef reduceInto(const std::string& buffer, ExprRef index, ReduceKind kind,
   return s;
 }
 
-StmtRef call(const std::string& callee, const Node* node, std::vector<std::string> args,
-             std::vector<PostOp> postOps) {
+StmtRef call(OpCode op, AttrMap attrs, std::vector<std::string> args, std::vector<PostOp> postOps) {
   auto s = std::make_shared<Stmt>();
   s->kind = Stmt::Kind::Call;
-  s->callee = callee;
-  s->node = node;
-  if (node) {
-    s->op = node->op();
-    s->attrs = node->attrs();
-  }
+  s->callee = std::string(opName(op));
+  s->op = op;
+  s->attrs = std::move(attrs);
   s->args = std::move(args);
   s->postOps = std::move(postOps);
   return s;
+}
+
+size_t callResults(const Stmt& call) { return static_cast<size_t>(opInfo(call.op).numResults); }
+
+size_t callOperands(const Stmt& call) {
+  size_t operandsOfPostOps = 0;
+  for (const PostOp& p : call.postOps) operandsOfPostOps += p.operand.empty() ? 0 : 1;
+  const size_t fixed = callResults(call) + operandsOfPostOps;
+  return call.args.size() > fixed ? call.args.size() - fixed : 0;
 }
 
 const char* postOpName(PostOp::Kind k) {

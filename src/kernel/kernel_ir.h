@@ -229,15 +229,21 @@ struct Stmt {
   // If
   ExprRef cond;
   // Call: the op it runs and its attributes (the operands' and results' types are those of
-  // their buffers); args are its operand buffers, its result buffers, then the operand buffers
-  // of the post-ops (one per add or mul, in order). With post-ops the (single) result buffer
-  // holds the value after the last post-op. `node`: the graph node, which the CPU target's
-  // library kernels still read; null in parsed kernel IR.
+  // their buffers, and a constant operand's data is the graph constant its buffer holds: the
+  // call is self-contained, no graph node); args are its operand buffers, its result buffers
+  // (the op's number of results), then the operand buffers of the post-ops (one per add or mul,
+  // in order). With post-ops the (single) result buffer holds the value after the last
+  // post-op. `layout`: the blocked layout the target chose for the call to compute in
+  // ("nChw16c"), empty for its buffers' own.
   std::string callee;
   OpCode op = OpCode::DotGeneral;
   AttrMap attrs;
-  const Node* node = nullptr;
   std::vector<std::string> args;
+  std::string layout;
+  // Where the call came from (its graph node's origin and location), for messages only: not
+  // part of its text.
+  std::string origin;
+  Location loc;
   std::vector<PostOp> postOps;
   // When epilogue ops remain after the post-ops: why the post-op chain stops there.
   std::string note;
@@ -255,8 +261,11 @@ StmtRef ifThen(ExprRef cond, StmtRef then, StmtRef otherwise = nullptr);
 StmtRef barrier();
 StmtRef reduceInto(const std::string& buffer, ExprRef index, ReduceKind kind,
                    std::vector<std::string> vars, std::vector<ExprRef> extents, ExprRef value);
-StmtRef call(const std::string& callee, const Node* node, std::vector<std::string> args,
+StmtRef call(OpCode op, AttrMap attrs, std::vector<std::string> args,
              std::vector<PostOp> postOps = {});
+// A call's numbers of results (the op's) and operands (the arguments before its results).
+size_t callResults(const Stmt& call);
+size_t callOperands(const Stmt& call);
 
 // Input and Output buffers hold graph values; a Temp buffer is scratch memory the runtime
 // provides for one run of the kernel (a library call's result that an epilogue then reads). An
@@ -294,6 +303,10 @@ struct Buffer {
     int64_t offset = 0, rowLength = 0, pitch = 0;
   };
   std::optional<View> view;
+  // The layout the buffer's memory holds the value in: empty for the IR's (row-major), else a
+  // blocked layout of the target's ("nChw16c"), which the target's schedule sets where only its
+  // library calls that compute in that layout read and write the value.
+  std::string layout;
   int64_t elements() const;  // of `shape`: the most the buffer holds
   std::vector<ExprRef> extents() const;
   bool isSymbolic() const { return !dims.empty(); }

@@ -59,7 +59,9 @@ StatusOr<StmtRef> Lowerer::lowerCall() {
   }
   for (const PostOp& p : postOps)
     if (!p.operand.empty()) args.push_back(p.operand);
-  StmtRef c = call(std::string(opName(a->op())), a, args, std::move(postOps));
+  StmtRef c = call(a->op(), a->attrs(), args, std::move(postOps));
+  c->origin = a->origin();
+  c->loc = a->loc();
   if (k_.kind == fusion::KernelKind::Opaque) {  // loops instead of the call (lower_opaque.h)
     const auto mid = args.begin() + static_cast<std::ptrdiff_t>(a->numOperands());
     std::vector<std::string> ins(args.begin(), mid);
@@ -102,7 +104,9 @@ StatusOr<StmtRef> Lowerer::lowerCustom() {
     args.push_back(buffer(last, BufferRole::Output));
     for (const PostOp& p : postOps)
       if (!p.operand.empty()) args.push_back(p.operand);
-    calls.push_back(call(std::string(opName(a->op())), a, args, std::move(postOps)));
+    calls.push_back(call(a->op(), a->attrs(), args, std::move(postOps)));
+    calls.back()->origin = a->origin();
+    calls.back()->loc = a->loc();
   }
   return block(std::move(calls));
 }

@@ -224,6 +224,10 @@ class Parser {
     take();
     for (const ExprRef& d : dims)
       if (d->kind != Expr::Kind::Const) b.dims = dims;
+    if (atWord("layout")) {
+      take();
+      KILN_ASSIGN_OR_RETURN(b.layout, ident("a layout"));
+    }
     return b;
   }
 
@@ -333,10 +337,13 @@ class Parser {
       args.push_back(std::move(a));
     }
     take();
-    StmtRef s = call(callee, nullptr, std::move(args));
-    s->op = *op;
+    StmtRef s = call(*op, {}, std::move(args));
     if (atPunct("{")) {
       KILN_ASSIGN_OR_RETURN(s->attrs, attributes(*op));
+    }
+    if (atWord("layout")) {
+      take();
+      KILN_ASSIGN_OR_RETURN(s->layout, ident("a layout"));
     }
     if (atWord("then")) {
       take();

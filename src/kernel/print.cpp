@@ -156,6 +156,7 @@ void printStmtTo(const Stmt& s, int indent, std::string& out) {
       for (size_t i = 0; i < s.args.size(); ++i) out += (i ? ", %" : "%") + s.args[i];
       out += ")";
       if (!s.attrs.empty()) out += " " + printAttributes(s.op, s.attrs);
+      if (!s.layout.empty()) out += " layout " + s.layout;
       // call dot_general(%a, %w, %out, %bias) then add(%bias, dims [1]), clamp(0, inf)
       for (size_t i = 0; i < s.postOps.size(); ++i) {
         const PostOp& p = s.postOps[i];
@@ -208,6 +209,7 @@ std::string printKernel(const Kernel& k) {
     for (size_t d = 0; d < b.shape.size(); ++d)
       out += (d ? "," : "") + (b.dims.empty() ? std::to_string(b.shape[d]) : printExpr(b.dims[d]));
     out += "]";
+    if (!b.layout.empty()) out += " layout " + b.layout;
   }
   out += ") {\n";
   if (k.body) printStmtTo(*k.body, 1, out);

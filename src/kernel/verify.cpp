@@ -34,6 +34,7 @@ class Verifier {
       if (!buffers_.emplace(b.name, b.type).second)
         return fail("buffer %" + b.name + " is declared twice");
       if (b.role == BufferRole::Internal) internal_.insert(b.name);
+      if (!b.layout.empty()) blocked_[b.name] = b.layout;
       KILN_RETURN_IF_ERROR(dims(b));
     }
     if (!k_.body) return fail("it has no body");
@@ -93,6 +94,7 @@ class Verifier {
         auto it = buffers_.find(e->name);
         if (it == buffers_.end()) return Status::error("load of unknown buffer %" + e->name);
         if (internal_.count(e->name)) return Status::error(noMemory(e->name));
+        if (blocked_.count(e->name)) return Status::error(notRowMajor(e->name));
         if (args.size() != 1 || args[0] != DType::I64)
           return Status::error("the index of a load of %" + e->name + " is not i64");
         if (e->type != it->second)
@@ -167,6 +169,7 @@ class Verifier {
         auto it = buffers_.find(s.buffer);
         if (it == buffers_.end()) return failAt(s, "store to unknown buffer %" + s.buffer);
         if (internal_.count(s.buffer)) return failAt(s, noMemory(s.buffer));
+        if (blocked_.count(s.buffer)) return failAt(s, notRowMajor(s.buffer));
         KILN_RETURN_IF_ERROR(exprAt(s, s.index, DType::I64, "the index"));
         return exprAt(s, s.value, it->second, "the stored value");
       }
@@ -193,9 +196,35 @@ class Verifier {
         for (const PostOp& p : s.postOps)
           if (!p.operand.empty() && !buffers_.count(p.operand))
             return failAt(s, "post-op operand %" + p.operand + " is no buffer");
-        return Status::ok();
+        return callTypes(s);
     }
     return failAt(s, "an unknown statement");
+  }
+
+  // A call is self-contained: its operands are as many as its op takes, and where its buffers'
+  // dims are static the op's type rule gives its result buffers' types from its operands'.
+  Status callTypes(const Stmt& s) const {
+    const OpInfo& info = opInfo(s.op);
+    const size_t operands = callOperands(s), results = callResults(s);
+    if (operands + results > s.args.size() || operands < static_cast<size_t>(info.minOperands) ||
+        (info.maxOperands >= 0 && operands > static_cast<size_t>(info.maxOperands)))
+      return failAt(s, std::to_string(s.args.size()) + " arguments are not " + info.name +
+                           "'s operands, its " + std::to_string(results) +
+                           " results and the post-ops' operands");
+    std::vector<TensorType> in, out;
+    for (size_t i = 0; i < operands + results; ++i) {
+      const Buffer* b = k_.find(s.args[i]);
+      if (!b || b->isSymbolic()) return Status::ok();
+      (i < operands ? in : out).emplace_back(b->type, Shape(b->shape.begin(), b->shape.end()));
+    }
+    StatusOr<std::vector<TensorType>> inferred =
+        inferResultTypes(InferInput{s.op, in, s.attrs, out});
+    if (!inferred) return failAt(s, inferred.status().message());
+    for (size_t r = 0; r < results && r < inferred->size(); ++r)
+      if ((*inferred)[r] != out[r])
+        return failAt(s, "result %" + s.args[operands + r] + " is " + out[r].str() + ", but " +
+                             info.name + " of its operands gives " + (*inferred)[r].str());
+    return Status::ok();
   }
 
   // The accumulator is outside the reduction's loops, the value inside them.
@@ -203,6 +232,7 @@ class Verifier {
     auto it = buffers_.find(s.buffer);
     if (it == buffers_.end()) return failAt(s, "reduction into unknown buffer %" + s.buffer);
     if (internal_.count(s.buffer)) return failAt(s, noMemory(s.buffer));
+    if (blocked_.count(s.buffer)) return failAt(s, notRowMajor(s.buffer));
     KILN_RETURN_IF_ERROR(exprAt(s, s.index, DType::I64, "the index"));
     if (s.vars.empty() || s.vars.size() != s.extents.size())
       return failAt(s, "a reduction needs one extent per loop variable, and a loop");
@@ -218,6 +248,10 @@ class Verifier {
 
   // An internal buffer passes a value between a custom kernel's calls, which keep it in their
   // own storage: it has no memory to load or store.
+  std::string notRowMajor(const std::string& name) const {
+    return "%" + name + " holds its value in layout " + blocked_.at(name) +
+           ": only library calls read and write it";
+  }
   static std::string noMemory(const std::string& name) {
     return "%" + name +
            " is internal to the kernel's calls (no memory): it cannot be loaded or stored";
@@ -228,7 +262,8 @@ class Verifier {
 
   const Kernel& k_;
   std::map<std::string, DType> buffers_;
-  std::set<std::string> internal_;  // buffers of role Internal
+  std::set<std::string> internal_;              // buffers of role Internal
+  std::map<std::string, std::string> blocked_;  // buffers not in the IR's layout, and theirs
   std::set<std::string> vars_;
   std::unordered_set<const Expr*> checked_;
 };

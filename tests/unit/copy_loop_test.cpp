@@ -146,7 +146,7 @@ TEST(CopyLoop, OneCallKernelsCallTheHandlerWithoutGeneratedCode) {
   k.name = "k0_contraction";
   k.buffers = {buf("b", {4}, BufferRole::Input), buf("a", {4}, BufferRole::Input),
                buf("y", {4}, BufferRole::Output)};
-  k.body = block({call("dot_general", nullptr, {"a", "b", "y"})});
+  k.body = block({call(OpCode::DotGeneral, {}, {"a", "b", "y"})});
   std::unique_ptr<CompiledKernel> direct = codegen::cpu::callOnlyKernel(k);
   ASSERT_TRUE(direct);
   EXPECT_EQ(direct->symbol(), "");
@@ -159,7 +159,7 @@ TEST(CopyLoop, OneCallKernelsCallTheHandlerWithoutGeneratedCode) {
   EXPECT_EQ(seen, (std::vector<void*>{nullptr, a, b, y}));
 
   // Anything more than the call (a loop epilogue) is generated code.
-  k.body = block({call("dot_general", nullptr, {"a", "b", "y"}),
+  k.body = block({call(OpCode::DotGeneral, {}, {"a", "b", "y"}),
                   store("y", intConst(0), floatConst(0, DType::F32))});
   EXPECT_FALSE(codegen::cpu::callOnlyKernel(k));
 }

@@ -532,10 +532,10 @@ TEST(CpuCodegen, CallStatementsCallTheHandlerInProgramOrder) {
   using namespace kernel;
   ExprRef y0 = load("y", DType::F32, intConst(0));
   StmtRef body = block({
-      call("matmul", nullptr, {"a", "b", "y"}),                                       // call 0
+      call(OpCode::DotGeneral, {}, {"a", "b", "y"}),                                  // call 0
       store("y", intConst(1), binary(BinaryOp::Add, y0, floatConst(1, DType::F32))),  // sees 42
-      forLoop("i", intConst(3), LoopKind::Serial, call("relu", nullptr, {"b"})),      // call 1
-      forLoop("p", intConst(8), LoopKind::Parallel, call("scale", nullptr, {"a"})),   // call 2
+      forLoop("i", intConst(3), LoopKind::Serial, call(OpCode::Abs, {}, {"b"})),      // call 1
+      forLoop("p", intConst(8), LoopKind::Parallel, call(OpCode::Neg, {}, {"a"})),    // call 2
   });
   Kernel k = makeKernel("calls",
                         {buf("a", DType::F32, {4}, BufferRole::Input),

@@ -95,9 +95,26 @@ TEST(ParseKernels, CallsKeepTheirOpAndAttributes) {
   ASSERT_TRUE(parsed.isOk()) << parsed.status().str();
   const Stmt& c = *(*parsed)[0].body;
   EXPECT_EQ(c.op, OpCode::DotGeneral);
-  EXPECT_EQ(c.node, nullptr);
+  EXPECT_EQ(callOperands(c), 2u);
+  EXPECT_EQ(callResults(c), 1u);
   ASSERT_EQ(c.postOps.size(), 2u);
   EXPECT_EQ(c.postOps[0].operandShape, std::vector<int64_t>{4});
+  EXPECT_EQ(printKernels(*parsed), text);
+}
+
+TEST(ParseKernels, LayoutsOfBuffersAndCallsRoundTrip) {
+  const char* text =
+      "kernel k0_contraction(in %x: f32[1,8,8,16] layout nChw16c, in %w: f32[3,3,16,16], out %y: "
+      "f32[1,8,8,16] layout nChw16c) {\n"
+      "  call convolution(%x, %w, %y) {padding_low = [1, 1], padding_high = [1, 1], "
+      "dimension_numbers = \"b01f_01io->b01f\"} layout nChw16c\n"
+      "}\n";
+  auto parsed = parseKernels(text, "t.txt");
+  ASSERT_TRUE(parsed.isOk()) << parsed.status().str();
+  const Kernel& k = (*parsed)[0];
+  EXPECT_EQ(k.buffers[0].layout, "nChw16c");
+  EXPECT_EQ(k.buffers[1].layout, "");
+  EXPECT_EQ(k.body->layout, "nChw16c");
   EXPECT_EQ(printKernels(*parsed), text);
 }
 

@@ -68,7 +68,7 @@ TEST(VerifyKernel, RefusesEachBrokenRule) {
        "%x is declared twice"},
       {alloc("t", DType::F32, 0, MemoryScope::Local, store("y", var("i0"), x)),
        "a scratch buffer of size 0"},
-      {call("dot_general", nullptr, {"x", "q"}), "argument %q is no buffer"},
+      {call(OpCode::DotGeneral, {}, {"x", "q"}), "argument %q is no buffer"},
       {reduceInto("z", intConst(0), ReduceKind::Sum, {"r0"}, {intConst(8)}, x),
        "reduction into unknown buffer %z"},
       {reduceInto("y", intConst(0), ReduceKind::Sum, {"i0"}, {intConst(8)}, x),
@@ -92,6 +92,47 @@ TEST(VerifyKernel, RefusesEachBrokenRule) {
   EXPECT_NE(errorOf(after).find("variable i1 is not the variable of an enclosing loop"),
             std::string::npos)
       << errorOf(after);
+}
+
+// A call is self-contained: its arguments are its op's operands and results, and the op's type
+// rule gives its results' types from its operands'; a buffer in a blocked layout is read and
+// written by library calls only.
+TEST(VerifyKernel, CallsAndBlockedBuffersFollowTheirRules) {
+  auto twoByTwo = [](const std::string& name, BufferRole role) {
+    Buffer b = buffer(name, DType::F32, role);
+    b.shape = {2, 2};
+    return b;
+  };
+  AttrMap dot;
+  dot["lhs_contracting"] = intsAttr({1});
+  dot["rhs_contracting"] = intsAttr({0});
+  Kernel k;
+  k.name = "k0_contraction";
+  k.buffers = {twoByTwo("a", BufferRole::Input), twoByTwo("b", BufferRole::Input),
+               twoByTwo("y", BufferRole::Output)};
+  k.body = call(OpCode::DotGeneral, dot, {"a", "b", "y"});
+  EXPECT_EQ(errorOf(k), "");
+  EXPECT_EQ(callOperands(*k.body), 2u);
+  k.buffers[2].shape = {2, 3};
+  EXPECT_NE(errorOf(k).find("result %y is f32[2,3], but dot_general of its operands gives "
+                            "f32[2,2]"),
+            std::string::npos)
+      << errorOf(k);
+  k.buffers[2].shape = {2, 2};
+  k.body = call(OpCode::DotGeneral, dot, {"a", "y"});
+  EXPECT_NE(errorOf(k).find("2 arguments are not dot_general's operands, its 1 results"),
+            std::string::npos)
+      << errorOf(k);
+  // Blocked: the call may write it; a loop may not read it.
+  k.buffers[2].layout = "nChw16c";
+  k.body = call(OpCode::DotGeneral, dot, {"a", "b", "y"});
+  EXPECT_EQ(errorOf(k), "");
+  Kernel loop = kernelWith();
+  loop.buffers[0].layout = "nChw16c";
+  EXPECT_NE(errorOf(loop).find("%x holds its value in layout nChw16c: only library calls read "
+                               "and write it"),
+            std::string::npos)
+      << errorOf(loop);
 }
 
 TEST(VerifyKernel, EveryKernelOfTheOpTableModuleVerifies) {

@@ -84,7 +84,6 @@ struct CallContext {
 void runLibraryCall(void* context, int32_t index, void** buffers) {
   auto* ctx = static_cast<CallContext*>(context);
   const LibraryCall& call = (*ctx->calls)[ctx->kernel][static_cast<size_t>(index)];
-  const Node& n = *call.stmt->node;
   auto fail = [&](const Status& s) {
     std::lock_guard<std::mutex> lock(*ctx->mu);
     if (*ctx->error) *ctx->error = s;
@@ -98,6 +97,8 @@ void runLibraryCall(void* context, int32_t index, void** buffers) {
     if (!s) fail(s);
     return;
   }
+  if (!call.reference) return fail(Status::error("call " + call.stmt->callee + " has no kernel"));
+  const Node& n = *call.reference->node;
   std::vector<Tensor> operands;
   for (size_t i = 0; i < n.numOperands(); ++i) {
     const TensorType& t = n.operand(i)->type();
@@ -115,36 +116,10 @@ void runLibraryCall(void* context, int32_t index, void** buffers) {
 
 // What runs each library call, and why not oneDNN (or not its post-ops) where it is not.
 
-// The call of a kernel that is nothing but one library call, else null.
-const kernel::Stmt* onlyCall(const kernel::Kernel& k) {
-  const kernel::Stmt* s = k.body.get();
-  while (s && s->kind == kernel::Stmt::Kind::Block && s->body.size() == 1) s = s->body[0].get();
-  return s && s->kind == kernel::Stmt::Kind::Call ? s : nullptr;
-}
-
-// Calls use(call, buffer, positions) for each buffer of each kernel that holds a graph value:
-// `call` is the kernel's library call when the kernel is nothing but one (else null), and
-// `positions` the buffer's positions among that call's arguments.
-template <typename Use>
-void forEachValueBuffer(const std::vector<kernel::Kernel>& kernels,
-                        std::vector<std::vector<LibraryCall>>& calls, Use use) {
-  for (size_t i = 0; i < kernels.size(); ++i) {
-    const kernel::Stmt* s = onlyCall(kernels[i]);
-    LibraryCall* call = s && calls[i].size() == 1 ? &calls[i][0] : nullptr;
-    for (const kernel::Buffer& b : kernels[i].buffers) {
-      if (!b.value) continue;
-      std::vector<size_t> positions;
-      for (size_t j = 0; call && j < s->args.size(); ++j)
-        if (s->args[j] == b.name) positions.push_back(j);
-      use(call, b, positions);
-    }
-  }
-}
-
 // Whether a call reads a constant (weights its kernel may pack).
-bool holdsConstant(const kernel::Stmt& call) {
-  for (const Value* v : call.node->operands())
-    if (v->def() && v->def()->op() == OpCode::Constant) return true;
+bool holdsConstant(const kernel::Kernel& k, const kernel::Stmt& call) {
+  for (size_t i = 0; i < kernel::callOperands(call); ++i)
+    if (callConstant(k, call, i)) return true;
   return false;
 }
 
@@ -168,77 +143,30 @@ std::string describeCalls(const CpuProgram::Impl& impl) {
         text += "; one thread (a lane of a concurrent stage)";
       if (made && !added)
         text += "; shares " + first->second + "'s kernel" +
-                (holdsConstant(*c.stmt) ? " and weights" : "");
+                (holdsConstant(impl.kernels[i], *c.stmt) ? " and weights" : "");
       text += "\n";
     }
   return text;
 }
 
-std::string blockedLayoutOf(const LibraryCall& c) {
-  return c.fast ? c.fast->blockedLayout() : c.perShape ? c.perShape->blockedLayout() : "";
-}
-
-// The calls of symbolic sizes made at the ranges' top, so that values between blocked
-// convolutions can be stored blocked at every size (per_shape_calls.h).
-Status probePerShapeCalls(CpuProgram::Impl& impl) {
-  const SymbolBindings top = topsOf(impl.options.ranges);
+// Tells each library kernel which of its buffers the schedule stores blocked (Buffer::layout,
+// choose_library_calls.h); an error where its kernel cannot read and write them so.
+Status tellBlockedBuffers(CpuProgram::Impl& impl) {
   for (size_t i = 0; i < impl.calls.size(); ++i)
-    for (LibraryCall& c : impl.calls[i])
-      if (c.perShape)
-        KILN_RETURN_IF_ERROR(c.perShape->probe(top).prefix("kernel " + impl.kernels[i].name));
+    for (LibraryCall& c : impl.calls[i]) {
+      const StoredBlocked stored = storedBlocked(impl.kernels[i], *c.stmt);
+      Status s = Status::ok();
+      if (c.perShape) c.perShape->storeBlocked(stored);
+      else if (c.fast && !(c.separatePostOps && !stored.positions.empty()))
+        s = tellStoredBlocked(*c.fast, stored);
+      else if (!stored.positions.empty())
+        s = Status::error("its buffers are stored in layout " + stored.layout + ", and " +
+                          (c.separatePostOps ? "its post-ops run as loops after it"
+                                             : "it has no library kernel (" + c.why + ")"));
+      if (!s) return s.prefix("kernel " + impl.kernels[i].name + ": call " + c.stmt->callee);
+    }
   return Status::ok();
 }
-
-}  // namespace
-
-// Values stored in a library kernel's blocked layout (LibraryKernel::blockableBuffers): a value
-// written by a kernel that is one library call, read only by such kernels, each listing the
-// value's buffer among its blockable ones, with the same layout, and not a function output.
-// Between two blocked convolutions such a value then needs no reorders. Tells each library
-// kernel with blockable buffers which of them are stored so (possibly none).
-void CpuProgram::storeBlockedValues(Impl& impl, const Function& f) {
-  struct Use {
-    LibraryCall* call;
-    size_t position;
-  };
-  std::map<const Value*, std::vector<Use>> uses;  // every read and write of a value
-  std::set<const Value*> excluded;                // read or written some other way
-  // Per call that could compute blocked, the positions it finds stored blocked (none, it may
-  // be: every such call is told, so that it prepares the reorders it needs now, not in a run).
-  std::map<LibraryCall*, std::vector<size_t>> stored;
-  forEachValueBuffer(
-      impl.kernels, impl.calls,
-      [&](LibraryCall* call, const kernel::Buffer& b, const std::vector<size_t>& positions) {
-        std::vector<size_t> blockable;
-        if (call && call->fast) blockable = call->fast->blockableBuffers();
-        if (call && call->perShape) blockable = call->perShape->blockableBuffers();
-        if (!blockable.empty()) stored.emplace(call, std::vector<size_t>{});
-        if (call && call->separatePostOps) blockable.clear();
-        bool ok = !positions.empty() && !b.view;  // a slice of a concatenation is plain
-        for (size_t p : positions)
-          ok = ok && std::find(blockable.begin(), blockable.end(), p) != blockable.end();
-        if (!ok) excluded.insert(b.value);
-        else
-          for (size_t p : positions) uses[b.value].push_back({call, p});
-      });
-  for (const Value* v : f.outputs()) excluded.insert(v);
-  for (const auto& [v, list] : uses) {
-    if (excluded.count(v)) continue;
-    bool written = false, sameLayout = true;
-    for (const Use& u : list) {
-      written = written || u.position == u.call->stmt->node->numOperands();
-      sameLayout = sameLayout && blockedLayoutOf(*u.call) == blockedLayoutOf(*list[0].call);
-    }
-    if (!written || !sameLayout) continue;
-    for (const Use& u : list) stored[u.call].push_back(u.position);
-  }
-  for (auto& [call, positions] : stored) {
-    if (call->fast) call->fast->storeBlocked(positions);
-    else call->perShape->storeBlocked(positions);
-  }
-}
-
-namespace {
 
 // Threads that compile: CompileOptions::compileThreads, else every hardware thread.
 int compileThreads(const CompileOptions& o) {
@@ -248,7 +176,8 @@ int compileThreads(const CompileOptions& o) {
 
 struct Pending {
   LibraryCall* call;
-  bool inLane;  // its kernel runs in a lane of a concurrent stage: on one thread
+  const kernel::Kernel* kernel;  // the call's
+  bool inLane;                   // its kernel runs in a lane of a concurrent stage: on one thread
   double flops;
   const PackedWeights* prepacked;   // from the artifact, or null
   std::vector<int64_t> dstStrides;  // a strided result (onednn.h resultStrides), else empty
@@ -292,7 +221,7 @@ std::vector<Pending> listCalls(CpuProgram::Impl& impl, const PackedByCall* prepa
         impl.calls.back()[j].perShape = made;
         continue;
       }
-      pending.push_back({&impl.calls.back()[j], impl.concurrency.stageOf[i] >= 0,
+      pending.push_back({&impl.calls.back()[j], &impl.kernels[i], impl.concurrency.stageOf[i] >= 0,
                          impl.plan.kernels[i].flops, packed,
                          codegen::cpu::resultStrides(impl.kernels[i], *stmts[j])});
     }
@@ -315,20 +244,24 @@ Status createBlocks(CpuProgram::Impl& impl) {
                            " calls; the CPU target's only custom kernel is an inverted-residual "
                            "block of three");
     Block block;
-    for (size_t j = 0; j < 3; ++j)
+    std::array<CallNode, 3> layers;
+    for (size_t j = 0; j < 3; ++j) {
+      KILN_ASSIGN_OR_RETURN(layers[j], callNode(k, *c[j]));
       for (const std::string& name : c[j]->args) {
         auto it = std::find_if(k.buffers.begin(), k.buffers.end(),
                                [&](const kernel::Buffer& b) { return b.name == name; });
-        if (it == k.buffers.end() || !c[j]->node)
+        if (it == k.buffers.end())
           return Status::error("kernel " + k.name + ": call " + c[j]->callee +
-                               " has no graph node or names no buffer %" + name);
+                               " names no buffer %" + name);
         block.args[j].push_back(static_cast<size_t>(it - k.buffers.begin()));
       }
-    auto made = codegen::cpu::InvertedResidualKernel::create(
-        {c[0]->node, &c[0]->postOps}, {c[1]->node, &c[1]->postOps}, {c[2]->node, &c[2]->postOps});
+    }
+    auto made = codegen::cpu::InvertedResidualKernel::create({layers[0].node, &layers[0].postOps},
+                                                             {layers[1].node, &layers[1].postOps},
+                                                             {layers[2].node, &layers[2].postOps});
     if (!made)
       return Status::error(
-          "kernel " + k.name + " (the inverted-residual block from " + c[0]->node->describe() +
+          "kernel " + k.name + " (the inverted-residual block from " + layers[0].node->describe() +
           "): code generation refuses the planned block: " + made.status().message());
     block.kernel = std::move(*made);
     impl.calls[i][0].block = block.kernel->describe();
@@ -348,9 +281,39 @@ std::string callKey(const Pending& p) {
   std::snprintf(buf, sizeof buf, " %a %p%s", p.flops,
                 static_cast<const void*>(p.prepacked ? p.prepacked->bytes.data() : nullptr),
                 p.inLane ? " lane" : "");
-  std::string key = codegen::cpu::callNodeKey(*p.call->stmt) + buf;
+  std::string key = codegen::cpu::callNodeKey(*p.kernel, *p.call->stmt) + buf;
   for (int64_t s : p.dstStrides) key += "," + std::to_string(s);
   return key;
+}
+
+// Makes the oneDNN kernel of a pending call, or says why there is none (LibraryCall::why).
+void makeKernel(const Pending& p, int poolThreads, bool pooled) {
+  LibraryCall& c = *p.call;
+  const kernel::Stmt& s = *c.stmt;
+  // The node lives only while the kernel is made: it shares the constants' data, which a held
+  // constant frees once its readers are prepared.
+  StatusOr<CallNode> node = callNode(*p.kernel, s);
+  if (!node) {
+    c.why = node.status().message();
+    return;
+  }
+  const Node& n = *node->node;
+  bool small = n.op() == OpCode::DotGeneral && p.flops < kSmallCallFlops &&
+               p.flops > 4.0 * static_cast<double>(n.operand(1)->type().numElements().value_or(0));
+  // A lane of a concurrent stage runs on one thread: oneDNN runs a primitive with the threads
+  // it was created for.
+  int threads = small || p.inLane ? 1 : poolThreads;
+  c.oneThread = small && pooled;
+  CallForm form{p.prepacked, p.dstStrides, s.layout};
+  auto fast = codegen::cpu::createOneDnnKernel(n, node->postOps, threads, form);
+  if (!fast && !s.postOps.empty()) {
+    // oneDNN cannot take these post-ops (well): the kernel without them, then ours.
+    c.why = fast.status().message();
+    fast = codegen::cpu::createOneDnnKernel(n, {}, threads, form);
+    c.separatePostOps = true;
+  }
+  if (fast) c.fast = std::move(*fast);
+  else c.why = fast.status().message();
 }
 
 // Creates the oneDNN kernel of each pending call, on several threads at once (a primitive
@@ -365,25 +328,12 @@ void prepareCalls(CpuProgram::Impl& impl, const Function& f, const std::vector<P
   // Whether the run has more than one thread, so that keeping a call to one thread means something.
   const bool pooled = codegen::cpu::ThreadPool(options.threads).numThreads() > 1;
   auto prepare = [&](const Pending& p) {
+    makeKernel(p, options.threads, pooled);
     LibraryCall& c = *p.call;
-    const kernel::Stmt* s = c.stmt;
-    bool small =
-        s->node->op() == OpCode::DotGeneral && p.flops < kSmallCallFlops &&
-        p.flops > 4.0 * static_cast<double>(s->node->operand(1)->type().numElements().value_or(0));
-    // A lane of a concurrent stage runs on one thread: oneDNN runs a primitive with the
-    // threads it was created for.
-    int threads = small || p.inLane ? 1 : options.threads;
-    c.oneThread = small && pooled;
-    auto fast =
-        codegen::cpu::createOneDnnKernel(*s->node, s->postOps, threads, p.prepacked, p.dstStrides);
-    if (!fast && !s->postOps.empty()) {
-      // oneDNN cannot take these post-ops (well): the kernel without them, then ours.
-      c.why = fast.status().message();
-      fast = codegen::cpu::createOneDnnKernel(*s->node, {}, threads, p.prepacked, p.dstStrides);
-      c.separatePostOps = true;
+    if (!c.fast) {  // the reference kernel reads every operand from its buffer
+      StatusOr<CallNode> reference = callNode(*p.kernel, *c.stmt, nullptr, /*constants=*/false);
+      if (reference) c.reference = std::make_shared<const CallNode>(std::move(*reference));
     }
-    if (fast) c.fast = std::move(*fast);
-    else c.why = fast.status().message();
     if (held) held->prepared(c);
   };
   std::map<std::string, size_t> firstOf;
@@ -417,6 +367,7 @@ void prepareCalls(CpuProgram::Impl& impl, const Function& f, const std::vector<P
       continue;
     }
     c.fast = made.fast;
+    c.reference = made.reference;
     c.why = made.why;
     c.separatePostOps = made.separatePostOps;
     c.oneThread = made.oneThread;
@@ -571,10 +522,9 @@ Status CpuProgram::buildInto(Impl& impl, std::unique_ptr<Module> module,
   KILN_RETURN_IF_ERROR(createBlocks(impl));
   std::erase_if(pending, [](const Pending& p) { return !p.call->block.empty(); });
   prepareCalls(impl, *f, pending);
+  KILN_RETURN_IF_ERROR(tellBlockedBuffers(impl));
   KILN_RETURN_IF_ERROR(postOpsAsLoops(impl));
   KILN_RETURN_IF_ERROR(checkHeldConstants(impl));
-  KILN_RETURN_IF_ERROR(probePerShapeCalls(impl));
-  storeBlockedValues(impl, *f);
   if (!options.instrumentation.dumpDir.empty()) {
     KILN_RETURN_IF_ERROR(compiler::writeDump(options, "library-calls.txt", describeCalls(impl)));
   }

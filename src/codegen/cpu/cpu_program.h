@@ -37,6 +37,8 @@ struct LibraryCall {
   std::string block;       // the inverted-residual block it runs in, if any (Impl::blocks)
   // A call of symbolic sizes: its kernels, made for each run's sizes (per_shape_calls.h).
   std::shared_ptr<PerShapeCall> perShape;
+  // The call as a node of parameters (call_node.h) where the reference kernel runs it.
+  std::shared_ptr<const CallNode> reference;
 };
 
 // A custom kernel the plan formed of an inverted-residual block (its three calls: a 1x1, a
@@ -128,7 +130,6 @@ class CpuProgram final : public runtime::Program {
  private:
   static Status buildInto(Impl& impl, std::unique_ptr<Module> module,
                           const std::vector<ObjectUnit>* objects, const PackedByCall* prepacked);
-  static void storeBlockedValues(Impl& impl, const Function& f);
   std::unique_ptr<Impl> impl_;
 };
 

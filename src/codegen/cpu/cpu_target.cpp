@@ -119,11 +119,13 @@ class CpuTarget final : public runtime::Target {
   // every call becomes Kiln's loops (kernel/expand_calls.h). Then loops split where a
   // concatenate's selects change operand, reductions become vector partial sums, large nests
   // parallel loops, a row reduction too short to run in parallel partial rows over threads
-  // (kernel/schedule.h).
+  // (kernel/schedule.h). Last, values between blocked convolutions are stored blocked.
   Status schedule(std::vector<kernel::Kernel>& kernels,
                   const CompileOptions& options) const override {
     const int threads = threadsFor(options.threads);
-    for (kernel::Kernel& k : kernels) {
+    std::vector<CallBlocking> blocking(kernels.size());
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      kernel::Kernel& k = kernels[i];
       // A custom kernel runs its calls in Kiln's own code (cpu_program.cpp): nothing to schedule.
       if (k.kind == "custom") {
         k.notes.push_back("inverted-residual block: its three calls run as Kiln's row-by-row "
@@ -133,7 +135,7 @@ class CpuTarget final : public runtime::Target {
       if (!options.libraryCalls) {
         KILN_ASSIGN_OR_RETURN(k, kernel::expandCalls(k));
       } else {
-        KILN_RETURN_IF_ERROR(chooseLibraryCalls(k, options));
+        KILN_RETURN_IF_ERROR(chooseLibraryCalls(k, options, blocking[i]));
       }
       k = kernel::partitionLoops(k, kernel::kMaxLoopPieces);
       k = kernel::cacheRows(k, kernel::kRowCacheElements);
@@ -143,6 +145,7 @@ class CpuTarget final : public runtime::Target {
       k = kernel::splitReductions(k, kernel::kReductionLanes, options.reassociate);
       k = kernel::lowerReductions(k);
     }
+    storeBlockedValues(kernels, blocking);
     return Status::ok();
   }
 

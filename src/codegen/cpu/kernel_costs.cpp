@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "codegen/cpu/call_node.h"
 #include "codegen/cpu/onednn.h"
 
 namespace kiln::codegen::cpu {
@@ -12,8 +13,11 @@ namespace {
 // do 4/9 or 1/4 of the multiplies, and transform their tiles).
 double winogradSavings(const kernel::Kernel& k) {
   double saved = 0;
-  for (const kernel::Stmt* c : kernel::callsOf(k))
-    if (c->node) saved += 0.5 * winogradConvolutionFlops(*c->node);
+  for (const kernel::Stmt* c : kernel::callsOf(k)) {
+    if (c->op != OpCode::Convolution || kernel::isSymbolicCall(k, *c)) continue;
+    StatusOr<CallNode> node = callNode(k, *c);
+    if (node) saved += 0.5 * winogradConvolutionFlops(*node->node);
+  }
   return saved;
 }
 

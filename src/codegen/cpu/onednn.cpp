@@ -96,9 +96,11 @@ bool oneDnnWinograd() { return onednn::avx512(); }
 
 namespace {
 
-StatusOr<std::unique_ptr<LibraryKernel>>
-create(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads,
-       const PackedWeights* prepacked, bool probe, const std::vector<int64_t>& dstStrides) {
+StatusOr<std::unique_ptr<LibraryKernel>> create(const Node& n,
+                                                const std::vector<kernel::PostOp>& postOps,
+                                                int threads, const CallForm& form, bool probe) {
+  const PackedWeights* prepacked = form.prepacked;
+  const std::vector<int64_t>& dstStrides = form.dstStrides;
   const bool recurrence = n.op() == OpCode::Lstm || n.op() == OpCode::Gru;
   if (!recurrence && (n.numOperands() != 2 || n.numResults() != 1))
     return Status::error(n.describe() + ": expected two operands and one result");
@@ -114,7 +116,9 @@ create(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads,
     if (n.op() == OpCode::DotGeneral)
       k = onednn::createMatmul(n, postOps, threads, prepacked, probe, dstStrides);
     else if (n.op() == OpCode::Convolution)
-      k = onednn::createConvolution(n, postOps, threads, prepacked, probe, dstStrides);
+      k = onednn::createConvolution(
+          n, postOps, threads, prepacked, probe, dstStrides,
+          form.layout ? !form.layout->empty() : !blockedConvolutionLayout(n, n.operand(0)).empty());
     else if (recurrence) {
       // lstm and gru: Kiln's kernel where it takes them (rnn_kernel.h says why), else oneDNN's.
       if (rnnKernelRuns()) k = createRnnKernel(n, threads, probe);
@@ -133,27 +137,21 @@ create(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads,
 
 StatusOr<std::unique_ptr<LibraryKernel>>
 createOneDnnKernel(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads,
-                   const PackedWeights* prepacked, const std::vector<int64_t>& dstStrides) {
-  return create(n, postOps, threads, prepacked, /*probe=*/false, dstStrides);
+                   const CallForm& form) {
+  return create(n, postOps, threads, form, /*probe=*/false);
 }
 
-StatusOr<std::string> probeOneDnnKernel(const Node& n, const std::vector<kernel::PostOp>& postOps,
-                                        int threads, const std::vector<int64_t>& dstStrides) {
+StatusOr<ProbedKernel> probeOneDnnKernel(const Node& n, const std::vector<kernel::PostOp>& postOps,
+                                         int threads, const CallForm& form) {
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<LibraryKernel> k,
-                        create(n, postOps, threads, nullptr, /*probe=*/true, dstStrides));
-  return k->describe();
-}
-
-StatusOr<BlockedPlan> probeOneDnnBlocking(const Node& n, const std::vector<kernel::PostOp>& postOps,
-                                          int threads) {
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<LibraryKernel> k,
-                        create(n, postOps, threads, nullptr, /*probe=*/true, {}));
-  return BlockedPlan{k->blockableBuffers(), k->blockedLayout()};
+                        create(n, postOps, threads, form, /*probe=*/true));
+  return ProbedKernel{k->describe(), k->blockableBuffers(), k->blockedLayout()};
 }
 
 std::vector<int64_t> resultStrides(const kernel::Kernel& k, const kernel::Stmt& call) {
-  if (!call.node || call.args.size() <= call.node->numOperands()) return {};
-  const kernel::Buffer* b = k.find(call.args[call.node->numOperands()]);
+  const size_t operands = kernel::callOperands(call);
+  if (call.args.size() <= operands) return {};
+  const kernel::Buffer* b = k.find(call.args[operands]);
   if (!b || !b->view || b->view->rowLength == b->view->pitch) return {};
   // Dims before the concatenated axis step over whole rows: a row is `pitch` elements apart.
   std::vector<int64_t> s = onednn::rowMajor(b->shape);

@@ -116,33 +116,47 @@ bool oneDnnWinograd();
 // Winograd convolution here (constant weights, the shape oneDNN's Winograd kernels take), else 0.
 double winogradConvolutionFlops(const Node& n);
 
+// How a call is made, beyond its node and post-ops.
+struct CallForm {
+  // The constant weights in the layout an earlier compile of the same call chose; used in place
+  // when the primitive chooses the same layout, else ignored (the constant is reordered).
+  const PackedWeights* prepacked = nullptr;
+  // The result's element strides where its buffer is not row-major (a slice of a concatenation
+  // written in place; resultStrides), empty where it is.
+  std::vector<int64_t> dstStrides;
+  // The blocked layout a convolution computes in (kernel::Stmt::layout, which
+  // blockedConvolutionLayout chose when the target scheduled the call); empty: the IR's layout;
+  // nullopt: blockedConvolutionLayout of the node and its source in the node's graph.
+  std::optional<std::string> layout;
+};
+
 // The oneDNN kernel for `n` (a convolution or dot_general whose shapes and layout oneDNN can
-// take directly) followed by `postOps`, or an error saying why not (the caller then falls back to
-// the reference kernel). threads <= 0: the OpenMP default (one per CPU). `prepacked`: the
-// constant weights in the layout an earlier compile of the same node chose; used in place when
-// the primitive chooses the same layout, else ignored (the constant is reordered).
-// `dstStrides`: the result's element strides where its buffer is not row-major (a slice of a
-// concatenation written in place; resultStrides), empty where it is.
+// take directly) followed by `postOps`, or an error saying why not (the caller then takes
+// another formulation). threads <= 0: the OpenMP default (one per CPU).
 StatusOr<std::unique_ptr<LibraryKernel>>
 createOneDnnKernel(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads,
-                   const PackedWeights* prepacked = nullptr,
-                   const std::vector<int64_t>& dstStrides = {});
+                   const CallForm& form = {});
 
 // What createOneDnnKernel would make of `n` with `postOps`, found without making it (the
-// primitive descriptors only: no code generated, no weights reordered): the kernel's
-// description, which names oneDNN's implementation, or why there is none. A slow implementation
-// (a reference one, onednn_internal.h slowImplementation) is an error, as in createOneDnnKernel:
-// the CPU target's schedule asks this for every call and takes another formulation then.
-StatusOr<std::string> probeOneDnnKernel(const Node& n, const std::vector<kernel::PostOp>& postOps,
-                                        int threads, const std::vector<int64_t>& dstStrides = {});
-// The same probe's blockable buffers and blocked layout (LibraryKernel's functions of those
-// names; none for a kernel that computes on the IR's layout).
-struct BlockedPlan {
+// primitive descriptors only: no code generated, no weights reordered), or why there is none. A
+// slow implementation (a reference one, onednn_internal.h slowImplementation) is an error, as in
+// createOneDnnKernel: the CPU target's schedule asks this for every call and takes another
+// formulation then.
+struct ProbedKernel {
+  std::string description;  // LibraryKernel::describe(): names oneDNN's implementation
+  // LibraryKernel's functions of these names: none for a kernel on the IR's layout.
   std::vector<size_t> blockable;
   std::string layout;
 };
-StatusOr<BlockedPlan> probeOneDnnBlocking(const Node& n, const std::vector<kernel::PostOp>& postOps,
-                                          int threads);
+StatusOr<ProbedKernel> probeOneDnnKernel(const Node& n, const std::vector<kernel::PostOp>& postOps,
+                                         int threads, const CallForm& form = {});
+
+// The blocked layout ("nChw16c", "nChw8c") convolution `n` computes in, or "" for the IR's: a
+// 2-D convolution of one group with channel counts in whole blocks and a window larger than 1x1,
+// or a 1x1 window whose source (`source`, a value of the program's graph; null when unknown)
+// comes through elementwise ops from a layer that computes blocked. The CPU schedule records it
+// on the call (choose_library_calls.h).
+std::string blockedConvolutionLayout(const Node& n, const Value* source);
 
 // The element strides of the result buffer of `call` (a Call of `k`) when it is a strided slice
 // (kernel::Buffer::view: the rows of its dims from the concatenated axis on lie `pitch` apart);

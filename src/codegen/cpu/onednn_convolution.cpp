@@ -160,14 +160,14 @@ std::optional<bool> blockableWindow(const Node& c) {
          (*kd)[static_cast<size_t>(dn->kernelSpatial[1])] != 1;
 }
 
-// Whether 1x1 convolution `n` computes blocked: when its source comes, through elementwise ops
-// (a residual add, a relu), from a blocked convolution with a larger window or from a 1x1 one
-// that computes blocked by this rule. Such a layer then reads the blocked layout its producer
-// keeps, and its result stays blocked for the layers after it (resnet's bottlenecks stay blocked
-// from end to end: resnet50 at 2 threads 24.9-25.0 -> 23.5-23.9 ms, level at 1 thread), while
-// 1x1 layers among depthwise ones (mobilenet_v2), whose kernels run faster on nhwc, stay on
+// Whether a 1x1 convolution of source `source` computes blocked: when the source comes, through
+// elementwise ops (a residual add, a relu), from a blocked convolution with a larger window or
+// from a 1x1 one that computes blocked by this rule. Such a layer then reads the blocked layout its
+// producer keeps, and its result stays blocked for the layers after it (resnet's bottlenecks stay
+// blocked from end to end: resnet50 at 2 threads 24.9-25.0 -> 23.5-23.9 ms, level at 1 thread),
+// while 1x1 layers among depthwise ones (mobilenet_v2), whose kernels run faster on nhwc, stay on
 // nhwc.
-bool blockedOneByOne(const Node& n) {
+bool blockedSource(const Value* source) {
   std::vector<const Node*> work;
   std::set<const Node*> seen;
   auto up = [&](const Node& m) {
@@ -181,7 +181,7 @@ bool blockedOneByOne(const Node& n) {
         work.push_back(def);
     }
   };
-  up(n);
+  if (const Node* def = source->def(); def && seen.insert(def).second) work.push_back(def);
   while (!work.empty()) {
     const Node* m = work.back();
     work.pop_back();
@@ -319,12 +319,11 @@ onIrLayout(const Node& n, const ConvAxes& conv, const std::vector<kernel::PostOp
 StatusOr<std::unique_ptr<LibraryKernel>>
 createConvolution(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads,
                   const PackedWeights* prepacked, bool probe,
-                  const std::vector<int64_t>& dstStrides) {
+                  const std::vector<int64_t>& dstStrides, bool blocked) {
   const std::vector<int64_t> lhs = n.attrInts("lhs_dilation");
   if (std::any_of(lhs.begin(), lhs.end(), [](int64_t d) { return d != 1; }))
     return createDeconvolution(n, postOps, threads, prepacked, probe, dstStrides);
   KILN_ASSIGN_OR_RETURN(const ConvAxes conv, convAxes(n, /*transposed=*/false, dstStrides));
-  const std::vector<int64_t>& window = conv.window;
   const Dims &dStrides = conv.dStrides, &dDilation = conv.dDilation, &dLo = conv.dLo,
              &dHi = conv.dHi;
   const int64_t groups = conv.groups, inC = conv.inC, kO = conv.kO;
@@ -355,13 +354,9 @@ createConvolution(const Node& n, const std::vector<kernel::PostOp>& postOps, int
     }
     return dnnl::convolution_forward::primitive_desc(c, attr, cpuEngine());
   };
-  // 2-D, one group, a window larger than 1x1 (or a 1x1 window among such layers,
-  // blockedOneByOne), channels in whole blocks: nChw8c or nChw16c (see onednn.h). oneDNN's
-  // depthwise kernels, and its 1x1 kernels among them, run faster on nhwc.
-  bool oneByOne = std::all_of(window.begin(), window.end(), [](int64_t w) { return w == 1; });
+  // In nChw8c or nChw16c where the schedule chose it (blockedConvolutionLayout).
   const int64_t block = channelBlock();
-  if (conv.ns == 2 && groups == 1 && (!oneByOne || blockedOneByOne(n)) && inC % block == 0 &&
-      kO % block == 0) {
+  if (blocked && conv.ns == 2 && groups == 1 && inC % block == 0 && kO % block == 0) {
     auto blocked =
         createBlockedConvolution(n, postOps, threads, srcMd, weiMd, dstMd, makeAnyPd,
                                  winogradShape(conv), conv.what, conv.dstDims, prepacked, probe);
@@ -373,6 +368,21 @@ createConvolution(const Node& n, const std::vector<kernel::PostOp>& postOps, int
 }  // namespace kiln::codegen::cpu::onednn
 
 namespace kiln::codegen::cpu {
+
+std::string blockedConvolutionLayout(const Node& n, const Value* source) {
+  if (n.op() != OpCode::Convolution) return "";
+  const std::vector<int64_t> lhs = n.attrInts("lhs_dilation");
+  if (std::any_of(lhs.begin(), lhs.end(), [](int64_t d) { return d != 1; })) return "";
+  StatusOr<onednn::ConvAxes> conv = onednn::convAxes(n);
+  const int64_t block = onednn::channelBlock();
+  if (!conv || conv->ns != 2 || conv->groups != 1 || conv->inC % block != 0 ||
+      conv->kO % block != 0)
+    return "";
+  const bool oneByOne =
+      std::all_of(conv->window.begin(), conv->window.end(), [](int64_t w) { return w == 1; });
+  if (oneByOne && !(source && onednn::blockedSource(source))) return "";
+  return block == 16 ? "nChw16c" : "nChw8c";
+}
 
 double winogradConvolutionFlops(const Node& n) {
   if (!oneDnnWinograd() || n.op() != OpCode::Convolution || n.numOperands() != 2) return 0;

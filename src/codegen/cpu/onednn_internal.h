@@ -308,11 +308,12 @@ StatusOr<std::unique_ptr<LibraryKernel>> createRecurrence(const Node& n, int thr
 StatusOr<const Tensor*> constantOperand(const Node& n, size_t i, const char* what);
 
 // onednn_convolution.cpp: convolution -> convolution_forward; one with lhs_dilation (a transposed
-// convolution) -> createDeconvolution.
+// convolution) -> createDeconvolution. `blocked`: compute in the blocked layout where oneDNN
+// takes it (CallForm::layout).
 StatusOr<std::unique_ptr<LibraryKernel>>
 createConvolution(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads,
                   const PackedWeights* prepacked, bool probe,
-                  const std::vector<int64_t>& dstStrides = {});
+                  const std::vector<int64_t>& dstStrides, bool blocked);
 
 // A convolution's operands and result as oneDNN axes (batch, feature, spatial...: src and dst
 // over the IR's strides, weights (groups,) out, in, spatial...), with its window parameters as

@@ -5,24 +5,29 @@
 #include <cstdio>
 #include <optional>
 
-#include "ir/builder.h"
 #include "ir/text/text.h"
 
 namespace kiln::codegen::cpu {
 
-std::string callNodeKey(const kernel::Stmt& s) {
-  const Node& n = *s.node;
+std::string callNodeKey(const kernel::Kernel& k, const kernel::Stmt& s) {
   char buf[64];
-  std::string key = std::string(opName(n.op())) + " " + printAttributes(n.op(), n.attrs());
-  for (size_t i = 0; i < n.numOperands(); ++i) {
-    const Node* def = n.operand(i)->def();
-    key += " " + n.operand(i)->type().str();
-    if (def && def->op() == OpCode::Constant) {
+  std::string key = std::string(opName(s.op)) + " " + printAttributes(s.op, s.attrs);
+  if (!s.layout.empty()) key += " layout " + s.layout;
+  const size_t operands = kernel::callOperands(s);
+  for (size_t i = 0; i < operands + kernel::callResults(s) && i < s.args.size(); ++i) {
+    const kernel::Buffer* b = k.find(s.args[i]);
+    key += i == operands ? " ->" : "";
+    if (!b) continue;
+    key += " " + std::string(dtypeName(b->type)) + "[";
+    for (size_t d = 0; d < b->shape.size(); ++d)
+      key += (d ? "," : "") +
+             (b->isSymbolic() ? kernel::printExpr(b->dims[d]) : std::to_string(b->shape[d]));
+    key += "]";
+    if (const Node* def = callConstant(k, s, i)) {
       std::snprintf(buf, sizeof buf, "@%p", static_cast<const void*>(def));
       key += buf;
     }
   }
-  key += " -> " + n.result(0)->type().str();
   for (const kernel::PostOp& o : s.postOps) {
     std::snprintf(buf, sizeof buf, " %s %a %a", kernel::postOpName(o.kind), o.lo, o.hi);
     key += buf;
@@ -35,8 +40,8 @@ std::string callNodeKey(const kernel::Stmt& s) {
 
 std::string PerShapeCall::sharingKey(const kernel::Kernel& kernel, const kernel::Stmt& call,
                                      int threads) {
-  if (!call.node || call.node->op() == OpCode::Convolution) return "";
-  std::string key = callNodeKey(call) + " threads " + std::to_string(threads) + " symbols";
+  if (call.op == OpCode::Convolution) return "";
+  std::string key = callNodeKey(kernel, call) + " threads " + std::to_string(threads) + " symbols";
   for (const kernel::Symbol& s : kernel.symbols) key += " " + s.name;
   for (const kernel::PostOp& p : call.postOps) {
     const kernel::Buffer* buf = p.operand.empty() ? nullptr : kernel.find(p.operand);
@@ -47,44 +52,14 @@ std::string PerShapeCall::sharingKey(const kernel::Kernel& kernel, const kernel:
   return key;
 }
 
-StatusOr<const Node*> PerShapeCall::nodeAt(const SymbolBindings& sizes, Made& m,
-                                           std::vector<kernel::PostOp>& postOps) const {
-  const Node& n = *call_.node;
-  m.module = std::make_unique<Module>();
-  Function* f = m.module->addFunction("call");
-  Builder b(f);
-  std::vector<Value*> operands;
-  for (const Value* v : n.operands()) {
-    const Node* def = v->def();
-    operands.push_back(def && def->op() == OpCode::Constant
-                           ? b.constant(def->constantData().tensor)  // shares the data
-                           : b.parameter(atSizes(v->type(), sizes)));
-  }
-  Value* result = b.op(n.op(), operands, n.attrs(), {atSizes(n.result(0)->type(), sizes)});
-  if (!b.ok()) return b.status();
-  f->setOutputs({result});
-  // Post-op operands of symbolic dims at these sizes.
-  postOps = call_.postOps;
-  for (kernel::PostOp& p : postOps) {
-    const kernel::Buffer* buf = p.operand.empty() ? nullptr : kernel_.find(p.operand);
-    if (!buf || !buf->isSymbolic()) continue;
-    for (size_t d = 0; d < buf->dims.size(); ++d) {
-      std::optional<int64_t> extent = kernel::evaluateExtent(buf->dims[d], sizes);
-      if (!extent)
-        return Status::error("post-op operand %" + p.operand + " dim " + std::to_string(d) + " (" +
-                             kernel::printExpr(buf->dims[d]) + ") has no size");
-      p.operandShape[d] = *extent;
-    }
-  }
-  return result->def();
-}
-
 StatusOr<PerShapeCall::Made> PerShapeCall::make(const SymbolBindings& sizes,
                                                 const PackedWeights* shared) const {
   Made m;
-  std::vector<kernel::PostOp> postOps;
-  KILN_ASSIGN_OR_RETURN(const Node* n, nodeAt(sizes, m, postOps));
-  KILN_ASSIGN_OR_RETURN(m.kernel, createOneDnnKernel(*n, postOps, threads_, shared));
+  KILN_ASSIGN_OR_RETURN(m.node, callNode(kernel_, call_, &sizes));
+  CallForm form;
+  form.prepacked = shared;
+  form.layout = call_.layout;
+  KILN_ASSIGN_OR_RETURN(m.kernel, createOneDnnKernel(*m.node.node, m.node.postOps, threads_, form));
   return m;
 }
 
@@ -120,49 +95,30 @@ StatusOr<const LibraryKernel*> PerShapeCall::kernelFor(const SymbolBindings& siz
   return it->second.kernel.get();
 }
 
-Status PerShapeCall::probe(const SymbolBindings& sizes) {
-  if (!call_.node || call_.node->op() != OpCode::Convolution) return Status::ok();
-  Made m;
-  std::vector<kernel::PostOp> postOps;
-  KILN_ASSIGN_OR_RETURN(const Node* n, nodeAt(sizes, m, postOps));
-  KILN_ASSIGN_OR_RETURN(BlockedPlan plan, probeOneDnnBlocking(*n, postOps, threads_));
+void PerShapeCall::storeBlocked(const StoredBlocked& stored) {
   std::lock_guard<std::mutex> lock(mu_);
-  blockable_ = std::move(plan.blockable);
-  layout_ = std::move(plan.layout);
-  return Status::ok();
-}
-
-void PerShapeCall::storeBlocked(const std::vector<size_t>& positions) {
-  std::lock_guard<std::mutex> lock(mu_);
-  stored_ = positions;
+  stored_ = stored;
   told_ = true;
-  for (auto& [key, m] : made_) m.kernel->storeBlocked(stored_);
+  for (auto& [key, m] : made_) m.kernel->storeBlocked(stored_.positions);
 }
 
 std::string PerShapeCall::describe() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::string stored;
-  const size_t operands = call_.node ? call_.node->numOperands() : 0;
-  for (size_t p : stored_)
+  const size_t operands = kernel::callOperands(call_);
+  for (size_t p : stored_.positions)
     stored += std::string(stored.empty() ? "" : ", ") + (p == 0 ? "source"
                                                          : p == operands
                                                              ? "result"
                                                              : "operand " + std::to_string(p));
   return "oneDNN, made for each run's sizes (symbolic dims" +
-         (stored.empty() ? std::string() : "; stored blocked in " + layout_ + ": " + stored) + ")";
+         (stored.empty() ? std::string()
+                         : "; stored blocked in " + stored_.layout + ": " + stored) +
+         ")";
 }
 
 Status PerShapeCall::agree(LibraryKernel& k) const {
-  if (!told_) return Status::ok();
-  const std::vector<size_t> b = k.blockableBuffers();
-  for (size_t p : stored_) {
-    if (k.blockedLayout() != layout_ || std::find(b.begin(), b.end(), p) == b.end())
-      return Status::error("its kernel here computes in layout '" + k.blockedLayout() +
-                           "', but the program stores its buffers in '" + layout_ +
-                           "' for every size");
-  }
-  if (!b.empty()) k.storeBlocked(stored_);
-  return Status::ok();
+  return told_ ? tellStoredBlocked(k, stored_) : Status::ok();
 }
 
 size_t PerShapeCall::sizes() const {
