@@ -150,8 +150,12 @@ StatusOr<Reloaded> reload(const runtime::Target& target, const runtime::DecodedA
   r.plan = fuse(*r.module->entry(), &target, options, r.times);
   KILN_ASSIGN_OR_RETURN(bool kernels, hasKernelIR(*r.module->entry(), target));
   if (!kernels) return r;
-  KILN_ASSIGN_OR_RETURN(r.kernels, lower(*r.module->entry(), r.plan, options, r.times));
-  KILN_RETURN_IF_ERROR(schedule(target, r.kernels, options, r.times));
+  if (!artifact.has("kernels.ir") || !artifact.has("kernels.values"))
+    return Status::error(source + ": the artifact has no kernel IR: compile the model again");
+  auto start = Clock::now();
+  KILN_ASSIGN_OR_RETURN(r.kernels, loadKernels(artifact["kernels.ir"], artifact["kernels.values"],
+                                               *r.module->entry(), source));
+  r.times.lowering = msSince(start);
   return r;
 }
 
@@ -195,6 +199,7 @@ StatusOr<Compiled> compile(std::unique_ptr<Module> module, const runtime::Target
     return c;
   }
   start = Clock::now();
+  c.stored = storeKernels(c.kernels, f);
   KILN_ASSIGN_OR_RETURN(
       c.program, target.build(std::move(module), std::move(c.plan), std::move(c.kernels), options));
   CompileTimes& t = c.program->times();

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/stored_kernels.h"
 #include "passes/expose_dynamic_sizes.h"
 #include "runtime/target.h"
 
@@ -39,6 +40,7 @@ struct Compiled {
   std::unique_ptr<Module> module;  // after the passes (moved into the program at Stage::Program)
   fusion::FusionPlan plan;         // Stage::Lowered (the program's at Stage::Program)
   std::vector<kernel::Kernel> kernels;  // Stage::Lowered (likewise)
+  StoredKernels stored;  // Stage::Program: the scheduled kernels as an artifact stores them
   // Stage::Lowered: the buffers of the lowered kernels, as the program plans them but at the
   // default alignment (program->buffers() at Stage::Program).
   std::optional<BufferPlan> buffers;
@@ -72,8 +74,9 @@ Status schedule(const runtime::Target& target, std::vector<kernel::Kernel>& kern
 Status writeDump(const CompileOptions& options, const std::string& name, const std::string& text);
 
 // What a target's Target::load starts from: the artifact's module (its "module" and "blob"
-// sections, as Program::artifactParts writes them) parsed, then fused, lowered and scheduled
-// for `target` again (steps 2 to 4; no passes), timed into `times`.
+// sections, as Program::artifactParts writes them) parsed and fused again (step 2: the plan's
+// report and costs), and its scheduled kernels read from its "kernels.ir" and
+// "kernels.values" sections (stored_kernels.h: no lowering, no schedule), timed into `times`.
 struct Reloaded {
   std::unique_ptr<Module> module;
   fusion::FusionPlan plan;

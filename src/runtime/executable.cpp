@@ -147,6 +147,8 @@ struct Executable::Impl {
   // outputNames.size() outputs of the source, and runs trim them (exposeDynamicSizes).
   std::vector<DynamicDim> dynamic;
   ModuleSource source;  // how to compile again
+  // The scheduled kernels, as its artifact stores them (compiler/stored_kernels.h).
+  compiler::StoredKernels kernels;
 
   // The specialisations for other sizes of the guarded symbols, each ready once compiled (a
   // run that finds one being compiled waits for it). Under `mu`.
@@ -320,6 +322,7 @@ StatusOr<std::unique_ptr<Executable>> Executable::build(std::unique_ptr<Module> 
   KILN_ASSIGN_OR_RETURN(compiler::Compiled c,
                         compiler::compile(std::move(module), *target, options));
   impl->program = std::move(c.program);
+  impl->kernels = std::move(c.stored);
   impl->passTimings = std::move(c.passTimings);
   impl->dynamic = std::move(c.dynamic);
   impl->guards = guardsOf(sourceTypes, parameterTypes(impl->program->function()), options.ranges);
@@ -358,6 +361,8 @@ void Executable::artifactParts(ArtifactParts& parts) const {
   if (!m.guards.empty()) parts.add("guards", guardsText(m.guards));
   if (!m.dynamic.empty()) parts.add("dynamic", dynamicDimsText(m.dynamic));
   if (!m.source.path.empty()) parts.add("source", sourceText(m.source));
+  parts.add("kernels.ir", m.kernels.ir);  // (empty: no kernels, or a target that runs the graph)
+  parts.add("kernels.values", m.kernels.values);
   m.program->artifactParts(parts);
 }
 
@@ -442,6 +447,7 @@ StatusOr<std::unique_ptr<Executable>> Executable::load(std::string_view bytes,
   if (!program) return program.status();
   KILN_RETURN_IF_ERROR(weights);
   impl->program = std::move(*program);
+  impl->kernels = {std::string(s["kernels.ir"]), std::string(s["kernels.values"])};
   const size_t numOutputs = impl->program->function().outputs().size();
   if (s.has("dynamic")) {
     StatusOr<std::vector<DynamicDim>> dynamic = parseDynamicDims(s["dynamic"], numOutputs);

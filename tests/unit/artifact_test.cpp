@@ -1,6 +1,6 @@
 // Artifacts and the compile cache (runtime::Executable::serialize / load, CompileOptions
 // cacheDir): an artifact round-trips to the same results; one for another CPU or Kiln version,
-// or whose kernels differ from what this Kiln lowers its module to, is refused with a message
+// or whose kernels differ from what this Kiln builds from its kernel IR, is refused with a message
 // saying so; the cache misses, hits, and rebuilds a corrupted entry.
 #include <gtest/gtest.h>
 
@@ -102,9 +102,56 @@ TEST(Artifact, RoundTripsAndRefusesMismatches) {
 
   refused = Executable::load(withSection(bytes, "kernels", "0123456789abcdef"), "d.kiln");
   ASSERT_FALSE(refused.isOk());
-  EXPECT_NE(refused.status().message().find("are not the ones this Kiln lowers its module to"),
+  EXPECT_NE(refused.status().message().find("are not the ones this Kiln builds from its kernel IR"),
             std::string::npos)
       << refused.status().message();
+}
+
+// An artifact holds its scheduled kernel IR and what each buffer holds (kernels.ir,
+// kernels.values); a load reads them instead of lowering and scheduling again (a note changed in
+// the artifact is the loaded kernel's note), and refuses them where they do not fit its module.
+TEST(Artifact, LoadsItsKernelIRInsteadOfLoweringAgain) {
+  auto exe = compileProgram();
+  ASSERT_TRUE(exe);
+  std::string bytes = exe->serialize();
+  auto views = decodeArtifact(bytes, "a");
+  ASSERT_TRUE(views.isOk());
+  ASSERT_TRUE(views->has("kernels.ir") && views->has("kernels.values"));
+  const std::string ir((*views)["kernels.ir"]), values((*views)["kernels.values"]);
+  EXPECT_EQ(ir.rfind("kernel k0_contraction(in %x: f32[4,8], in %w: f32[8,8]", 0), 0u) << ir;
+  // %x is the function's first node's result, %w its second's.
+  EXPECT_NE(values.find("kernel k0_contraction\nvalue %x 0 0\nvalue %w 1 0\n"), std::string::npos)
+      << values;
+  const size_t note = values.find("\nnote ");
+  ASSERT_NE(note, std::string::npos) << values;
+  std::string renoted = values.substr(0, note) + "\nnote read from the artifact" +
+                        values.substr(values.find('\n', note + 1));
+  auto loaded = Executable::load(withSection(bytes, "kernels.values", renoted), "a.kiln");
+  ASSERT_TRUE(loaded.isOk()) << loaded.status().str();
+  const std::vector<std::string>& notes = (*loaded)->kernels()[0].notes;
+  EXPECT_NE(std::find(notes.begin(), notes.end(), "read from the artifact"), notes.end());
+  auto got = (*loaded)->run(inputs());
+  auto want = exe->run(inputs());
+  ASSERT_TRUE(got.isOk() && want.isOk());
+  EXPECT_EQ(std::memcmp((*got)[0].bytes(), (*want)[0].bytes(), (*want)[0].byteSize()), 0);
+
+  struct Case {
+    std::string section, text, error;
+  } cases[] = {
+      {"kernels.values", "kernel k0_contraction\nvalue %x 99 0\n", "no value 99 0 in the module"},
+      {"kernels.values", "kernel k0_contraction\nvalue %w 0 0\n", "bind no value to %x"},
+      {"kernels.values", "kernel k7_loop\n", "name kernel k7_loop out of order"},
+      {"kernels.values", "kernel k0_contraction\nvalue %q 0 0\n", "it has no buffer %q"},
+      {"kernels.ir", "kernel k0_contraction(in %x: f32[4,8]) {\n  call dot_general(%x)\n}\n",
+       "arguments are not dot_general's operands"},
+  };
+  for (const Case& c : cases) {
+    auto refused = Executable::load(withSection(bytes, c.section, c.text), "e.kiln");
+    ASSERT_FALSE(refused.isOk()) << c.text;
+    EXPECT_EQ(refused.status().message().rfind("e.kiln", 0), 0u) << refused.status().message();
+    EXPECT_NE(refused.status().message().find(c.error), std::string::npos)
+        << refused.status().message();
+  }
 }
 
 // Kernels compiled by one LLVM compiler or several (CompileOptions::compileThreads) compute the

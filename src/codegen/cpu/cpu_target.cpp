@@ -184,8 +184,8 @@ class CpuTarget final : public runtime::Target {
     return std::unique_ptr<runtime::Program>(std::move(p));
   }
 
-  // The artifact's module, packed weights and object code; the driver's fusion and lowering run
-  // again (no passes, no LLVM) and must give the kernels the artifact was built from.
+  // The artifact's module, kernel IR, packed weights and object code (compiler::reload: no
+  // passes, lowering, schedule or LLVM); its kernels must be the ones the code was built for.
   StatusOr<std::unique_ptr<runtime::Program>>
   load(const runtime::DecodedArtifact& s, const std::string& source, const CompileOptions& options,
        std::shared_ptr<const MappedFile> mapping) const override {
@@ -208,7 +208,7 @@ class CpuTarget final : public runtime::Target {
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<CpuProgram> p, std::move(built));
     if (p->kernelsHash() != hash)
       return Status::error(source + ": its kernels (" + hash +
-                           ") are not the ones this Kiln lowers its module to (" +
+                           ") are not the ones this Kiln builds from its kernel IR (" +
                            p->kernelsHash() + "): compile the model again");
     p->times().fusion = r.times.fusion;
     p->times().lowering = r.times.lowering;
@@ -227,11 +227,11 @@ class CpuTarget final : public runtime::Target {
 std::unique_ptr<runtime::Target> makeCpuTarget() { return std::make_unique<CpuTarget>(); }
 
 // The artifact's sections of a CPU program: "module" (the module after the passes, as .kir text
-// whose constants are in "blob"), "kernels" (a hash of the lowered kernels, which loading
-// recomputes), "threads" (the run's thread count the library kernels were made for), "packed" and
-// "packed.K.J" (weights library call J of kernel K holds in its own layout; calls sharing a kernel
-// share one), and per code unit w: "object.w" (an ELF object), "symbols.w" (its kernel entry
-// symbols) and "units.w" (the distinct kernels they are).
+// whose constants are in "blob"), "kernels" (a hash of the kernels the code was built for, which
+// loading checks against the artifact's kernel IR), "threads" (the run's thread count the library
+// kernels were made for), "packed" and "packed.K.J" (weights library call J of kernel K holds in
+// its own layout; calls sharing a kernel share one), and per code unit w: "object.w" (an ELF
+// object), "symbols.w" (its kernel entry symbols) and "units.w" (the distinct kernels they are).
 void CpuProgram::artifactParts(runtime::ArtifactParts& parts) const {
   const Impl& m = *impl_;
   // Constants only library kernels read, each holding them in its own layout, are stored once,

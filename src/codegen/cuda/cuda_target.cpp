@@ -152,7 +152,7 @@ class CudaTarget final : public runtime::Target {
                                              std::move(r.kernels), options, code.arch, &code));
     if (p->sourceHash() != hash)
       return Status::error(source + ": its CUDA code (" + hash +
-                           ") is not what this Kiln prints for its module (" + p->sourceHash() +
+                           ") is not what this Kiln prints for its kernel IR (" + p->sourceHash() +
                            "): compile the model again");
     p->times() = r.times;
     KILN_RETURN_IF_ERROR(compiler::planProgramBuffers(*p));
