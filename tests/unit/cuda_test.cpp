@@ -14,6 +14,8 @@
 #include "codegen/cuda/driver.h"
 #include "codegen/cuda/gemm.h"
 #include "codegen/cuda/nvrtc.h"
+#include "compiler/compile.h"
+#include "compiler/stored_kernels.h"
 #include "cuda_test_util.h"
 #include "fusion/fusion.h"
 #include "interp/interpreter.h"
@@ -149,6 +151,63 @@ TEST(CudaSource, EveryKernelOfTheOpTableModuleCompilesForSm90) {
   ASSERT_TRUE(cubin.isOk()) << cubin.status().str();
   EXPECT_GT(cubin->cubin.size(), 1000u);
   EXPECT_EQ(cubin->arch, "sm_90");
+}
+
+// The scheduled kernels of every function of the op table's module, stored as an artifact stores
+// them and loaded back (compiler/stored_kernels.h), print the same CUDA source: a cuda artifact
+// loads its kernel IR instead of lowering again, and the load checks the source's hash.
+TEST(CudaSource, StoredKernelIRPrintsTheSameSource) {
+  std::ifstream in(std::string(KILN_SOURCE_DIR) + "/tests/lit/Inputs/all-ops.kir");
+  std::stringstream text;
+  text << in.rdbuf();
+  auto module = parseModule(text.str(), "all-ops.kir");
+  ASSERT_TRUE(module.isOk()) << module.status().str();
+  PassManager pm;
+  ASSERT_TRUE(
+      pm.runPass(*makeSpecializeShapesPass({{"N", 3}, {"B", 2}, {"S", 40}}), **module).isOk());
+  int functions = 0;
+  for (const auto& f : (*module)->functions()) {
+    if (firstStringNode(*f)) continue;  // text has no kernel IR
+    auto lowered = kernel::lowerPlan(*f, fusion::planFusion(*f));
+    ASSERT_TRUE(lowered.isOk()) << lowered.status().str();
+    std::vector<kernel::Kernel> ks = scheduleForGpu(*lowered, 256);
+    compiler::StoredKernels stored = compiler::storeKernels(ks, *f);
+    auto loaded = compiler::loadKernels(stored.ir, stored.values, *f, "a.kiln");
+    ASSERT_TRUE(loaded.isOk()) << loaded.status().str();
+    auto want = codegen::cuda::emitCuda(ks), got = codegen::cuda::emitCuda(*loaded);
+    ASSERT_TRUE(want.isOk() && got.isOk());
+    EXPECT_EQ(got->source, want->source) << f->name();
+    ++functions;
+  }
+  EXPECT_GE(functions, 10);
+  // The cuda target's own schedule, with its library calls (cuDNN, cuBLASLt) and their post-ops.
+  auto cuda = runtime::findTarget("cuda");
+  ASSERT_TRUE(cuda.isOk()) << cuda.status().str();
+  auto conv = parseModule(R"(
+func @main(%x: f32[2,8,8,16], %w: f32[3,3,16,16], %m: f32[16,32]) -> (f32[2,8,8,32]) {
+  %c = f32[2,8,8,16] convolution(%x, %w) {padding_low = [1, 1], padding_high = [1, 1], dimension_numbers = "b01f_01io->b01f"}
+  %r = f32[2,8,8,16] tanh(%c)
+  %p = f32[2,8,8,32] dot_general(%r, %m) {lhs_contracting = [3], rhs_contracting = [0]}
+  %s = f32[2,8,8,32] softmax(%p) {axis = 3}
+  return %s
+})",
+                          "conv.kir");
+  ASSERT_TRUE(conv.isOk()) << conv.status().str();
+  runtime::CompileOptions o;
+  o.backend = "cuda";
+  o.cudaArch = "sm_90";
+  auto c = compiler::compile(std::move(*conv), **cuda, o, compiler::Stage::Lowered);
+  ASSERT_TRUE(c.isOk()) << c.status().str();
+  compiler::StoredKernels stored = compiler::storeKernels(c->kernels, *c->module->entry());
+  auto loaded = compiler::loadKernels(stored.ir, stored.values, *c->module->entry(), "a.kiln");
+  ASSERT_TRUE(loaded.isOk()) << loaded.status().str();
+  size_t calls = 0;
+  for (const kernel::Kernel& k : *loaded) calls += kernel::callsOf(k).size();
+  EXPECT_EQ(calls, 2u);  // the convolution and the product
+  auto want = codegen::cuda::emitCuda(c->kernels), got = codegen::cuda::emitCuda(*loaded);
+  ASSERT_TRUE(want.isOk() && got.isOk());
+  EXPECT_EQ(got->source, want->source);
+  EXPECT_EQ(compiler::storeKernels(*loaded, *c->module->entry()).ir, stored.ir);
 }
 
 // The GEMM shape of the one dot_general call of `text`'s first kernel, or why there is none.
