@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "codegen/cuda/conv.h"
+#include "codegen/cuda/cublaslt.h"
 #include "codegen/cuda/cuda_source.h"
 #include "codegen/cuda/driver.h"
 #include "codegen/cuda/gemm.h"
@@ -217,6 +218,20 @@ std::string gemmOf(const std::string& text) {
   std::string why;
   auto g = codegen::cuda::gemmShape(ks[0], *kernel::callsOf(ks[0])[0], &why);
   return g ? g->str() : "refused: " + why;
+}
+
+// cuBLASLt is not linked (its pages would be resident in every process): the library and each
+// function the products use load on the first product. Without a GPU the product then fails at
+// its handle or its heuristic, which need a device, and says so.
+TEST(CudaGemm, CublasLtLoadsOnFirstUse) {
+  codegen::cuda::GemmShape g;
+  g.m = g.n = g.k = 64;
+  auto made = codegen::cuda::Gemm::create(g);
+  if (made.isOk()) return;  // a GPU: the product was made
+  const std::string& m = made.status().message();
+  EXPECT_EQ(m.rfind("cuBLASLt: ", 0), 0u) << m;
+  EXPECT_EQ(m.find("cannot load"), std::string::npos) << m;
+  EXPECT_EQ(m.find("has no"), std::string::npos) << m;
 }
 
 TEST(CudaGemm, ShapesOfDotGeneralCalls) {

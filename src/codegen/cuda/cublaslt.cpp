@@ -5,10 +5,55 @@
 
 #include <cstdio>
 #include <cublasLt.h>
+#include <dlfcn.h>
 #include <mutex>
+
+#define KILN_STR(x) #x
+#define KILN_XSTR(x) KILN_STR(x)  // CUBLAS_VER_MAJOR as text
 
 namespace kiln::codegen::cuda {
 namespace {
+
+// cuBLASLt through dlopen, loaded on its first use (handle()): linked, its library's relocated
+// pages (about 150 MB) would be resident in every process, CPU runs included.
+// clang-format off
+#define KILN_CUBLASLT_API(X) \
+  X(cublasLtCreate) \
+  X(cublasLtMatmul) \
+  X(cublasLtMatmulAlgoGetHeuristic) \
+  X(cublasLtMatmulDescCreate) \
+  X(cublasLtMatmulDescDestroy) \
+  X(cublasLtMatmulDescSetAttribute) \
+  X(cublasLtMatmulPreferenceCreate) \
+  X(cublasLtMatmulPreferenceDestroy) \
+  X(cublasLtMatmulPreferenceSetAttribute) \
+  X(cublasLtMatrixLayoutCreate) \
+  X(cublasLtMatrixLayoutDestroy) \
+  X(cublasLtMatrixLayoutSetAttribute)
+// clang-format on
+
+struct LtApi {
+#define KILN_FIELD(fn) decltype(&::fn) fn = nullptr;
+  KILN_CUBLASLT_API(KILN_FIELD)
+#undef KILN_FIELD
+};
+
+const LtApi* lt = nullptr;  // set by handle(), before any other call
+
+StatusOr<const LtApi*> loadLt() {
+  void* lib = dlopen(KILN_CUBLASLT_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+  if (!lib) lib = dlopen("libcublasLt.so." KILN_XSTR(CUBLAS_VER_MAJOR), RTLD_NOW | RTLD_LOCAL);
+  if (!lib)
+    return Status::error("cuBLASLt: cannot load " KILN_CUBLASLT_LIBRARY " (" +
+                         std::string(dlerror()) + ")");
+  auto* api = new LtApi();  // lives for the process, as the library does
+#define KILN_LOAD(fn)                                                       \
+  api->fn = reinterpret_cast<decltype(api->fn)>(dlsym(lib, KILN_XSTR(fn))); \
+  if (!api->fn) return Status::error("cuBLASLt (" KILN_CUBLASLT_LIBRARY ") has no " KILN_XSTR(fn));
+  KILN_CUBLASLT_API(KILN_LOAD)
+#undef KILN_LOAD
+  return api;
+}
 
 Status check(cublasStatus_t s, const std::string& what) {
   if (s == CUBLAS_STATUS_SUCCESS) return Status::ok();
@@ -19,7 +64,17 @@ StatusOr<cublasLtHandle_t> handle() {
   static std::once_flag once;
   static cublasLtHandle_t h = nullptr;
   static cublasStatus_t status = CUBLAS_STATUS_NOT_INITIALIZED;
-  std::call_once(once, [] { status = cublasLtCreate(&h); });
+  static Status loaded = Status::ok();
+  std::call_once(once, [] {
+    StatusOr<const LtApi*> api = loadLt();
+    if (!api) {
+      loaded = api.status();
+      return;
+    }
+    lt = *api;
+    status = lt->cublasLtCreate(&h);
+  });
+  KILN_RETURN_IF_ERROR(loaded);
   KILN_RETURN_IF_ERROR(check(status, "cublasLtCreate"));
   return h;
 }
@@ -38,10 +93,10 @@ struct Gemm::Plan {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulHeuristicResult_t algo = {};
   ~Plan() {
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (c) cublasLtMatrixLayoutDestroy(c);
-    if (desc) cublasLtMatmulDescDestroy(desc);
+    if (a) lt->cublasLtMatrixLayoutDestroy(a);
+    if (b) lt->cublasLtMatrixLayoutDestroy(b);
+    if (c) lt->cublasLtMatrixLayoutDestroy(c);
+    if (desc) lt->cublasLtMatmulDescDestroy(desc);
   }
 };
 
@@ -51,15 +106,16 @@ namespace {
 // elements apart.
 Status layout(cublasLtMatrixLayout_t* l, DType t, int64_t rows, int64_t cols, int64_t ld,
               int64_t batch, int64_t stride) {
-  KILN_RETURN_IF_ERROR(check(
-      cublasLtMatrixLayoutCreate(l, dataType(t), uint64_t(rows), uint64_t(cols), ld), "layout"));
+  KILN_RETURN_IF_ERROR(
+      check(lt->cublasLtMatrixLayoutCreate(l, dataType(t), uint64_t(rows), uint64_t(cols), ld),
+            "layout"));
   if (batch == 1) return Status::ok();
   int32_t count = static_cast<int32_t>(batch);
-  KILN_RETURN_IF_ERROR(check(cublasLtMatrixLayoutSetAttribute(
+  KILN_RETURN_IF_ERROR(check(lt->cublasLtMatrixLayoutSetAttribute(
                                  *l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count),
                              "batch count"));
-  return check(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
-                                                &stride, sizeof stride),
+  return check(lt->cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                    &stride, sizeof stride),
                "batch stride");
 }
 
@@ -77,29 +133,29 @@ cublasLtEpilogue_t epilogueOf(const GemmEpilogue& e) {
 
 Status describeEpilogue(Gemm::Plan& p, const GemmEpilogue& e) {
   const uint32_t epilogue = epilogueOf(e);
-  KILN_RETURN_IF_ERROR(check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                                            &epilogue, sizeof epilogue),
+  KILN_RETURN_IF_ERROR(check(lt->cublasLtMatmulDescSetAttribute(
+                                 p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue),
                              "epilogue"));
   if (e.bias < 0) return Status::ok();
   const int64_t stride = 0;  // one bias for every product of a batch
-  return check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE,
-                                              &stride, sizeof stride),
+  return check(lt->cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE,
+                                                  &stride, sizeof stride),
                "bias batch stride");
 }
 
 Status describePlan(Gemm::Plan& p, const GemmShape& g) {
   KILN_RETURN_IF_ERROR(
-      check(cublasLtMatmulDescCreate(
+      check(lt->cublasLtMatmulDescCreate(
                 &p.desc, g.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F),
             "matmul desc"));
   cublasOperation_t opA = g.rhsTransposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t opB = g.lhsTransposed ? CUBLAS_OP_T : CUBLAS_OP_N;
-  KILN_RETURN_IF_ERROR(
-      check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA),
-            "transa"));
-  KILN_RETURN_IF_ERROR(
-      check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB),
-            "transb"));
+  KILN_RETURN_IF_ERROR(check(
+      lt->cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA),
+      "transa"));
+  KILN_RETURN_IF_ERROR(check(
+      lt->cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB),
+      "transb"));
   const int64_t n = g.n, m = g.m, k = g.k;
   KILN_RETURN_IF_ERROR(g.rhsTransposed ? layout(&p.a, g.type, k, n, k, g.batch, n * k)
                                        : layout(&p.a, g.type, n, k, n, g.batch, n * k));
@@ -123,21 +179,21 @@ StatusOr<std::unique_ptr<Gemm>> Gemm::create(const GemmShape& shape, const GemmE
   KILN_RETURN_IF_ERROR(describePlan(p, shape));
   KILN_RETURN_IF_ERROR(describeEpilogue(p, epilogue));
   cublasLtMatmulPreference_t pref = nullptr;
-  KILN_RETURN_IF_ERROR(check(cublasLtMatmulPreferenceCreate(&pref), "preference"));
+  KILN_RETURN_IF_ERROR(check(lt->cublasLtMatmulPreferenceCreate(&pref), "preference"));
   uint64_t workspace = kCallWorkspace;
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
-                                       sizeof workspace);
+  lt->cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                           &workspace, sizeof workspace);
   // Every matrix is 256-byte aligned (kCudaAlignment), which the heuristic also assumes by
   // default; said here so that the two cannot drift apart.
   uint32_t align = kCudaAlignment;
   for (auto a :
        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-    cublasLtMatmulPreferenceSetAttribute(pref, a, &align, sizeof align);
+    lt->cublasLtMatmulPreferenceSetAttribute(pref, a, &align, sizeof align);
   int found = 0;
   cublasStatus_t s =
-      cublasLtMatmulAlgoGetHeuristic(h, p.desc, p.a, p.b, p.c, p.c, pref, 1, &p.algo, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
+      lt->cublasLtMatmulAlgoGetHeuristic(h, p.desc, p.a, p.b, p.c, p.c, pref, 1, &p.algo, &found);
+  lt->cublasLtMatmulPreferenceDestroy(pref);
   KILN_RETURN_IF_ERROR(check(s, "the algorithm heuristic for " + shape.str()));
   if (found == 0) return Status::error("cuBLASLt has no algorithm for " + shape.str());
   return g;
@@ -155,17 +211,17 @@ Status Gemm::run(const DevicePtr* args, DevicePtr workspace, Stream stream) cons
   if (biasArg_ >= 0) {
     lock.lock();
     const void* bias = reinterpret_cast<const void*>(args[biasArg_]);
-    KILN_RETURN_IF_ERROR(check(cublasLtMatmulDescSetAttribute(
+    KILN_RETURN_IF_ERROR(check(lt->cublasLtMatmulDescSetAttribute(
                                    p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
                                "bias pointer"));
   }
-  return check(cublasLtMatmul(h, p.desc, &one, reinterpret_cast<const void*>(rhs), p.a,
-                              reinterpret_cast<const void*>(lhs), p.b,
-                              residualArg_ >= 0 ? &one : &zero, reinterpret_cast<const void*>(c),
-                              p.c, reinterpret_cast<void*>(out), p.c, &p.algo.algo,
-                              reinterpret_cast<void*>(workspace), size_t(kCallWorkspace),
-                              static_cast<cudaStream_t>(stream)),
-               "a product " + shape_.str());
+  return check(
+      lt->cublasLtMatmul(h, p.desc, &one, reinterpret_cast<const void*>(rhs), p.a,
+                         reinterpret_cast<const void*>(lhs), p.b, residualArg_ >= 0 ? &one : &zero,
+                         reinterpret_cast<const void*>(c), p.c, reinterpret_cast<void*>(out), p.c,
+                         &p.algo.algo, reinterpret_cast<void*>(workspace), size_t(kCallWorkspace),
+                         static_cast<cudaStream_t>(stream)),
+      "a product " + shape_.str());
 }
 
 StatusOr<std::unique_ptr<LibraryCall>> Gemm::alone() const {
