@@ -5,8 +5,9 @@
 
 #include <cstdio>
 #include <cublasLt.h>
-#include <dlfcn.h>
 #include <mutex>
+
+#include "codegen/cuda/dynamic_library.h"
 
 #define KILN_STR(x) #x
 #define KILN_XSTR(x) KILN_STR(x)  // CUBLAS_VER_MAJOR as text
@@ -14,8 +15,7 @@
 namespace kiln::codegen::cuda {
 namespace {
 
-// cuBLASLt through dlopen, loaded on its first use (handle()): linked, its library's relocated
-// pages (about 150 MB) would be resident in every process, CPU runs included.
+// cuBLASLt through dlopen, loaded on its first use (handle(); dynamic_library.h says why).
 // clang-format off
 #define KILN_CUBLASLT_API(X) \
   X(cublasLtCreate) \
@@ -41,15 +41,11 @@ struct LtApi {
 const LtApi* lt = nullptr;  // set by handle(), before any other call
 
 StatusOr<const LtApi*> loadLt() {
-  void* lib = dlopen(KILN_CUBLASLT_LIBRARY, RTLD_NOW | RTLD_LOCAL);
-  if (!lib) lib = dlopen("libcublasLt.so." KILN_XSTR(CUBLAS_VER_MAJOR), RTLD_NOW | RTLD_LOCAL);
-  if (!lib)
-    return Status::error("cuBLASLt: cannot load " KILN_CUBLASLT_LIBRARY " (" +
-                         std::string(dlerror()) + ")");
+  KILN_ASSIGN_OR_RETURN(
+      void* lib, openLibrary({KILN_CUBLASLT_LIBRARY, "libcublasLt.so." KILN_XSTR(CUBLAS_VER_MAJOR)},
+                             "cuBLASLt"));
   auto* api = new LtApi();  // lives for the process, as the library does
-#define KILN_LOAD(fn)                                                       \
-  api->fn = reinterpret_cast<decltype(api->fn)>(dlsym(lib, KILN_XSTR(fn))); \
-  if (!api->fn) return Status::error("cuBLASLt (" KILN_CUBLASLT_LIBRARY ") has no " KILN_XSTR(fn));
+#define KILN_LOAD(fn) KILN_RETURN_IF_ERROR(loadFunction(lib, #fn, api->fn, "cuBLASLt"));
   KILN_CUBLASLT_API(KILN_LOAD)
 #undef KILN_LOAD
   return api;
