@@ -37,7 +37,8 @@ py::list libraryCalls(const kernel::Kernel* k) {
     for (const kernel::PostOp& p : s->postOps) postOps.append(kernel::postOpName(p.kind));
     py::dict call;
     call["callee"] = s->callee;
-    call["op"] = s->node ? std::string(opName(s->node->op())) : std::string();
+    call["op"] = std::string(opName(s->op));
+    call["layout"] = s->layout;
     call["post_ops"] = postOps;
     call["epilogue_note"] = s->note;
     calls.append(call);
