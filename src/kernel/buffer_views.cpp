@@ -70,7 +70,7 @@ StatusOr<Kernel> resultThroughTemp(const Kernel& k, const Stmt& call) {
   const size_t at = callOperands(call);
   const Buffer* out = at < call.args.size() ? k.find(call.args[at]) : nullptr;
   if (!out || !out->view)
-    return Status::error("kernel " + k.name + ": the result of " + call.callee +
+    return Status::error("kernel " + k.name + ": the result of " + call.callee() +
                          " is not a strided slice");
   FreshNames names(k);
   Buffer temp;

@@ -39,7 +39,7 @@ struct Site {
   const Buffer* result = nullptr;
 
   Status fail(const std::string& why) const {
-    return Status::error("kernel " + k.name + ": call " + call.callee + ": " + why);
+    return Status::error("kernel " + k.name + ": call " + call.callee() + ": " + why);
   }
 };
 

@@ -392,7 +392,6 @@ StmtRef reduceInto(const std::string& buffer, ExprRef index, ReduceKind kind,
 StmtRef call(OpCode op, AttrMap attrs, std::vector<std::string> args, std::vector<PostOp> postOps) {
   auto s = std::make_shared<Stmt>();
   s->kind = Stmt::Kind::Call;
-  s->callee = std::string(opName(op));
   s->op = op;
   s->attrs = std::move(attrs);
   s->args = std::move(args);

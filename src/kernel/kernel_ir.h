@@ -216,6 +216,7 @@ struct Stmt {
   };
   Kind kind = Kind::Block;
   std::vector<StmtRef> body;
+  std::string callee() const { return std::string(opName(op)); }  // a Call's op, as text
   // For
   std::string var;
   ExprRef extent;
@@ -235,7 +236,6 @@ struct Stmt {
   // in order). With post-ops the (single) result buffer holds the value after the last
   // post-op. `layout`: the blocked layout the target chose for the call to compute in
   // ("nChw16c"), empty for its buffers' own.
-  std::string callee;
   OpCode op = OpCode::DotGeneral;
   AttrMap attrs;
   std::vector<std::string> args;

@@ -45,7 +45,7 @@ StatusOr<PostOpLoops> postOpsAsLoops(const Kernel& k, const Stmt& call, size_t k
   bare->args.resize(call.args.size() - operands + kept);
   const Buffer* result = k.find(call.args[call.args.size() - operands - 1]);
   if (!result || !isFloat(result->type))
-    return Status::error("kernel " + k.name + ": call " + call.callee +
+    return Status::error("kernel " + k.name + ": call " + call.callee() +
                          " has post-ops but no float result buffer");
   FreshNames names(k);
   const ShapeNest nest = shapeNest(result->extents(), names, "p");
@@ -58,10 +58,10 @@ StatusOr<PostOpLoops> postOpsAsLoops(const Kernel& k, const Stmt& call, size_t k
     const Buffer* operand = p.operand.empty() ? nullptr : k.find(p.operand);
     if (!p.operand.empty() && !operand)
       return Status::error("kernel " + k.name + ": post-op operand %" + p.operand + " of call " +
-                           call.callee + " is no buffer of the kernel");
+                           call.callee() + " is no buffer of the kernel");
     if (operand && operand->shape != p.operandShape)
       return Status::error("kernel " + k.name + ": post-op operand %" + p.operand + " of call " +
-                           call.callee + " does not have the post-op's shape");
+                           call.callee() + " does not have the post-op's shape");
     x = applyPostOp(p, x, idx, operand);
   }
   return PostOpLoops{bare, nest.wrap(store(result->name, flat, cast(x, result->type)))};

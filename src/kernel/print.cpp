@@ -152,7 +152,7 @@ void printStmtTo(const Stmt& s, int indent, std::string& out) {
       out += ") " + printExpr(s.value) + "\n";
       return;
     case Stmt::Kind::Call:
-      out += pad + "call " + s.callee + "(";
+      out += pad + "call " + s.callee() + "(";
       for (size_t i = 0; i < s.args.size(); ++i) out += (i ? ", %" : "%") + s.args[i];
       out += ")";
       if (!s.attrs.empty()) out += " " + printAttributes(s.op, s.attrs);

@@ -66,7 +66,7 @@ class Verifier {
     std::string text;
     if (s.kind == Stmt::Kind::Store) text = "%" + s.buffer + "[" + printExpr(s.index) + "] = ...";
     else if (s.kind == Stmt::Kind::For) text = "for " + s.var;
-    else if (s.kind == Stmt::Kind::Call) text = "call " + s.callee;
+    else if (s.kind == Stmt::Kind::Call) text = "call " + s.callee();
     else if (s.kind == Stmt::Kind::If) text = "if (...)";
     else if (s.kind == Stmt::Kind::Alloc) text = "local %" + s.buffer;
     else if (s.kind == Stmt::Kind::Reduce) text = "%" + s.buffer + "[...] = reduce";
@@ -190,7 +190,6 @@ class Verifier {
       case Stmt::Kind::Barrier: return Status::ok();
       case Stmt::Kind::Reduce: return reduce(s);
       case Stmt::Kind::Call:
-        if (s.callee.empty()) return failAt(s, "a call without a callee");
         for (const std::string& a : s.args)
           if (!buffers_.count(a)) return failAt(s, "argument %" + a + " is no buffer");
         for (const PostOp& p : s.postOps)

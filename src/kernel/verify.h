@@ -8,7 +8,9 @@
 //   - a store's value has its buffer's type, a load has its buffer's type;
 //   - the operands of an arithmetic or comparison op have one type, and its result the type the
 //     op gives (bool for comparisons and the is_* predicates);
-//   - an Alloc has a positive size; a Call has a callee.
+//   - an Alloc has a positive size; a Call has its op's operands and results, their types the
+//     op's type rule gives where its buffers are static; a buffer in a blocked layout is read and
+//     written by calls only.
 //
 // It does not check bounds (an index within its buffer): the index simplifier's ranges could,
 // later. The compile driver runs it on every kernel after lowering.

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include "all_ops_module.h"
 #include "codegen/cuda/conv.h"
 #include "codegen/cuda/cublaslt.h"
 #include "codegen/cuda/cuda_source.h"
@@ -158,16 +159,10 @@ TEST(CudaSource, EveryKernelOfTheOpTableModuleCompilesForSm90) {
 // them and loaded back (compiler/stored_kernels.h), print the same CUDA source: a cuda artifact
 // loads its kernel IR instead of lowering again, and the load checks the source's hash.
 TEST(CudaSource, StoredKernelIRPrintsTheSameSource) {
-  std::ifstream in(std::string(KILN_SOURCE_DIR) + "/tests/lit/Inputs/all-ops.kir");
-  std::stringstream text;
-  text << in.rdbuf();
-  auto module = parseModule(text.str(), "all-ops.kir");
-  ASSERT_TRUE(module.isOk()) << module.status().str();
-  PassManager pm;
-  ASSERT_TRUE(
-      pm.runPass(*makeSpecializeShapesPass({{"N", 3}, {"B", 2}, {"S", 40}}), **module).isOk());
+  std::unique_ptr<Module> module = allOpsModule({{"N", 3}, {"B", 2}, {"S", 40}});
+  ASSERT_NE(module, nullptr);
   int functions = 0;
-  for (const auto& f : (*module)->functions()) {
+  for (const auto& f : module->functions()) {
     if (firstStringNode(*f)) continue;  // text has no kernel IR
     auto lowered = kernel::lowerPlan(*f, fusion::planFusion(*f));
     ASSERT_TRUE(lowered.isOk()) << lowered.status().str();

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "all_ops_module.h"
 #include "fusion/fusion.h"
 #include "ir/text/text.h"
 #include "kernel/lower.h"
@@ -20,17 +21,10 @@ namespace kiln::kernel {
 namespace {
 
 std::vector<Kernel> lowerAllOps() {
-  std::ifstream in(std::string(KILN_SOURCE_DIR) + "/tests/lit/Inputs/all-ops.kir");
-  std::stringstream text;
-  text << in.rdbuf();
-  auto module = parseModule(text.str(), "all-ops.kir");
-  EXPECT_TRUE(module.isOk()) << module.status().str();
+  std::unique_ptr<Module> module = allOpsModule({{"N", 3}, {"B", 2}, {"S", 40}});
   if (!module) return {};
-  PassManager pm;
-  auto specialize = makeSpecializeShapesPass({{"N", 3}, {"B", 2}, {"S", 40}});
-  EXPECT_TRUE(pm.runPass(*specialize, **module).isOk());
   std::vector<Kernel> out;
-  for (const auto& f : (*module)->functions()) {
+  for (const auto& f : module->functions()) {
     if (firstStringNode(*f)) continue;  // text has no kernel IR (only the interpreter runs it)
     auto kernels = lowerPlan(*f, fusion::planFusion(*f));
     EXPECT_TRUE(kernels.isOk()) << kernels.status().str();

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "all_ops_module.h"
 #include "fusion/fusion.h"
 #include "ir/text/text.h"
 #include "kernel/lower.h"
@@ -136,17 +137,11 @@ TEST(VerifyKernel, CallsAndBlockedBuffersFollowTheirRules) {
 }
 
 TEST(VerifyKernel, EveryKernelOfTheOpTableModuleVerifies) {
-  std::ifstream in(std::string(KILN_SOURCE_DIR) + "/tests/lit/Inputs/all-ops.kir");
-  std::stringstream text;
-  text << in.rdbuf();
-  auto module = parseModule(text.str(), "all-ops.kir");
-  ASSERT_TRUE(module.isOk()) << module.status().str();
   // Its symbols at small sizes, as a compile specialises them.
-  PassManager pm;
-  auto specialize = makeSpecializeShapesPass({{"N", 3}, {"B", 2}, {"S", 5}});
-  ASSERT_TRUE(pm.runPass(*specialize, **module).isOk());
+  std::unique_ptr<Module> module = allOpsModule({{"N", 3}, {"B", 2}, {"S", 5}});
+  ASSERT_NE(module, nullptr);
   size_t count = 0;
-  for (const auto& f : (*module)->functions()) {
+  for (const auto& f : module->functions()) {
     if (firstStringNode(*f)) continue;  // text has no kernel IR (only the interpreter runs it)
     fusion::FusionPlan plan = fusion::planFusion(*f);
     auto kernels = lowerPlan(*f, plan);

@@ -36,7 +36,7 @@ const Node* callConstant(const kernel::Kernel& k, const kernel::Stmt& call, size
 StatusOr<CallNode> callNode(const kernel::Kernel& k, const kernel::Stmt& call,
                             const SymbolBindings* sizes, bool constants) {
   auto fail = [&](const Status& s) {
-    return Status(s).prefix("kernel " + k.name + ": call " + call.callee);
+    return Status(s).prefix("kernel " + k.name + ": call " + call.callee());
   };
   auto typeOf = [&](const std::string& name) -> StatusOr<TensorType> {
     const kernel::Buffer* b = k.find(name);

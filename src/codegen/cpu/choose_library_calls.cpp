@@ -35,8 +35,7 @@ SymbolBindings topsOf(const kernel::Kernel& k) {
 // Each convolution call with the blocked layout it computes in (blockedConvolutionLayout), a
 // decision printed with the call: from the kernel alone a library kernel cannot tell whether a
 // 1x1 layer's source comes from a blocked one.
-Status chooseLayouts(kernel::Kernel& k) {
-  const SymbolBindings tops = topsOf(k);
+Status chooseLayouts(kernel::Kernel& k, const SymbolBindings& tops) {
   for (const kernel::Stmt* s : kernel::callsOf(k)) {
     if (s->op != OpCode::Convolution || s->args.empty()) continue;
     KILN_ASSIGN_OR_RETURN(CallNode node, callNode(k, *s, &tops));
@@ -61,22 +60,21 @@ const kernel::Stmt* onlyCall(const kernel::Kernel& k) {
 
 Status chooseLibraryCalls(kernel::Kernel& k, const runtime::CompileOptions& options,
                           CallBlocking& blocking) {
-  KILN_RETURN_IF_ERROR(chooseLayouts(k));
+  const SymbolBindings tops = topsOf(k);
+  KILN_RETURN_IF_ERROR(chooseLayouts(k, tops));
   std::set<const kernel::Stmt*> loops;
   std::map<const kernel::Stmt*, ProbedKernel> probed;  // calls oneDNN takes with their post-ops
-  const SymbolBindings tops = topsOf(k);
   for (const kernel::Stmt* s : kernel::callsOf(k)) {
     const bool contraction = s->op == OpCode::DotGeneral || s->op == OpCode::Convolution;
     const bool recurrence = s->op == OpCode::Lstm || s->op == OpCode::Gru;
     if (!contraction && !recurrence) continue;
     if (kernel::isSymbolicCall(k, *s)) {
       // Made for each run's sizes; how it stores its buffers is found at the ranges' top.
-      StatusOr<CallNode> top = callNode(k, *s, &tops);
-      StatusOr<ProbedKernel> p = top ? probeOneDnnKernel(*top->node, top->postOps, options.threads,
-                                                         CallForm{nullptr, {}, s->layout})
-                                     : StatusOr<ProbedKernel>(top.status());
+      KILN_ASSIGN_OR_RETURN(CallNode top, callNode(k, *s, &tops));
+      StatusOr<ProbedKernel> p =
+          probeOneDnnKernel(*top.node, top.postOps, options.threads, {nullptr, {}, s->layout});
       if (p) probed.emplace(s, *p);
-      k.notes.push_back(s->callee + ": oneDNN, made for each run's sizes (symbolic dims)");
+      k.notes.push_back(s->callee() + ": oneDNN, made for each run's sizes (symbolic dims)");
       continue;
     }
     KILN_ASSIGN_OR_RETURN(CallNode node, callNode(k, *s));
@@ -86,14 +84,14 @@ Status chooseLibraryCalls(kernel::Kernel& k, const runtime::CompileOptions& opti
       // oneDNN's); there are no loops to fall back on.
       StatusOr<ProbedKernel> rnn = probeOneDnnKernel(n, {}, options.threads);
       k.notes.push_back(
-          s->callee + ": " +
+          s->callee() + ": " +
           (rnn ? rnn->description : "the reference kernel (" + reason(rnn.status()) + ")"));
       continue;
     }
     CallForm form{nullptr, resultStrides(k, *s), s->layout};
     StatusOr<ProbedKernel> full = probeOneDnnKernel(n, node.postOps, options.threads, form);
     if (full) {
-      k.notes.push_back(s->callee + ": " + full->description);
+      k.notes.push_back(s->callee() + ": " + full->description);
       probed.emplace(s, *full);
       continue;
     }
@@ -103,7 +101,7 @@ Status chooseLibraryCalls(kernel::Kernel& k, const runtime::CompileOptions& opti
       CallForm dense{nullptr, {}, s->layout};
       StatusOr<ProbedKernel> d = probeOneDnnKernel(n, node.postOps, options.threads, dense);
       if (d) {
-        const std::string note = s->callee + ": " + d->description +
+        const std::string note = s->callee() + ": " + d->description +
                                  "; result copied into its slice of the concatenation (" +
                                  reason(full.status()) + ")";
         KILN_ASSIGN_OR_RETURN(k, kernel::resultThroughTemp(k, *s));
@@ -116,13 +114,13 @@ Status chooseLibraryCalls(kernel::Kernel& k, const runtime::CompileOptions& opti
     if (!s->postOps.empty()) {
       StatusOr<ProbedKernel> bare = probeOneDnnKernel(n, {}, options.threads, form);
       if (bare) {
-        k.notes.push_back(s->callee + ": " + bare->description + "; post-ops as loops after it (" +
-                          reason(why) + ")");
+        k.notes.push_back(s->callee() + ": " + bare->description +
+                          "; post-ops as loops after it (" + reason(why) + ")");
         continue;
       }
       why = bare.status();
     }
-    k.notes.push_back(s->callee + ": Kiln's loops (" + reason(why) + ")");
+    k.notes.push_back(s->callee() + ": Kiln's loops (" + reason(why) + ")");
     loops.insert(s);
   }
   if (!loops.empty()) {

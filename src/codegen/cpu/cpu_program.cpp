@@ -97,7 +97,7 @@ void runLibraryCall(void* context, int32_t index, void** buffers) {
     if (!s) fail(s);
     return;
   }
-  if (!call.reference) return fail(Status::error("call " + call.stmt->callee + " has no kernel"));
+  if (!call.reference) return fail(Status::error("call " + call.stmt->callee() + " has no kernel"));
   const Node& n = *call.reference->node;
   std::vector<Tensor> operands;
   for (size_t i = 0; i < n.numOperands(); ++i) {
@@ -129,7 +129,7 @@ std::string describeCalls(const CpuProgram::Impl& impl) {
   std::map<const void*, std::string> firstKernel;  // a library kernel's first caller
   for (size_t i = 0; i < impl.kernels.size(); ++i)
     for (const LibraryCall& c : impl.calls[i]) {
-      text += impl.kernels[i].name + ": " + c.stmt->callee + ": ";
+      text += impl.kernels[i].name + ": " + c.stmt->callee() + ": ";
       const void* made = c.fast ? static_cast<const void*>(c.fast.get()) : c.perShape.get();
       auto [first, added] = firstKernel.emplace(made, impl.kernels[i].name);
       text += !c.block.empty() ? c.block
@@ -163,7 +163,7 @@ Status tellBlockedBuffers(CpuProgram::Impl& impl) {
         s = Status::error("its buffers are stored in layout " + stored.layout + ", and " +
                           (c.separatePostOps ? "its post-ops run as loops after it"
                                              : "it has no library kernel (" + c.why + ")"));
-      if (!s) return s.prefix("kernel " + impl.kernels[i].name + ": call " + c.stmt->callee);
+      if (!s) return s.prefix("kernel " + impl.kernels[i].name + ": call " + c.stmt->callee());
     }
   return Status::ok();
 }
@@ -251,7 +251,7 @@ Status createBlocks(CpuProgram::Impl& impl) {
         auto it = std::find_if(k.buffers.begin(), k.buffers.end(),
                                [&](const kernel::Buffer& b) { return b.name == name; });
         if (it == k.buffers.end())
-          return Status::error("kernel " + k.name + ": call " + c[j]->callee +
+          return Status::error("kernel " + k.name + ": call " + c[j]->callee() +
                                " names no buffer %" + name);
         block.args[j].push_back(static_cast<size_t>(it - k.buffers.begin()));
       }
@@ -720,7 +720,7 @@ std::string CpuProgram::libraryCalls() const {
   std::map<std::string, int> fast, kiln, reference;
   for (const auto& calls : impl_->calls)
     for (const LibraryCall& c : calls)
-      ++(c.fast || c.perShape ? fast : !c.block.empty() ? kiln : reference)[c.stmt->callee];
+      ++(c.fast || c.perShape ? fast : !c.block.empty() ? kiln : reference)[c.stmt->callee()];
   auto list = [](const std::map<std::string, int>& m) {
     std::string s;
     for (const auto& [name, n] : m) s += (s.empty() ? "" : ", ") + std::to_string(n) + " " + name;

@@ -102,9 +102,9 @@ Status checkHeldConstants(CpuProgram::Impl& impl) {
             "constant @" + def->constantData().poolName +
             " is stored only in the layout a library kernel chose when the artifact was written, "
             "and here " +
-            (call && call->fast ? call->stmt->callee + " does not take it in that layout"
-             : call             ? call->stmt->callee + " has no library kernel (" + call->why + ")"
-                                : "a loop kernel reads it") +
+            (call && call->fast ? call->stmt->callee() + " does not take it in that layout"
+             : call ? call->stmt->callee() + " has no library kernel (" + call->why + ")"
+                    : "a loop kernel reads it") +
             ": compile the model again");
       });
   return missing;

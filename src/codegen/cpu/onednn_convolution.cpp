@@ -42,12 +42,17 @@ memory::desc channelVector(const memory::desc& d) {
                       Dims{d.data.format_desc.blocking.strides[1]});
 }
 
-// Whether `c` has the shape oneDNN's Winograd kernels take (F(2x2,3x3) and F(4x4,3x3), AVX-512
-// only): 2-D, one group, channels in whole blocks, a 3x3 window of stride 1, no dilation.
-bool winogradShape(const ConvAxes& c) {
+// Whether `c` may compute in the blocked layout (nChw8c or nChw16c, channelBlock()): 2-D, one
+// group, channels in whole blocks.
+bool blockedShape(const ConvAxes& c) {
   const int64_t block = channelBlock();
-  return c.ns == 2 && c.groups == 1 && c.inC % block == 0 && c.kO % block == 0 &&
-         c.window == std::vector<int64_t>{3, 3} && c.dStrides == Dims{1, 1} &&
+  return c.ns == 2 && c.groups == 1 && c.inC % block == 0 && c.kO % block == 0;
+}
+
+// Whether `c` has the shape oneDNN's Winograd kernels take (F(2x2,3x3) and F(4x4,3x3), AVX-512
+// only): blocked, a 3x3 window of stride 1, no dilation.
+bool winogradShape(const ConvAxes& c) {
+  return blockedShape(c) && c.window == std::vector<int64_t>{3, 3} && c.dStrides == Dims{1, 1} &&
          c.dDilation == Dims{0, 0} &&
          std::all_of(c.lhsDil.begin(), c.lhsDil.end(), [](int64_t d) { return d == 1; });
 }
@@ -355,8 +360,7 @@ createConvolution(const Node& n, const std::vector<kernel::PostOp>& postOps, int
     return dnnl::convolution_forward::primitive_desc(c, attr, cpuEngine());
   };
   // In nChw8c or nChw16c where the schedule chose it (blockedConvolutionLayout).
-  const int64_t block = channelBlock();
-  if (blocked && conv.ns == 2 && groups == 1 && inC % block == 0 && kO % block == 0) {
+  if (blocked && blockedShape(conv)) {
     auto blocked =
         createBlockedConvolution(n, postOps, threads, srcMd, weiMd, dstMd, makeAnyPd,
                                  winogradShape(conv), conv.what, conv.dstDims, prepacked, probe);
@@ -374,14 +378,11 @@ std::string blockedConvolutionLayout(const Node& n, const Value* source) {
   const std::vector<int64_t> lhs = n.attrInts("lhs_dilation");
   if (std::any_of(lhs.begin(), lhs.end(), [](int64_t d) { return d != 1; })) return "";
   StatusOr<onednn::ConvAxes> conv = onednn::convAxes(n);
-  const int64_t block = onednn::channelBlock();
-  if (!conv || conv->ns != 2 || conv->groups != 1 || conv->inC % block != 0 ||
-      conv->kO % block != 0)
-    return "";
+  if (!conv || !onednn::blockedShape(*conv)) return "";
   const bool oneByOne =
       std::all_of(conv->window.begin(), conv->window.end(), [](int64_t w) { return w == 1; });
   if (oneByOne && !(source && onednn::blockedSource(source))) return "";
-  return block == 16 ? "nChw16c" : "nChw8c";
+  return onednn::channelBlock() == 16 ? "nChw16c" : "nChw8c";
 }
 
 double winogradConvolutionFlops(const Node& n) {

@@ -88,7 +88,7 @@ StatusOr<const LibraryKernel*> PerShapeCall::kernelFor(const SymbolBindings& siz
       std::string at;
       for (const kernel::Symbol& s : kernel_.symbols)
         at += (at.empty() ? "" : ", ") + s.name + "=" + std::to_string(sizes.at(s.name));
-      return Status(agreed).prefix(call_.callee + " at " + at);
+      return Status(agreed).prefix(call_.callee() + " at " + at);
     }
     it = made_.emplace(key, std::move(*m)).first;
   }

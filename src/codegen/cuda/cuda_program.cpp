@@ -747,7 +747,7 @@ std::string CudaProgram::libraryCallDetails() const {
         text += (*d)->calls[i][j]->describe() + "\n";
       } else if (l.call) {
         text +=
-            libraryFor(m.kernels[i], *l.call, nullptr).value_or("?") + " " + l.call->callee +
+            libraryFor(m.kernels[i], *l.call, nullptr).value_or("?") + " " + l.call->callee() +
             (kernel::isSymbolicCall(m.kernels[i], *l.call) ? ", made for each run's sizes" : "") +
             "\n";
       } else {

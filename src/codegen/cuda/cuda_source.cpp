@@ -617,7 +617,7 @@ Status Emitter::stmtBody(const Stmt& s, int depth) {
     }
     case Stmt::Kind::Barrier: out_ += p + "__syncthreads();\n"; return Status::ok();
     case Stmt::Kind::Call:
-      return fail("library call " + s.callee + " inside a launch has no GPU kernel");
+      return fail("library call " + s.callee() + " inside a launch has no GPU kernel");
     case Stmt::Kind::Reduce:
       return fail("a reduce into %" + s.buffer + " was not lowered (lowerReductions)");
   }

@@ -42,7 +42,7 @@ StatusOr<kernel::Kernel> libraryCallsOrLoops(kernel::Kernel k, const CompileOpti
   for (const kernel::Stmt* c : calls) {
     std::string why = "--no-library-calls";
     std::optional<std::string> lib = options.libraryCalls ? libraryFor(k, *c, &why) : std::nullopt;
-    notes.push_back(c->callee + (lib ? " on " + *lib : " as Kiln's loops: " + why));
+    notes.push_back(c->callee() + (lib ? " on " + *lib : " as Kiln's loops: " + why));
     library = library && lib.has_value();
   }
   if (!library) {
@@ -57,9 +57,9 @@ StatusOr<kernel::Kernel> libraryCallsOrLoops(kernel::Kernel k, const CompileOpti
     if (c->postOps.empty()) continue;
     std::string what, why;
     const size_t keep = libraryEpilogue(k, *c, &what, &why);
-    if (keep) k.notes.push_back(c->callee + ": epilogue " + what + " in the library call");
+    if (keep) k.notes.push_back(c->callee() + ": epilogue " + what + " in the library call");
     if (keep == c->postOps.size()) continue;
-    k.notes.push_back(c->callee + ": post-ops from " + kernel::postOpName(c->postOps[keep].kind) +
+    k.notes.push_back(c->callee() + ": post-ops from " + kernel::postOpName(c->postOps[keep].kind) +
                       " on as a loop nest (" + why + ")");
     KILN_ASSIGN_OR_RETURN(kernel::PostOpLoops split, kernel::postOpsAsLoops(k, *c, keep));
     k = kernel::replaceStmt(k, c, kernel::block({split.call, split.loops}));

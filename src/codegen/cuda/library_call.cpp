@@ -116,7 +116,7 @@ StatusOr<std::unique_ptr<LibraryCall>> makeLibraryCall(const kernel::Kernel& k,
   if (why.empty() && !call.postOps.empty()) why = "post-ops";
 #endif
   if (why.empty()) libraryFor(k, call, &why);
-  return Status::error("kernel " + k.name + ": library call " + call.callee +
+  return Status::error("kernel " + k.name + ": library call " + call.callee() +
                        " has no GPU kernel (" + why + ")");
 }
 
