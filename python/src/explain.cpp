@@ -36,7 +36,7 @@ py::list libraryCalls(const kernel::Kernel* k) {
     py::list postOps;
     for (const kernel::PostOp& p : s->postOps) postOps.append(kernel::postOpName(p.kind));
     py::dict call;
-    call["callee"] = s->callee;
+    call["callee"] = s->callee();
     call["op"] = std::string(opName(s->op));
     call["layout"] = s->layout;
     call["post_ops"] = postOps;

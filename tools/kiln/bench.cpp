@@ -164,7 +164,7 @@ StatusOr<std::string> kernelTimes(const runtime::Executable& exe, std::span<cons
   for (size_t j = 0; j < order.size() && j < 15; ++j) {
     const kernel::Kernel& k = ks[order[j].second];
     std::string calls;
-    for (const kernel::Stmt* c : kernel::callsOf(k)) calls += " " + c->callee;
+    for (const kernel::Stmt* c : kernel::callsOf(k)) calls += " " + c->callee();
     std::snprintf(line, sizeof line, "  %-20s %8.3f ms %5.1f%%  %s%s\n", k.name.c_str(),
                   order[j].first, total > 0 ? 100 * order[j].first / total : 0.0, k.kind.c_str(),
                   calls.c_str());

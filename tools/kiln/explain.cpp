@@ -146,7 +146,7 @@ void printCalls(const std::vector<kernel::Kernel>& kernels) {
   std::string calls, notes;
   for (const kernel::Kernel& k : kernels) {
     for (const kernel::Stmt* s : kernel::callsOf(k)) {
-      calls += "  " + k.name + "  " + s->callee;
+      calls += "  " + k.name + "  " + s->callee();
       for (size_t i = 0; i < s->postOps.size(); ++i)
         calls += std::string(i ? ", " : "  post-ops ") + kernel::postOpName(s->postOps[i].kind);
       if (!s->note.empty()) calls += "; epilogue loop after it: " + s->note;
