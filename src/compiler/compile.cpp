@@ -141,18 +141,21 @@ Status schedule(const runtime::Target& target, std::vector<kernel::Kernel>& kern
 }
 
 StatusOr<Reloaded> reload(const runtime::Target& target, const runtime::DecodedArtifact& artifact,
-                          const std::string& source, const CompileOptions& options,
-                          std::shared_ptr<const MappedFile> mapping) {
+                          const std::string& source, std::shared_ptr<const MappedFile> mapping) {
   Reloaded r;
   KILN_ASSIGN_OR_RETURN(r.module, parseModule(artifact["module"], source + " (module)",
                                               artifact["blob"], std::move(mapping)));
   if (!r.module->entry()) return Status::error(source + ": its module has no function");
-  r.plan = fuse(*r.module->entry(), &target, options, r.times);
+  if (!artifact.has("fusion.plan"))
+    return Status::error(source + ": the artifact has no fusion plan: compile the model again");
+  auto start = Clock::now();
+  KILN_ASSIGN_OR_RETURN(r.plan, loadPlan(artifact["fusion.plan"], *r.module->entry(), source));
+  r.times.fusion = msSince(start);
   KILN_ASSIGN_OR_RETURN(bool kernels, hasKernelIR(*r.module->entry(), target));
   if (!kernels) return r;
   if (!artifact.has("kernels.ir") || !artifact.has("kernels.values"))
     return Status::error(source + ": the artifact has no kernel IR: compile the model again");
-  auto start = Clock::now();
+  start = Clock::now();
   KILN_ASSIGN_OR_RETURN(r.kernels, loadKernels(artifact["kernels.ir"], artifact["kernels.values"],
                                                *r.module->entry(), source));
   r.times.lowering = msSince(start);
@@ -200,6 +203,7 @@ StatusOr<Compiled> compile(std::unique_ptr<Module> module, const runtime::Target
   }
   start = Clock::now();
   c.stored = storeKernels(c.kernels, f);
+  c.stored.plan = storePlan(c.plan, f);
   KILN_ASSIGN_OR_RETURN(
       c.program, target.build(std::move(module), std::move(c.plan), std::move(c.kernels), options));
   CompileTimes& t = c.program->times();

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "compiler/stored_kernels.h"
+#include "compiler/stored_plan.h"
 #include "passes/expose_dynamic_sizes.h"
 #include "runtime/target.h"
 
@@ -40,7 +41,7 @@ struct Compiled {
   std::unique_ptr<Module> module;  // after the passes (moved into the program at Stage::Program)
   fusion::FusionPlan plan;         // Stage::Lowered (the program's at Stage::Program)
   std::vector<kernel::Kernel> kernels;  // Stage::Lowered (likewise)
-  StoredKernels stored;  // Stage::Program: the scheduled kernels as an artifact stores them
+  StoredProgram stored;  // Stage::Program: the scheduled kernels as an artifact stores them
   // Stage::Lowered: the buffers of the lowered kernels, as the program plans them but at the
   // default alignment (program->buffers() at Stage::Program).
   std::optional<BufferPlan> buffers;
@@ -74,9 +75,9 @@ Status schedule(const runtime::Target& target, std::vector<kernel::Kernel>& kern
 Status writeDump(const CompileOptions& options, const std::string& name, const std::string& text);
 
 // What a target's Target::load starts from: the artifact's module (its "module" and "blob"
-// sections, as Program::artifactParts writes them) parsed and fused again (step 2: the plan's
-// report and costs), and its scheduled kernels read from its "kernels.ir" and
-// "kernels.values" sections (stored_kernels.h: no lowering, no schedule), timed into `times`.
+// sections, as Program::artifactParts writes them), its fusion plan (the "fusion.plan" section,
+// stored_plan.h: no fusion planning) and its scheduled kernels (the "kernels.ir" and
+// "kernels.values" sections, stored_kernels.h: no lowering, no schedule), timed into `times`.
 struct Reloaded {
   std::unique_ptr<Module> module;
   fusion::FusionPlan plan;
@@ -84,8 +85,7 @@ struct Reloaded {
   CompileTimes times;
 };
 StatusOr<Reloaded> reload(const runtime::Target& target, const runtime::DecodedArtifact& artifact,
-                          const std::string& source, const CompileOptions& options,
-                          std::shared_ptr<const MappedFile> mapping);
+                          const std::string& source, std::shared_ptr<const MappedFile> mapping);
 
 // Step 6: plans the program's buffers and hands them to it, timed into its times().
 Status planProgramBuffers(runtime::Program& program);

@@ -2,11 +2,8 @@
 #include "compiler/stored_kernels.h"
 
 #include <algorithm>
-#include <charconv>
-#include <map>
-#include <optional>
-#include <sstream>
 
+#include "compiler/module_index.h"
 #include "kernel/parse.h"
 #include "kernel/verify.h"
 #include "runtime/artifact.h"
@@ -14,39 +11,27 @@
 namespace kiln::compiler {
 namespace {
 
-// "NODE RESULT": a value by its node's position in `f` and its result index.
-std::map<const Value*, std::string> valueIds(const Function& f) {
-  std::map<const Value*, std::string> ids;
-  size_t i = 0;
-  for (const auto& n : f.nodes()) {
-    for (size_t r = 0; r < n->numResults(); ++r)
-      ids[n->result(r)] = std::to_string(i) + " " + std::to_string(r);
-    ++i;
+// The Call statements of `s` in pre-order (kernel::callsOf's numbering), to be changed.
+void collectCalls(const kernel::StmtRef& s, std::vector<kernel::Stmt*>& out) {
+  if (!s) return;
+  if (s->kind == kernel::Stmt::Kind::Call) out.push_back(s.get());
+  for (const kernel::StmtRef& b : s->body) collectCalls(b, out);
+}
+
+// The text of a line after its first `n` words.
+std::string after(const std::string& line, size_t n) {
+  size_t at = 0;
+  for (size_t i = 0; i < n && at != std::string::npos; ++i) {
+    at = line.find_first_not_of(' ', at);
+    at = at == std::string::npos ? at : line.find(' ', at);
   }
-  return ids;
-}
-
-// The words of a line.
-std::vector<std::string> words(const std::string& line) {
-  std::istringstream in(line);
-  std::vector<std::string> w;
-  for (std::string s; in >> s;) w.push_back(s);
-  return w;
-}
-
-std::optional<int64_t> number(const std::string& s) {
-  int64_t v = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || v < 0) return std::nullopt;
-  return v;
+  return at == std::string::npos ? "" : line.substr(at + 1);
 }
 
 // Binds kernels to `f`'s values from the lines of "kernels.values".
 class Binder {
  public:
-  explicit Binder(const Function& f) {
-    for (const auto& n : f.nodes()) nodes_.push_back(n.get());
-  }
+  explicit Binder(const Function& f) : index_(f) {}
 
   Status bind(std::vector<kernel::Kernel>& kernels, const std::vector<std::string>& lines) {
     kernel::Kernel* k = nullptr;
@@ -58,6 +43,10 @@ class Binder {
         if (next >= kernels.size() || kernels[next].name != w[1])
           return Status::error("its kernel values name kernel " + w[1] + " out of order");
         k = &kernels[next++];
+        calls_.clear();
+        collectCalls(k->body, calls_);
+      } else if (k && w[0] == "call" && w.size() >= 3) {
+        KILN_RETURN_IF_ERROR(callLine(line, w).prefix("kernel " + k->name));
       } else if (k && w[0] == "note") {
         k->notes.push_back(line.size() > 5 ? line.substr(5) : "");
       } else if (k && (w[0] == "value" || w[0] == "view")) {
@@ -80,63 +69,76 @@ class Binder {
   }
 
  private:
-  StatusOr<const Value*> value(const std::string& node, const std::string& result) const {
-    std::optional<int64_t> n = number(node), r = number(result);
-    if (!n || !r || static_cast<size_t>(*n) >= nodes_.size() ||
-        static_cast<size_t>(*r) >= nodes_[static_cast<size_t>(*n)]->numResults())
-      return Status::error("no value " + node + " " + result + " in the module");
-    return nodes_[static_cast<size_t>(*n)]->result(static_cast<size_t>(*r));
+  // "call J origin TEXT", "call J note TEXT" or "call J loc LINE COLUMN FILE": what call J of
+  // the kernel (in pre-order) says in messages and `kiln explain`.
+  Status callLine(const std::string& line, const std::vector<std::string>& w) {
+    std::optional<int64_t> j = number(w[1]);
+    if (!j || static_cast<size_t>(*j) >= calls_.size())
+      return Status::error("it has no call " + w[1]);
+    kernel::Stmt& c = *calls_[static_cast<size_t>(*j)];
+    if (w[2] == "origin") c.origin = after(line, 3);
+    else if (w[2] == "note") c.note = after(line, 3);
+    else if (w[2] == "loc" && w.size() >= 5 && number(w[3]) && number(w[4]))
+      c.loc = Location{after(line, 5), static_cast<int>(*number(w[3])),
+                       static_cast<int>(*number(w[4]))};
+    else return Status::error("malformed call line");
+    return Status::ok();
   }
 
-  // "value %b NODE RESULT" or "view %b NODE RESULT OFFSET ROW PITCH".
+  // "value %b NODE:RESULT" or "view %b NODE:RESULT OFFSET ROW PITCH".
   Status bindBuffer(kernel::Kernel& k, const std::vector<std::string>& w) const {
     const bool view = w[0] == "view";
-    if (w.size() != (view ? 7u : 4u) || w[1].size() < 2 || w[1][0] != '%')
+    if (w.size() != (view ? 6u : 3u) || w[1].size() < 2 || w[1][0] != '%')
       return Status::error("malformed " + w[0] + " line");
     auto it = std::find_if(k.buffers.begin(), k.buffers.end(),
                            [&](const kernel::Buffer& b) { return b.name == w[1].substr(1); });
     if (it == k.buffers.end()) return Status::error("it has no buffer " + w[1]);
-    KILN_ASSIGN_OR_RETURN(const Value* v, value(w[2], w[3]));
+    KILN_ASSIGN_OR_RETURN(const Value* v, index_.value(w[2]));
     if (!view) {
       if (v->type().dtype() != it->type ||
           static_cast<size_t>(v->type().rank()) != it->shape.size())
-        return Status::error("buffer " + w[1] + " is not of the type of value " + w[2] + " " +
-                             w[3] + " (" + v->type().str() + ")");
+        return Status::error("buffer " + w[1] + " is not of the type of value " + w[2] + " (" +
+                             v->type().str() + ")");
       it->value = v;
       return Status::ok();
     }
-    std::optional<int64_t> offset = number(w[4]), row = number(w[5]), pitch = number(w[6]);
+    std::optional<int64_t> offset = number(w[3]), row = number(w[4]), pitch = number(w[5]);
     if (!offset || !row || !pitch || *row <= 0 || *pitch < *row)
       return Status::error("malformed view of buffer " + w[1]);
     it->view = kernel::Buffer::View{v, *offset, *row, *pitch};
     return Status::ok();
   }
 
-  std::vector<const Node*> nodes_;
+  ModuleIndex index_;
+  std::vector<kernel::Stmt*> calls_;  // of the kernel the lines are about
 };
 
 }  // namespace
 
-StoredKernels storeKernels(const std::vector<kernel::Kernel>& kernels, const Function& f) {
-  StoredKernels s;
+StoredProgram storeKernels(const std::vector<kernel::Kernel>& kernels, const Function& f) {
+  StoredProgram s;
   s.ir = kernel::printKernels(kernels);
-  const std::map<const Value*, std::string> ids = valueIds(f);
+  const ModuleIndex index(f);
   for (const kernel::Kernel& k : kernels) {
     s.values += "kernel " + k.name + "\n";
     for (const kernel::Buffer& b : k.buffers) {
-      auto v = b.value ? ids.find(b.value) : ids.end();
-      if (v != ids.end()) s.values += "value %" + b.name + " " + v->second + "\n";
-      auto of = b.view ? ids.find(b.view->of) : ids.end();
-      if (of != ids.end())
-        s.values += "view %" + b.name + " " + of->second + " " + std::to_string(b.view->offset) +
-                    " " + std::to_string(b.view->rowLength) + " " + std::to_string(b.view->pitch) +
-                    "\n";
+      if (std::string v = index.id(b.value); v != "-")
+        s.values += "value %" + b.name + " " + v + "\n";
+      if (std::string of = b.view ? index.id(b.view->of) : "-"; of != "-")
+        s.values += "view %" + b.name + " " + of + " " + std::to_string(b.view->offset) + " " +
+                    std::to_string(b.view->rowLength) + " " + std::to_string(b.view->pitch) + "\n";
     }
-    for (const std::string& note : k.notes) {
-      std::string line = note;
-      std::replace(line.begin(), line.end(), '\n', ' ');
-      s.values += "note " + line + "\n";
+    const std::vector<const kernel::Stmt*> calls = kernel::callsOf(k);
+    for (size_t j = 0; j < calls.size(); ++j) {
+      const std::string call = "call " + std::to_string(j) + " ";
+      if (!calls[j]->origin.empty())
+        s.values += call + "origin " + oneLine(calls[j]->origin) + "\n";
+      if (calls[j]->loc.known())
+        s.values += call + "loc " + std::to_string(calls[j]->loc.line) + " " +
+                    std::to_string(calls[j]->loc.column) + " " + oneLine(calls[j]->loc.file) + "\n";
+      if (!calls[j]->note.empty()) s.values += call + "note " + oneLine(calls[j]->note) + "\n";
     }
+    for (const std::string& note : k.notes) s.values += "note " + oneLine(note) + "\n";
   }
   return s;
 }

@@ -3,14 +3,18 @@
 //
 //   "kernels.ir"      the kernels as printKernels writes them (parseKernels reads them back)
 //   "kernels.values"  per kernel, what its text does not say: the graph value each buffer holds,
-//                     the slice a buffer is of a concatenation's buffer, and the schedule's notes
+//                     the slice a buffer is of a concatenation's buffer, what its calls say in
+//                     messages, and the schedule's notes
 //       kernel k3_contraction
-//       value %x 12 0                   (result 0 of the function's node 12, in node order)
-//       view %c1 40 0 0 16 32           (Buffer::view: of node 40's result 0, element offset 0,
+//       value %x 12:0                   (result 0 of the function's node 12, in node order)
+//       view %c1 40:0 0 16 32           (Buffer::view: of node 40's result 0, element offset 0,
 //                                        row length 16, row pitch 32)
+//       call 0 origin /layer1/conv     (call 0 of the kernel, in pre-order: its node's name, its
+//       call 0 loc 12 0 model.onnx        location, and why its post-ops stop where they do)
+//       call 0 note epilogue loop after it: %21 has 2 uses
 //       note convolution: oneDNN convolution (...)
 //
-// Values are named by their node's position in the function, which the module's text keeps.
+// Values are named as module_index.h says. The fusion plan is a third section (stored_plan.h).
 #pragma once
 
 #include <string>
@@ -23,12 +27,14 @@
 
 namespace kiln::compiler {
 
-struct StoredKernels {
-  std::string ir, values;
+// What an artifact stores of a compiled program besides its module and its target's code: the
+// two sections above and the fusion plan's (stored_plan.h).
+struct StoredProgram {
+  std::string ir, values, plan;
 };
 
-// `kernels` (scheduled, for a program of `f`) as the two sections.
-StoredKernels storeKernels(const std::vector<kernel::Kernel>& kernels, const Function& f);
+// `kernels` (scheduled, for a program of `f`) as the two sections (`plan` left empty).
+StoredProgram storeKernels(const std::vector<kernel::Kernel>& kernels, const Function& f);
 
 // The kernels of the two sections, their buffers bound to the values of `f` (the artifact's
 // module), each verified; errors name `source` (the artifact) and what does not match.

@@ -38,7 +38,8 @@ class Verifier {
       KILN_RETURN_IF_ERROR(dims(b));
     }
     if (!k_.body) return fail("it has no body");
-    return stmt(*k_.body);
+    KILN_RETURN_IF_ERROR(stmt(*k_.body));
+    return launches();
   }
 
  private:
@@ -69,6 +70,7 @@ class Verifier {
     else if (s.kind == Stmt::Kind::Call) text = "call " + s.callee();
     else if (s.kind == Stmt::Kind::If) text = "if (...)";
     else if (s.kind == Stmt::Kind::Alloc) text = "local %" + s.buffer;
+    else if (s.kind == Stmt::Kind::Barrier) text = "barrier";
     else if (s.kind == Stmt::Kind::Reduce) text = "%" + s.buffer + "[...] = reduce";
     return fail(why + (text.empty() ? "" : " (in `" + text.substr(0, 200) + "`)"));
   }
@@ -198,6 +200,63 @@ class Verifier {
         return callTypes(s);
     }
     return failAt(s, "an unknown statement");
+  }
+
+  // Where a statement is, for the launch structure: a step of the kernel (its body, or an
+  // element of a block that is one), inside a step that is not a launch, directly inside a
+  // gpu_block loop, or inside a launch's gpu_thread loop.
+  enum class Place : uint8_t { Step, Host, Grid, Thread };
+
+  // A kernel with GPU loops is a sequence of steps, each a library call or one launch:
+  //   gpu_block for b in [0, grid) { gpu_thread for t in [0, T) { ... } }
+  // with T a constant in [1, 1024] (a CUDA block's most threads); barriers and shared scratch
+  // only inside a launch, whose threads they synchronise and share.
+  Status launches() const {
+    bool gpu = false;
+    KILN_RETURN_IF_ERROR(place(*k_.body, Place::Step, gpu));
+    if (!gpu) return Status::ok();
+    std::vector<const Stmt*> steps;
+    collectSteps(*k_.body, steps);
+    for (const Stmt* s : steps)
+      if (s->kind != Stmt::Kind::Call &&
+          !(s->kind == Stmt::Kind::For && s->loop == LoopKind::GpuBlock))
+        return failAt(*s, "a kernel with launches has a step that is neither a launch nor a "
+                          "library call");
+    return Status::ok();
+  }
+
+  static void collectSteps(const Stmt& s, std::vector<const Stmt*>& steps) {
+    if (s.kind != Stmt::Kind::Block) return steps.push_back(&s);
+    for (const StmtRef& b : s.body)
+      if (b) collectSteps(*b, steps);
+  }
+
+  Status place(const Stmt& s, Place where, bool& gpu) const {
+    const Place inside = where == Place::Step ? Place::Host : where;
+    Place body = inside;
+    if (s.kind == Stmt::Kind::For && s.loop == LoopKind::GpuBlock) {
+      gpu = true;
+      if (where != Place::Step) return failAt(s, "a gpu_block loop is not a step of the kernel");
+      const Stmt* t = s.body.empty() ? nullptr : s.body[0].get();
+      if (!t || t->kind != Stmt::Kind::For || t->loop != LoopKind::GpuThread)
+        return failAt(s, "a gpu_block loop's body is not a gpu_thread loop");
+      body = Place::Grid;
+    } else if (s.kind == Stmt::Kind::For && s.loop == LoopKind::GpuThread) {
+      if (where != Place::Grid) return failAt(s, "a gpu_thread loop is not a gpu_block's body");
+      if (s.extent->kind != Expr::Kind::Const || s.extent->i < 1 || s.extent->i > 1024)
+        return failAt(s, "a gpu_thread loop's extent is not a constant in [1, 1024]");
+      body = Place::Thread;
+    } else if (s.kind == Stmt::Kind::Block) {
+      body = where;
+    } else if (where != Place::Thread &&
+               (s.kind == Stmt::Kind::Barrier ||
+                (s.kind == Stmt::Kind::Alloc && s.scope == MemoryScope::Shared))) {
+      return failAt(s, s.kind == Stmt::Kind::Barrier ? "a barrier outside a launch"
+                                                     : "shared scratch outside a launch");
+    }
+    for (const StmtRef& b : s.body)
+      if (b) KILN_RETURN_IF_ERROR(place(*b, body, gpu));
+    return Status::ok();
   }
 
   // A call is self-contained: its operands are as many as its op takes, and where its buffers'

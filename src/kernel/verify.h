@@ -10,7 +10,10 @@
 //     op gives (bool for comparisons and the is_* predicates);
 //   - an Alloc has a positive size; a Call has its op's operands and results, their types the
 //     op's type rule gives where its buffers are static; a buffer in a blocked layout is read and
-//     written by calls only.
+//     written by calls only;
+//   - launch structure: a kernel with GPU loops is a sequence of library calls and launches,
+//     each `gpu_block for { gpu_thread for { ... } }` with a constant thread count of at most
+//     1024; barriers and shared scratch are inside a launch.
 //
 // It does not check bounds (an index within its buffer): the index simplifier's ranges could,
 // later. The compile driver runs it on every kernel after lowering.

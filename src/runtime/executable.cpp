@@ -147,8 +147,8 @@ struct Executable::Impl {
   // outputNames.size() outputs of the source, and runs trim them (exposeDynamicSizes).
   std::vector<DynamicDim> dynamic;
   ModuleSource source;  // how to compile again
-  // The scheduled kernels, as its artifact stores them (compiler/stored_kernels.h).
-  compiler::StoredKernels kernels;
+  // The fusion plan and scheduled kernels, as its artifact stores them (compiler/stored_*.h).
+  compiler::StoredProgram stored;
 
   // The specialisations for other sizes of the guarded symbols, each ready once compiled (a
   // run that finds one being compiled waits for it). Under `mu`.
@@ -322,7 +322,7 @@ StatusOr<std::unique_ptr<Executable>> Executable::build(std::unique_ptr<Module> 
   KILN_ASSIGN_OR_RETURN(compiler::Compiled c,
                         compiler::compile(std::move(module), *target, options));
   impl->program = std::move(c.program);
-  impl->kernels = std::move(c.stored);
+  impl->stored = std::move(c.stored);
   impl->passTimings = std::move(c.passTimings);
   impl->dynamic = std::move(c.dynamic);
   impl->guards = guardsOf(sourceTypes, parameterTypes(impl->program->function()), options.ranges);
@@ -361,8 +361,9 @@ void Executable::artifactParts(ArtifactParts& parts) const {
   if (!m.guards.empty()) parts.add("guards", guardsText(m.guards));
   if (!m.dynamic.empty()) parts.add("dynamic", dynamicDimsText(m.dynamic));
   if (!m.source.path.empty()) parts.add("source", sourceText(m.source));
-  parts.add("kernels.ir", m.kernels.ir);  // (empty: no kernels, or a target that runs the graph)
-  parts.add("kernels.values", m.kernels.values);
+  parts.add("kernels.ir", m.stored.ir);  // (empty: no kernels, or a target that runs the graph)
+  parts.add("kernels.values", m.stored.values);
+  parts.add("fusion.plan", m.stored.plan);
   m.program->artifactParts(parts);
 }
 
@@ -447,7 +448,8 @@ StatusOr<std::unique_ptr<Executable>> Executable::load(std::string_view bytes,
   if (!program) return program.status();
   KILN_RETURN_IF_ERROR(weights);
   impl->program = std::move(*program);
-  impl->kernels = {std::string(s["kernels.ir"]), std::string(s["kernels.values"])};
+  impl->stored = {std::string(s["kernels.ir"]), std::string(s["kernels.values"]),
+                  std::string(s["fusion.plan"])};
   const size_t numOutputs = impl->program->function().outputs().size();
   if (s.has("dynamic")) {
     StatusOr<std::vector<DynamicDim>> dynamic = parseDynamicDims(s["dynamic"], numOutputs);

@@ -75,10 +75,10 @@ class InterpTarget final : public runtime::Target {
   }
 
   StatusOr<std::unique_ptr<runtime::Program>>
-  load(const runtime::DecodedArtifact& s, const std::string& source, const CompileOptions& options,
+  load(const runtime::DecodedArtifact& s, const std::string& source,
+       const CompileOptions& /*options*/,
        std::shared_ptr<const MappedFile> mapping) const override {
-    KILN_ASSIGN_OR_RETURN(compiler::Reloaded r,
-                          compiler::reload(*this, s, source, options, mapping));
+    KILN_ASSIGN_OR_RETURN(compiler::Reloaded r, compiler::reload(*this, s, source, mapping));
     auto p = std::make_unique<InterpProgram>(std::move(r.module), std::move(r.plan),
                                              std::move(r.kernels));
     p->times() = r.times;

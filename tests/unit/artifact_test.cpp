@@ -11,6 +11,7 @@
 #include <thread>
 #include <unistd.h>
 
+#include "compiler/stored_plan.h"
 #include "ir/text/text.h"
 #include "runtime/artifact.h"
 #include "runtime/executable.h"
@@ -120,7 +121,7 @@ TEST(Artifact, LoadsItsKernelIRInsteadOfLoweringAgain) {
   const std::string ir((*views)["kernels.ir"]), values((*views)["kernels.values"]);
   EXPECT_EQ(ir.rfind("kernel k0_contraction(in %x: f32[4,8], in %w: f32[8,8]", 0), 0u) << ir;
   // %x is the function's first node's result, %w its second's.
-  EXPECT_NE(values.find("kernel k0_contraction\nvalue %x 0 0\nvalue %w 1 0\n"), std::string::npos)
+  EXPECT_NE(values.find("kernel k0_contraction\nvalue %x 0:0\nvalue %w 1:0\n"), std::string::npos)
       << values;
   const size_t note = values.find("\nnote ");
   ASSERT_NE(note, std::string::npos) << values;
@@ -138,10 +139,10 @@ TEST(Artifact, LoadsItsKernelIRInsteadOfLoweringAgain) {
   struct Case {
     std::string section, text, error;
   } cases[] = {
-      {"kernels.values", "kernel k0_contraction\nvalue %x 99 0\n", "no value 99 0 in the module"},
-      {"kernels.values", "kernel k0_contraction\nvalue %w 0 0\n", "bind no value to %x"},
+      {"kernels.values", "kernel k0_contraction\nvalue %x 99:0\n", "no value 99:0 in the module"},
+      {"kernels.values", "kernel k0_contraction\nvalue %w 0:0\n", "bind no value to %x"},
       {"kernels.values", "kernel k7_loop\n", "name kernel k7_loop out of order"},
-      {"kernels.values", "kernel k0_contraction\nvalue %q 0 0\n", "it has no buffer %q"},
+      {"kernels.values", "kernel k0_contraction\nvalue %q 0:0\n", "it has no buffer %q"},
       {"kernels.ir", "kernel k0_contraction(in %x: f32[4,8]) {\n  call dot_general(%x)\n}\n",
        "arguments are not dot_general's operands"},
   };
@@ -152,6 +153,95 @@ TEST(Artifact, LoadsItsKernelIRInsteadOfLoweringAgain) {
     EXPECT_NE(refused.status().message().find(c.error), std::string::npos)
         << refused.status().message();
   }
+}
+
+// An artifact holds its fusion plan (fusion.plan); a load reads it instead of planning again: the
+// loaded plan explains as the compiled one did, stores back to the same text, and a reason
+// changed in the artifact is the loaded decision's. A plan that does not fit the module is
+// refused, naming the artifact and the line.
+TEST(Artifact, LoadsItsFusionPlanInsteadOfPlanningAgain) {
+  const char* program = R"(
+func @main(%x: f32[4,8], %w: f32[8,8], %b: f32[8]) -> (f32[4,16], f32[4]) {
+  %mm = f32[4,8] dot_general(%x, %w) {lhs_contracting = [1], rhs_contracting = [0]}
+  %bb = f32[4,8] broadcast_in_dim(%b) {dims = [1]}
+  %a = f32[4,8] add(%mm, %bb)
+  %t = f32[4,8] tanh(%a)
+  %e = f32[4,8] exp(%x)
+  %c = f32[4,16] concatenate(%t, %e) {dimension = 1}
+  %s = f32[4] reduce(%c) {dims = [1], kind = sum}
+  return %c, %s
+})";
+  auto parsed = parseModule(program, "plan.kir");
+  ASSERT_TRUE(parsed.isOk()) << parsed.status().str();
+  auto exe = Executable::compile(std::move(*parsed), {});
+  ASSERT_TRUE(exe.isOk()) << exe.status().str();
+  const std::string bytes = (*exe)->serialize();
+  auto views = decodeArtifact(bytes, "a");
+  ASSERT_TRUE(views.isOk() && views->has("fusion.plan"));
+  const std::string plan((*views)["fusion.plan"]);
+  const std::string explained = fusion::explainPlan((*exe)->function(), (*exe)->plan());
+  EXPECT_NE(explained.find("epilogue"), std::string::npos) << explained;
+
+  auto loaded = Executable::load(bytes, "a.kiln");
+  ASSERT_TRUE(loaded.isOk()) << loaded.status().str();
+  const Function& f = (*loaded)->function();
+  EXPECT_EQ(fusion::explainPlan(f, (*loaded)->plan()), explained);
+  EXPECT_EQ(compiler::storePlan((*loaded)->plan(), f), plan);
+  EXPECT_EQ((*loaded)->plan().kernels.size(), (*exe)->plan().kernels.size());
+  // Its calls name their nodes as the compiled ones did (kernels.values' call lines).
+  ASSERT_EQ((*loaded)->kernels().size(), (*exe)->kernels().size());
+  size_t calls = 0;
+  for (size_t i = 0; i < (*exe)->kernels().size(); ++i) {
+    auto want = kernel::callsOf((*exe)->kernels()[i]),
+         got = kernel::callsOf((*loaded)->kernels()[i]);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t j = 0; j < want.size(); ++j, ++calls) {
+      EXPECT_TRUE(want[j]->loc.known());  // (a .kir node has a location, no origin)
+      EXPECT_EQ(got[j]->origin, want[j]->origin);
+      EXPECT_EQ(got[j]->loc.str(), want[j]->loc.str());
+      EXPECT_EQ(got[j]->note, want[j]->note);
+    }
+  }
+  EXPECT_EQ(calls, 1u);
+
+  const size_t reason = plan.find("\nreason ");
+  ASSERT_NE(reason, std::string::npos) << plan;
+  const std::string edited = plan.substr(0, reason) + "\nreason read from the artifact" +
+                             plan.substr(plan.find('\n', reason + 1));
+  auto reasoned = Executable::load(withSection(bytes, "fusion.plan", edited), "a.kiln");
+  ASSERT_TRUE(reasoned.isOk()) << reasoned.status().str();
+  bool found = false;
+  for (const fusion::Decision& d : (*reasoned)->plan().decisions)
+    found = found || d.reason == "read from the artifact";
+  EXPECT_TRUE(found);
+
+  const std::string first = plan.substr(0, plan.find("\nkernel ") + 1);
+  struct Case {
+    std::string text, error;
+  } cases[] = {
+      {"", "has no plan line"},
+      {first + "kernel 3 loop 0 0 0 0\n", "kernel 3 is out of order"},
+      {first + "kernel 0 spiral 0 0 0 0\n", "no kernel kind 'spiral'"},
+      {first + "kernel 0 loop 0 0 0 0\nnodes 999\n", "no node 999 in the module"},
+      {first + "kernel 0 loop 0 0 0 0\noutputs 0:7\n", "no value 0:7 in the module"},
+      {first + "kernel 0 loop 0 0 0 0\nstep add - 0 0\n", "comes before its chain"},
+      {first + "kernel 0 loop 0 0 0 0\nlaunch 1\n", "not a line of a fusion plan"},
+  };
+  for (const Case& c : cases) {
+    auto refused = Executable::load(withSection(bytes, "fusion.plan", c.text), "e.kiln");
+    ASSERT_FALSE(refused.isOk()) << c.text;
+    EXPECT_EQ(refused.status().message().rfind("e.kiln", 0), 0u) << refused.status().message();
+    EXPECT_NE(refused.status().message().find(c.error), std::string::npos)
+        << refused.status().message();
+  }
+  Sections without;
+  for (const auto& [k, v] : views->sections)
+    if (k != "fusion.plan") without[k] = std::string(v);
+  auto old = Executable::load(encodeArtifact(without), "old.kiln");
+  ASSERT_FALSE(old.isOk());
+  EXPECT_NE(old.status().message().find("old.kiln: the artifact has no fusion plan"),
+            std::string::npos)
+      << old.status().message();
 }
 
 // Kernels compiled by one LLVM compiler or several (CompileOptions::compileThreads) compute the

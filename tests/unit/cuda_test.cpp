@@ -167,7 +167,7 @@ TEST(CudaSource, StoredKernelIRPrintsTheSameSource) {
     auto lowered = kernel::lowerPlan(*f, fusion::planFusion(*f));
     ASSERT_TRUE(lowered.isOk()) << lowered.status().str();
     std::vector<kernel::Kernel> ks = scheduleForGpu(*lowered, 256);
-    compiler::StoredKernels stored = compiler::storeKernels(ks, *f);
+    compiler::StoredProgram stored = compiler::storeKernels(ks, *f);
     auto loaded = compiler::loadKernels(stored.ir, stored.values, *f, "a.kiln");
     ASSERT_TRUE(loaded.isOk()) << loaded.status().str();
     auto want = codegen::cuda::emitCuda(ks), got = codegen::cuda::emitCuda(*loaded);
@@ -194,7 +194,7 @@ func @main(%x: f32[2,8,8,16], %w: f32[3,3,16,16], %m: f32[16,32]) -> (f32[2,8,8,
   o.cudaArch = "sm_90";
   auto c = compiler::compile(std::move(*conv), **cuda, o, compiler::Stage::Lowered);
   ASSERT_TRUE(c.isOk()) << c.status().str();
-  compiler::StoredKernels stored = compiler::storeKernels(c->kernels, *c->module->entry());
+  compiler::StoredProgram stored = compiler::storeKernels(c->kernels, *c->module->entry());
   auto loaded = compiler::loadKernels(stored.ir, stored.values, *c->module->entry(), "a.kiln");
   ASSERT_TRUE(loaded.isOk()) << loaded.status().str();
   size_t calls = 0;

@@ -136,6 +136,43 @@ TEST(VerifyKernel, CallsAndBlockedBuffersFollowTheirRules) {
       << errorOf(loop);
 }
 
+// A kernel with GPU loops is a sequence of launches (gpu_block over gpu_thread) and calls;
+// barriers and shared scratch are inside a launch.
+TEST(VerifyKernel, LaunchesFollowTheLaunchStructure) {
+  const StmtRef copy = store("y", var("t"), load("x", DType::F32, var("t")));
+  auto launch = [](StmtRef threadBody, int64_t threads = 8) {
+    return forLoop("b", intConst(1), LoopKind::GpuBlock,
+                   forLoop("t", intConst(threads), LoopKind::GpuThread, threadBody));
+  };
+  Kernel k = kernelWith();
+  k.body = block({launch(block({barrier(), copy})),
+                  launch(alloc("s", DType::F32, 8, MemoryScope::Shared, copy))});
+  EXPECT_EQ(errorOf(k), "");
+  struct Case {
+    StmtRef body;
+    std::string error;
+  } cases[] = {
+      {forLoop("i0", intConst(8), LoopKind::Serial, launch(copy)),
+       "a gpu_block loop is not a step of the kernel (in `for b`)"},
+      {forLoop("t", intConst(1), LoopKind::GpuBlock, copy),
+       "a gpu_block loop's body is not a gpu_thread loop"},
+      {forLoop("t", intConst(8), LoopKind::GpuThread, copy),
+       "a gpu_thread loop is not a gpu_block's body"},
+      {launch(copy, 2048), "a gpu_thread loop's extent is not a constant in [1, 1024]"},
+      {block({launch(copy), forLoop("t", intConst(8), LoopKind::Serial, copy)}),
+       "a kernel with launches has a step that is neither a launch nor a library call"},
+      {block({barrier(), forLoop("t", intConst(8), LoopKind::Serial, copy)}),
+       "a barrier outside a launch (in `barrier`)"},
+      {alloc("s", DType::F32, 8, MemoryScope::Shared,
+             forLoop("t", intConst(8), LoopKind::Serial, copy)),
+       "shared scratch outside a launch"},
+  };
+  for (const Case& c : cases) {
+    k.body = c.body;
+    EXPECT_NE(errorOf(k).find(c.error), std::string::npos) << c.error << "\n" << errorOf(k);
+  }
+}
+
 TEST(VerifyKernel, EveryKernelOfTheOpTableModuleVerifies) {
   // Its symbols at small sizes, as a compile specialises them.
   std::unique_ptr<Module> module = allOpsModule({{"N", 3}, {"B", 2}, {"S", 5}});

@@ -192,8 +192,7 @@ class CpuTarget final : public runtime::Target {
     KILN_ASSIGN_OR_RETURN(PackedByCall prepacked, packedWeights(s, source, mapping));
     KILN_ASSIGN_OR_RETURN(std::vector<ObjectUnit> units, objectUnits(s, source));
     const std::string hash(s["kernels"]);
-    KILN_ASSIGN_OR_RETURN(compiler::Reloaded r,
-                          compiler::reload(*this, s, source, options, mapping));
+    KILN_ASSIGN_OR_RETURN(compiler::Reloaded r, compiler::reload(*this, s, source, mapping));
     StatusOr<std::unique_ptr<CpuProgram>> built = CpuProgram::build(
         std::move(r.module), std::move(r.plan), std::move(r.kernels), options, &units, &prepacked);
     // oneDNN lays some weights out by the threads a primitive runs on (its Winograd kernels): an

@@ -145,8 +145,7 @@ class CudaTarget final : public runtime::Target {
     code.arch = std::string(s["cuda.arch"]);
     code.cudaVersion = std::atoi(std::string(s["cuda.version"]).c_str());
     const std::string hash(s["cuda.source"]);
-    KILN_ASSIGN_OR_RETURN(compiler::Reloaded r,
-                          compiler::reload(*this, s, source, options, mapping));
+    KILN_ASSIGN_OR_RETURN(compiler::Reloaded r, compiler::reload(*this, s, source, mapping));
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<CudaProgram> p,
                           CudaProgram::build(std::move(r.module), std::move(r.plan),
                                              std::move(r.kernels), options, code.arch, &code));
