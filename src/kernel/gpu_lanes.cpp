@@ -1,7 +1,9 @@
-// vectorizeLanes (gpu_schedule.h): the innermost loop of a nest of stores split into lanes.
+// vectorizeLanes (gpu_schedule.h): the innermost loop of a nest of stores split into lanes; and
+// wideAccesses: the groups of those lanes' accesses moved as wide copies.
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <set>
 #include <unordered_map>
 
 #include "kernel/gpu_schedule.h"
@@ -77,7 +79,85 @@ StmtRef split(const Kernel& k, const StmtRef& s, int64_t bytes, FreshNames& name
                  forLoop(iv, intConst(*lanes), LoopKind::Vectorized, body));
 }
 
+// A loop of lanes (wideAccesses): at most 16 (a 16-byte access of one-byte elements).
+constexpr int64_t kMaxLanes = 16;
+
+// The lanes loop `s` (over stores only) with its aligned groups through local arrays and wide
+// copies, or s when it has none.
+StmtRef widen(const Kernel& k, const StmtRef& s, FreshNames& names) {
+  std::vector<const Stmt*> stores;
+  if (!storesOnly(s->body[0], stores)) return s;
+  const int64_t n = s->extent->i;
+  // Loads in the stores' values, grouped unless an earlier store of the loop writes their
+  // buffer (a group is read before the loop).
+  std::vector<ExprRef> loads;
+  std::set<const Expr*> ungrouped;
+  std::set<std::string> written;
+  for (const Stmt* st : stores) {
+    std::vector<ExprRef> mine;
+    detail::loadsIn(st->value, mine);
+    for (const ExprRef& l : mine) {
+      if (written.count(l->name)) ungrouped.insert(l.get());
+      if (std::find(loads.begin(), loads.end(), l) == loads.end()) loads.push_back(l);
+    }
+    written.insert(st->buffer);
+  }
+  std::vector<StmtRef> before, after;
+  std::vector<std::pair<std::string, DType>> arrays;
+  std::unordered_map<const Expr*, ExprRef> replace, memo;
+  for (const ExprRef& l : loads) {
+    ExprRef base = laneBase(l->args[0], s->var, n);
+    if (!base || ungrouped.count(l.get()) || !k.find(l->name)) continue;
+    const std::string a = names.fresh("ld");
+    arrays.emplace_back(a, l->type);
+    before.push_back(wideCopy(a, intConst(0), l->name, base, n));
+    replace[l.get()] = load(a, l->type, var(s->var));
+  }
+  std::vector<StmtRef> body;
+  for (const Stmt* st : stores) {
+    ExprRef value = detail::replaceAll(st->value, replace, memo);
+    ExprRef base = laneBase(st->index, s->var, n);
+    if (!base || !k.find(st->buffer)) {
+      body.push_back(store(st->buffer, st->index, value));
+      continue;
+    }
+    const std::string a = names.fresh("st");
+    arrays.emplace_back(a, value->type);
+    body.push_back(store(a, var(s->var), value));
+    after.push_back(wideCopy(st->buffer, base, a, intConst(0), n));
+  }
+  if (arrays.empty()) return s;
+  before.push_back(forLoop(s->var, s->extent, LoopKind::Vectorized, block(std::move(body))));
+  before.insert(before.end(), after.begin(), after.end());
+  StmtRef out = block(std::move(before));
+  for (auto it = arrays.rbegin(); it != arrays.rend(); ++it)
+    out = alloc(it->first, it->second, n, MemoryScope::Local, out);
+  return out;
+}
+
+StmtRef wideIn(const Kernel& k, const StmtRef& s, FreshNames& names) {
+  if (!s) return s;
+  if (s->kind == Stmt::Kind::For && s->loop == LoopKind::Vectorized &&
+      s->extent->kind == Expr::Kind::Const && s->extent->i > 1 && s->extent->i <= kMaxLanes)
+    return widen(k, s, names);
+  std::shared_ptr<Stmt> out;
+  for (size_t i = 0; i < s->body.size(); ++i) {
+    StmtRef b = wideIn(k, s->body[i], names);
+    if (b == s->body[i]) continue;
+    if (!out) out = std::make_shared<Stmt>(*s);
+    out->body[i] = b;
+  }
+  return out ? out : s;
+}
+
 }  // namespace
+
+Kernel wideAccesses(const Kernel& k) {
+  FreshNames names(k);
+  Kernel out = k;
+  out.body = wideIn(k, k.body, names);
+  return out;
+}
 
 Kernel vectorizeLanes(const Kernel& k, int64_t bytes) {
   if (k.kind == "opaque") return k;  // its loops keep the order its lowering chose

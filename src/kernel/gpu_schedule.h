@@ -64,6 +64,20 @@ Kernel reductionsPerOutput(const Kernel& k, int64_t bytes);
 // writes). Runs before mapToGpu, which maps the loops around the lanes.
 Kernel vectorizeLanes(const Kernel& k, int64_t bytes);
 
+// Each vectorized loop of at most 16 lanes over stores only (vectorizeLanes' groups) moves the
+// accesses whose elements are the lanes' consecutive group, its first aligned to the group
+// (laneBase), as wide copies through local arrays the lanes then read and write:
+//   vectorized for v in [0, L) { %y[b + v] = f(%x[b + v]) }  ->
+//   local %ld0: f32[L] { local %st0: f32[L] {
+//     %ld0[0 : L] = %x[b : L]
+//     vectorized for v in [0, L) { %st0[v] = f(%ld0[v]) }
+//     %y[b : L] = %st0[0 : L]
+//   } }
+// Only kernel buffers (memory) group; a load whose buffer an earlier store of the loop writes
+// stays per lane. Runs last (after the indices are simplified), so the proofs are on the
+// indices the code uses.
+Kernel wideAccesses(const Kernel& k);
+
 // A nest of loops over one store whose index moves by one element with the innermost loop s,
 // and whose value loads a buffer along another loop a (its index moving by one element with a,
 // by more with s: a transpose, as NCHW -> NHWC), becomes one launch through a tile in shared

@@ -399,6 +399,27 @@ StmtRef call(OpCode op, AttrMap attrs, std::vector<std::string> args, std::vecto
   return s;
 }
 
+StmtRef wideCopy(const std::string& buffer, ExprRef index, const std::string& from,
+                 ExprRef fromIndex, int64_t lanes) {
+  auto s = std::make_shared<Stmt>();
+  s->kind = Stmt::Kind::Copy;
+  s->buffer = buffer;
+  s->index = std::move(index);
+  s->from = from;
+  s->fromIndex = std::move(fromIndex);
+  s->lanes = lanes;
+  return s;
+}
+
+StmtRef copyAsStores(const Stmt& copy, DType type) {
+  std::vector<StmtRef> stores;
+  for (int64_t l = 0; l < copy.lanes; ++l)
+    stores.push_back(
+        store(copy.buffer, binary(BinaryOp::Add, copy.index, intConst(l)),
+              load(copy.from, type, binary(BinaryOp::Add, copy.fromIndex, intConst(l)))));
+  return block(std::move(stores));
+}
+
 size_t callResults(const Stmt& call) { return static_cast<size_t>(opInfo(call.op).numResults); }
 
 size_t callOperands(const Stmt& call) {
@@ -611,8 +632,9 @@ std::set<std::string> loadedBuffers(const Kernel& k) {
   };
   std::function<void(const StmtRef&)> stmt = [&](const StmtRef& s) {
     if (!s) return;
-    for (const ExprRef& e : {s->extent, s->index, s->value, s->cond}) expr(e);
+    for (const ExprRef& e : {s->extent, s->index, s->value, s->cond, s->fromIndex}) expr(e);
     for (const ExprRef& e : s->extents) expr(e);
+    if (s->kind == Stmt::Kind::Copy) out.insert(s->from);
     for (const StmtRef& b : s->body) stmt(b);
   };
   stmt(k.body);

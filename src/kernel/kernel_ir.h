@@ -213,6 +213,11 @@ struct Stmt {
     // the loops' unless the reduction does not depend on it; a schedule pass turns it into loops
     // (partial accumulators, a vector, warps).
     Reduce,
+    // buffer[index + l] = from[fromIndex + l] for l in [0, lanes), as one access of lanes
+    // elements: a schedule proves both indices multiples of `lanes` (so each side is aligned to
+    // the access) and the buffers of one element type (wideAccesses, gpu_schedule.h). Printed
+    // `%dst[index : lanes] = %src[fromIndex : lanes]`.
+    Copy,
   };
   Kind kind = Kind::Block;
   std::vector<StmtRef> body;
@@ -251,6 +256,10 @@ struct Stmt {
   ReduceKind reduce = ReduceKind::Sum;
   std::vector<std::string> vars;
   std::vector<ExprRef> extents;
+  // Copy (with buffer, index)
+  std::string from;
+  ExprRef fromIndex;
+  int64_t lanes = 0;
 };
 
 StmtRef block(std::vector<StmtRef> body);
@@ -263,6 +272,10 @@ StmtRef reduceInto(const std::string& buffer, ExprRef index, ReduceKind kind,
                    std::vector<std::string> vars, std::vector<ExprRef> extents, ExprRef value);
 StmtRef call(OpCode op, AttrMap attrs, std::vector<std::string> args,
              std::vector<PostOp> postOps = {});
+StmtRef wideCopy(const std::string& buffer, ExprRef index, const std::string& from,
+                 ExprRef fromIndex, int64_t lanes);
+// A Copy as the element stores it stands for (for a target without wide accesses).
+StmtRef copyAsStores(const Stmt& copy, DType type);
 // A call's numbers of results (the op's) and operands (the arguments before its results).
 size_t callResults(const Stmt& call);
 size_t callOperands(const Stmt& call);

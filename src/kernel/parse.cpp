@@ -426,6 +426,7 @@ class Parser {
     if (!t) return errorAt(at, "%" + name + " is no buffer in scope");
     KILN_RETURN_IF_ERROR(expectPunct("["));
     KILN_ASSIGN_OR_RETURN(ExprRef index, typedExpr(DType::I64));
+    if (atPunct(":")) return copyFrom(name, index);
     KILN_RETURN_IF_ERROR(expectPunct("]"));
     KILN_RETURN_IF_ERROR(expectPunct("="));
     if (!atWord("reduce")) {
@@ -454,6 +455,27 @@ class Parser {
     take();
     KILN_ASSIGN_OR_RETURN(ExprRef value, typedExpr(*t));
     return reduceInto(name, index, *kind, std::move(vars), std::move(extents), value);
+  }
+
+  // The rest of `%dst[index : lanes] = %src[fromIndex : lanes]` after `%dst[index`.
+  StatusOr<StmtRef> copyFrom(const std::string& name, ExprRef index) {
+    take();
+    KILN_ASSIGN_OR_RETURN(int64_t lanes, integer("the copy's element count"));
+    KILN_RETURN_IF_ERROR(expectPunct("]"));
+    KILN_RETURN_IF_ERROR(expectPunct("="));
+    Token at = cur_;
+    KILN_ASSIGN_OR_RETURN(std::string from, bufferName());
+    if (!bufferType(from)) return errorAt(at, "%" + from + " is no buffer in scope");
+    KILN_RETURN_IF_ERROR(expectPunct("["));
+    KILN_ASSIGN_OR_RETURN(ExprRef fromIndex, typedExpr(DType::I64));
+    KILN_RETURN_IF_ERROR(expectPunct(":"));
+    Token count = cur_;
+    KILN_ASSIGN_OR_RETURN(int64_t fromLanes, integer("the copy's element count"));
+    if (fromLanes != lanes)
+      return errorAt(count, "a copy of " + std::to_string(lanes) + " elements reads " +
+                                std::to_string(fromLanes));
+    KILN_RETURN_IF_ERROR(expectPunct("]"));
+    return wideCopy(name, index, from, fromIndex, lanes);
   }
 
   std::optional<DType> bufferType(const std::string& name) const {

@@ -143,6 +143,11 @@ void printStmtTo(const Stmt& s, int indent, std::string& out) {
       out += pad + "}\n";
       return;
     case Stmt::Kind::Barrier: out += pad + "barrier\n"; return;
+    case Stmt::Kind::Copy:
+      out += pad + "%" + s.buffer + "[" + printExpr(s.index) + " : " + std::to_string(s.lanes) +
+             "] = %" + s.from + "[" + printExpr(s.fromIndex) + " : " + std::to_string(s.lanes) +
+             "]\n";
+      return;
     case Stmt::Kind::Reduce:
       // %acc[0] = reduce<sum>(r0 in [0, 8), r1 in [0, 300)) %x[r0 * 300 + r1]
       out += pad + "%" + s.buffer + "[" + printExpr(s.index) + "] = reduce<" +

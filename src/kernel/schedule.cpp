@@ -62,6 +62,7 @@ StmtRef replaceInStmt(const StmtRef& s, const std::unordered_map<const Expr*, Ex
   };
   return rewrite(s, [&](StmtRef n) {
     sub(n->index);
+    sub(n->fromIndex);
     sub(n->value);
     sub(n->cond);
     sub(n->extent);
@@ -72,7 +73,9 @@ StmtRef replaceInStmt(const StmtRef& s, const std::unordered_map<const Expr*, Ex
 
 bool writesAny(const StmtRef& s, const std::set<std::string>& buffers) {
   if (!s) return false;
-  if ((s->kind == Stmt::Kind::Store || s->kind == Stmt::Kind::Reduce) && buffers.count(s->buffer))
+  if ((s->kind == Stmt::Kind::Store || s->kind == Stmt::Kind::Reduce ||
+       s->kind == Stmt::Kind::Copy) &&
+      buffers.count(s->buffer))
     return true;
   if (s->kind == Stmt::Kind::Call) return true;  // a library call may write anything it names
   for (const StmtRef& b : s->body)
@@ -153,7 +156,7 @@ bool mentions(const StmtRef& s, const ExprRef& e) {
   auto has = [&](const ExprRef& x) {
     return x && anyNode(x, [&](const Expr& n) { return &n == e.get(); });
   };
-  if (has(s->index) || has(s->value) || has(s->cond)) return true;
+  if (has(s->index) || has(s->value) || has(s->cond) || has(s->fromIndex)) return true;
   for (const StmtRef& b : s->body)
     if (mentions(b, e)) return true;
   return false;
@@ -164,6 +167,7 @@ StmtRef replaceIn(const StmtRef& s, const ExprRef& from, const ExprRef& to) {
   std::unordered_map<const Expr*, ExprRef> replace = {{from.get(), to}};
   return rewrite(s, [&](StmtRef n) {
     if (n->index) n->index = replaceAll(n->index, replace, memo);
+    if (n->fromIndex) n->fromIndex = replaceAll(n->fromIndex, replace, memo);
     if (n->value) n->value = replaceAll(n->value, replace, memo);
     if (n->cond) n->cond = replaceAll(n->cond, replace, memo);
     return n;

@@ -58,8 +58,11 @@ class Simplifier {
 
   bool within(const Stmt& s, int64_t lo, int64_t hi) {
     if (s.kind == Stmt::Kind::Reduce) return false;  // its variables have no scope here
-    for (const ExprRef& e : {s.index, s.value, s.cond, s.extent})
+    for (const ExprRef& e : {s.index, s.value, s.cond, s.extent, s.fromIndex})
       if (e && !exprWithin(e, lo, hi)) return false;
+    if (s.kind == Stmt::Kind::Copy)  // its last elements
+      for (const ExprRef& e : {s.index, s.fromIndex})
+        if (!exprWithin(binary(BinaryOp::Add, e, intConst(s.lanes)), lo, hi)) return false;
     if (s.kind != Stmt::Kind::For) {
       for (const StmtRef& b : s.body)
         if (b && !within(*b, lo, hi)) return false;
@@ -98,6 +101,7 @@ class Simplifier {
     }
     if (s->kind == Stmt::Kind::Reduce) return reduce(out);
     if (out->index) out->index = expr(out->index);
+    if (out->fromIndex) out->fromIndex = expr(out->fromIndex);
     if (out->value) out->value = expr(out->value);
     if (out->cond) out->cond = expr(out->cond);
     for (StmtRef& b : out->body) b = stmt(b);

@@ -7,6 +7,8 @@
 #include <string>
 #include <unordered_set>
 
+#include "kernel/lanes.h"
+
 namespace kiln::kernel {
 namespace {
 
@@ -71,6 +73,7 @@ class Verifier {
     else if (s.kind == Stmt::Kind::If) text = "if (...)";
     else if (s.kind == Stmt::Kind::Alloc) text = "local %" + s.buffer;
     else if (s.kind == Stmt::Kind::Barrier) text = "barrier";
+    else if (s.kind == Stmt::Kind::Copy) text = "%" + s.buffer + "[...] = %" + s.from + "[...]";
     else if (s.kind == Stmt::Kind::Reduce) text = "%" + s.buffer + "[...] = reduce";
     return fail(why + (text.empty() ? "" : " (in `" + text.substr(0, 200) + "`)"));
   }
@@ -191,6 +194,7 @@ class Verifier {
         return Status::ok();
       case Stmt::Kind::Barrier: return Status::ok();
       case Stmt::Kind::Reduce: return reduce(s);
+      case Stmt::Kind::Copy: return copy(s);
       case Stmt::Kind::Call:
         for (const std::string& a : s.args)
           if (!buffers_.count(a)) return failAt(s, "argument %" + a + " is no buffer");
@@ -282,6 +286,29 @@ class Verifier {
       if ((*inferred)[r] != out[r])
         return failAt(s, "result %" + s.args[operands + r] + " is " + out[r].str() + ", but " +
                              info.name + " of its operands gives " + (*inferred)[r].str());
+    return Status::ok();
+  }
+
+  // Both sides are buffers in memory of one element type, each index a proven multiple of the
+  // element count (the access is aligned to its size).
+  Status copy(const Stmt& s) {
+    auto to = buffers_.find(s.buffer), from = buffers_.find(s.from);
+    if (to == buffers_.end() || from == buffers_.end())
+      return failAt(s, "a copy between unknown buffers %" + s.buffer + " and %" + s.from);
+    for (const std::string& b : {s.buffer, s.from}) {
+      if (internal_.count(b)) return failAt(s, noMemory(b));
+      if (blocked_.count(b)) return failAt(s, notRowMajor(b));
+    }
+    if (to->second != from->second)
+      return failAt(s, "a copy from " + tn(from->second) + " to " + tn(to->second));
+    if (s.lanes < 1 || s.lanes > 64)
+      return failAt(s, "a copy of " + std::to_string(s.lanes) + " elements (1 to 64)");
+    KILN_RETURN_IF_ERROR(exprAt(s, s.index, DType::I64, "the index"));
+    KILN_RETURN_IF_ERROR(exprAt(s, s.fromIndex, DType::I64, "the source index"));
+    for (const ExprRef& i : {s.index, s.fromIndex})
+      if (knownMultiple(i) % s.lanes != 0)
+        return failAt(s, "index " + printExpr(i) + " is not known to be a multiple of " +
+                             std::to_string(s.lanes) + " (the copy would not be aligned)");
     return Status::ok();
   }
 

@@ -13,7 +13,9 @@
 //     written by calls only;
 //   - launch structure: a kernel with GPU loops is a sequence of library calls and launches,
 //     each `gpu_block for { gpu_thread for { ... } }` with a constant thread count of at most
-//     1024; barriers and shared scratch are inside a launch.
+//     1024; barriers and shared scratch are inside a launch;
+//   - a Copy moves elements of one type between buffers in memory, both indices proven multiples
+//     of its element count.
 //
 // It does not check bounds (an index within its buffer): the index simplifier's ranges could,
 // later. The compile driver runs it on every kernel after lowering.

@@ -27,9 +27,11 @@ void collectLoads(const kernel::ExprRef& e, const std::string& buffer,
 }
 
 // Whether kernel `k` may write `out` over `in`: `in` is read only inside the values stored to
-// `out`, always at the index being stored, and nothing else (a call, another store) reads it.
+// `out`, always at the index being stored, and nothing else (a call, another store) reads it;
+// or wide copies (Stmt::Copy) read it in groups, each the group a copy to `out` then writes.
 bool elementwiseAccess(const kernel::Kernel& k, const std::string& in, const std::string& out) {
   bool ok = true, stored = false;
+  std::vector<std::pair<kernel::ExprRef, int64_t>> inGroups, outGroups;
   std::function<void(const kernel::StmtRef&)> walk = [&](const kernel::StmtRef& s) {
     if (!s || !ok) return;
     using K = kernel::Stmt::Kind;
@@ -51,6 +53,14 @@ bool elementwiseAccess(const kernel::Kernel& k, const std::string& in, const std
         for (const std::string& a : s->args)
           if (a == in || a == out) ok = false;
         return;
+      case K::Copy:  // a group of `in` read whole before a group of `out` at its index is written
+        if (s->from == in) inGroups.emplace_back(s->fromIndex, s->lanes);
+        if (s->buffer == out) {
+          stored = true;
+          outGroups.emplace_back(s->index, s->lanes);
+        }
+        if (s->buffer == in || s->from == out) ok = false;
+        return;
       case K::Reduce: {
         std::vector<kernel::ExprRef> loads;
         collectLoads(s->value, in, loads);
@@ -71,6 +81,8 @@ bool elementwiseAccess(const kernel::Kernel& k, const std::string& in, const std
     for (const auto& b : s->body) walk(b);
   };
   walk(k.body);
+  for (const auto& g : inGroups)
+    if (std::find(outGroups.begin(), outGroups.end(), g) == outGroups.end()) ok = false;
   return ok && stored;
 }
 

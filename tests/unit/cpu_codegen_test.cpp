@@ -20,7 +20,9 @@
 #include "interp/interpreter.h"
 #include "ir/builder.h"
 #include "ir/tensor.h"
+#include "kernel/gpu_schedule.h"
 #include "kernel/kernel_ir.h"
+#include "kernel/verify.h"
 
 namespace kiln {
 namespace {
@@ -195,6 +197,36 @@ TEST(CpuCodegen, VectorizedAddOf1000Floats) {
   void* ptrs[] = {a.data(), b.data(), y.data()};
   ck->run(ptrs, pool2(), nullptr, nullptr);
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(y[i], a[i] + b[i]) << i;
+}
+
+// Wide copies (the GPU schedule's wideAccesses) run on the CPU element by element: the lanes of
+// a loop through local arrays give what the plain loop gives.
+TEST(CpuCodegen, WideCopiesThroughLocalArrays) {
+  using namespace kernel;
+  const int64_t n = 64;
+  const ExprRef i = binary(BinaryOp::Add, binary(BinaryOp::Mul, var("io"), intConst(4)), var("v"));
+  StmtRef lanes =
+      forLoop("io", intConst(n / 4), LoopKind::Serial,
+              forLoop("v", intConst(4), LoopKind::Vectorized,
+                      store("out", i, unary(UnaryOp::Exp, load("in0", DType::F32, i)))));
+  Kernel plain = makeKernel("plain",
+                            {buf("in0", DType::F32, {n}, BufferRole::Input),
+                             buf("out", DType::F32, {n}, BufferRole::Output)},
+                            lanes);
+  Kernel wide = wideAccesses(plain);
+  ASSERT_NE(printKernel(wide).find("%ld0[0 : 4] = %in0[io * 4 : 4]"), std::string::npos)
+      << printKernel(wide);
+  ASSERT_TRUE(verifyKernel(wide).isOk());
+  std::vector<float> x(n), want(n, -1.0f), got(n, -1.0f);
+  for (int64_t j = 0; j < n; ++j) x[j] = 0.1f * static_cast<float>(j) - 2.0f;
+  for (auto [k, y] : {std::pair{&plain, &want}, std::pair{&wide, &got}}) {
+    auto ck = compileOrDie(*k);
+    ASSERT_TRUE(ck);
+    void* ptrs[] = {x.data(), y->data()};
+    ck->run(ptrs, pool2(), nullptr, nullptr);
+  }
+  for (int64_t j = 0; j < n; ++j) ASSERT_EQ(got[j], want[j]) << j;
+  EXPECT_EQ(want[5], std::exp(x[5]));
 }
 
 // A vectorized loop whose iterations are independent (each reads a stored buffer only at the

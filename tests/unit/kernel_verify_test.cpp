@@ -173,6 +173,37 @@ TEST(VerifyKernel, LaunchesFollowTheLaunchStructure) {
   }
 }
 
+// A wide copy moves elements of one type between buffers in memory, each index a proven
+// multiple of its element count.
+TEST(VerifyKernel, CopiesAreAlignedAndOfOneType) {
+  Kernel k = kernelWith(wideCopy("y", binary(BinaryOp::Mul, var("i0"), intConst(4)), "x",
+                                 binary(BinaryOp::Mul, var("i0"), intConst(4)), 4));
+  EXPECT_EQ(errorOf(k), "");
+  struct Case {
+    StmtRef body;
+    std::string error;
+  } cases[] = {
+      {wideCopy("y", var("i0"), "x", intConst(0), 4),
+       "index i0 is not known to be a multiple of 4 (the copy would not be aligned)"},
+      {wideCopy("y", intConst(0), "x", intConst(2), 4), "index 2 is not known to be a multiple"},
+      {wideCopy("y", intConst(0), "q", intConst(0), 4), "a copy between unknown buffers %y and %q"},
+      {wideCopy("y", intConst(0), "x", intConst(0), 0), "a copy of 0 elements (1 to 64)"},
+      {alloc("h", DType::F16, 4, MemoryScope::Local,
+             wideCopy("h", intConst(0), "x", intConst(0), 4)),
+       "a copy from f32 to f16"},
+  };
+  for (const Case& c : cases) {
+    k = kernelWith(c.body);
+    EXPECT_NE(errorOf(k).find(c.error), std::string::npos) << c.error << "\n" << errorOf(k);
+  }
+  // What it stands for, element by element.
+  const StmtRef stores = copyAsStores(*wideCopy("y", intConst(4), "x", intConst(8), 2), DType::F32);
+  EXPECT_EQ(printKernel(kernelWith(stores)).find("%y[4] = %x[8]") != std::string::npos &&
+                printKernel(kernelWith(stores)).find("%y[5] = %x[9]") != std::string::npos,
+            true)
+      << printKernel(kernelWith(stores));
+}
+
 TEST(VerifyKernel, EveryKernelOfTheOpTableModuleVerifies) {
   // Its symbols at small sizes, as a compile specialises them.
   std::unique_ptr<Module> module = allOpsModule({{"N", 3}, {"B", 2}, {"S", 5}});

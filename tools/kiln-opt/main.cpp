@@ -95,6 +95,8 @@ void printHelp() {
          "  --reductions-per-output[=N]  a row of accumulators as groups of N-byte accesses, or\n"
          "                         (no N) a Reduce per output element\n"
          "  --gpu-lanes=N          innermost loops of stores in groups of N-byte accesses\n"
+         "  --wide-accesses        the aligned groups of those loops as wide copies through\n"
+         "                         local arrays\n"
          "  --no-reassociate       float sums keep their order (split-reductions, map-gpu,\n"
          "                         --schedule)\n"
       << kiln::instrumentationFlagsHelp()
@@ -112,7 +114,7 @@ bool isSchedulePass(const std::string& flag) {
                         "--map-gpu=", "--gpu-lanes=", "--reductions-per-output="})
     if (flag.rfind(p, 0) == 0) return true;
   return flag == "--vectorize-inner" || flag == "--lower-reductions" || flag == "--expand-calls" ||
-         flag == "--reductions-per-output";
+         flag == "--reductions-per-output" || flag == "--wide-accesses";
 }
 
 // Runs one --schedule or schedule-pass spec over `kernels`.
@@ -145,6 +147,7 @@ kiln::Status schedule(const std::string& spec, const Options& o,
     else if (name == "map-gpu") k = kiln::kernel::mapToGpu(k, n, o.reassociate);
     else if (name == "reductions-per-output") k = kiln::kernel::reductionsPerOutput(k, n);
     else if (name == "gpu-lanes") k = kiln::kernel::vectorizeLanes(k, n);
+    else if (name == "wide-accesses") k = kiln::kernel::wideAccesses(k);
     else {
       KILN_ASSIGN_OR_RETURN(k, kiln::kernel::expandCalls(k));
     }

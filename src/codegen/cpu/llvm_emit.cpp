@@ -113,6 +113,10 @@ void KernelEmitter::emitStmt(const Stmt& s) {
       fail("barriers synchronize GPU threads; a CPU kernel has none", b_.getInt1Ty());
       return;
     case Stmt::Kind::Call: return emitCall(s);
+    case Stmt::Kind::Copy:  // element by element: LLVM's vectorizer widens what it can
+      if (const BufferBinding* b = lookupBuffer(s.buffer))
+        emitStmt(*kernel::copyAsStores(s, b->type));
+      return;
     case Stmt::Kind::Reduce:
       fail("reduce<" + std::string(kernel::reduceKindName(s.reduce)) + "> into %" + s.buffer +
                " is not scheduled (the CPU schedule turns reductions into loops)",

@@ -306,20 +306,8 @@ class Emitter {
 
   Status stmt(const StmtRef& s, int depth);
   Status stmtBody(const Stmt& s, int depth);
-  Status lanes(const Stmt& s, int depth);
-  // A load or store a vectorized loop moves as wide accesses through local `array`.
-  struct LaneGroup {
-    std::string array, buffer;
-    ExprRef base;
-    DType type;
-    const Stmt* store = nullptr;
-    const Expr* load = nullptr;
-  };
-  std::vector<LaneGroup> laneGroups(const std::string& lane, int64_t n,
-                                    const std::vector<const Stmt*>& stores) const;
   std::string freshTemp(const std::string& prefix);
-  std::string laneCopies(const std::string& to, const std::string& from, int64_t bytes,
-                         int depth) const;
+  Status wideCopy(const Stmt& s, int depth);
   StatusOr<std::string> expr(const ExprRef& e, int depth);
   StatusOr<std::string> node(const Expr& e, const std::vector<std::string>& a);
   StatusOr<std::string> unaryText(const Expr& e, const std::string& x);
@@ -342,11 +330,6 @@ class Emitter {
   std::unordered_map<const Expr*, int> uses_;
   std::unordered_map<const Expr*, std::string> memo_;
   std::string pending_;  // temporaries printed before the statement that needs them
-  // In a vectorized loop (lanes): its variable, the loads read from a local group the loop's
-  // wide loads filled, and the stores written to one its wide stores then write out.
-  std::string lane_;
-  std::unordered_map<const Expr*, std::string> laneLoads_;
-  std::unordered_map<const Stmt*, std::string> laneStores_;
 };
 
 StatusOr<std::string> Emitter::buffer(const std::string& name, DType type) {
@@ -375,7 +358,6 @@ StatusOr<std::string> Emitter::expr(const ExprRef& e, int depth) {
     return sym == symbolNames_.end() ? e->name : sym->second;
   }
   if (auto m = memo_.find(e.get()); m != memo_.end()) return m->second;
-  if (laneLoads_.count(e.get())) return node(*e, {""});  // its index is the group's
   std::vector<std::string> args;
   for (const ExprRef& a : e->args) {
     KILN_ASSIGN_OR_RETURN(std::string t, expr(a, depth));
@@ -393,8 +375,7 @@ StatusOr<std::string> Emitter::node(const Expr& e, const std::vector<std::string
   switch (e.kind) {
     case Expr::Kind::Load: {
       KILN_ASSIGN_OR_RETURN(std::string b, buffer(e.name, e.type));
-      std::string at = b + "[" + a[0] + "]";
-      if (auto l = laneLoads_.find(&e); l != laneLoads_.end()) at = l->second + "[" + lane_ + "]";
+      const std::string at = b + "[" + a[0] + "]";
       if (e.type == DType::Bool) return at + " != 0";
       if (e.type == DType::F16) return "kiln_h2f(" + at + ")";
       if (e.type == DType::BF16) return "kiln_bf2f(" + at + ")";
@@ -554,7 +535,7 @@ Status Emitter::stmt(const StmtRef& s, int depth) {
   uses_.clear();
   memo_.clear();
   pending_.clear();
-  for (const ExprRef& e : {s->index, s->value, s->cond, s->extent}) countUses(e);
+  for (const ExprRef& e : {s->index, s->value, s->cond, s->extent, s->fromIndex}) countUses(e);
   return stmtBody(*s, depth);
 }
 
@@ -565,7 +546,6 @@ Status Emitter::stmtBody(const Stmt& s, int depth) {
       for (const StmtRef& b : s.body) KILN_RETURN_IF_ERROR(stmt(b, depth));
       return Status::ok();
     case Stmt::Kind::For: {
-      if (s.loop == kernel::LoopKind::Vectorized && lane_.empty()) return lanes(s, depth);
       KILN_ASSIGN_OR_RETURN(std::string n, expr(s.extent, depth));
       out_ += pending_;
       if (s.loop == kernel::LoopKind::Unrolled ||
@@ -579,26 +559,22 @@ Status Emitter::stmtBody(const Stmt& s, int depth) {
     }
     case Stmt::Kind::Store: {
       KILN_ASSIGN_OR_RETURN(std::string b, buffer(s.buffer, s.value->type));
-      auto l = laneStores_.find(&s);  // a lane of a group that its loop stores (lanes)
-      std::string i;
-      if (l == laneStores_.end()) {
-        KILN_ASSIGN_OR_RETURN(i, expr(s.index, depth));
-      }
+      KILN_ASSIGN_OR_RETURN(std::string i, expr(s.index, depth));
       KILN_ASSIGN_OR_RETURN(std::string v, expr(s.value, depth));
       DType t = s.value->type;
       if (t == DType::Bool) v = "(u8)" + v;
       else if (t == DType::F16) v = "kiln_f2h(" + v + ")";
       else if (t == DType::BF16) v = "kiln_f2bf(" + v + ")";
-      const std::string at =
-          l != laneStores_.end() ? l->second + "[" + lane_ + "]" : b + "[" + i + "]";
-      out_ += pending_ + p + at + " = " + v + ";\n";
+      out_ += pending_ + p + b + "[" + i + "] = " + v + ";\n";
       return Status::ok();
     }
     case Stmt::Kind::Alloc: {
       std::string c = ident(s.buffer);
       names_[s.buffer] = c;
       scratch_[s.buffer] = s.type;
-      out_ += p + "{\n" + p + "  " + (s.scope == kernel::MemoryScope::Shared ? "__shared__ " : "") +
+      // Local arrays are aligned for the wide copies into and out of them.
+      out_ += p + "{\n" + p + "  " +
+              (s.scope == kernel::MemoryScope::Shared ? "__shared__ " : "__align__(16) ") +
               memType(s.type) + " " + c + "[" + std::to_string(s.size) + "];\n";
       KILN_RETURN_IF_ERROR(stmt(s.body[0], depth + 1));
       out_ += p + "}\n";
@@ -620,6 +596,7 @@ Status Emitter::stmtBody(const Stmt& s, int depth) {
       return fail("library call " + s.callee() + " inside a launch has no GPU kernel");
     case Stmt::Kind::Reduce:
       return fail("a reduce into %" + s.buffer + " was not lowered (lowerReductions)");
+    case Stmt::Kind::Copy: return wideCopy(s, depth);
   }
   return fail("unknown statement kind");
 }
@@ -631,97 +608,33 @@ std::string Emitter::freshTemp(const std::string& prefix) {
   return name;
 }
 
-// Copies `bytes` (a multiple of the access size) from `from` to `to` in accesses of up to 16
-// bytes: uint4, uint2, ... (both sides aligned to the access, which lanes.h proves).
-std::string Emitter::laneCopies(const std::string& to, const std::string& from, int64_t bytes,
-                                int depth) const {
-  const int64_t access = std::min<int64_t>(bytes, 16);
+// A Copy as accesses of up to 16 bytes: uint4, uint2, ... (both sides aligned to the access:
+// the verifier checked each index is a multiple of the element count).
+Status Emitter::wideCopy(const Stmt& s, int depth) {
+  const kernel::Buffer* kb = k_.find(s.buffer);
+  auto held = scratch_.find(s.buffer);
+  if (!kb && held == scratch_.end()) return fail("unknown buffer '" + s.buffer + "'");
+  const DType t = kb ? kb->type : held->second;
+  KILN_ASSIGN_OR_RETURN(std::string to, buffer(s.buffer, t));
+  KILN_ASSIGN_OR_RETURN(std::string from, buffer(s.from, t));
+  KILN_ASSIGN_OR_RETURN(std::string i, expr(s.index, depth));
+  KILN_ASSIGN_OR_RETURN(std::string j, expr(s.fromIndex, depth));
+  const int64_t bytes = s.lanes * static_cast<int64_t>(dtypeSize(t));
+  int64_t access = 16;
+  while (access > 1 && bytes % access != 0) access /= 2;
   const char* type = access == 16  ? "uint4"
                      : access == 8 ? "uint2"
                      : access == 4 ? "unsigned"
                      : access == 2 ? "unsigned short"
                                    : "unsigned char";
-  const std::string src = std::string("reinterpret_cast<const ") + type + "*>(" + from + ")";
-  const std::string dst = std::string("reinterpret_cast<") + type + "*>(" + to + ")";
-  std::string text;
+  const std::string dst = std::string("reinterpret_cast<") + type + "*>(" + to + " + " + i + ")";
+  const std::string src =
+      std::string("reinterpret_cast<const ") + type + "*>(" + from + " + " + j + ")";
+  out_ += pending_;
   for (int64_t c = 0; c < bytes / access; ++c)
-    text += pad(depth) + dst + "[" + std::to_string(c) + "] = " + src + "[" + std::to_string(c) +
+    out_ += pad(depth) + dst + "[" + std::to_string(c) + "] = " + src + "[" + std::to_string(c) +
             "];\n";
-  return text;
-}
-
-// The loads (in the stores' values) and stores of a vectorized loop of `n` lanes over `lane`
-// whose elements are the lanes' consecutive, aligned group, each with its index at lane 0.
-std::vector<Emitter::LaneGroup> Emitter::laneGroups(const std::string& lane, int64_t n,
-                                                    const std::vector<const Stmt*>& stores) const {
-  std::vector<ExprRef> loads;
-  std::set<const Expr*> seen;
-  std::function<void(const ExprRef&)> collect = [&](const ExprRef& e) {
-    if (!e || !seen.insert(e.get()).second) return;
-    if (e->kind == Expr::Kind::Load) loads.push_back(e);
-    for (const ExprRef& a : e->args) collect(a);
-  };
-  for (const Stmt* st : stores) collect(st->value);
-  std::vector<LaneGroup> groups;
-  for (const ExprRef& l : loads)
-    if (ExprRef b = kernel::laneBase(l->args[0], lane, n); b && k_.find(l->name))
-      groups.push_back({"", l->name, b, l->type, nullptr, l.get()});
-  for (const Stmt* st : stores)
-    if (ExprRef b = kernel::laneBase(st->index, lane, n); b && k_.find(st->buffer))
-      groups.push_back({"", st->buffer, b, st->value->type, st, nullptr});
-  return groups;
-}
-
-// A vectorized loop of stores (vectorizeLanes): each load and store whose elements are the
-// lanes' consecutive, aligned group (laneBase) moves as wide accesses into and out of a local
-// array; the lanes compute between them, unrolled. Other accesses stay per lane.
-Status Emitter::lanes(const Stmt& s, int depth) {
-  std::vector<const Stmt*> stores;
-  if (!unrollsAsLanes(s) || !kernel::storesOnly(s.body[0], stores)) {
-    lane_ = s.var;  // a plain loop
-    Status st = stmtBody(s, depth);
-    lane_.clear();
-    return st;
-  }
-  const int64_t n = s.extent->i;
-  std::vector<LaneGroup> groups = laneGroups(s.var, n, stores);
-  uses_.clear();
-  memo_.clear();
-  pending_.clear();
-  for (const LaneGroup& g : groups) countUses(g.base);
-  const std::string p = pad(depth);
-  std::string fill;
-  std::vector<std::string> at;
-  for (LaneGroup& g : groups) {
-    KILN_ASSIGN_OR_RETURN(std::string b, buffer(g.buffer, g.type));
-    KILN_ASSIGN_OR_RETURN(std::string i, expr(g.base, depth + 1));
-    g.array = freshTemp(g.load ? "ld" : "st");
-    at.push_back(b + " + " + i);  // i is a name, a literal or parenthesised
-    fill +=
-        p + "  __align__(16) " + memType(g.type) + " " + g.array + "[" + std::to_string(n) + "];\n";
-    const int64_t bytes = n * static_cast<int64_t>(dtypeSize(g.type));
-    if (g.load) fill += laneCopies(g.array, at.back(), bytes, depth + 1);
-  }
-  out_ += p + "{\n" + pending_ + fill;
-  for (const LaneGroup& g : groups) {
-    if (g.load) laneLoads_[g.load] = g.array;
-    else laneStores_[g.store] = g.array;
-  }
-  lane_ = s.var;
-  out_ += p + "  #pragma unroll\n";
-  out_ += p + "  for (" + typeName(DType::I64) + " " + s.var + " = 0; " + s.var + " < " +
-          std::to_string(n) + "; ++" + s.var + ") {\n";
-  Status st = stmt(s.body[0], depth + 2);
-  out_ += p + "  }\n";
-  for (size_t g = 0; g < groups.size(); ++g)
-    if (groups[g].store)
-      out_ += laneCopies(at[g], groups[g].array,
-                         n * static_cast<int64_t>(dtypeSize(groups[g].type)), depth + 1);
-  out_ += p + "}\n";
-  lane_.clear();
-  laneLoads_.clear();
-  laneStores_.clear();
-  return st;
+  return Status::ok();
 }
 
 }  // namespace

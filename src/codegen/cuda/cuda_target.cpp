@@ -109,7 +109,7 @@ class CudaTarget final : public runtime::Target {
   // grid, rows of a warp or more to a block each (gpu_schedule.h), and the reductions left run
   // serially in their thread; then the indices are simplified again, since the grid's flat index
   // split into a nest's dims mostly recombines (a thread per element of a dense tensor indexes it
-  // directly).
+  // directly), and the lanes' aligned groups become wide copies (wideAccesses).
   Status schedule(std::vector<kernel::Kernel>& kernels,
                   const CompileOptions& options) const override {
     for (kernel::Kernel& k : kernels) {
@@ -117,7 +117,7 @@ class CudaTarget final : public runtime::Target {
       k = kernel::tileTransposes(k, kThreadsPerBlock);
       k = kernel::vectorizeLanes(kernel::reductionsPerOutput(k, kAccessBytes), kAccessBytes);
       k = kernel::mapToGpu(k, kThreadsPerBlock, options.reassociate);
-      k = kernel::simplifyIndices(kernel::lowerReductions(k));
+      k = kernel::wideAccesses(kernel::simplifyIndices(kernel::lowerReductions(k)));
     }
     return Status::ok();
   }
