@@ -1,10 +1,10 @@
 // Buffer assignment over the kernel order: liveness, in-place reuse, greedy-by-size offsets.
 #include "runtime/buffer_plan.h"
 
-#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <limits>
+#include <set>
 #include <unordered_set>
 
 namespace kiln::runtime {
@@ -28,10 +28,18 @@ void collectLoads(const kernel::ExprRef& e, const std::string& buffer,
 
 // Whether kernel `k` may write `out` over `in`: `in` is read only inside the values stored to
 // `out`, always at the index being stored, and nothing else (a call, another store) reads it;
-// or wide copies (Stmt::Copy) read it in groups, each the group a copy to `out` then writes.
+// or a wide copy (Stmt::Copy) reads a group of it that a later copy of the same block writes to
+// `out` (the group is read whole before it is overwritten, and no other step reads it after).
 bool elementwiseAccess(const kernel::Kernel& k, const std::string& in, const std::string& out) {
   bool ok = true, stored = false;
-  std::vector<std::pair<kernel::ExprRef, int64_t>> inGroups, outGroups;
+  std::set<const kernel::Stmt*> pairedCopies;  // copies of `in` whose block writes the group out
+  auto copiedOut = [&](const std::vector<kernel::StmtRef>& steps, size_t i) {
+    for (size_t j = i + 1; j < steps.size(); ++j)
+      if (steps[j] && steps[j]->kind == kernel::Stmt::Kind::Copy && steps[j]->buffer == out &&
+          steps[j]->index == steps[i]->fromIndex && steps[j]->lanes == steps[i]->lanes)
+        return true;
+    return false;
+  };
   std::function<void(const kernel::StmtRef&)> walk = [&](const kernel::StmtRef& s) {
     if (!s || !ok) return;
     using K = kernel::Stmt::Kind;
@@ -53,13 +61,16 @@ bool elementwiseAccess(const kernel::Kernel& k, const std::string& in, const std
         for (const std::string& a : s->args)
           if (a == in || a == out) ok = false;
         return;
-      case K::Copy:  // a group of `in` read whole before a group of `out` at its index is written
-        if (s->from == in) inGroups.emplace_back(s->fromIndex, s->lanes);
-        if (s->buffer == out) {
-          stored = true;
-          outGroups.emplace_back(s->index, s->lanes);
-        }
+      case K::Block:  // its copies of `in` (checked here, where the later steps are seen)
+        for (size_t i = 0; i < s->body.size(); ++i)
+          if (s->body[i] && s->body[i]->kind == K::Copy && s->body[i]->from == in &&
+              copiedOut(s->body, i))
+            pairedCopies.insert(s->body[i].get());
+        break;
+      case K::Copy:
+        stored = stored || s->buffer == out;
         if (s->buffer == in || s->from == out) ok = false;
+        if (s->from == in && !pairedCopies.count(s.get())) ok = false;
         return;
       case K::Reduce: {
         std::vector<kernel::ExprRef> loads;
@@ -81,8 +92,6 @@ bool elementwiseAccess(const kernel::Kernel& k, const std::string& in, const std
     for (const auto& b : s->body) walk(b);
   };
   walk(k.body);
-  for (const auto& g : inGroups)
-    if (std::find(outGroups.begin(), outGroups.end(), g) == outGroups.end()) ok = false;
   return ok && stored;
 }
 

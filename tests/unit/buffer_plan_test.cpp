@@ -8,7 +8,10 @@
 
 #include "fusion/fusion.h"
 #include "ir/text/text.h"
+#include "kernel/gpu_schedule.h"
 #include "kernel/lower.h"
+#include "kernel/schedule.h"
+#include "kernel/simplify.h"
 #include "runtime/buffer_plan.h"
 
 namespace kiln {
@@ -66,6 +69,78 @@ func @main(%p: f32[8,8], %w: f32[8,8]) -> (f32[8]) {
   ASSERT_EQ(p->values.at(x).storage, runtime::Storage::Arena);
   EXPECT_FALSE(overlap(p->values.at(x), p->values.at(c)));
   EXPECT_EQ(p->arenaBytes, 2 * 256);
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// The kernels of `text` (one per op unless `fuse`) as the GPU schedule leaves them (lanes as wide
+// copies), and their plan.
+struct GpuPlanned {
+  std::unique_ptr<Module> module;
+  std::vector<kernel::Kernel> kernels;
+  runtime::BufferPlan plan;
+};
+GpuPlanned gpuPlanned(const char* text, bool fuse = true) {
+  GpuPlanned g;
+  auto m = parseModule(text, "gpu.kir");
+  EXPECT_TRUE(m.isOk()) << m.status().str();
+  g.module = std::move(*m);
+  const Function& f = *g.module->entry();
+  fusion::FusionOptions options;
+  options.fuse = fuse;
+  auto kernels = kernel::lowerPlan(f, fusion::planFusion(f, options));
+  EXPECT_TRUE(kernels.isOk()) << kernels.status().str();
+  for (kernel::Kernel& k : *kernels)
+    g.kernels.push_back(kernel::wideAccesses(kernel::simplifyIndices(
+        kernel::lowerReductions(kernel::mapToGpu(kernel::vectorizeLanes(k, 16), 256)))));
+  auto p = runtime::planBuffers(f, g.kernels);
+  EXPECT_TRUE(p.isOk()) << p.status().str();
+  g.plan = std::move(*p);
+  return g;
+}
+
+// A wide copy of a group of x that a copy of the same block then writes to y lets y take x's
+// memory; a copy of x in a later launch of the kernel (after y's writes) does not (ONNX's
+// expanded layer normalisation read its overwritten sum so on the GPU).
+TEST(BufferPlan, WideCopiesWriteInPlaceOnlyWhereTheirBlockReadsTheGroupFirst) {
+  GpuPlanned same = gpuPlanned(R"(
+func @main(%p: f32[64,64]) -> (f32[64]) {
+  %x = f32[64,64] exp(%p)
+  %two = f32[] constant() {value = [2.0]}
+  %tb = f32[64,64] broadcast_in_dim(%two) {dims = []}
+  %y = f32[64,64] mul(%x, %tb)
+  %s = f32[64] reduce(%y) {dims = [1], kind = sum}
+  return %s
+})",
+                               /*fuse=*/false);
+  std::string text = kernel::printKernels(same.kernels);
+  ASSERT_NE(text.find(" : 4] = %st"), std::string::npos) << text;
+  EXPECT_EQ(same.plan.inPlace, 1) << text;
+
+  // v3 = v0 / 60 and mean = reshape(v3) are two launches of one kernel, each copying v0 in.
+  GpuPlanned later = gpuPlanned(R"(
+func @main(%p: f32[4,64], %q: f32[4,64]) -> (f32[4,1,1], f32[4,1]) {
+  %v0 = f32[4] reduce(%p) {dims = [1], kind = sum}
+  %v4 = f32[4] reduce(%q) {dims = [1], kind = sum}
+  %c = f32[] constant() {value = [60.0]}
+  %cb = f32[4] broadcast_in_dim(%c) {dims = []}
+  %v3 = f32[4] div(%v0, %cb)
+  %t = f32[4] div(%v4, %cb)
+  %m2 = f32[4] mul(%v3, %v3)
+  %var = f32[4] sub(%t, %m2)
+  %inv = f32[4] sqrt(%var)
+  %invr = f32[4,1] reshape(%inv)
+  %mean = f32[4,1,1] reshape(%v3)
+  return %mean, %invr
+})");
+  text = kernel::printKernels(later.kernels);
+  ASSERT_NE(text.find("%v3[0 : 4] = %st0[0 : 4]"), std::string::npos) << text;
+  ASSERT_NE(text.find("%ld1[0 : 4] = %v0[0 : 4]"), std::string::npos) << text;
+  EXPECT_EQ(later.plan.inPlace, 0) << text;
 }
 
 }  // namespace
