@@ -185,6 +185,54 @@ StatusOr<ExprRef> Lowerer::computeElementwise(const Value* v, const Index& idx) 
   }
 }
 
+// A pad: the operand where the index falls on it (past the low padding, on the interior
+// stride, before the end), else the padding value.
+StatusOr<ExprRef> Lowerer::padAt(const Value* v, const Index& idx) {
+  const Node* n = v->def();
+  auto low = n->attrInts("low");
+  auto interior = n->attrInts("interior", std::vector<int64_t>(low.size(), 0));
+  const Shape& in = n->operand(0)->type().dims();
+  Index at(idx.size());
+  std::vector<ExprRef> valid;
+  for (size_t i = 0; i < idx.size(); ++i) {
+    if (in[i].isSymbolic()) {  // never padded (the type rule)
+      at[i] = idx[i];
+      continue;
+    }
+    ExprRef q = binary(BinaryOp::Sub, idx[i], intConst(low[i]));
+    int64_t step = interior[i] + 1;
+    ExprRef src = binary(BinaryOp::Div, q, intConst(step));
+    valid.push_back(binary(BinaryOp::Ge, q, intConst(0)));
+    valid.push_back(binary(BinaryOp::Lt, src, intConst(in[i].value())));
+    if (step > 1)
+      valid.push_back(binary(BinaryOp::Eq, binary(BinaryOp::Rem, q, intConst(step)), intConst(0)));
+    at[i] = clampIndex(src, in[i].value());
+  }
+  KILN_ASSIGN_OR_RETURN(ExprRef x, valueAt(n->operand(0), at));
+  KILN_ASSIGN_OR_RETURN(ExprRef padValue, valueAt(n->operand(1), {}));
+  return select(andAll(valid), x, padValue);
+}
+
+// A concatenation: each operand's value, clamped into it, selected by where the index falls.
+StatusOr<ExprRef> Lowerer::concatenateAt(const Value* v, const Index& idx) {
+  const Node* n = v->def();
+  size_t d = static_cast<size_t>(n->attrInt("dimension"));
+  ExprRef result;
+  ExprRef offset = intConst(0);
+  std::vector<std::pair<ExprRef, ExprRef>> parts;
+  for (size_t i = 0; i < n->numOperands(); ++i) {
+    ExprRef extent = dimExpr(n->operand(i)->type().dim(d));
+    Index at = idx;
+    at[d] = clampIndex(binary(BinaryOp::Sub, idx[d], offset), extent);
+    KILN_ASSIGN_OR_RETURN(ExprRef x, valueAt(n->operand(i), at));
+    offset = binary(BinaryOp::Add, offset, extent);
+    parts.push_back({binary(BinaryOp::Lt, idx[d], offset), x});
+  }
+  for (size_t i = parts.size(); i-- > 0;)
+    result = result ? select(parts[i].first, parts[i].second, result) : parts[i].second;
+  return result;
+}
+
 StatusOr<ExprRef> Lowerer::computeMovement(const Value* v, const Index& idx) {
   const Node* n = v->def();
   DType dt = v->type().dtype();
@@ -232,48 +280,8 @@ StatusOr<ExprRef> Lowerer::computeMovement(const Value* v, const Index& idx) {
       }
       return operand(0, at);
     }
-    case OpCode::Pad: {
-      auto low = n->attrInts("low");
-      auto interior = n->attrInts("interior", std::vector<int64_t>(low.size(), 0));
-      const Shape& in = n->operand(0)->type().dims();
-      Index at(idx.size());
-      std::vector<ExprRef> valid;
-      for (size_t i = 0; i < idx.size(); ++i) {
-        if (in[i].isSymbolic()) {  // never padded (the type rule)
-          at[i] = idx[i];
-          continue;
-        }
-        ExprRef q = binary(BinaryOp::Sub, idx[i], intConst(low[i]));
-        int64_t step = interior[i] + 1;
-        ExprRef src = binary(BinaryOp::Div, q, intConst(step));
-        valid.push_back(binary(BinaryOp::Ge, q, intConst(0)));
-        valid.push_back(binary(BinaryOp::Lt, src, intConst(in[i].value())));
-        if (step > 1)
-          valid.push_back(
-              binary(BinaryOp::Eq, binary(BinaryOp::Rem, q, intConst(step)), intConst(0)));
-        at[i] = clampIndex(src, in[i].value());
-      }
-      KILN_ASSIGN_OR_RETURN(ExprRef x, operand(0, at));
-      KILN_ASSIGN_OR_RETURN(ExprRef padValue, valueAt(n->operand(1), {}));
-      return select(andAll(valid), x, padValue);
-    }
-    case OpCode::Concatenate: {
-      size_t d = static_cast<size_t>(n->attrInt("dimension"));
-      ExprRef result;
-      ExprRef offset = intConst(0);
-      std::vector<std::pair<ExprRef, ExprRef>> parts;
-      for (size_t i = 0; i < n->numOperands(); ++i) {
-        ExprRef extent = dimExpr(n->operand(i)->type().dim(d));
-        Index at = idx;
-        at[d] = clampIndex(binary(BinaryOp::Sub, idx[d], offset), extent);
-        KILN_ASSIGN_OR_RETURN(ExprRef x, operand(i, at));
-        offset = binary(BinaryOp::Add, offset, extent);
-        parts.push_back({binary(BinaryOp::Lt, idx[d], offset), x});
-      }
-      for (size_t i = parts.size(); i-- > 0;)
-        result = result ? select(parts[i].first, parts[i].second, result) : parts[i].second;
-      return result;
-    }
+    case OpCode::Pad: return padAt(v, idx);
+    case OpCode::Concatenate: return concatenateAt(v, idx);
     default: break;
   }
   // The ops below lower over static extents only (lowersOverSymbols).

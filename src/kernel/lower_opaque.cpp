@@ -165,6 +165,59 @@ struct GridAxis {
   double lo = 0, hi = 0;
 };
 
+// grid_sample's per-axis steps, by its mode, padding mode and align_corners; `coord` is the
+// scratch of the point's two source coordinates.
+struct GridSampling {
+  std::string mode, coord;
+  bool alignCorners = false, border = false, reflect = false;
+  int64_t taps = 1;
+
+  // coord[slot] = the source coordinate of normalised coordinate g along `a`, after the
+  // padding mode, clamped to [-3, extent + 2] (past that every tap is outside; the reference
+  // clamps too). One store per step keeps the expressions small.
+  void source(const ExprRef& g, int64_t slot, const GridAxis& a, std::vector<StmtRef>& body) const {
+    ExprRef v = load(coord, DType::F64, i64(slot));
+    auto set = [&](ExprRef e) { body.push_back(store(coord, i64(slot), std::move(e))); };
+    set(alignCorners ? mul(div(add(g, f64(1)), f64(2)), f64(double(a.extent - 1)))
+                     : div(sub(mul(add(g, f64(1)), f64(double(a.extent))), f64(1)), f64(2)));
+    if (mode == "nearest") set(roundHalfEven(v));
+    ExprRef outside = either(lt(v, f64(a.lo)), gt(v, f64(a.hi)));
+    if (border) set(select(outside, clampF(v, 0.0, double(a.extent - 1)), v));
+    if (reflect)
+      set(select(outside,
+                 select(unary(UnaryOp::IsInf, v), f64(std::numeric_limits<double>::quiet_NaN()),
+                        reflectInto(v, a.lo, a.hi)),
+                 v));
+    set(clampF(v, -3.0, double(a.extent) + 2));
+  }
+
+  // The index a tap at integer position i reads: clamped (border), reflected (reflection),
+  // or -1 for a zero outside the input (zeros).
+  ExprRef tapIndex(const ExprRef& i, const GridAxis& a) const {
+    if (border) return clampI(i, 0, a.extent - 1);
+    if (reflect) return clampI(toI64(reflectInto(toF64(i), a.lo, a.hi)), 0, a.extent - 1);
+    return select(both(ge(i, i64(0)), lt(i, i64(a.extent))), i, i64(-1));
+  }
+
+  // Taps (into `idx`) and weights (into `w`) of the coordinate in coord[slot] along `a`.
+  void weights(int64_t slot, const GridAxis& a, const std::string& w, const std::string& idx,
+               std::vector<StmtRef>& body) const {
+    ExprRef v = load(coord, DType::F64, i64(slot));
+    ExprRef r = sub(v, floorOf(v)), first = toI64(floorOf(v));
+    std::vector<ExprRef> ws = {f64(1)};
+    if (taps == 2) ws = {sub(f64(1), r), r};
+    if (taps == 4) {
+      auto cw = cubicWeights(r, -0.75);
+      ws.assign(cw.begin(), cw.end());
+      first = sub(first, i64(1));
+    }
+    for (int64_t k = 0; k < taps; ++k) {
+      body.push_back(store(w, i64(k), ws[static_cast<size_t>(k)]));
+      body.push_back(store(idx, i64(k), tapIndex(add(first, i64(k)), a)));
+    }
+  }
+};
+
 class OpaqueLowerer {
  public:
   OpaqueLowerer(const Node& n, const std::vector<std::string>& operands,
@@ -362,48 +415,60 @@ class OpaqueLowerer {
   // order, the window of each point that lies entirely inside the operand combines its updates
   // into the result; with reduction none the update replaces the element, so the last of
   // duplicate indices wins, and with add/mul/max/min duplicates combine in order.
+  // The plan of interp's planScatter: update dims that index the scatter, and the window's
+  // operand dims with their extents and update dims.
+  struct ScatterPlan {
+    std::vector<size_t> scatterDims, windowOperandDims, windowUpdateDims;
+    std::vector<int64_t> scatterShape, windowShape;
+  };
+  StatusOr<ScatterPlan> scatterPlan(const std::vector<int64_t>& xd, const std::vector<int64_t>& id,
+                                    const std::vector<int64_t>& ud) {
+    const auto windowDims = n_.attrInts("update_window_dims");
+    const auto inserted = n_.attrInts("inserted_window_dims");
+    const int64_t vectorDim = n_.attrInt("index_vector_dim");
+    const auto rank = static_cast<int64_t>(xd.size());
+    if (vectorDim < 0 || vectorDim > static_cast<int64_t>(id.size()))
+      return fail("index_vector_dim is out of range");
+    for (int64_t d : n_.attrInts("scatter_dims_to_operand_dims"))
+      if (d < 0 || d >= rank) return fail("scatter_dims_to_operand_dims is out of range");
+    for (int64_t d : windowDims)
+      if (d < 0 || d >= static_cast<int64_t>(ud.size()))
+        return fail("update_window_dims is out of range");
+    ScatterPlan p;
+    for (size_t i = 0; i < ud.size(); ++i)
+      if (!contains(windowDims, static_cast<int64_t>(i))) {
+        p.scatterDims.push_back(i);
+        p.scatterShape.push_back(ud[i]);
+      }
+    for (int64_t i = 0; i < rank; ++i) {
+      if (contains(inserted, i)) continue;
+      if (p.windowOperandDims.size() >= windowDims.size())
+        return fail("update_window_dims and inserted_window_dims do not cover the operand");
+      auto u = static_cast<size_t>(windowDims[p.windowOperandDims.size()]);
+      p.windowOperandDims.push_back(static_cast<size_t>(i));
+      p.windowUpdateDims.push_back(u);
+      p.windowShape.push_back(ud[u]);
+    }
+    size_t batchRank = 0;
+    for (size_t i = 0; i < id.size(); ++i) batchRank += static_cast<int64_t>(i) != vectorDim;
+    if (batchRank != p.scatterDims.size())
+      return fail("the update scatter dimensions do not match the index dimensions");
+    return p;
+  }
+
   StatusOr<StmtRef> scatter() {
     const std::vector<int64_t> xd = dimsOf(n_.operand(0)), id = dimsOf(n_.operand(1)),
                                ud = dimsOf(n_.operand(2));
     const DType dt = dtypeOf(n_.operand(0)), idt = dtypeOf(n_.operand(1));
-    const auto windowDims = n_.attrInts("update_window_dims");
-    const auto inserted = n_.attrInts("inserted_window_dims");
     const auto toOperand = n_.attrInts("scatter_dims_to_operand_dims");
     const int64_t vectorDim = n_.attrInt("index_vector_dim");
     const std::string& kind = n_.attrEnum("reduction");
     const auto rank = static_cast<int64_t>(xd.size());
     if (dtypeOf(n_.operand(2)) != dt) return fail("operand and updates differ in dtype");
     if (!isInteger(idt)) return fail("indices must be integers");
-    if (vectorDim < 0 || vectorDim > static_cast<int64_t>(id.size()))
-      return fail("index_vector_dim is out of range");
-    for (int64_t d : toOperand)
-      if (d < 0 || d >= rank) return fail("scatter_dims_to_operand_dims is out of range");
-    for (int64_t d : windowDims)
-      if (d < 0 || d >= static_cast<int64_t>(ud.size()))
-        return fail("update_window_dims is out of range");
-    // The plan of interp's planScatter: update dims that index the scatter, and the window's
-    // operand dims with their extents and update dims.
-    std::vector<size_t> scatterDims, windowOperandDims, windowUpdateDims;
-    std::vector<int64_t> scatterShape, windowShape;
-    for (size_t i = 0; i < ud.size(); ++i)
-      if (!contains(windowDims, static_cast<int64_t>(i))) {
-        scatterDims.push_back(i);
-        scatterShape.push_back(ud[i]);
-      }
-    for (int64_t i = 0; i < rank; ++i) {
-      if (contains(inserted, i)) continue;
-      if (windowOperandDims.size() >= windowDims.size())
-        return fail("update_window_dims and inserted_window_dims do not cover the operand");
-      auto u = static_cast<size_t>(windowDims[windowOperandDims.size()]);
-      windowOperandDims.push_back(static_cast<size_t>(i));
-      windowUpdateDims.push_back(u);
-      windowShape.push_back(ud[u]);
-    }
-    size_t batchRank = 0;
-    for (size_t i = 0; i < id.size(); ++i) batchRank += static_cast<int64_t>(i) != vectorDim;
-    if (batchRank != scatterDims.size())
-      return fail("the update scatter dimensions do not match the index dimensions");
-
+    KILN_ASSIGN_OR_RETURN(ScatterPlan plan, scatterPlan(xd, id, ud));
+    const auto& [scatterDims, windowOperandDims, windowUpdateDims, scatterShape, windowShape] =
+        plan;
     const int64_t total = elementCount(xd);
     const std::string e = fresh("e");
     StmtRef copy = forLoop(e, i64(total),
@@ -477,6 +542,56 @@ class OpaqueLowerer {
     const Value* x = n_.operand(0);
     const std::vector<int64_t> inDims = dimsOf(x), outDims = dimsOf(n_.result());
     const DType dt = dtypeOf(x);
+    KILN_ASSIGN_OR_RETURN(std::vector<ResizeDim> dims, resizeDims(inDims, outDims, dt));
+    const int64_t elements = elementCount(outDims);
+    if (elements == 0) return block({});
+    const std::string& mode = n_.attrEnum("mode");
+    if (mode == "nearest") {
+      const std::string& nearestMode = n_.attrEnum("nearest_mode");
+      return nest(outDims, elements, [&](const Index& o) {
+        Index src(o.size());
+        for (size_t d = 0; d < o.size(); ++d)
+          src[d] = dims[d].identity()
+                       ? o[d]
+                       : clampI(nearestIndex(nearestMode, resizeSource(dims[d], o[d])), 0,
+                                dims[d].in - 1);
+        return store(out_[0], flatIndex(o, outDims), load(in_[0], dt, flatIndex(src, inDims)));
+      });
+    }
+    if (!isFloat(dt)) return fail("linear and cubic resize need a float operand");
+    ResizeTaps t;
+    t.cubic = mode == "cubic";
+    t.taps = t.cubic ? 4 : 2;
+    t.a = n_.attrFloat("cubic_coeff_a");
+    t.excludeOutside = n_.attrBool("exclude_outside");
+    for (size_t d = 0; d < dims.size(); ++d)
+      if (!dims[d].identity()) t.resized.push_back(d);
+    const auto m = static_cast<int64_t>(t.resized.size());
+    if (m == 0)
+      return nest(outDims, elements, [&](const Index& o) {
+        ExprRef i = flatIndex(o, outDims);
+        return store(out_[0], i, fromF64(toF64(load(in_[0], dt, i)), dt));
+      });
+    // The tables: for each resized dim q and output coordinate oq, its taps' clamped indices and
+    // weights at base[q] + oq * taps + k; computed once per dim, not per output element.
+    t.coord = local("coord"), t.weight = local("weight"), t.tap = local("tap");
+    t.acc = local("acc"), t.total = local("total");
+    t.base.assign(static_cast<size_t>(m) + 1, 0);
+    for (int64_t q = 0; q < m; ++q)
+      t.base[static_cast<size_t>(q) + 1] =
+          t.base[static_cast<size_t>(q)] + dims[t.resized[static_cast<size_t>(q)]].out * t.taps;
+    std::vector<StmtRef> stmts;
+    for (int64_t q = 0; q < m; ++q)
+      stmts.push_back(resizeTable(t, q, dims[t.resized[static_cast<size_t>(q)]]));
+    stmts.push_back(resizeSums(t, inDims, outDims, dt));
+    const int64_t entries = t.base[static_cast<size_t>(m)];
+    return alloc(t.weight, DType::F64, entries, MemoryScope::Local,
+                 alloc(t.tap, DType::I64, entries, MemoryScope::Local, block(std::move(stmts))));
+  }
+
+  // resize's dims (each input and output extent and scale), checked.
+  StatusOr<std::vector<ResizeDim>> resizeDims(const std::vector<int64_t>& inDims,
+                                              const std::vector<int64_t>& outDims, DType dt) {
     if (inDims.size() != outDims.size() || dtypeOf(n_.result()) != dt)
       return fail("the result must have the dtype and rank of the operand");
     const auto scales = getFloats(n_.attrs(), "scales");
@@ -493,123 +608,105 @@ class OpaqueLowerer {
       if (!(scale > 0)) return fail("scales must be positive");
       dims.push_back(ResizeDim{in, out, scale, given});
     }
-    const int64_t elements = elementCount(outDims);
-    if (elements == 0) return block({});
-    const std::string& mode = n_.attrEnum("mode");
-    const std::string& ctm = n_.attrEnum("coordinate_transformation_mode");
-    // The source coordinate of output coordinate o along dim d, clamped to [-3, in + 2]: past
-    // that every tap reads the same edge element (the reference clamps the same way).
-    auto coordinate = [&](const ResizeDim& d, const ExprRef& o) {
-      return clampF(sourceCoordinate(ctm, d, toF64(o)), -3.0, double(d.in) + 2);
-    };
-    if (mode == "nearest") {
-      const std::string& nearestMode = n_.attrEnum("nearest_mode");
-      return nest(outDims, elements, [&](const Index& o) {
-        Index src(o.size());
-        for (size_t d = 0; d < o.size(); ++d)
-          src[d] = dims[d].identity() ? o[d]
-                                      : clampI(nearestIndex(nearestMode, coordinate(dims[d], o[d])),
-                                               0, dims[d].in - 1);
-        return store(out_[0], flatIndex(o, outDims), load(in_[0], dt, flatIndex(src, inDims)));
-      });
-    }
-    if (!isFloat(dt)) return fail("linear and cubic resize need a float operand");
-    const bool cubic = mode == "cubic";
-    const int64_t taps = cubic ? 4 : 2;
-    const double a = n_.attrFloat("cubic_coeff_a");
-    const bool excludeOutside = n_.attrBool("exclude_outside");
+    return dims;
+  }
+
+  // The source coordinate of output coordinate o along dim d, clamped to [-3, in + 2]: past
+  // that every tap reads the same edge element (the reference clamps the same way).
+  ExprRef resizeSource(const ResizeDim& d, const ExprRef& o) {
+    return clampF(sourceCoordinate(n_.attrEnum("coordinate_transformation_mode"), d, toF64(o)),
+                  -3.0, double(d.in) + 2);
+  }
+
+  // A linear or cubic resize's taps: the dims it resizes, its scratch buffers, and where each
+  // resized dim's table starts in them.
+  struct ResizeTaps {
+    int64_t taps = 2;
+    bool cubic = false, excludeOutside = false;
+    double a = 0;
     std::vector<size_t> resized;
-    for (size_t d = 0; d < dims.size(); ++d)
-      if (!dims[d].identity()) resized.push_back(d);
-    const auto m = static_cast<int64_t>(resized.size());
-    if (m == 0)
-      return nest(outDims, elements, [&](const Index& o) {
-        ExprRef i = flatIndex(o, outDims);
-        return store(out_[0], i, fromF64(toF64(load(in_[0], dt, i)), dt));
-      });
-    int64_t work = elements;
-    for (int64_t q = 0; q < m; ++q) work *= taps;
-    // The tables: for each resized dim q and output coordinate oq, its taps' clamped indices and
-    // weights at base[q] + oq * taps + k; computed once per dim, not per output element.
-    const std::string coord = local("coord"), weight = local("weight"), tap = local("tap"),
-                      acc = local("acc"), total = local("total");
-    std::vector<int64_t> base(static_cast<size_t>(m) + 1, 0);
-    for (int64_t q = 0; q < m; ++q)
-      base[static_cast<size_t>(q) + 1] =
-          base[static_cast<size_t>(q)] + dims[resized[static_cast<size_t>(q)]].out * taps;
-    auto slot = [&](int64_t q, const ExprRef& oq, const ExprRef& k) {
+    std::string coord, weight, tap, acc, total;
+    std::vector<int64_t> base;
+    ExprRef slot(int64_t q, const ExprRef& oq, const ExprRef& k) const {
       return add(i64(base[static_cast<size_t>(q)]), add(mul(oq, i64(taps)), k));
-    };
-    std::vector<StmtRef> stmts;
-    for (int64_t q = 0; q < m; ++q) {
-      const ResizeDim& d = dims[resized[static_cast<size_t>(q)]];
-      // Taps and weights along this dim (interp's resizeTaps); a few statements per tap.
-      const int64_t tableWork = d.out * taps * 8;
-      stmts.push_back(nest({d.out}, tableWork, [&](const Index& o) {
-        std::vector<StmtRef> body;
-        body.push_back(store(coord, i64(0), coordinate(d, o[0])));
-        ExprRef c = load(coord, DType::F64, i64(0));
-        ExprRef r = sub(c, floorOf(c));
-        ExprRef first = toI64(floorOf(c));
-        std::vector<ExprRef> w = {sub(f64(1), r), r};
-        if (cubic) {
-          auto cw = cubicWeights(r, a);
-          w.assign(cw.begin(), cw.end());
-          first = sub(first, i64(1));
-        }
-        for (int64_t k = 0; k < taps; ++k) {
-          ExprRef t = add(first, i64(k));
-          ExprRef wk = w[static_cast<size_t>(k)];
-          // exclude_outside: taps outside the input weigh 0 (then all renormalise below).
-          if (cubic && excludeOutside)
-            wk = select(both(ge(t, i64(0)), lt(t, i64(d.in))), wk, f64(0));
-          body.push_back(store(weight, slot(q, o[0], i64(k)), wk));
-          body.push_back(store(tap, slot(q, o[0], i64(k)), clampI(t, 0, d.in - 1)));
-        }
-        if (cubic && excludeOutside) {
-          // total = ((0 + w0) + w1) + ...; w[k] = total != 0 ? w[k] / total : 0.
-          ExprRef sum = f64(0);
-          for (int64_t k = 0; k < taps; ++k)
-            sum = add(sum, load(weight, DType::F64, slot(q, o[0], i64(k))));
-          body.push_back(store(total, i64(0), sum));
-          ExprRef ts = load(total, DType::F64, i64(0));
-          for (int64_t k = 0; k < taps; ++k)
-            body.push_back(
-                store(weight, slot(q, o[0], i64(k)),
-                      select(binary(BinaryOp::Ne, ts, f64(0)),
-                             div(load(weight, DType::F64, slot(q, o[0], i64(k))), ts), f64(0))));
-        }
-        StmtRef s = alloc(coord, DType::F64, 1, MemoryScope::Local, block(std::move(body)));
-        return cubic && excludeOutside ? alloc(total, DType::F64, 1, MemoryScope::Local, s) : s;
-      }));
     }
+  };
+
+  // The table of resized dim q: its taps' indices and weights for every output coordinate (the
+  // interp's resizeTaps; a few statements per tap).
+  StmtRef resizeTable(const ResizeTaps& t, int64_t q, const ResizeDim& d) {
+    return nest({d.out}, d.out * t.taps * 8, [&](const Index& o) {
+      std::vector<StmtRef> body;
+      body.push_back(store(t.coord, i64(0), resizeSource(d, o[0])));
+      ExprRef c = load(t.coord, DType::F64, i64(0));
+      ExprRef r = sub(c, floorOf(c));
+      ExprRef first = toI64(floorOf(c));
+      std::vector<ExprRef> w = {sub(f64(1), r), r};
+      if (t.cubic) {
+        auto cw = cubicWeights(r, t.a);
+        w.assign(cw.begin(), cw.end());
+        first = sub(first, i64(1));
+      }
+      const bool renormalise = t.cubic && t.excludeOutside;
+      for (int64_t k = 0; k < t.taps; ++k) {
+        ExprRef tk = add(first, i64(k));
+        ExprRef wk = w[static_cast<size_t>(k)];
+        // exclude_outside: taps outside the input weigh 0 (then all renormalise below).
+        if (renormalise) wk = select(both(ge(tk, i64(0)), lt(tk, i64(d.in))), wk, f64(0));
+        body.push_back(store(t.weight, t.slot(q, o[0], i64(k)), wk));
+        body.push_back(store(t.tap, t.slot(q, o[0], i64(k)), clampI(tk, 0, d.in - 1)));
+      }
+      if (renormalise) {
+        // total = ((0 + w0) + w1) + ...; w[k] = total != 0 ? w[k] / total : 0.
+        ExprRef sum = f64(0);
+        for (int64_t k = 0; k < t.taps; ++k)
+          sum = add(sum, load(t.weight, DType::F64, t.slot(q, o[0], i64(k))));
+        body.push_back(store(t.total, i64(0), sum));
+        ExprRef ts = load(t.total, DType::F64, i64(0));
+        for (int64_t k = 0; k < t.taps; ++k)
+          body.push_back(
+              store(t.weight, t.slot(q, o[0], i64(k)),
+                    select(binary(BinaryOp::Ne, ts, f64(0)),
+                           div(load(t.weight, DType::F64, t.slot(q, o[0], i64(k))), ts), f64(0))));
+      }
+      StmtRef s = alloc(t.coord, DType::F64, 1, MemoryScope::Local, block(std::move(body)));
+      return renormalise ? alloc(t.total, DType::F64, 1, MemoryScope::Local, s) : s;
+    });
+  }
+
+  // Per output element the sum over the taps of all resized dims, read from the tables, nested
+  // with the first resized dim innermost; rounded once into the dtype.
+  StmtRef resizeSums(const ResizeTaps& t, const std::vector<int64_t>& inDims,
+                     const std::vector<int64_t>& outDims, DType dt) {
+    const auto m = static_cast<int64_t>(t.resized.size());
+    int64_t work = elementCount(outDims);
+    for (int64_t q = 0; q < m; ++q) work *= t.taps;
     std::vector<std::string> tv;
     for (int64_t q = 0; q < m; ++q) tv.push_back(fresh("t"));
-    stmts.push_back(nest(outDims, work, [&](const Index& o) {
+    return nest(outDims, work, [&](const Index& o) {
       // The nested sums: acc[q] = sum over tap t_q of weight * (acc[q - 1], or the input).
       auto at = [&](int64_t q) {
-        return slot(q, o[resized[static_cast<size_t>(q)]], var(tv[static_cast<size_t>(q)]));
+        return t.slot(q, o[t.resized[static_cast<size_t>(q)]], var(tv[static_cast<size_t>(q)]));
       };
       Index src = o;
       for (int64_t q = 0; q < m; ++q)
-        src[resized[static_cast<size_t>(q)]] = load(tap, DType::I64, at(q));
+        src[t.resized[static_cast<size_t>(q)]] = load(t.tap, DType::I64, at(q));
       StmtRef level;
       for (int64_t q = 0; q < m; ++q) {
-        ExprRef w = load(weight, DType::F64, at(q));
+        ExprRef w = load(t.weight, DType::F64, at(q));
         ExprRef term = q == 0 ? toF64(load(in_[0], dt, flatIndex(src, inDims)))
-                              : load(acc, DType::F64, i64(q - 1));
-        StmtRef accumulate = store(acc, i64(q), add(load(acc, DType::F64, i64(q)), mul(w, term)));
+                              : load(t.acc, DType::F64, i64(q - 1));
+        StmtRef accumulate =
+            store(t.acc, i64(q), add(load(t.acc, DType::F64, i64(q)), mul(w, term)));
         StmtRef loopBody = q == 0 ? accumulate : block({level, accumulate});
-        level = block({store(acc, i64(q), f64(0)), forLoop(tv[static_cast<size_t>(q)], i64(taps),
-                                                           LoopKind::Unrolled, loopBody)});
+        level =
+            block({store(t.acc, i64(q), f64(0)),
+                   forLoop(tv[static_cast<size_t>(q)], i64(t.taps), LoopKind::Unrolled, loopBody)});
       }
       StmtRef body = block({level, store(out_[0], flatIndex(o, outDims),
-                                         fromF64(load(acc, DType::F64, i64(m - 1)), dt))});
-      return alloc(acc, DType::F64, m, MemoryScope::Local, body);
-    }));
-    const int64_t entries = base[static_cast<size_t>(m)];
-    return alloc(weight, DType::F64, entries, MemoryScope::Local,
-                 alloc(tap, DType::I64, entries, MemoryScope::Local, block(std::move(stmts))));
+                                         fromF64(load(t.acc, DType::F64, i64(m - 1)), dt))});
+      return alloc(t.acc, DType::F64, m, MemoryScope::Local, body);
+    });
   }
 
   // ---- grid_sample ------------------------------------------------------------------------
@@ -635,67 +732,30 @@ class OpaqueLowerer {
     if (elementCount(outDims) == 0) return block({});
     if ((hIn == 0 || wIn == 0) && padding != "zeros")
       return fail("grid_sample with padding_mode '" + padding + "' cannot sample an empty input");
-    const bool reflect = padding == "reflection", border = padding == "border";
-    const bool zeros = !reflect && !border;
-    const int64_t taps = mode == "nearest" ? 1 : mode == "bilinear" ? 2 : 4;
+    GridSampling gs;
+    gs.mode = mode;
+    gs.alignCorners = alignCorners;
+    gs.reflect = padding == "reflection";
+    gs.border = padding == "border";
+    const bool zeros = !gs.reflect && !gs.border;
+    const int64_t taps = gs.taps = mode == "nearest" ? 1 : mode == "bilinear" ? 2 : 4;
     auto axisOf = [&](int64_t extent) {
       return alignCorners ? GridAxis{extent, 0.0, double(extent - 1)}
                           : GridAxis{extent, -0.5, double(extent) - 0.5};
     };
     const GridAxis ax = axisOf(wIn), ay = axisOf(hIn);
     const double nan = std::numeric_limits<double>::quiet_NaN();
-    const std::string coord = local("coord"), wx = local("wx"), wy = local("wy"), ix = local("ix"),
-                      iy = local("iy"), sum = local("sum");
-    // coord[slot] = the source coordinate of normalised coordinate g along `a`, after the
-    // padding mode, clamped to [-3, extent + 2] (past that every tap is outside; the reference
-    // clamps too). One store per step keeps the expressions small.
-    auto source = [&](const ExprRef& g, int64_t slot, const GridAxis& a,
-                      std::vector<StmtRef>& body) {
-      ExprRef v = load(coord, DType::F64, i64(slot));
-      auto set = [&](ExprRef e) { body.push_back(store(coord, i64(slot), std::move(e))); };
-      set(alignCorners ? mul(div(add(g, f64(1)), f64(2)), f64(double(a.extent - 1)))
-                       : div(sub(mul(add(g, f64(1)), f64(double(a.extent))), f64(1)), f64(2)));
-      if (mode == "nearest") set(roundHalfEven(v));
-      ExprRef outside = either(lt(v, f64(a.lo)), gt(v, f64(a.hi)));
-      if (border) set(select(outside, clampF(v, 0.0, double(a.extent - 1)), v));
-      if (reflect)
-        set(select(outside, select(unary(UnaryOp::IsInf, v), f64(nan), reflectInto(v, a.lo, a.hi)),
-                   v));
-      set(clampF(v, -3.0, double(a.extent) + 2));
-    };
-    // The index a tap at integer position i reads: clamped (border), reflected (reflection),
-    // or -1 for a zero outside the input (zeros).
-    auto tapIndex = [&](const ExprRef& i, const GridAxis& a) {
-      if (border) return clampI(i, 0, a.extent - 1);
-      if (reflect) return clampI(toI64(reflectInto(toF64(i), a.lo, a.hi)), 0, a.extent - 1);
-      return select(both(ge(i, i64(0)), lt(i, i64(a.extent))), i, i64(-1));
-    };
+    const std::string coord = gs.coord = local("coord"), wx = local("wx"), wy = local("wy"),
+                      ix = local("ix"), iy = local("iy"), sum = local("sum");
     const std::string ch = fresh("c"), ti = fresh("t"), tj = fresh("t");
-    // Taps and weights of coordinate v (stored in coord[slot]) along `a`.
-    auto weights = [&](int64_t slot, const GridAxis& a, const std::string& w,
-                       const std::string& idx, std::vector<StmtRef>& body) {
-      ExprRef v = load(coord, DType::F64, i64(slot));
-      ExprRef r = sub(v, floorOf(v)), first = toI64(floorOf(v));
-      std::vector<ExprRef> ws = {f64(1)};
-      if (taps == 2) ws = {sub(f64(1), r), r};
-      if (taps == 4) {
-        auto cw = cubicWeights(r, -0.75);
-        ws.assign(cw.begin(), cw.end());
-        first = sub(first, i64(1));
-      }
-      for (int64_t k = 0; k < taps; ++k) {
-        body.push_back(store(w, i64(k), ws[static_cast<size_t>(k)]));
-        body.push_back(store(idx, i64(k), tapIndex(add(first, i64(k)), a)));
-      }
-    };
     const int64_t work = elementCount(outDims) * taps * taps;
     return nest({batch, gd[1], gd[2]}, work, [&](const Index& p) {
       std::vector<StmtRef> body;
       ExprRef g = flatIndex({p[0], p[1], p[2], i64(0)}, gd);
-      source(toF64(load(in_[1], dt, g)), 0, ax, body);
-      source(toF64(load(in_[1], dt, add(g, i64(1)))), 1, ay, body);
-      weights(0, ax, wx, ix, body);
-      weights(1, ay, wy, iy, body);
+      gs.source(toF64(load(in_[1], dt, g)), 0, ax, body);
+      gs.source(toF64(load(in_[1], dt, add(g, i64(1)))), 1, ay, body);
+      gs.weights(0, ax, wx, ix, body);
+      gs.weights(1, ay, wy, iy, body);
       // Per channel: v = sum over rows i of wy[i] * (sum over columns j of wx[j] * x).
       ExprRef yi = load(iy, DType::I64, var(ti)), xj = load(ix, DType::I64, var(tj));
       ExprRef xv = toF64(load(in_[0], dt, flatIndex({p[0], var(ch), yi, xj}, xd)));

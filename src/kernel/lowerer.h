@@ -95,6 +95,8 @@ class Lowerer {
   StatusOr<ExprRef> computeElementwise(const Value* v, const Index& idx);
   StatusOr<ExprRef> computeMovement(const Value* v, const Index& idx);
   StatusOr<ExprRef> gatherAt(const Value* v, const Index& idx);
+  StatusOr<ExprRef> padAt(const Value* v, const Index& idx);
+  StatusOr<ExprRef> concatenateAt(const Value* v, const Index& idx);
   StatusOr<ExprRef> dynamicSliceAt(const Value* v, const Index& idx);
 
   // Stores `v` at `idx` (rounding to its dtype).

@@ -160,21 +160,44 @@ void recordItems(const std::vector<Item>& items,
     }
 }
 
-}  // namespace
+// planBuffers' steps over one function's kernels, in order: liveness, the concurrent ranges,
+// values written in place, the arena's items, then their offsets.
+class Planner {
+ public:
+  Planner(const Function& f, const std::vector<kernel::Kernel>& kernels, int64_t alignment,
+          const std::vector<KernelRange>& concurrent)
+      : f_(f), kernels_(kernels), alignment_(alignment), rangeOf_(kernels.size(), nullptr) {
+    for (const KernelRange& r : concurrent)
+      for (int i = std::max(r.first, 0); i <= r.last && i < static_cast<int>(kernels.size()); ++i)
+        rangeOf_[static_cast<size_t>(i)] = &r;
+    for (size_t i = 0; i < f.outputs().size(); ++i) outputIndex_.emplace(f.outputs()[i], int(i));
+  }
 
-StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Kernel>& kernels,
-                                 int64_t alignment, const std::vector<KernelRange>& concurrent) {
-  BufferPlan p;
-  // The concurrent range of each kernel, if any.
-  std::vector<const KernelRange*> rangeOf(kernels.size(), nullptr);
-  for (const KernelRange& r : concurrent)
-    for (int i = std::max(r.first, 0); i <= r.last && i < static_cast<int>(kernels.size()); ++i)
-      rangeOf[static_cast<size_t>(i)] = &r;
-  std::map<const Value*, int> outputIndex;
-  for (size_t i = 0; i < f.outputs().size(); ++i) outputIndex.emplace(f.outputs()[i], int(i));
-  auto slotFor = [&](const Value* v) -> Slot& {
-    auto it = p.values.find(v);
-    if (it != p.values.end()) return it->second;
+  StatusOr<BufferPlan> run() {
+    KILN_RETURN_IF_ERROR(liveness());
+    KILN_RETURN_IF_ERROR(
+        planSlices(kernels_, p_, [this](const Value* v) -> Slot& { return slotFor(v); }));
+    widenConcurrent();
+    writeInPlace();
+    std::vector<Item> items = valueItems();
+    tempItems(items);
+    // The lower bound: the largest sum of live bytes at one kernel.
+    for (size_t i = 0; i < kernels_.size(); ++i) {
+      int64_t live = 0;
+      for (const Item& it : items)
+        if (it.first <= int(i) && int(i) <= it.last) live += it.bytes;
+      p_.lowerBoundBytes = std::max(p_.lowerBoundBytes, live);
+    }
+    const std::vector<std::pair<size_t, int64_t>> placed = place(items);
+    resolveOffsets();
+    recordItems(items, placed, alignment_, p_);
+    return std::move(p_);
+  }
+
+ private:
+  Slot& slotFor(const Value* v) {
+    auto it = p_.values.find(v);
+    if (it != p_.values.end()) return it->second;
     Slot s;
     s.bytes = static_cast<int64_t>(v->type().numElements().value_or(0) *
                                    static_cast<int64_t>(dtypeSize(v->type().dtype())));
@@ -183,167 +206,201 @@ StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Ke
       s.offset = v->def()->attrInt("index");
     } else if (v->def()->op() == OpCode::Constant) {
       s.storage = Storage::Constant;
-    } else if (outputIndex.count(v)) {
+    } else if (outputIndex_.count(v)) {
       s.storage = Storage::Output;
-      s.offset = outputIndex[v];
+      s.offset = outputIndex_[v];
     }
-    return p.values.emplace(v, s).first->second;
-  };
-  // Liveness: the kernel that defines each value and the last that reads it.
-  std::map<const Value*, kernel::ExprRef> elementsOf;  // of values with symbolic dims
-  p.temps.resize(kernels.size());
-  p.tempItems.resize(kernels.size());
-  for (size_t i = 0; i < kernels.size(); ++i) {
-    for (const kernel::Buffer& b : kernels[i].buffers) {
-      if (b.role == kernel::BufferRole::Temp || b.role == kernel::BufferRole::Internal) continue;
-      if (!b.value)
-        return Status::error("kernel " + kernels[i].name + ": buffer %" + b.name +
-                             " holds no graph value");
-      Slot& s = slotFor(b.value);
-      // A value of symbolic dims takes the most its kernels' buffers can hold.
-      if (!b.value->type().isStatic()) {
-        s.bytes = std::max(s.bytes, b.elements() * static_cast<int64_t>(dtypeSize(b.type)));
-        if (b.isSymbolic() && !elementsOf.count(b.value))
-          elementsOf[b.value] = kernel::elementCount(b.extents());
-      }
-      if (b.role == kernel::BufferRole::Output) s.first = static_cast<int>(i);
-      s.last = std::max(s.last, static_cast<int>(i));
-    }
+    return p_.values.emplace(v, s).first->second;
   }
-  KILN_RETURN_IF_ERROR(planSlices(kernels, p, slotFor));
+
+  // The kernel that defines each value and the last that reads it.
+  Status liveness() {
+    p_.temps.resize(kernels_.size());
+    p_.tempItems.resize(kernels_.size());
+    for (size_t i = 0; i < kernels_.size(); ++i) {
+      for (const kernel::Buffer& b : kernels_[i].buffers) {
+        if (b.role == kernel::BufferRole::Temp || b.role == kernel::BufferRole::Internal) continue;
+        if (!b.value)
+          return Status::error("kernel " + kernels_[i].name + ": buffer %" + b.name +
+                               " holds no graph value");
+        Slot& s = slotFor(b.value);
+        // A value of symbolic dims takes the most its kernels' buffers can hold.
+        if (!b.value->type().isStatic()) {
+          s.bytes = std::max(s.bytes, b.elements() * static_cast<int64_t>(dtypeSize(b.type)));
+          if (b.isSymbolic() && !elementsOf_.count(b.value))
+            elementsOf_[b.value] = kernel::elementCount(b.extents());
+        }
+        if (b.role == kernel::BufferRole::Output) s.first = static_cast<int>(i);
+        s.last = std::max(s.last, static_cast<int>(i));
+      }
+    }
+    return Status::ok();
+  }
+
   // A concurrent range's buffers (and the concatenations of its slices) live over all of it.
-  for (size_t i = 0; i < kernels.size(); ++i) {
-    const KernelRange* r = rangeOf[i];
-    if (!r) continue;
-    for (const kernel::Buffer& b : kernels[i].buffers) {
-      if (!b.value || b.role == kernel::BufferRole::Temp || b.role == kernel::BufferRole::Internal)
-        continue;
-      for (const Value* v : {b.value, b.view ? b.view->of : nullptr}) {
-        if (!v) continue;
-        Slot& s = p.values.at(v);
-        s.first = std::min(s.first, r->first);
-        s.last = std::max(s.last, r->last);
-      }
-    }
-  }
-  // In place: an arena value written by an elementwise kernel over an arena input that dies there.
-  for (size_t i = 0; i < kernels.size(); ++i) {
-    const kernel::Kernel& k = kernels[i];
-    if (rangeOf[i]) continue;
-    for (const kernel::Buffer& o : k.buffers) {
-      if (o.role != kernel::BufferRole::Output) continue;
-      Slot& out = p.values[o.value];
-      if (out.storage != Storage::Arena || out.sharesWith || out.sliceOf) continue;
-      for (const kernel::Buffer& in : k.buffers) {
-        if (in.role != kernel::BufferRole::Input) continue;
-        Slot& src = p.values[in.value];
-        if (src.storage != Storage::Arena || src.sliceOf || src.last != static_cast<int>(i) ||
-            src.bytes != out.bytes || dtypeSize(in.type) != dtypeSize(o.type))
+  void widenConcurrent() {
+    for (size_t i = 0; i < kernels_.size(); ++i) {
+      const KernelRange* r = rangeOf_[i];
+      if (!r) continue;
+      for (const kernel::Buffer& b : kernels_[i].buffers) {
+        if (!b.value || b.role == kernel::BufferRole::Temp ||
+            b.role == kernel::BufferRole::Internal)
           continue;
-        bool taken = false;
-        for (const auto& [v, s] : p.values) taken |= s.sharesWith == in.value;
-        if (taken || !elementwiseAccess(k, in.name, o.name)) continue;
-        out.sharesWith = in.value;
-        ++p.inPlace;
-        break;
+        for (const Value* v : {b.value, b.view ? b.view->of : nullptr}) {
+          if (!v) continue;
+          Slot& s = p_.values.at(v);
+          s.first = std::min(s.first, r->first);
+          s.last = std::max(s.last, r->last);
+        }
       }
     }
   }
-  // Arena items: values (a value in place extends its source's interval) and temps.
-  std::vector<Item> items;
-  std::map<const Value*, size_t> itemOf;
-  std::map<const Node*, size_t> position;
-  for (const auto& n : f.nodes()) position.emplace(n.get(), position.size());
-  for (auto& [v, s] : p.values) {
-    if (s.storage != Storage::Arena || s.sharesWith || s.sliceOf) continue;
-    itemOf[v] = items.size();
-    auto e = elementsOf.find(v);
-    items.push_back(Item{v,
-                         -1,
-                         -1,
-                         s.bytes,
-                         e == elementsOf.end() ? nullptr : e->second,
-                         int64_t(dtypeSize(v->type().dtype())),
-                         s.first,
-                         s.last,
-                         {position.at(v->def()), v->index()}});
-  }
-  for (auto& [v, s] : p.values) {
-    if (!s.sharesWith) continue;
-    const Value* root = s.sharesWith;
-    while (p.values[root].sharesWith) root = p.values[root].sharesWith;
-    Item& it = items[itemOf.at(root)];
-    it.last = std::max(it.last, s.last);
-  }
-  for (size_t i = 0; i < kernels.size(); ++i) {
-    int t = 0;
-    for (const kernel::Buffer& b : kernels[i].buffers) {
-      if (b.role != kernel::BufferRole::Temp) continue;
-      int64_t bytes = b.elements() * static_cast<int64_t>(dtypeSize(b.type));
-      const KernelRange* r = rangeOf[i];
-      p.tempItems[i].push_back(int(items.size()));
-      items.push_back(Item{nullptr,
-                           int(i),
-                           t,
-                           bytes,
-                           b.isSymbolic() ? kernel::elementCount(b.extents()) : nullptr,
-                           int64_t(dtypeSize(b.type)),
-                           r ? r->first : int(i),
-                           r ? r->last : int(i),
-                           {f.nodes().size() + i, static_cast<size_t>(t)}});
-      ++t;
-      p.temps[i].push_back(0);
+
+  // An arena value written by an elementwise kernel over an arena input that dies there.
+  void writeInPlace() {
+    for (size_t i = 0; i < kernels_.size(); ++i) {
+      const kernel::Kernel& k = kernels_[i];
+      if (rangeOf_[i]) continue;
+      for (const kernel::Buffer& o : k.buffers) {
+        if (o.role != kernel::BufferRole::Output) continue;
+        Slot& out = p_.values[o.value];
+        if (out.storage != Storage::Arena || out.sharesWith || out.sliceOf) continue;
+        for (const kernel::Buffer& in : k.buffers) {
+          if (in.role != kernel::BufferRole::Input) continue;
+          Slot& src = p_.values[in.value];
+          if (src.storage != Storage::Arena || src.sliceOf || src.last != static_cast<int>(i) ||
+              src.bytes != out.bytes || dtypeSize(in.type) != dtypeSize(o.type))
+            continue;
+          bool taken = false;
+          for (const auto& [v, s] : p_.values) taken |= s.sharesWith == in.value;
+          if (taken || !elementwiseAccess(k, in.name, o.name)) continue;
+          out.sharesWith = in.value;
+          ++p_.inPlace;
+          break;
+        }
+      }
     }
   }
-  // The lower bound: the largest sum of live bytes at one kernel.
-  for (size_t i = 0; i < kernels.size(); ++i) {
-    int64_t live = 0;
-    for (const Item& it : items)
-      if (it.first <= int(i) && int(i) <= it.last) live += it.bytes;
-    p.lowerBoundBytes = std::max(p.lowerBoundBytes, live);
+
+  // The value a value in place shares its memory with, through chains of them.
+  const Value* rootOf(const Value* v) {
+    while (p_.values[v].sharesWith) v = p_.values[v].sharesWith;
+    return v;
   }
+
+  // The arena's values (a value in place extends its source's interval).
+  std::vector<Item> valueItems() {
+    std::vector<Item> items;
+    std::map<const Node*, size_t> position;
+    for (const auto& n : f_.nodes()) position.emplace(n.get(), position.size());
+    for (auto& [v, s] : p_.values) {
+      if (s.storage != Storage::Arena || s.sharesWith || s.sliceOf) continue;
+      itemOf_[v] = items.size();
+      auto e = elementsOf_.find(v);
+      items.push_back(Item{v,
+                           -1,
+                           -1,
+                           s.bytes,
+                           e == elementsOf_.end() ? nullptr : e->second,
+                           int64_t(dtypeSize(v->type().dtype())),
+                           s.first,
+                           s.last,
+                           {position.at(v->def()), v->index()}});
+    }
+    for (auto& [v, s] : p_.values) {
+      if (!s.sharesWith) continue;
+      Item& it = items[itemOf_.at(rootOf(v))];
+      it.last = std::max(it.last, s.last);
+    }
+    return items;
+  }
+
+  // Each kernel's temps, live over the kernel (or its concurrent range).
+  void tempItems(std::vector<Item>& items) {
+    for (size_t i = 0; i < kernels_.size(); ++i) {
+      int t = 0;
+      for (const kernel::Buffer& b : kernels_[i].buffers) {
+        if (b.role != kernel::BufferRole::Temp) continue;
+        int64_t bytes = b.elements() * static_cast<int64_t>(dtypeSize(b.type));
+        const KernelRange* r = rangeOf_[i];
+        p_.tempItems[i].push_back(int(items.size()));
+        items.push_back(Item{nullptr,
+                             int(i),
+                             t,
+                             bytes,
+                             b.isSymbolic() ? kernel::elementCount(b.extents()) : nullptr,
+                             int64_t(dtypeSize(b.type)),
+                             r ? r->first : int(i),
+                             r ? r->last : int(i),
+                             {f_.nodes().size() + i, static_cast<size_t>(t)}});
+        ++t;
+        p_.temps[i].push_back(0);
+      }
+    }
+  }
+
   // Greedy by size: each item at the lowest offset free over its live interval.
-  std::vector<size_t> order(items.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    if (items[a].bytes != items[b].bytes) return items[a].bytes > items[b].bytes;
-    return items[a].rank < items[b].rank;
-  });
-  std::vector<std::pair<size_t, int64_t>> placed;  // item, offset
-  for (size_t idx : order) {
-    const Item& it = items[idx];
-    std::vector<std::pair<int64_t, int64_t>> busy;
-    for (const auto& [other, off] : placed) {
-      const Item& o = items[other];
-      if (o.first <= it.last && it.first <= o.last)
-        busy.push_back({off, off + alignUp(o.bytes, alignment)});
+  std::vector<std::pair<size_t, int64_t>> place(const std::vector<Item>& items) {
+    std::vector<size_t> order(items.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      if (items[a].bytes != items[b].bytes) return items[a].bytes > items[b].bytes;
+      return items[a].rank < items[b].rank;
+    });
+    std::vector<std::pair<size_t, int64_t>> placed;  // item, offset
+    for (size_t idx : order) {
+      const Item& it = items[idx];
+      std::vector<std::pair<int64_t, int64_t>> busy;
+      for (const auto& [other, off] : placed) {
+        const Item& o = items[other];
+        if (o.first <= it.last && it.first <= o.last)
+          busy.push_back({off, off + alignUp(o.bytes, alignment_)});
+      }
+      std::sort(busy.begin(), busy.end());
+      int64_t offset = 0;
+      for (const auto& [lo, hi] : busy) {
+        if (offset + alignUp(it.bytes, alignment_) <= lo) break;
+        offset = std::max(offset, hi);
+      }
+      placed.push_back({idx, offset});
+      p_.arenaBytes = std::max(p_.arenaBytes, offset + alignUp(it.bytes, alignment_));
+      if (it.value) p_.values[it.value].offset = offset;
+      else p_.temps[static_cast<size_t>(it.kernel)][static_cast<size_t>(it.temp)] = offset;
     }
-    std::sort(busy.begin(), busy.end());
-    int64_t offset = 0;
-    for (const auto& [lo, hi] : busy) {
-      if (offset + alignUp(it.bytes, alignment) <= lo) break;
-      offset = std::max(offset, hi);
+    return placed;
+  }
+
+  // Values in place and slices take their root's offset (a slice's plus its own).
+  void resolveOffsets() {
+    for (auto& [v, s] : p_.values) {
+      if (s.storage == Storage::Arena && !s.sharesWith && !s.sliceOf) s.item = int(itemOf_.at(v));
+      if (!s.sharesWith) continue;
+      const Value* root = rootOf(v);
+      s.offset = p_.values[root].offset;
+      s.item = int(itemOf_.at(root));
     }
-    placed.push_back({idx, offset});
-    p.arenaBytes = std::max(p.arenaBytes, offset + alignUp(it.bytes, alignment));
-    if (it.value) p.values[it.value].offset = offset;
-    else p.temps[static_cast<size_t>(it.kernel)][static_cast<size_t>(it.temp)] = offset;
+    for (auto& [v, s] : p_.values) {
+      if (!s.sliceOf) continue;
+      s.offset = p_.values[s.sliceOf].offset + s.sliceBytes;
+      s.item = p_.values[s.sliceOf].item;
+    }
   }
-  for (auto& [v, s] : p.values) {
-    if (s.storage == Storage::Arena && !s.sharesWith && !s.sliceOf) s.item = int(itemOf.at(v));
-    if (!s.sharesWith) continue;
-    const Value* root = s.sharesWith;
-    while (p.values[root].sharesWith) root = p.values[root].sharesWith;
-    s.offset = p.values[root].offset;
-    s.item = int(itemOf.at(root));
-  }
-  for (auto& [v, s] : p.values) {
-    if (!s.sliceOf) continue;
-    s.offset = p.values[s.sliceOf].offset + s.sliceBytes;
-    s.item = p.values[s.sliceOf].item;
-  }
-  recordItems(items, placed, alignment, p);
-  return p;
+
+  const Function& f_;
+  const std::vector<kernel::Kernel>& kernels_;
+  int64_t alignment_;
+  std::vector<const KernelRange*> rangeOf_;  // each kernel's concurrent range, if any
+  std::map<const Value*, int> outputIndex_;
+  std::map<const Value*, kernel::ExprRef> elementsOf_;  // of values with symbolic dims
+  std::map<const Value*, size_t> itemOf_;
+  BufferPlan p_;
+};
+
+}  // namespace
+
+StatusOr<BufferPlan> planBuffers(const Function& f, const std::vector<kernel::Kernel>& kernels,
+                                 int64_t alignment, const std::vector<KernelRange>& concurrent) {
+  return Planner(f, kernels, alignment, concurrent).run();
 }
 
 bool BufferPlan::symbolic() const {
