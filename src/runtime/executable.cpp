@@ -391,6 +391,49 @@ StatusOr<std::unique_ptr<Executable>> Executable::load(MappedFile file, const st
   return load(mapping->bytes(), source, runOptions, mapping);
 }
 
+namespace {
+
+// The target an artifact's meta names, if it is this Kiln's and for this machine.
+StatusOr<const Target*> artifactTarget(std::map<std::string, std::string>& meta,
+                                       const std::string& source) {
+  if (meta["kiln"] != kKilnVersion)
+    return Status::error(source + ": compiled by Kiln " + meta["kiln"] + ", this is Kiln " +
+                         kKilnVersion + ": compile the model again");
+  std::string backend = meta.count("backend") ? meta["backend"] : "cpu";
+  StatusOr<const Target*> found = findTarget(backend);
+  if (!found) return Status(found.status()).prefix(source);
+  const Target* target = *found;
+  if (meta["target"] != target->machine())
+    return Status::error(source + ": compiled for " + backend + " '" + meta["target"] +
+                         "', this machine is '" + target->machine() +
+                         "': compile the model again here");
+  return target;
+}
+
+// The artifact's run-time sizes, checked against its output names and its module's outputs:
+// they are the last outputs, after the source's (one per distinct size).
+StatusOr<std::vector<DynamicDim>> storedRunTimeSizes(const DecodedArtifact& s,
+                                                     const std::vector<std::string>& outputNames,
+                                                     size_t numOutputs, const std::string& source) {
+  std::vector<DynamicDim> dynamic;
+  if (s.has("dynamic")) {
+    StatusOr<std::vector<DynamicDim>> parsed = parseDynamicDims(s["dynamic"], numOutputs);
+    if (!parsed) return Status(parsed.status()).prefix(source);
+    dynamic = std::move(*parsed);
+  }
+  size_t named = outputNames.size(), last = named;
+  for (const DynamicDim& d : dynamic) {
+    if (d.sizeOutput < named || d.output >= named)
+      return Status::error(source + ": its run-time sizes do not match its outputs");
+    last = std::max(last, d.sizeOutput + 1);
+  }
+  if (last != numOutputs)
+    return Status::error(source + ": its output names do not match its module's outputs");
+  return dynamic;
+}
+
+}  // namespace
+
 // `mapping`, when given, is the mapped file `bytes` lie in: the program may use its bytes in
 // place, and keep it mapped.
 StatusOr<std::unique_ptr<Executable>> Executable::load(std::string_view bytes,
@@ -408,17 +451,8 @@ StatusOr<std::unique_ptr<Executable>> Executable::load(std::string_view bytes,
     size_t sp = l.find(' ');
     if (sp != std::string::npos) meta[l.substr(0, sp)] = l.substr(sp + 1);
   }
-  if (meta["kiln"] != kKilnVersion)
-    return Status::error(source + ": compiled by Kiln " + meta["kiln"] + ", this is Kiln " +
-                         kKilnVersion + ": compile the model again");
-  std::string backend = meta.count("backend") ? meta["backend"] : "cpu";
-  StatusOr<const Target*> found = findTarget(backend);
-  if (!found) return Status(found.status()).prefix(source);
-  const Target* target = *found;
-  if (meta["target"] != target->machine())
-    return Status::error(source + ": compiled for " + backend + " '" + meta["target"] +
-                         "', this machine is '" + target->machine() +
-                         "': compile the model again here");
+  KILN_ASSIGN_OR_RETURN(const Target* target, artifactTarget(meta, source));
+  const std::string backend = target->name();
   // From a mapping the weights are checked on another thread while the rest of the load runs:
   // they are data, which nothing reads before that check has passed (the load waits for it
   // before it returns the executable). Everything else is checked before it is used.
@@ -450,21 +484,9 @@ StatusOr<std::unique_ptr<Executable>> Executable::load(std::string_view bytes,
   impl->program = std::move(*program);
   impl->stored = {std::string(s["kernels.ir"]), std::string(s["kernels.values"]),
                   std::string(s["fusion.plan"])};
-  const size_t numOutputs = impl->program->function().outputs().size();
-  if (s.has("dynamic")) {
-    StatusOr<std::vector<DynamicDim>> dynamic = parseDynamicDims(s["dynamic"], numOutputs);
-    if (!dynamic) return Status(dynamic.status()).prefix(source);
-    impl->dynamic = std::move(*dynamic);
-  }
-  // The run-time sizes are the last outputs, after the source's (one per distinct size).
-  size_t named = impl->outputNames.size(), last = named;
-  for (const DynamicDim& d : impl->dynamic) {
-    if (d.sizeOutput < named || d.output >= named)
-      return Status::error(source + ": its run-time sizes do not match its outputs");
-    last = std::max(last, d.sizeOutput + 1);
-  }
-  if (last != numOutputs)
-    return Status::error(source + ": its output names do not match its module's outputs");
+  KILN_ASSIGN_OR_RETURN(
+      impl->dynamic,
+      storedRunTimeSizes(s, impl->outputNames, impl->program->function().outputs().size(), source));
   if (s.has("guards")) {
     StatusOr<Guards> guards =
         parseGuards(s["guards"], parameterTypes(impl->program->function()), impl->options.ranges);
