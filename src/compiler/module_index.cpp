@@ -62,4 +62,13 @@ std::string oneLine(std::string s) {
   return s;
 }
 
+std::string textAfter(const std::string& line, size_t n) {
+  size_t at = 0;
+  for (size_t i = 0; i < n && at != std::string::npos; ++i) {
+    at = line.find_first_not_of(' ', at);
+    at = at == std::string::npos ? at : line.find(' ', at);
+  }
+  return at == std::string::npos ? "" : line.substr(at + 1);
+}
+
 }  // namespace kiln::compiler

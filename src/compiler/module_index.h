@@ -33,5 +33,7 @@ std::vector<std::string> words(const std::string& line);
 std::optional<int64_t> number(const std::string& s);  // a whole non-negative number, all of s
 // A text field of a line: its newlines become spaces (one would end the line).
 std::string oneLine(std::string s);
+// The text of `line` after its first `n` words and the space that ends them ("" when none).
+std::string textAfter(const std::string& line, size_t n);
 
 }  // namespace kiln::compiler

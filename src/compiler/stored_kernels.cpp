@@ -11,23 +11,6 @@
 namespace kiln::compiler {
 namespace {
 
-// The Call statements of `s` in pre-order (kernel::callsOf's numbering), to be changed.
-void collectCalls(const kernel::StmtRef& s, std::vector<kernel::Stmt*>& out) {
-  if (!s) return;
-  if (s->kind == kernel::Stmt::Kind::Call) out.push_back(s.get());
-  for (const kernel::StmtRef& b : s->body) collectCalls(b, out);
-}
-
-// The text of a line after its first `n` words.
-std::string after(const std::string& line, size_t n) {
-  size_t at = 0;
-  for (size_t i = 0; i < n && at != std::string::npos; ++i) {
-    at = line.find_first_not_of(' ', at);
-    at = at == std::string::npos ? at : line.find(' ', at);
-  }
-  return at == std::string::npos ? "" : line.substr(at + 1);
-}
-
 // Binds kernels to `f`'s values from the lines of "kernels.values".
 class Binder {
  public:
@@ -43,12 +26,11 @@ class Binder {
         if (next >= kernels.size() || kernels[next].name != w[1])
           return Status::error("its kernel values name kernel " + w[1] + " out of order");
         k = &kernels[next++];
-        calls_.clear();
-        collectCalls(k->body, calls_);
+        calls_ = kernel::mutableCallsOf(*k);
       } else if (k && w[0] == "call" && w.size() >= 3) {
         KILN_RETURN_IF_ERROR(callLine(line, w).prefix("kernel " + k->name));
       } else if (k && w[0] == "note") {
-        k->notes.push_back(line.size() > 5 ? line.substr(5) : "");
+        k->notes.push_back(textAfter(line, 1));
       } else if (k && (w[0] == "value" || w[0] == "view")) {
         KILN_RETURN_IF_ERROR(bindBuffer(*k, w).prefix("kernel " + k->name));
       } else {
@@ -76,10 +58,10 @@ class Binder {
     if (!j || static_cast<size_t>(*j) >= calls_.size())
       return Status::error("it has no call " + w[1]);
     kernel::Stmt& c = *calls_[static_cast<size_t>(*j)];
-    if (w[2] == "origin") c.origin = after(line, 3);
-    else if (w[2] == "note") c.note = after(line, 3);
+    if (w[2] == "origin") c.origin = textAfter(line, 3);
+    else if (w[2] == "note") c.note = textAfter(line, 3);
     else if (w[2] == "loc" && w.size() >= 5 && number(w[3]) && number(w[4]))
-      c.loc = Location{after(line, 5), static_cast<int>(*number(w[3])),
+      c.loc = Location{textAfter(line, 5), static_cast<int>(*number(w[3])),
                        static_cast<int>(*number(w[4]))};
     else return Status::error("malformed call line");
     return Status::ok();

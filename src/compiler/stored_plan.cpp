@@ -135,11 +135,6 @@ class PlanReader {
   FusionPlan take() { return std::move(plan_); }
 
  private:
-  // The rest of the line after its first word.
-  static std::string rest(const std::string& line, const std::string& head) {
-    return line.size() > head.size() + 1 ? line.substr(head.size() + 1) : "";
-  }
-
   StatusOr<int64_t> count(const std::string& s) const {
     std::optional<int64_t> n = number(s);
     if (!n) return Status::error("'" + s + "' is not a count");
@@ -180,7 +175,7 @@ class PlanReader {
     if (head == "how" || head == "reason") {
       KILN_RETURN_IF_ERROR(needs(!plan_.decisions.empty(), "decision"));
       (head == "how" ? plan_.decisions.back().how : plan_.decisions.back().reason) =
-          rest(line, head);
+          textAfter(line, 1);
       return Status::ok();
     }
     if (head == "view" || head == "writers" || head == "in-place" || head == "concat-note")
@@ -228,9 +223,9 @@ class PlanReader {
       return step(w);
     } else if (head == "stop") {
       KILN_RETURN_IF_ERROR(needs(chain_ != nullptr, "chain"));
-      chain_->stop = rest(line, head);
+      chain_->stop = textAfter(line, 1);
     } else if (head == "custom" || head == "custom-reason") {
-      (head == "custom" ? k.custom : k.customReason) = rest(line, head);
+      (head == "custom" ? k.custom : k.customReason) = textAfter(line, 1);
     } else if (head == "custom-step" && w.size() == 2) {
       fusion::CustomStep s;
       KILN_ASSIGN_OR_RETURN(s.anchor, index_.node(w[1]));
@@ -281,7 +276,7 @@ class PlanReader {
       c.inPlace.insert(n);
     } else if (head == "concat-note" && w.size() >= 2) {
       KILN_ASSIGN_OR_RETURN(const Node* n, index_.node(w[1]));
-      c.notes.emplace_back(n, rest(line, head + " " + w[1]));
+      c.notes.emplace_back(n, textAfter(line, 2));
     } else {
       return Status::error("it is not a line of a fusion plan");
     }

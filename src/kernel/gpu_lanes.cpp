@@ -79,9 +79,6 @@ StmtRef split(const Kernel& k, const StmtRef& s, int64_t bytes, FreshNames& name
                  forLoop(iv, intConst(*lanes), LoopKind::Vectorized, body));
 }
 
-// A loop of lanes (wideAccesses): at most 16 (a 16-byte access of one-byte elements).
-constexpr int64_t kMaxLanes = 16;
-
 // The lanes loop `s` (over stores only) with its aligned groups through local arrays and wide
 // copies, or s when it has none.
 StmtRef widen(const Kernel& k, const StmtRef& s, FreshNames& names) {

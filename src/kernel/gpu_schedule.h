@@ -64,8 +64,12 @@ Kernel reductionsPerOutput(const Kernel& k, int64_t bytes);
 // writes). Runs before mapToGpu, which maps the loops around the lanes.
 Kernel vectorizeLanes(const Kernel& k, int64_t bytes);
 
-// Each vectorized loop of at most 16 lanes over stores only (vectorizeLanes' groups) moves the
-// accesses whose elements are the lanes' consecutive group, its first aligned to the group
+// The most lanes a vectorized loop runs as one thread's group (a 16-byte access of one-byte
+// elements); a longer one runs as a plain loop.
+inline constexpr int64_t kMaxLanes = 16;
+
+// Each vectorized loop of at most kMaxLanes lanes over stores only (vectorizeLanes' groups) moves
+// the accesses whose elements are the lanes' consecutive group, its first aligned to the group
 // (laneBase), as wide copies through local arrays the lanes then read and write:
 //   vectorized for v in [0, L) { %y[b + v] = f(%x[b + v]) }  ->
 //   local %ld0: f32[L] { local %st0: f32[L] {

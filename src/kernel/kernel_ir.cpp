@@ -495,7 +495,8 @@ ExprRef elementCount(const std::vector<ExprRef>& extents) {
 }
 
 namespace {
-void collectCalls(const StmtRef& s, std::vector<const Stmt*>& out) {
+template <typename S>
+void collectCalls(const StmtRef& s, std::vector<S*>& out) {
   if (!s) return;
   if (s->kind == Stmt::Kind::Call) out.push_back(s.get());
   for (const auto& b : s->body) collectCalls(b, out);
@@ -504,6 +505,12 @@ void collectCalls(const StmtRef& s, std::vector<const Stmt*>& out) {
 
 std::vector<const Stmt*> callsOf(const Kernel& k) {
   std::vector<const Stmt*> out;
+  collectCalls(k.body, out);
+  return out;
+}
+
+std::vector<Stmt*> mutableCallsOf(Kernel& k) {
+  std::vector<Stmt*> out;
   collectCalls(k.body, out);
   return out;
 }

@@ -359,6 +359,7 @@ std::set<std::string> loadedBuffers(const Kernel& k);
 // The Call statements of a kernel in pre-order (a Call inside a loop once): the numbering the
 // CPU code generator gives them.
 std::vector<const Stmt*> callsOf(const Kernel& k);
+std::vector<Stmt*> mutableCallsOf(Kernel& k);  // the same, to change them
 // Whether call `call` of `k` reads or writes a buffer of symbolic dims: a library's kernel for it
 // (fixed shapes) is then made for each run's sizes.
 bool isSymbolicCall(const Kernel& k, const Stmt& call);

@@ -13,6 +13,7 @@
 
 #include "codegen/cuda/cuda_prelude.h"
 #include "ir/tensor.h"
+#include "kernel/gpu_schedule.h"
 #include "kernel/lanes.h"
 #include "kernel/simplify.h"
 
@@ -27,12 +28,10 @@ using kernel::StmtRef;
 using kernel::UnaryOp;
 
 // A vectorized loop runs as one thread's group of lanes, unrolled, only at the sizes
-// vectorizeLanes makes (16 bytes of elements at most); a longer one (an unmapped loop an opaque
+// vectorizeLanes makes (kernel::kMaxLanes at most); a longer one (an unmapped loop an opaque
 // kernel's lowering vectorized for a CPU) stays a loop: unrolled, it compiles for minutes.
-constexpr int64_t kMaxLanes = 16;  // 16 one-byte elements
-
 bool unrollsAsLanes(const Stmt& s) {
-  return s.extent->kind == Expr::Kind::Const && s.extent->i <= kMaxLanes;
+  return s.extent->kind == Expr::Kind::Const && s.extent->i <= kernel::kMaxLanes;
 }
 
 // The C type of a value of `t` in registers (f16 and bf16 compute in float).
