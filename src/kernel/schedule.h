@@ -25,6 +25,8 @@ inline constexpr int64_t kParallelThreshold = 16384;
 inline constexpr int64_t kReductionLanes = 16;
 inline constexpr int64_t kRowCacheElements = 4096;
 inline constexpr int64_t kMaxLoopPieces = 64;
+// A scratch row of at most this many bytes (four AVX-512 vectors) is kept in vector registers.
+inline constexpr int64_t kRegisterRowBytes = 256;
 // The least work per part of a row reduction split over threads (splitRowReductions): its
 // updates are vectorized, so a part of kParallelThreshold took about as long as the handoff
 // (regnet_y_400mf 3% slower at 2 threads).
@@ -75,5 +77,15 @@ Kernel splitReductions(const Kernel& k, int64_t lanes, bool reassociate);
 
 // Every Reduce becomes serial loops updating its accumulator, in the Reduce's order.
 Kernel lowerReductions(const Kernel& k);
+// A scratch row of more than `maxBytes` whose every use is a loop along it that reads and writes
+// it at the loop's variable (a pooling's or a reduction's accumulators over the kept channels,
+// updated at every point of the reduced loops around) is computed in blocks: a serial loop over
+// blocks of at most `maxBytes` (the largest that divides the row, a multiple of 8 elements)
+// around the row's declaration, each loop along the row covering one block. A block that fits in
+// registers stays there over the reduced loops (the CPU: kRegisterRowBytes), where the whole row
+// went through memory at every step. Rows also stored elsewhere, or other buffers both stored
+// and loaded in the declaration, stay as they are, and so do rows updated at more than 32
+// points of the loops around (a global pool streams its input once along the whole row).
+Kernel registerRows(const Kernel& k, int64_t maxBytes);
 
 }  // namespace kiln::kernel

@@ -22,6 +22,7 @@
 #include "ir/tensor.h"
 #include "kernel/gpu_schedule.h"
 #include "kernel/kernel_ir.h"
+#include "kernel/schedule.h"
 #include "kernel/verify.h"
 
 namespace kiln {
@@ -380,6 +381,59 @@ TEST(CpuCodegen, RowReductionWithLocalAccumulators) {
         EXPECT_EQ(sum[r], s) << r;
         EXPECT_EQ(max[r], m) << r;
       }
+    }
+  }
+}
+
+// A pooling's row of accumulators (128 channels over 9 taps): registerRows computes it in two
+// blocks of 64, whose accumulators LLVM keeps in registers (no stack array left), and an
+// accumulator's max or min propagates NaN from any tap, first, middle or last, as the
+// interpreter's reductions do.
+TEST(CpuCodegen, AccumulatorRowsInRegistersPropagateNaN) {
+  using namespace kernel;
+  const int64_t taps = 9, channels = 128;
+  for (BinaryOp op : {BinaryOp::Max, BinaryOp::Min}) {
+    const bool max = op == BinaryOp::Max;
+    ExprRef c = var("c"), c1 = var("c1"), c2 = var("c2");
+    ExprRef x = load("x", DType::F32,
+                     binary(BinaryOp::Add, binary(BinaryOp::Mul, var("t"), intConst(channels)), c));
+    StmtRef init = forLoop("c1", intConst(channels), LoopKind::Vectorized,
+                           store("acc", c1, floatConst(max ? -kInf : kInf, DType::F32)));
+    StmtRef update = forLoop("t", intConst(taps), LoopKind::Serial,
+                             forLoop("c", intConst(channels), LoopKind::Vectorized,
+                                     store("acc", c, binary(op, load("acc", DType::F32, c), x))));
+    StmtRef out = forLoop("c2", intConst(channels), LoopKind::Vectorized,
+                          store("y", c2, load("acc", DType::F32, c2)));
+    Kernel k = makeKernel(
+        "pool",
+        {buf("x", DType::F32, {taps, channels}, BufferRole::Input),
+         buf("y", DType::F32, {channels}, BufferRole::Output)},
+        alloc("acc", DType::F32, channels, MemoryScope::Local, block({init, update, out})));
+    Kernel blocked = registerRows(k, kRegisterRowBytes);
+    ASSERT_NE(printKernel(blocked).find("local %acc: f32[64]"), std::string::npos)
+        << printKernel(blocked);
+    ASSERT_TRUE(verifyKernel(blocked).isOk());
+    auto ck = compileOrDie(blocked);
+    ASSERT_TRUE(ck);
+    EXPECT_EQ(compiler().lastLlvmIr().find("alloca [64 x float]"), std::string::npos)
+        << compiler().lastLlvmIr();
+    std::vector<float> in(taps * channels), y(channels, 0.5f);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = std::sin(static_cast<float>(i)) * 10.0f;
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (int64_t t : {int64_t{0}, taps / 2, taps - 1}) in[t * channels + 3 + 10 * t] = nan;
+    void* ptrs[] = {in.data(), y.data()};
+    ck->run(ptrs, pool2(), nullptr, nullptr);
+    for (int64_t ch = 0; ch < channels; ++ch) {
+      float want =
+          max ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
+      bool sawNaN = false;
+      for (int64_t t = 0; t < taps; ++t) {
+        float v = in[t * channels + ch];
+        sawNaN |= std::isnan(v);
+        if (max ? v > want : v < want) want = v;
+      }
+      if (sawNaN) ASSERT_TRUE(std::isnan(y[ch])) << ch;
+      else ASSERT_EQ(y[ch], want) << ch;
     }
   }
 }

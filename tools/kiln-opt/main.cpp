@@ -90,6 +90,7 @@ void printHelp() {
          "  --split-row-reductions=N  row reductions with at least N work into partial rows\n"
          "                         over threads\n"
          "  --lower-reductions     Reduce statements into serial loops\n"
+         "  --register-rows=N      scratch rows of accumulators in blocks of at most N bytes\n"
          "  --expand-calls         library calls (dot_general, convolution) into Kiln's loops\n"
          "  --map-gpu=N            each nest a GPU launch of N threads per block (gpu_schedule.h)\n"
          "  --reductions-per-output[=N]  a row of accumulators as groups of N-byte accesses, or\n"
@@ -109,9 +110,10 @@ void printHelp() {
 }
 
 bool isSchedulePass(const std::string& flag) {
-  for (const char* p : {"--schedule=", "--partition-loops=", "--cache-rows=",
-                        "--parallelize-outer=", "--split-reductions=", "--split-row-reductions=",
-                        "--map-gpu=", "--gpu-lanes=", "--reductions-per-output="})
+  for (const char* p :
+       {"--schedule=", "--partition-loops=", "--cache-rows=", "--parallelize-outer=",
+        "--split-reductions=", "--split-row-reductions=", "--map-gpu=", "--gpu-lanes=",
+        "--reductions-per-output=", "--register-rows="})
     if (flag.rfind(p, 0) == 0) return true;
   return flag == "--vectorize-inner" || flag == "--lower-reductions" || flag == "--expand-calls" ||
          flag == "--reductions-per-output" || flag == "--wide-accesses";
@@ -144,6 +146,7 @@ kiln::Status schedule(const std::string& spec, const Options& o,
     else if (name == "split-row-reductions")
       k = kiln::kernel::splitRowReductions(k, n, o.reassociate);
     else if (name == "lower-reductions") k = kiln::kernel::lowerReductions(k);
+    else if (name == "register-rows") k = kiln::kernel::registerRows(k, n);
     else if (name == "map-gpu") k = kiln::kernel::mapToGpu(k, n, o.reassociate);
     else if (name == "reductions-per-output") k = kiln::kernel::reductionsPerOutput(k, n);
     else if (name == "gpu-lanes") k = kiln::kernel::vectorizeLanes(k, n);

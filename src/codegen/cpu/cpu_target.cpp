@@ -144,6 +144,7 @@ class CpuTarget final : public runtime::Target {
       k = kernel::vectorizeInner(k);
       k = kernel::splitReductions(k, kernel::kReductionLanes, options.reassociate);
       k = kernel::lowerReductions(k);
+      k = kernel::registerRows(k, kernel::kRegisterRowBytes);
     }
     storeBlockedValues(kernels, blocking);
     return Status::ok();

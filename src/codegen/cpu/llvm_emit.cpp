@@ -18,6 +18,7 @@
 #include "codegen/cpu/llvm_emitter.h"
 #include "kernel/copy_loop.h"
 #include "kernel/lanes.h"
+#include "kernel/schedule.h"
 #include "llvm/IR/Constants.h"
 #include "llvm/IR/DerivedTypes.h"
 #include "llvm/IR/Function.h"
@@ -129,7 +130,8 @@ void KernelEmitter::emitStore(const Stmt& s) {
   const BufferBinding* buf = nullptr;
   llvm::Value* p = address(s.buffer, s.value->type, s.index, &buf);
   if (!p) return;
-  llvm::Value* v = emitExpr(s.value);
+  llvm::Value* v = accumulated(s);
+  if (!v) v = emitExpr(s.value);
   if (s.value->type == DType::Bool) v = b_.CreateZExt(v, b_.getInt8Ty());
   else if (s.value->type == DType::F16)
     v = b_.CreateBitCast(b_.CreateFPTrunc(v, b_.getHalfTy()), b_.getInt16Ty());
@@ -160,7 +162,8 @@ void KernelEmitter::emitAlloc(const Stmt& s) {
   llvm::Type* arr = llvm::ArrayType::get(memType(s.type), static_cast<uint64_t>(s.size));
   llvm::AllocaInst* a = entryAlloca(arr, s.buffer);
   a->setAlignment(llvm::Align(64));
-  fs_.buffers.push_back({s.buffer, a, s.type});
+  bool inRegisters = s.size * static_cast<int64_t>(dtypeSize(s.type)) <= kernel::kRegisterRowBytes;
+  fs_.buffers.push_back({s.buffer, a, s.type, inRegisters});
   if (!s.body.empty() && s.body[0]) emitStmt(*s.body[0]);
   fs_.buffers.pop_back();
 }
@@ -209,6 +212,33 @@ bool KernelEmitter::contiguousStores(const Stmt& s) {
   for (const Stmt* st : stores)
     if (kernel::coefficientOf(st->index, v) != std::optional<int64_t>(1)) return false;
   return !stores.empty();
+}
+
+// Whether `s` loads or stores a Local array that fits in registers (an accumulator row).
+bool KernelEmitter::touchesRegisterArray(const Stmt& s) {
+  auto inRegisters = [&](const std::string& name) {
+    const BufferBinding* b = lookupBuffer(name);
+    return b && b->inRegisters;
+  };
+  std::vector<const Expr*> exprs;
+  std::vector<const Stmt*> work = {&s};
+  while (!work.empty()) {
+    const Stmt* t = work.back();
+    work.pop_back();
+    if (t->kind == Stmt::Kind::Store) {
+      if (inRegisters(t->buffer)) return true;
+      exprs.push_back(t->value.get());
+    }
+    for (const StmtRef& b : t->body)
+      if (b) work.push_back(b.get());
+  }
+  while (!exprs.empty()) {
+    const Expr* e = exprs.back();
+    exprs.pop_back();
+    if (e->kind == Expr::Kind::Load && inRegisters(e->name)) return true;
+    for (const ExprRef& a : e->args) exprs.push_back(a.get());
+  }
+  return false;
 }
 
 bool KernelEmitter::containsVectorizedLoop(const Stmt& s) {
@@ -272,9 +302,13 @@ llvm::MDNode* KernelEmitter::loopMetadata(LoopKind kind, const Stmt& s, llvm::MD
   // vectorizer runs, which then vectorizes the loop around them with gathers and scatters (a
   // hardswish over 16 channels in NHWC ran at 6 GB/s instead of 57). Shorter or strided ones (3
   // colour channels, a transpose) still unroll: the loop around them may be the one to vectorize.
+  // But one over a Local array that fits in registers (a pooling's accumulator row) is left to
+  // the unroller after vectorization, after which SROA keeps the array in registers (a 3x3 max
+  // pool over 64 channels: its accumulators went through the stack at every tap, 1.4x slower).
   if (kind == LoopKind::Vectorized && options_.vectorize) {
     hint("llvm.loop.vectorize.enable", llvm::ConstantAsMetadata::get(b_.getTrue()));
-    if (s.extent->kind == Expr::Kind::Const && s.extent->i >= 8 && contiguousStores(s))
+    if (s.extent->kind == Expr::Kind::Const && s.extent->i >= 8 && contiguousStores(s) &&
+        !touchesRegisterArray(s))
       hint("llvm.loop.unroll.disable");
   }
   if (accessGroup) hint("llvm.loop.parallel_accesses", accessGroup);

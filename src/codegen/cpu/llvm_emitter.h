@@ -36,6 +36,7 @@ struct BufferBinding {
   std::string name;
   llvm::Value* ptr = nullptr;
   DType type = DType::F32;
+  bool inRegisters = false;  // a Local array small enough to live in vector registers
 };
 
 // The function being emitted: the kernel entry or a Parallel loop body outlined from it.
@@ -117,6 +118,8 @@ class KernelEmitter {
   void emitCall(const Stmt& s);
   static bool containsVectorizedLoop(const Stmt& s);
   static bool contiguousStores(const Stmt& s);
+  bool touchesRegisterArray(const Stmt& s);
+  llvm::Value* accumulated(const Stmt& s);
   static bool independentIterations(const Stmt& body);
   llvm::MDNode* loopMetadata(LoopKind kind, const Stmt& s, llvm::MDNode* accessGroup);
   void tagAccess(llvm::Instruction* access);
