@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -100,6 +101,36 @@ const char* kindGroup(const fusion::Kernel& k) {
   }
 }
 
+// A copy of each memory-bound kernel's bytes (read + written; 0: none) on the host, as a Kiln
+// loop compiled with `base` (its threads, its thread pool), best of 5, in ms (-1: none). Sizes
+// on a grid of eighth-octaves share one compile; the time is scaled to the bytes.
+StatusOr<std::vector<double>> hostCopies(const std::vector<int64_t>& bytes,
+                                         const runtime::CompileOptions& base) {
+  std::map<int64_t, double> msOf;  // elements of a grid size -> ms
+  std::vector<double> out;
+  for (int64_t b : bytes) {
+    if (b <= 0) {
+      out.push_back(-1);
+      continue;
+    }
+    const double n = static_cast<double>(std::max<int64_t>(b / 8, 1));
+    const auto grid =
+        static_cast<int64_t>(std::llround(std::exp2(std::round(std::log2(n) * 8) / 8)));
+    auto it = msOf.find(grid);
+    if (it == msOf.end()) {
+      const std::string d = std::to_string(grid);
+      KILN_ASSIGN_OR_RETURN(auto copy,
+                            compileText("func @main(%x: f32[" + d + "]) -> (f32[" + d +
+                                            "]) {\n  %y = f32[" + d + "] neg(%x)\n  return %y\n}",
+                                        base));
+      KILN_ASSIGN_OR_RETURN(double ms, bestKernels(*copy, 5, std::nullopt, nullptr));
+      it = msOf.emplace(grid, ms).first;
+    }
+    out.push_back(it->second * n / static_cast<double>(grid));
+  }
+  return out;
+}
+
 }  // namespace
 
 StatusOr<Ceilings> measureCeilings(const runtime::Executable& exe, runtime::CompileOptions base) {
@@ -124,6 +155,7 @@ StatusOr<Ceilings> measureCeilings(const runtime::Executable& exe, runtime::Comp
   } else {
     c.where = std::to_string(threads) + (threads == 1 ? " thread" : " threads");
     c.copyGBs = copyBandwidth(threads);
+    KILN_ASSIGN_OR_RETURN(c.copyMs, hostCopies(copyBytes, base));
   }
   KILN_ASSIGN_OR_RETURN(auto mm, compileText("func @main(" + square(n) +
                                                  R"( {lhs_contracting = [1], rhs_contracting = [0]}
@@ -245,6 +277,81 @@ std::string slowestLines(const std::vector<fusion::Kernel>& kernels, const std::
   return out;
 }
 
+// Why a memory-bound kernel stays under half the copy bandwidth: its size (a copy of as many
+// bytes takes at least half its time, or it runs under 2 us, the scale of a kernel's fixed
+// costs), else what its ops do; "" when neither says (a lead: `kiln explain --kernel-ir`).
+std::string belowReason(const fusion::Kernel& k, double ms, double copyMs) {
+  if (ms < 0.002 || (copyMs > 0 && ms <= 2 * copyMs)) return "size";
+  auto has = [&](std::initializer_list<OpCode> ops) -> const Node* {
+    for (const Node* n : k.nodes)
+      if (std::find(ops.begin(), ops.end(), n->op()) != ops.end()) return n;
+    return nullptr;
+  };
+  if (const Node* w = has({OpCode::ReduceWindow})) {
+    double reads = 1;
+    std::vector<int64_t> dims = w->attrInts("window_dimensions"),
+                         strides = w->attrInts("window_strides");
+    for (size_t d = 0; d < dims.size(); ++d)
+      reads *= double(dims[d]) /
+               double(d < strides.size() && strides[d] > 0 ? std::min(strides[d], dims[d]) : 1);
+    return sprint("windows: each element is read by %.1f windows", reads);
+  }
+  if (has({OpCode::Transpose})) return "a transpose: strided reads or writes";
+  if (const Node* n = has({OpCode::Gather, OpCode::Scatter, OpCode::Resize, OpCode::GridSample,
+                           OpCode::DynamicSlice, OpCode::DynamicUpdateSlice}))
+    return "indexed reads (" + std::string(opName(n->op())) + ")";
+  if (const Node* n = has({OpCode::Softmax, OpCode::LogSoftmax, OpCode::LayerNorm}))
+    return "passes over each row (" + std::string(opName(n->op())) + ")";
+  if (const Node* n =
+          has({OpCode::Exp, OpCode::Log, OpCode::Tanh, OpCode::Erf, OpCode::Sigmoid, OpCode::Gelu,
+               OpCode::Pow, OpCode::Sin, OpCode::Cos, OpCode::Sqrt, OpCode::Rsqrt}))
+    return "arithmetic: " + std::string(opName(n->op())) + " at each element";
+  return "";
+}
+
+// The memory-bound kernels under half the copy bandwidth, each with its reason: those a copy of
+// their size explains on one line, the others one line each.
+std::string belowHalfLines(const std::vector<fusion::Kernel>& kernels,
+                           const std::vector<double>& med, const Ceilings& c, int* count,
+                           int* unexplained) {
+  std::string sized, rest;
+  int sizedCount = 0;
+  double sizedMs = 0, allMs = 0;
+  *count = *unexplained = 0;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const fusion::Kernel& k = kernels[i];
+    const double ms = med[i];
+    if (std::string(kindGroup(k)) != "memory" || ms <= 0) continue;
+    const double gbs = double(k.bytesRead + k.bytesWritten) / (ms * 1e6);
+    if (gbs >= 0.5 * c.copyGBs) continue;
+    ++*count;
+    allMs += ms;
+    const double copy = i < c.copyMs.size() ? c.copyMs[i] : -1;
+    std::string why = belowReason(k, ms, copy);
+    if (why == "size") {
+      ++sizedCount;
+      sizedMs += ms;
+      sized += sprint(" k%d", k.id);
+      continue;
+    }
+    if (why.empty()) {
+      ++*unexplained;
+      why = "no reason known";
+    }
+    rest += sprint("    k%-3d %-12s %8.3f ms  %7.1f GB/s  %3.0f%%  %s: %s\n", k.id,
+                   std::string(fusion::kernelKindName(k.kind)).c_str(), ms, gbs,
+                   100 * gbs / c.copyGBs, std::string(opName(k.anchor->op())).c_str(), why.c_str());
+  }
+  if (!*count) return "";
+  std::string out =
+      sprint("  memory-bound kernels under 50%% of copy: %d, %.3f ms\n", *count, allMs);
+  if (sizedCount)
+    out += sprint("    %d, %.3f ms: their size (under 2 us, or a copy of as many bytes takes at "
+                  "least half as long):%s\n",
+                  sizedCount, sizedMs, sized.c_str());
+  return out + rest;
+}
+
 }  // namespace
 
 std::string rooflineReport(const runtime::Executable& exe,
@@ -268,16 +375,19 @@ std::string rooflineReport(const runtime::Executable& exe,
   const Group& oth = groups["other"];
   double memGBs = mem.ms > 0 ? mem.bytes / (mem.ms * 1e6) : 0;
   double cmpGFs = cmp.ms > 0 ? cmp.flops / (cmp.ms * 1e6) : 0;
+  int below = 0, unexplained = 0;
+  const std::string belowText = belowHalfLines(kernels, med, c, &below, &unexplained);
   if (json)
     return sprint("{\"threads\": %d, \"where\": \"%s\", \"copy_gbs\": %.2f, "
                   "\"matmul\": \"%s\", \"matmul_gflops\": %.2f, "
                   "\"fused_gelu_gbs\": %.2f, \"memory_kernels\": {\"count\": %d, \"bytes\": %.0f, "
                   "\"ms\": %.4f, \"gbs\": %.2f}, \"contraction_kernels\": {\"count\": %d, "
                   "\"flops\": %.0f, \"ms\": %.4f, \"gflops\": %.2f}, \"other_kernels\": "
-                  "{\"count\": %d, \"ms\": %.4f}, \"memory_copies_ms\": %.4f%s}",
+                  "{\"count\": %d, \"ms\": %.4f}, \"memory_copies_ms\": %.4f, "
+                  "\"memory_under_half\": {\"count\": %d, \"unexplained\": %d}%s}",
                   exe.threads(), c.where.c_str(), c.copyGBs, c.matmul.c_str(), c.matmulGFs,
                   c.fusedGBs, mem.kernels, mem.bytes, mem.ms, memGBs, cmp.kernels, cmp.flops,
-                  cmp.ms, cmpGFs, oth.kernels, oth.ms, copiesMs,
+                  cmp.ms, cmpGFs, oth.kernels, oth.ms, copiesMs, below, unexplained,
                   aloneLines(kernels, med, c, true).c_str());
   std::string out = sprint("roofline (%s, measured now): copy %.1f GB/s; matmul %s %.1f GFLOP/s\n",
                            c.where.c_str(), c.copyGBs, c.matmul.c_str(), c.matmulGFs);
@@ -296,7 +406,7 @@ std::string rooflineReport(const runtime::Executable& exe,
   if (oth.kernels)
     out += sprint("  other kernels (attention, opaque): %d, %.3f ms\n", oth.kernels, oth.ms);
   out += aloneLines(kernels, med, c, false);
-  return out + slowestLines(kernels, med, c);
+  return out + slowestLines(kernels, med, c) + belowText;
 }
 
 }  // namespace kiln::cli
