@@ -670,6 +670,9 @@ const std::string& Executable::passTimings() const { return impl_->passTimings; 
 std::string Executable::libraryCallDetails() const { return impl_->program->libraryCallDetails(); }
 std::string Executable::libraryCalls() const { return impl_->program->libraryCalls(); }
 std::string Executable::concurrencyDetails() const { return impl_->program->concurrencyDetails(); }
+std::vector<KernelRange> Executable::concurrentRanges() const {
+  return impl_->program->concurrentRanges();
+}
 StatusOr<std::optional<DeviceCeilings>>
 Executable::measureDevice(int repeat, const std::vector<int64_t>& copyBytes) const {
   return impl_->program->measureDevice(repeat, copyBytes);

@@ -145,6 +145,8 @@ class Executable {
   std::string libraryCallDetails() const;
   // The kernels that run at once and why (Program::concurrencyDetails; "" when none do).
   std::string concurrencyDetails() const;
+  // The ranges of kernels that run at once, each kernel on one thread (Program::concurrentRanges).
+  std::vector<KernelRange> concurrentRanges() const;
   // The per-pass timing table when instrumentation.timePasses was set, else "".
   const std::string& passTimings() const;
   // The machine the code is for, for people ("znver5 (+avx512f ...)").

@@ -155,6 +155,7 @@ StatusOr<Ceilings> measureCeilings(const runtime::Executable& exe, runtime::Comp
   } else {
     c.where = std::to_string(threads) + (threads == 1 ? " thread" : " threads");
     c.copyGBs = copyBandwidth(threads);
+    c.copyOneThreadGBs = threads > 1 ? copyBandwidth(1) : c.copyGBs;
     KILN_ASSIGN_OR_RETURN(c.copyMs, hostCopies(copyBytes, base));
   }
   KILN_ASSIGN_OR_RETURN(auto mm, compileText("func @main(" + square(n) +
@@ -280,8 +281,14 @@ std::string slowestLines(const std::vector<fusion::Kernel>& kernels, const std::
 // Why a memory-bound kernel stays under half the copy bandwidth: its size (a copy of as many
 // bytes takes at least half its time, or it runs under 2 us, the scale of a kernel's fixed
 // costs), else what its ops do; "" when neither says (a lead: `kiln explain --kernel-ir`).
-std::string belowReason(const fusion::Kernel& k, double ms, double copyMs) {
+std::string belowReason(const fusion::Kernel& k, double ms, double copyMs, const Ceilings& c,
+                        bool oneThread) {
   if (ms < 0.002 || (copyMs > 0 && ms <= 2 * copyMs)) return "size";
+  // A lane of a concurrent stage has one thread: its ceiling is a one-thread copy.
+  const double gbs = double(k.bytesRead + k.bytesWritten) / (ms * 1e6);
+  if (oneThread && c.copyOneThreadGBs > 0 && gbs >= 0.5 * c.copyOneThreadGBs)
+    return sprint("one thread, a lane of a concurrent stage: %.0f%% of a one-thread copy",
+                  100 * gbs / c.copyOneThreadGBs);
   auto has = [&](std::initializer_list<OpCode> ops) -> const Node* {
     for (const Node* n : k.nodes)
       if (std::find(ops.begin(), ops.end(), n->op()) != ops.end()) return n;
@@ -312,8 +319,14 @@ std::string belowReason(const fusion::Kernel& k, double ms, double copyMs) {
 // The memory-bound kernels under half the copy bandwidth, each with its reason: those a copy of
 // their size explains on one line, the others one line each.
 std::string belowHalfLines(const std::vector<fusion::Kernel>& kernels,
-                           const std::vector<double>& med, const Ceilings& c, int* count,
+                           const std::vector<double>& med, const Ceilings& c,
+                           const std::vector<runtime::KernelRange>& stages, int* count,
                            int* unexplained) {
+  auto inStage = [&](size_t i) {
+    return std::any_of(stages.begin(), stages.end(), [&](const runtime::KernelRange& r) {
+      return r.first <= static_cast<int>(i) && static_cast<int>(i) <= r.last;
+    });
+  };
   std::string sized, rest;
   int sizedCount = 0;
   double sizedMs = 0, allMs = 0;
@@ -327,7 +340,7 @@ std::string belowHalfLines(const std::vector<fusion::Kernel>& kernels,
     ++*count;
     allMs += ms;
     const double copy = i < c.copyMs.size() ? c.copyMs[i] : -1;
-    std::string why = belowReason(k, ms, copy);
+    std::string why = belowReason(k, ms, copy, c, inStage(i));
     if (why == "size") {
       ++sizedCount;
       sizedMs += ms;
@@ -376,7 +389,8 @@ std::string rooflineReport(const runtime::Executable& exe,
   double memGBs = mem.ms > 0 ? mem.bytes / (mem.ms * 1e6) : 0;
   double cmpGFs = cmp.ms > 0 ? cmp.flops / (cmp.ms * 1e6) : 0;
   int below = 0, unexplained = 0;
-  const std::string belowText = belowHalfLines(kernels, med, c, &below, &unexplained);
+  const std::string belowText =
+      belowHalfLines(kernels, med, c, exe.concurrentRanges(), &below, &unexplained);
   if (json)
     return sprint("{\"threads\": %d, \"where\": \"%s\", \"copy_gbs\": %.2f, "
                   "\"matmul\": \"%s\", \"matmul_gflops\": %.2f, "

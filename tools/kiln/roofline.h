@@ -13,11 +13,12 @@
 namespace kiln::cli {
 
 struct Ceilings {
-  std::string where;     // "1 thread", or the device: "cuda"
-  double copyGBs = 0;    // host: memcpy of 256 MiB over the threads; device: its own copy
-  std::string matmul;    // "f32 2048^3"
-  double matmulGFs = 0;  // that dot_general through Kiln (oneDNN, cuBLASLt), best of 3
-  double fusedGBs = 0;   // gelu(x*w+b)+r over 64M elements as one Kiln kernel, best of 3
+  std::string where;            // "1 thread", or the device: "cuda"
+  double copyGBs = 0;           // host: memcpy of 256 MiB over the threads; device: its own copy
+  double copyOneThreadGBs = 0;  // host: the same on one thread (a lane of a concurrent stage)
+  std::string matmul;           // "f32 2048^3"
+  double matmulGFs = 0;         // that dot_general through Kiln (oneDNN, cuBLASLt), best of 3
+  double fusedGBs = 0;          // gelu(x*w+b)+r over 64M elements as one Kiln kernel, best of 3
   // Device targets: per kernel of the program, its library calls timed alone (-1: none), and
   // for a memory-bound kernel a copy that moves as many bytes (-1: none).
   std::vector<double> aloneMs, copyMs;
