@@ -166,6 +166,33 @@ bool foldAt(Node& root) {
   return true;
 }
 
+// A batch norm with constant parameters that folds into no contraction (one after a
+// concatenation: densenet's pre-activations) -> (x - mean) * k + offset, k = scale / sqrt(var +
+// eps) a constant vector: the kernel then computes no square root and division at each element.
+bool normalizeAt(Node& root) {
+  if (root.op() != OpCode::BatchNormInference) return false;
+  const TensorType& type = root.result()->type();
+  if (type.dtype() != DType::F32) return false;
+  const Tensor* scale = constantOf(root.operand(1));
+  const Tensor* var = constantOf(root.operand(4));
+  if (!scale || !var || !constantOf(root.operand(2)) || !constantOf(root.operand(3)) ||
+      scale->dtype() != DType::F32 || var->dtype() != DType::F32)
+    return false;
+  const double eps = root.attrFloat("epsilon");
+  Tensor k(DType::F32, {scale->numElements()});
+  for (int64_t i = 0; i < scale->numElements(); ++i)
+    k.setDouble(i, scale->getDouble(i) / std::sqrt(var->getDouble(i) + eps));
+  const int64_t f = root.attrInt("feature_index");
+  Builder b = rewrite::builderBefore(&root);
+  auto along = [&](Value* v) { return b.broadcastInDim(v, type.dims(), {f}); };
+  Value* centered = b.sub(root.operand(0), along(root.operand(3)));
+  Value* out = b.add(b.mul(centered, along(b.constant(std::move(k)))), along(root.operand(2)));
+  KILN_CHECK(out, "normalizing " + root.describe() + " failed: " + b.status().str());
+  rewrite::replaceValue(root.result(), out);
+  rewrite::eraseIfDead(&root);
+  return true;
+}
+
 }  // namespace
 
 StatusOr<bool> foldBatchNorm(Module& m) {
@@ -175,6 +202,11 @@ StatusOr<bool> foldBatchNorm(Module& m) {
     for (const auto& n : fn->nodes()) order.push_back(n.get());
     // A fold erases the root and the chain before it, which come earlier in `order`.
     for (Node* n : order) changed = foldAt(*n) || changed;
+    // What is left of the batch norms: their constant factor folded.
+    std::vector<Node*> rest;
+    for (const auto& n : fn->nodes())
+      if (n->op() == OpCode::BatchNormInference) rest.push_back(n.get());
+    for (Node* n : rest) changed = normalizeAt(*n) || changed;
   }
   return changed;
 }

@@ -1,5 +1,6 @@
 // fold-batch-norm: folds inference batch normalisation (and other per-channel affine maps) into the
-// weights of the convolution or dot_general before it.
+// weights of the convolution or dot_general before it; the others' constant factor into one
+// vector.
 #pragma once
 
 #include "ir/ir.h"
@@ -14,6 +15,9 @@ namespace kiln {
 //   y * broadcast_in_dim(c) with c a constant vector along that dim (a decomposed or folded
 //   batch norm leaves this)
 //     -> contraction(x, W * c) + broadcast(b * c)
+// A batch norm left (f32, constant parameters, no contraction to fold into: one after a
+// concatenation) becomes (x - mean) * k + offset with k = scale / sqrt(var + eps) a constant, so
+// that no square root or division runs at each element.
 // The scaled weights are computed in double and rounded once to the weight dtype, so results move
 // by rounding only. Returns whether anything changed.
 //
