@@ -278,16 +278,31 @@ std::string slowestLines(const std::vector<fusion::Kernel>& kernels, const std::
   return out;
 }
 
+// Whether a kernel's code has a parallel loop (else it runs on one thread: a nest under the
+// parallel threshold, or one whose iterations share a row of accumulators).
+bool parallelLoops(const kernel::Kernel& k) {
+  std::vector<const kernel::Stmt*> work = {k.body.get()};
+  while (!work.empty()) {
+    const kernel::Stmt* s = work.back();
+    work.pop_back();
+    if (!s) continue;
+    if (s->kind == kernel::Stmt::Kind::For && s->loop == kernel::LoopKind::Parallel) return true;
+    for (const kernel::StmtRef& b : s->body) work.push_back(b.get());
+  }
+  return false;
+}
+
 // Why a memory-bound kernel stays under half the copy bandwidth: its size (a copy of as many
 // bytes takes at least half its time, or it runs under 2 us, the scale of a kernel's fixed
 // costs), else what its ops do; "" when neither says (a lead: `kiln explain --kernel-ir`).
 std::string belowReason(const fusion::Kernel& k, double ms, double copyMs, const Ceilings& c,
-                        bool oneThread) {
+                        const char* oneThread) {
   if (ms < 0.002 || (copyMs > 0 && ms <= 2 * copyMs)) return "size";
-  // A lane of a concurrent stage has one thread: its ceiling is a one-thread copy.
+  // A kernel that runs on one thread (a lane of a concurrent stage, or loops none of which is
+  // parallel): its ceiling is a one-thread copy.
   const double gbs = double(k.bytesRead + k.bytesWritten) / (ms * 1e6);
   if (oneThread && c.copyOneThreadGBs > 0 && gbs >= 0.5 * c.copyOneThreadGBs)
-    return sprint("one thread, a lane of a concurrent stage: %.0f%% of a one-thread copy",
+    return sprint("one thread (%s): %.0f%% of a one-thread copy", oneThread,
                   100 * gbs / c.copyOneThreadGBs);
   auto has = [&](std::initializer_list<OpCode> ops) -> const Node* {
     for (const Node* n : k.nodes)
@@ -320,12 +335,18 @@ std::string belowReason(const fusion::Kernel& k, double ms, double copyMs, const
 // their size explains on one line, the others one line each.
 std::string belowHalfLines(const std::vector<fusion::Kernel>& kernels,
                            const std::vector<double>& med, const Ceilings& c,
-                           const std::vector<runtime::KernelRange>& stages, int* count,
-                           int* unexplained) {
-  auto inStage = [&](size_t i) {
-    return std::any_of(stages.begin(), stages.end(), [&](const runtime::KernelRange& r) {
-      return r.first <= static_cast<int>(i) && static_cast<int>(i) <= r.last;
-    });
+                           const runtime::Executable& exe, int* count, int* unexplained) {
+  const std::vector<runtime::KernelRange> stages = exe.concurrentRanges();
+  const std::vector<kernel::Kernel>& code = exe.kernels();
+  // Why kernel i runs on one thread, or null.
+  auto oneThread = [&](size_t i) -> const char* {
+    for (const runtime::KernelRange& r : stages)
+      if (r.first <= static_cast<int>(i) && static_cast<int>(i) <= r.last)
+        return "a lane of a concurrent stage";
+    if (i < code.size() && code[i].name.rfind(sprint("k%d_", kernels[i].id), 0) == 0 &&
+        !parallelLoops(code[i]))
+      return "no parallel loop";
+    return nullptr;
   };
   std::string sized, rest;
   int sizedCount = 0;
@@ -340,7 +361,7 @@ std::string belowHalfLines(const std::vector<fusion::Kernel>& kernels,
     ++*count;
     allMs += ms;
     const double copy = i < c.copyMs.size() ? c.copyMs[i] : -1;
-    std::string why = belowReason(k, ms, copy, c, inStage(i));
+    std::string why = belowReason(k, ms, copy, c, oneThread(i));
     if (why == "size") {
       ++sizedCount;
       sizedMs += ms;
@@ -389,8 +410,7 @@ std::string rooflineReport(const runtime::Executable& exe,
   double memGBs = mem.ms > 0 ? mem.bytes / (mem.ms * 1e6) : 0;
   double cmpGFs = cmp.ms > 0 ? cmp.flops / (cmp.ms * 1e6) : 0;
   int below = 0, unexplained = 0;
-  const std::string belowText =
-      belowHalfLines(kernels, med, c, exe.concurrentRanges(), &below, &unexplained);
+  const std::string belowText = belowHalfLines(kernels, med, c, exe, &below, &unexplained);
   if (json)
     return sprint("{\"threads\": %d, \"where\": \"%s\", \"copy_gbs\": %.2f, "
                   "\"matmul\": \"%s\", \"matmul_gflops\": %.2f, "
