@@ -107,18 +107,14 @@ StmtRef blocked(const StmtRef& decl, FreshNames& names, int64_t maxBytes) {
   for (const Stmt* l : uses.rowLoops) {
     ExprRef c = var(l->var);
     ExprRef element = binary(BinaryOp::Add, binary(BinaryOp::Mul, var(cb), intConst(block)), c);
+    // The row's loads were all at c (RowUses), of its type (the verifier's rule).
     StmtRef body = detail::replaceInStmt(l->body[0], {{c.get(), element}});
-    std::unordered_map<const Expr*, ExprRef> rowLoads;
+    body = detail::replaceInStmt(
+        body, {{load(decl->buffer, decl->type, element).get(), load(decl->buffer, decl->type, c)}});
     body = detail::rewrite(body, [&](StmtRef s) {
-      std::vector<ExprRef> loads;
-      if (s->kind == Stmt::Kind::Store) detail::loadsIn(s->value, loads);
-      if (s->kind == Stmt::Kind::If) detail::loadsIn(s->cond, loads);
-      for (const ExprRef& e : loads)
-        if (e->name == decl->buffer) rowLoads[e.get()] = load(e->name, e->type, c);
       if (s->kind == Stmt::Kind::Store && s->buffer == decl->buffer) s->index = c;
       return s;
     });
-    body = detail::replaceInStmt(body, rowLoads);
     loops[l] = forLoop(l->var, intConst(block), l->loop, body);
   }
   std::function<StmtRef(const StmtRef&)> place = [&](const StmtRef& s) -> StmtRef {

@@ -172,19 +172,14 @@ bool foldAt(Node& root) {
 bool normalizeAt(Node& root) {
   if (root.op() != OpCode::BatchNormInference) return false;
   const TensorType& type = root.result()->type();
-  if (type.dtype() != DType::F32) return false;
-  const Tensor* scale = constantOf(root.operand(1));
-  const Tensor* var = constantOf(root.operand(4));
-  if (!scale || !var || !constantOf(root.operand(2)) || !constantOf(root.operand(3)) ||
-      scale->dtype() != DType::F32 || var->dtype() != DType::F32)
-    return false;
-  const double eps = root.attrFloat("epsilon");
-  Tensor k(DType::F32, {scale->numElements()});
-  for (int64_t i = 0; i < scale->numElements(); ++i)
-    k.setDouble(i, scale->getDouble(i) / std::sqrt(var->getDouble(i) + eps));
-  const int64_t f = root.attrInt("feature_index");
+  auto f32 = [](const Value* v) { return v->type().dtype() == DType::F32; };
+  if (!f32(root.result()) || !f32(root.operand(2)) || !f32(root.operand(3))) return false;
+  auto f = matchAffine(root);  // k is its factor a
+  if (!f) return false;
+  Tensor k(DType::F32, {static_cast<int64_t>(f->a.size())});
+  for (size_t i = 0; i < f->a.size(); ++i) k.setDouble(static_cast<int64_t>(i), f->a[i]);
   Builder b = rewrite::builderBefore(&root);
-  auto along = [&](Value* v) { return b.broadcastInDim(v, type.dims(), {f}); };
+  auto along = [&](Value* v) { return b.broadcastInDim(v, type.dims(), {f->feature}); };
   Value* centered = b.sub(root.operand(0), along(root.operand(3)));
   Value* out = b.add(b.mul(centered, along(b.constant(std::move(k)))), along(root.operand(2)));
   KILN_CHECK(out, "normalizing " + root.describe() + " failed: " + b.status().str());
@@ -200,13 +195,9 @@ StatusOr<bool> foldBatchNorm(Module& m) {
   for (const auto& fn : m.functions()) {
     std::vector<Node*> order;
     for (const auto& n : fn->nodes()) order.push_back(n.get());
-    // A fold erases the root and the chain before it, which come earlier in `order`.
-    for (Node* n : order) changed = foldAt(*n) || changed;
-    // What is left of the batch norms: their constant factor folded.
-    std::vector<Node*> rest;
-    for (const auto& n : fn->nodes())
-      if (n->op() == OpCode::BatchNormInference) rest.push_back(n.get());
-    for (Node* n : rest) changed = normalizeAt(*n) || changed;
+    // A fold erases the root and the chain before it, which come earlier in `order`; a batch
+    // norm that folds into nothing gets its constant factor folded instead.
+    for (Node* n : order) changed = (foldAt(*n) || normalizeAt(*n)) || changed;
   }
   return changed;
 }

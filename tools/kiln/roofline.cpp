@@ -343,8 +343,7 @@ std::string belowHalfLines(const std::vector<fusion::Kernel>& kernels,
     for (const runtime::KernelRange& r : stages)
       if (r.first <= static_cast<int>(i) && static_cast<int>(i) <= r.last)
         return "a lane of a concurrent stage";
-    if (i < code.size() && code[i].name.rfind(sprint("k%d_", kernels[i].id), 0) == 0 &&
-        !parallelLoops(code[i]))
+    if (i < code.size() && !parallelLoops(code[i]))  // the plan's kernels in the code's order
       return "no parallel loop";
     return nullptr;
   };
