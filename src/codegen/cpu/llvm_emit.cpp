@@ -130,8 +130,7 @@ void KernelEmitter::emitStore(const Stmt& s) {
   const BufferBinding* buf = nullptr;
   llvm::Value* p = address(s.buffer, s.value->type, s.index, &buf);
   if (!p) return;
-  llvm::Value* v = accumulated(s);
-  if (!v) v = emitExpr(s.value);
+  llvm::Value* v = emitExpr(s.value);
   if (s.value->type == DType::Bool) v = b_.CreateZExt(v, b_.getInt8Ty());
   else if (s.value->type == DType::F16)
     v = b_.CreateBitCast(b_.CreateFPTrunc(v, b_.getHalfTy()), b_.getInt16Ty());
@@ -214,19 +213,24 @@ bool KernelEmitter::contiguousStores(const Stmt& s) {
   return !stores.empty();
 }
 
-// Whether `s` loads or stores a Local array that fits in registers (an accumulator row).
-bool KernelEmitter::touchesRegisterArray(const Stmt& s) {
+// Whether `s` is a loop over a Local array that fits in registers (an accumulator row: its
+// initial values, its updates, its write-out) whose other loads are contiguous along it and
+// which computes no math function: unrolled before vectorization, a strided load or a libm call
+// keeps the loop scalar (a max over a strided axis 2.8x slower, a cached softmax row 1.3x).
+bool KernelEmitter::registerArrayLoop(const Stmt& s) {
   auto inRegisters = [&](const std::string& name) {
     const BufferBinding* b = lookupBuffer(name);
     return b && b->inRegisters;
   };
+  const ExprRef v = kernel::var(s.var);
+  bool touches = false;
   std::vector<const Expr*> exprs;
   std::vector<const Stmt*> work = {&s};
   while (!work.empty()) {
     const Stmt* t = work.back();
     work.pop_back();
     if (t->kind == Stmt::Kind::Store) {
-      if (inRegisters(t->buffer)) return true;
+      touches |= inRegisters(t->buffer);
       exprs.push_back(t->value.get());
     }
     for (const StmtRef& b : t->body)
@@ -235,10 +239,15 @@ bool KernelEmitter::touchesRegisterArray(const Stmt& s) {
   while (!exprs.empty()) {
     const Expr* e = exprs.back();
     exprs.pop_back();
-    if (e->kind == Expr::Kind::Load && inRegisters(e->name)) return true;
+    if (e->kind == Expr::Kind::Unary && e->unary != UnaryOp::Neg && e->unary != UnaryOp::Abs)
+      return false;
+    if (e->kind == Expr::Kind::Load) {
+      if (inRegisters(e->name)) touches = true;
+      else if (kernel::coefficientOf(e->args[0], v) != std::optional<int64_t>(1)) return false;
+    }
     for (const ExprRef& a : e->args) exprs.push_back(a.get());
   }
-  return false;
+  return touches;
 }
 
 bool KernelEmitter::containsVectorizedLoop(const Stmt& s) {
@@ -302,13 +311,14 @@ llvm::MDNode* KernelEmitter::loopMetadata(LoopKind kind, const Stmt& s, llvm::MD
   // vectorizer runs, which then vectorizes the loop around them with gathers and scatters (a
   // hardswish over 16 channels in NHWC ran at 6 GB/s instead of 57). Shorter or strided ones (3
   // colour channels, a transpose) still unroll: the loop around them may be the one to vectorize.
-  // But one over a Local array that fits in registers (a pooling's accumulator row) is left to
-  // the unroller after vectorization, after which SROA keeps the array in registers (a 3x3 max
-  // pool over 64 channels: its accumulators went through the stack at every tap, 1.4x slower).
+  // But one over a Local array that fits in registers (registerArrayLoop: a pooling's
+  // accumulator row) is left to the unroller after vectorization, after which SROA keeps the
+  // array in registers (a 3x3 max pool over 64 channels: its accumulators went through the stack
+  // at every tap, 1.4x slower).
   if (kind == LoopKind::Vectorized && options_.vectorize) {
     hint("llvm.loop.vectorize.enable", llvm::ConstantAsMetadata::get(b_.getTrue()));
     if (s.extent->kind == Expr::Kind::Const && s.extent->i >= 8 && contiguousStores(s) &&
-        !touchesRegisterArray(s))
+        !registerArrayLoop(s))
       hint("llvm.loop.unroll.disable");
   }
   if (accessGroup) hint("llvm.loop.parallel_accesses", accessGroup);

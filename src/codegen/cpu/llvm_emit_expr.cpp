@@ -423,28 +423,6 @@ llvm::Value* KernelEmitter::maxMin(llvm::Value* a, llvm::Value* v, bool max) {
   return b_.CreateSelect(b_.CreateFCmpUNO(a, a), a, r);
 }
 
-// An accumulator update, %b[i] = max(%b[i], e) (or min), takes the reductions' max: ties keep
-// the accumulator and NaN propagates (interp's maxNaN); the chain through the accumulator is
-// one max and one select, where maxMin's ordering of -0 below +0 takes five steps.
-llvm::Value* KernelEmitter::accumulated(const Stmt& s) {
-  const Expr& e = *s.value;
-  if (e.kind != Expr::Kind::Binary || !isFloat(e.type) ||
-      (e.binary != BinaryOp::Max && e.binary != BinaryOp::Min))
-    return nullptr;
-  auto isAccumulator = [&](const ExprRef& a) {
-    return a->kind == Expr::Kind::Load && a->name == s.buffer && a->args[0] == s.index;
-  };
-  int at = isAccumulator(e.args[0]) ? 0 : isAccumulator(e.args[1]) ? 1 : -1;
-  if (at < 0) return nullptr;
-  llvm::Value* acc = emitExpr(e.args[at]);
-  llvm::Value* x = emitExpr(e.args[1 - at]);
-  if (!acc || !x) return nullptr;
-  llvm::Value* better =
-      e.binary == BinaryOp::Max ? b_.CreateFCmpOGT(x, acc) : b_.CreateFCmpOLT(x, acc);
-  llvm::Value* r = b_.CreateSelect(better, x, acc);
-  return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, r);
-}
-
 llvm::Value* KernelEmitter::boolBinary(BinaryOp op, llvm::Value* a, llvm::Value* v) {
   switch (op) {
     case BinaryOp::And:

@@ -118,8 +118,7 @@ class KernelEmitter {
   void emitCall(const Stmt& s);
   static bool containsVectorizedLoop(const Stmt& s);
   static bool contiguousStores(const Stmt& s);
-  bool touchesRegisterArray(const Stmt& s);
-  llvm::Value* accumulated(const Stmt& s);
+  bool registerArrayLoop(const Stmt& s);
   static bool independentIterations(const Stmt& body);
   llvm::MDNode* loopMetadata(LoopKind kind, const Stmt& s, llvm::MDNode* accessGroup);
   void tagAccess(llvm::Instruction* access);
