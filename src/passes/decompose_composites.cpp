@@ -196,14 +196,22 @@ Value* attentionScale(Builder& b, const Node& n, DType c) {
   return b.div(one, b.unary(OpCode::Sqrt, count));
 }
 
-// softmax(scale * q k^T + maskTerm) v over the trailing two dims, leading dims batched. With
-// keepSoftmax the softmax stays one composite op.
-Value* decomposeAttention(Builder& b, const Node& n, bool keepSoftmax = false) {
+// How decomposeNode rewrites a composite: into core ops; attention only, its softmax kept one
+// composite (split-attention); the same with f16/bf16 scores and probabilities stored in that
+// type (split-attention-stored-low).
+enum class Form { Core, Split, SplitStoredLow };
+
+// softmax(scale * q k^T + maskTerm) v over the trailing two dims, leading dims batched. Split
+// keeps the softmax one composite op; SplitStoredLow also keeps f16/bf16 operands unconverted:
+// the products accumulate in f32 and the softmax computes in f32 registers (docs/gpu.md), only
+// what they store is rounded.
+Value* decomposeAttention(Builder& b, const Node& n, Form form) {
   DType t = n.operand(0)->type().dtype();
-  DType c = computeType(t);
-  Value* q = widen(b, n.operand(0));
-  Value* k = widen(b, n.operand(1));
-  Value* v = widen(b, n.operand(2));
+  DType c = form == Form::SplitStoredLow ? t : computeType(t);
+  auto in = [&](Value* x) { return narrow(b, x, c); };
+  Value* q = in(n.operand(0));
+  Value* k = in(n.operand(1));
+  Value* v = in(n.operand(2));
   int64_t nb = n.operand(0)->type().rank() - 2;
   std::vector<int64_t> batch = range(0, nb);
   Value* scores = b.dotGeneral(q, k, DotDims{batch, batch, {nb + 1}, {nb + 1}});
@@ -216,28 +224,28 @@ Value* decomposeAttention(Builder& b, const Node& n, bool keepSoftmax = false) {
   if (n.numOperands() == 4) {
     Value* mask = n.operand(3);
     if (isBool(mask->type().dtype())) scores = maskOut(mask, scores);
-    else scores = b.add(scores, widen(b, mask));
+    else scores = b.add(scores, in(mask));
   }
   if (n.attrBool("causal")) {
     Value* allowed = causalAllowed(b, shape[nb], shape[nb + 1]);
     if (nb > 0) allowed = b.broadcastInDim(allowed, shape, {nb, nb + 1});
     scores = maskOut(allowed, scores);
   }
-  Value* p = keepSoftmax ? b.op(OpCode::Softmax, {scores}, {{"axis", intAttr(nb + 1)}})
-                         : emitSoftmax(b, scores, nb + 1, /*log=*/false);
+  Value* p = form != Form::Core ? b.op(OpCode::Softmax, {scores}, {{"axis", intAttr(nb + 1)}})
+                                : emitSoftmax(b, scores, nb + 1, /*log=*/false);
   Value* out = b.dotGeneral(p, v, DotDims{batch, batch, {nb + 1}, {nb}});
   return narrow(b, out, t);
 }
 
-Value* emitDecomposition(Builder& b, const Node& n, bool splitOnly) {
-  if (splitOnly) return decomposeAttention(b, n, /*keepSoftmax=*/true);
+Value* emitDecomposition(Builder& b, const Node& n, Form form) {
+  if (form != Form::Core) return decomposeAttention(b, n, form);
   switch (n.op()) {
     case OpCode::Softmax: return decomposeSoftmax(b, n, /*log=*/false);
     case OpCode::LogSoftmax: return decomposeSoftmax(b, n, /*log=*/true);
     case OpCode::LayerNorm: return decomposeLayerNorm(b, n);
     case OpCode::BatchNormInference: return decomposeBatchNorm(b, n);
     case OpCode::Gelu: return decomposeGelu(b, n);
-    case OpCode::Attention: return decomposeAttention(b, n);
+    case OpCode::Attention: return decomposeAttention(b, n, form);
     default: break;
   }
   KILN_CHECK(false, "no decomposition for " + n.describe());
@@ -245,7 +253,7 @@ Value* emitDecomposition(Builder& b, const Node& n, bool splitOnly) {
 }
 
 // Replaces composite node `n` of `f` by its decomposition.
-Status decomposeNode(Function& f, Node* n, bool splitOnly = false) {
+Status decomposeNode(Function& f, Node* n, Form form = Form::Core) {
   Status valid = verifyNode(*n);
   if (!valid) return valid.prefix("cannot decompose " + n->describe());
   // The type rules admit float composites only; checked here too because the emitters rely on it.
@@ -257,7 +265,7 @@ Status decomposeNode(Function& f, Node* n, bool splitOnly = false) {
   b.setInsertionPoint(n);
   b.setLoc(n->loc());
   b.setOrigin(n->origin());
-  Value* replacement = emitDecomposition(b, *n, splitOnly);
+  Value* replacement = emitDecomposition(b, *n, form);
   if (!b.ok()) {
     Status s = b.status();
     return s.prefix("cannot decompose " + n->describe());
@@ -330,13 +338,14 @@ StatusOr<bool> decomposeRecurrences(Module& m, const std::function<bool(const No
   return decomposeWhere(m, [&](const Node& n) { return isRecurrence(n) && !(keep && keep(n)); });
 }
 
-StatusOr<bool> splitAttention(Module& m) {
+StatusOr<bool> splitAttention(Module& m, bool storeLow) {
   bool changed = false;
   for (const auto& f : m.functions()) {
     std::vector<Node*> attention;
     for (const auto& n : f->nodes())
       if (n->op() == OpCode::Attention) attention.push_back(n.get());
-    for (Node* n : attention) KILN_RETURN_IF_ERROR(decomposeNode(*f, n, /*splitOnly=*/true));
+    for (Node* n : attention)
+      KILN_RETURN_IF_ERROR(decomposeNode(*f, n, storeLow ? Form::SplitStoredLow : Form::Split));
     changed = changed || !attention.empty();
   }
   return changed;

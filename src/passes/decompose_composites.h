@@ -27,9 +27,12 @@ StatusOr<bool> decomposeComposites(Module& m);
 // split-attention: replaces every attention node by dot_general (q k^T), the scale, mask and
 // causal mask as above, a softmax composite over the keys, and dot_general (p v): the form for
 // a backend with fast matrix products but no fused attention kernel (the CPU backend). f16/bf16
-// attention computes in f32 between converts, as in decomposeComposites. Returns whether
-// anything changed.
-StatusOr<bool> splitAttention(Module& m);
+// attention computes in f32 between converts, as in decomposeComposites, unless `storeLow`
+// (split-attention-stored-low, the CUDA target): then q, k, v, the scores and the probabilities
+// stay f16/bf16 in memory, for a backend whose products accumulate in f32 and whose softmax
+// computes in f32 registers, as torch's f16 attention does: half the bytes between the kernels.
+// Returns whether anything changed.
+StatusOr<bool> splitAttention(Module& m, bool storeLow = false);
 
 // decompose-recurrences: unrolls every lstm and gru node (passes/unroll_recurrence.h) that `keep`
 // does not keep, for targets without a whole-sequence recurrence kernel. Returns whether anything

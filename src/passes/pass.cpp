@@ -35,7 +35,11 @@ const PassEntry kPasses[] = {
      [](Module& m) { return decomposeRecurrences(m); }},
     {"split-attention",
      "rewrite attention into dot_general, softmax, dot_general (no fused attention kernel)",
-     splitAttention},
+     [](Module& m) { return splitAttention(m); }},
+    {"split-attention-stored-low",
+     "split-attention with f16/bf16 scores and probabilities stored in that type (the products "
+     "accumulate and the softmax computes in f32)",
+     [](Module& m) { return splitAttention(m, /*storeLow=*/true); }},
     {"dce", "remove nodes whose results are unused and not returned", eliminateDeadCode},
     {"algebraic-simplify", "apply local identities (x+0, x*1, transpose pairs, ...)",
      algebraicSimplify},

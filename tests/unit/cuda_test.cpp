@@ -527,8 +527,9 @@ TEST(CudaDevice, ConvolutionsOnCudnnBf16) {
 }
 
 // cuBLASLt's epilogues (gemm.h): bias, a residual read as C and relu on one product; bias and
-// tanh gelu on a second; on a batched product a bias shared by the batch, then an erf gelu
-// that cuBLASLt does not take, which runs as a loop nest after the call.
+// tanh gelu on a second; on a batched product a scale by a constant (alpha) and a bias shared by
+// the batch, then an erf gelu that cuBLASLt does not take, which runs as a loop nest after the
+// call.
 constexpr const char* kProducts =
     R"(func @main(%x: f32[2,24,32], %w: f32[32,48], %b: f32[48], %r: f32[2,24,48], %w2: f32[48,40], %b2: f32[40], %c: f32[24]) -> (f32[2,24,48], f32[2,24,40], f32[2,24,24]) {
   %m = f32[2,24,48] dot_general(%x, %w) {lhs_contracting = [2], rhs_contracting = [0]}
@@ -543,8 +544,11 @@ constexpr const char* kProducts =
   %a2 = f32[2,24,40] add(%m2, %bb2)
   %g = f32[2,24,40] gelu(%a2) {approximate = tanh}
   %p = f32[2,24,24] dot_general(%x, %x) {lhs_batch = [0], rhs_batch = [0], lhs_contracting = [2], rhs_contracting = [2]}
+  %eighth = f32[] constant() {value = [0.125]}
+  %eighth_b = f32[2,24,24] broadcast_in_dim(%eighth) {dims = []}
+  %ps = f32[2,24,24] mul(%p, %eighth_b)
   %cb = f32[2,24,24] broadcast_in_dim(%c) {dims = [2]}
-  %pc = f32[2,24,24] add(%p, %cb)
+  %pc = f32[2,24,24] add(%ps, %cb)
   %e = f32[2,24,24] gelu(%pc)
   return %y, %g, %e
 })";

@@ -201,7 +201,7 @@ Status Gemm::run(const DevicePtr* args, DevicePtr workspace, Stream stream) cons
   const DevicePtr lhs = args[0], rhs = args[1], out = args[2];
   const DevicePtr c = residualArg_ >= 0 ? args[residualArg_] : out;
   KILN_ASSIGN_OR_RETURN(cublasLtHandle_t h, handle());
-  const float one = 1.0f, zero = 0.0f;
+  const float one = 1.0f, zero = 0.0f, alpha = static_cast<float>(epilogue_.alpha);
   Plan& p = *plan_;
   std::unique_lock<std::mutex> lock(p.bias, std::defer_lock);
   if (biasArg_ >= 0) {
@@ -212,7 +212,7 @@ Status Gemm::run(const DevicePtr* args, DevicePtr workspace, Stream stream) cons
                                "bias pointer"));
   }
   return check(
-      lt->cublasLtMatmul(h, p.desc, &one, reinterpret_cast<const void*>(rhs), p.a,
+      lt->cublasLtMatmul(h, p.desc, &alpha, reinterpret_cast<const void*>(rhs), p.a,
                          reinterpret_cast<const void*>(lhs), p.b, residualArg_ >= 0 ? &one : &zero,
                          reinterpret_cast<const void*>(c), p.c, reinterpret_cast<void*>(out), p.c,
                          &p.algo.algo, reinterpret_cast<void*>(workspace), size_t(kCallWorkspace),

@@ -79,13 +79,14 @@ class CudaTarget final : public runtime::Target {
            std::to_string(i.memory >> 30) + " GiB), " + nvrtcVersionString();
   }
 
-  // Attention runs as two matrix products around a softmax kernel until a fused kernel lands;
-  // lstm and gru unroll over their steps (no whole-sequence recurrence kernel here yet).
+  // Attention runs as two matrix products around a softmax kernel until a fused kernel lands,
+  // f16/bf16 scores stored in that type (cuBLASLt accumulates in f32, the softmax kernel computes
+  // in f32); lstm and gru unroll over their steps (no whole-sequence recurrence kernel here yet).
   Status graphPasses(Module& module, PassManager& pm, int) const override {
     KILN_ASSIGN_OR_RETURN(bool unrolled, pm.runPass("decompose-recurrences", module));
     // The steps' slices, reshapes and transposes simplify as the importer's unrolling did.
     if (unrolled) KILN_RETURN_IF_ERROR(runCleanup(module, pm).status());
-    return pm.runPass("split-attention", module).status();
+    return pm.runPass("split-attention-stored-low", module).status();
   }
   // The products' and convolutions' epilogues in every precision: the libraries take what they
   // can (libraryEpilogue), the rest runs as a loop nest after the call.

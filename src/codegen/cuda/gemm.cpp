@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "codegen/cuda/library_call.h"
+#include "passes/rewrite_util.h"
 
 namespace kiln::codegen::cuda {
 namespace {
@@ -88,6 +89,7 @@ std::optional<GemmShape> gemmShape(const kernel::Kernel& k, const kernel::Stmt& 
 std::string GemmEpilogue::str() const {
   std::string s;
   auto add = [&](const char* part) { s += (s.empty() ? "" : " + ") + std::string(part); };
+  if (scale >= 0) add("alpha");
   if (residual >= 0) add("residual");
   if (bias >= 0) add("bias");
   if (act == Act::Relu) add("relu");
@@ -109,6 +111,15 @@ std::string takeOne(GemmEpilogue& e, const kernel::PostOp& p, int index, const k
                     const kernel::Buffer& out, const GemmShape& g) {
   using Kind = kernel::PostOp::Kind;
   if (e.act != GemmEpilogue::Act::None) return "a post-op after the activation";
+  if (p.kind == Kind::Mul) {
+    const kernel::Buffer* operand = k.find(p.operand);
+    std::optional<double> v = operand ? rewrite::splatValue(operand->value) : std::nullopt;
+    if (!v) return "a mul by other than a constant scalar";
+    if (index > 0) return "a mul after other post-ops (alpha scales the product alone)";
+    e.scale = index;
+    e.alpha = *v;
+    return "";
+  }
   if (p.kind == Kind::Add) {
     const kernel::Buffer* operand = k.find(p.operand);
     if (!operand || operand->type != out.type) return "an add of an operand of another type";

@@ -28,12 +28,15 @@ struct GemmShape {
 std::optional<GemmShape> gemmShape(const kernel::Kernel& k, const kernel::Stmt& call,
                                    std::string* why);
 
-// What cuBLASLt's epilogue applies of a call's post-ops, D = act(A . B + C + bias): the leading
-// post-ops that are at most one add of an operand of the result's shape and type (C, read with
-// beta = 1), at most one add of a vector along N (the bias), then at most one relu or tanh gelu
-// (cuBLASLt's GELU is the tanh approximation). The post-ops after `taken` run as loops.
+// What cuBLASLt's epilogue applies of a call's post-ops, D = act(alpha A . B + C + bias): the
+// leading post-ops that are at most one mul by a constant scalar, first (alpha: attention's
+// scale), at most one add of an operand of the result's shape and type (C, read with beta = 1),
+// at most one add of a vector along N (the bias), then at most one relu or tanh gelu (cuBLASLt's
+// GELU is the tanh approximation). The post-ops after `taken` run as loops.
 struct GemmEpilogue {
   enum class Act : uint8_t { None, Relu, GeluTanh };
+  int scale = -1;  // the post-op whose constant is alpha, or -1
+  double alpha = 1.0;
   int residual = -1;  // the post-op whose operand is C, or -1
   int bias = -1;      // the post-op whose operand is the bias, or -1
   Act act = Act::None;
