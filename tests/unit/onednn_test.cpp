@@ -2,8 +2,8 @@
 // (kiln::evaluateNode) on random inputs: dot_general as matmul (2-D, batched, broadcast rhs,
 // transposed operands, merged free dims), convolution (1-D and 2-D, NCHW, NHWC and an unusual
 // dimension_numbers permutation, 1x1, strides with asymmetric padding, dilation, grouped,
-// depthwise, constant weights), the cases that must be refused, and one kernel run from two
-// threads at once.
+// depthwise, constant weights; groups of 2 and 4 channels on Kiln's grouped kernel), the cases
+// that must be refused, and one kernel run from two threads at once.
 //
 // Tolerance: |oneDNN - reference| <= 1e-4 * max(1, max |reference|). The reference sums in
 // double and rounds once; oneDNN sums in f32, in an order of its own (blocked over K, split
@@ -124,6 +124,23 @@ std::string refusal(const std::string& params, const std::string& result, const 
   auto k = createOneDnnKernel(*op.node, {}, 1);
   EXPECT_FALSE(k.isOk()) << "expected no kernel for " << body << ", got " << (*k)->describe();
   return k.isOk() ? "" : k.status().message();
+}
+
+// An add or mul post-op of an operand of `shape` along the result's `dims`.
+kernel::PostOp binaryPostOp(kernel::PostOp::Kind kind, std::vector<int64_t> shape,
+                            std::vector<int64_t> dims) {
+  kernel::PostOp p;
+  p.kind = kind;
+  p.operandShape = std::move(shape);
+  p.operandDims = std::move(dims);
+  return p;
+}
+
+kernel::PostOp reluPostOp() {
+  kernel::PostOp p;
+  p.kind = kernel::PostOp::Kind::Clamp;
+  p.hi = std::numeric_limits<double>::infinity();
+  return p;
 }
 
 // "[v0, v1, ...]" with values that are exact in f32 and in decimal (multiples of 1/16).
@@ -273,6 +290,90 @@ TEST(OneDnn, ConvolutionGroups) {
   EXPECT_EQ(d.find("jit_dw:avx512"), std::string::npos) << d;
 }
 
+// Groups of 2 and 4 channels on nhwc run on Kiln's grouped kernel (grouped_conv_kernel.h) where
+// the CPU has AVX-512: windows 3 wide at stride 1 (its shared-shuffle path, with rows of more and
+// fewer than eight interior pixels), stride 2, dilation, asymmetric padding, 1x1 and 5x3
+// windows, batch 2; checked against the interpreter at 1 and 2 threads (checkOp). Groups of 8
+// and 16 stay on oneDNN.
+TEST(OneDnn, GroupsOfTwoAndFourOnKilnsKernel) {
+  struct Case {
+    std::string x, k, y, attrs;
+  };
+  const std::string nhwc = "dimension_numbers = \"b01f_01io->b01f\"";
+  const std::vector<Case> cases = {
+      {"f32[1,19,19,32]", "f32[3,3,4,32]", "f32[1,19,19,32]",
+       "padding_low = [1, 1], padding_high = [1, 1], feature_group_count = 8"},
+      {"f32[2,7,5,16]", "f32[3,3,2,16]", "f32[2,7,5,16]",
+       "padding_low = [1, 1], padding_high = [1, 1], feature_group_count = 8"},
+      {"f32[1,13,13,32]", "f32[3,3,4,32]", "f32[1,7,7,32]",
+       "window_strides = [2, 2], padding_low = [1, 1], padding_high = [1, 1], "
+       "feature_group_count = 8"},
+      {"f32[1,12,11,16]", "f32[3,3,4,16]", "f32[1,9,8,16]",
+       "padding_low = [0, 1], padding_high = [1, 0], rhs_dilation = [2, 2], "
+       "feature_group_count = 4"},
+      {"f32[1,6,9,32]", "f32[1,1,2,32]", "f32[1,6,9,32]", "feature_group_count = 16"},
+      {"f32[1,9,12,16]", "f32[5,3,4,16]", "f32[1,9,12,16]",
+       "padding_low = [2, 1], padding_high = [2, 1], feature_group_count = 4"},
+  };
+  for (const Case& c : cases) {
+    std::string d = checkOp("%x: " + c.x + ", %k: " + c.k, c.y,
+                            "convolution(%x, %k) {" + c.attrs + ", " + nhwc + "}");
+    EXPECT_EQ(d.find("Kiln grouped convolution") != std::string::npos, oneDnnAvx512()) << d;
+  }
+  for (const std::string width : {"8", "16"}) {
+    const std::string groups = width == "8" ? "4" : "2";
+    std::string d = checkOp("%x: f32[1,9,9,32], %k: f32[3,3," + width + ",32]", "f32[1,9,9,32]",
+                            "convolution(%x, %k) {padding_low = [1, 1], padding_high = [1, 1], "
+                            "feature_group_count = " +
+                                groups + ", " + nhwc + "}");
+    EXPECT_NE(d.find("oneDNN"), std::string::npos) << d;
+  }
+}
+
+// Kiln's grouped kernel applies a bias, a residual, a per-channel scale and a relu in order.
+TEST(OneDnn, GroupedKernelPostOps) {
+  if (!oneDnnAvx512()) GTEST_SKIP() << "Kiln's grouped kernel needs AVX-512";
+  using kernel::PostOp;
+  const PostOp relu = reluPostOp();
+  OneOp conv = parseOp("%x: f32[1,10,11,32], %w: f32[3,3,4,32]", "f32[1,10,11,32]",
+                       "convolution(%x, %w) {padding_low = [1, 1], padding_high = [1, 1], "
+                       "feature_group_count = 8, dimension_numbers = \"b01f_01io->b01f\"}");
+  ASSERT_NE(conv.node, nullptr);
+  std::vector<PostOp> ops{binaryPostOp(PostOp::Kind::Add, {32}, {3}),
+                          binaryPostOp(PostOp::Kind::Add, {1, 10, 11, 32}, {0, 1, 2, 3}),
+                          binaryPostOp(PostOp::Kind::Mul, {32}, {3}), relu};
+  auto k = createOneDnnKernel(*conv.node, ops, 2);
+  ASSERT_TRUE(k.isOk()) << k.status().str();
+  EXPECT_NE((*k)->describe().find("Kiln grouped convolution"), std::string::npos);
+  std::mt19937 rng(17);
+  std::vector<Tensor> in = operandValues(*conv.node, rng);
+  Tensor bias = randomTensor(TensorType(DType::F32, {32}), rng);
+  Tensor res = randomTensor(TensorType(DType::F32, {1, 10, 11, 32}), rng);
+  Tensor scale = randomTensor(TensorType(DType::F32, {32}), rng);
+  auto ref = evaluateNode(*conv.node, in);
+  ASSERT_TRUE(ref.isOk());
+  Tensor want = (*ref)[0];
+  for (int64_t i = 0; i < want.numElements(); ++i)
+    want.setDouble(i,
+                   std::max(0.0, (want.getDouble(i) + bias.getDouble(i % 32) + res.getDouble(i)) *
+                                     scale.getDouble(i % 32)));
+  Tensor got(DType::F32, {1, 10, 11, 32});
+  std::vector<void*> buffers{const_cast<std::byte*>(in[0].bytes()),
+                             const_cast<std::byte*>(in[1].bytes()),
+                             got.mutableBytes(),
+                             const_cast<std::byte*>(bias.bytes()),
+                             const_cast<std::byte*>(res.bytes()),
+                             const_cast<std::byte*>(scale.bytes())};
+  ASSERT_TRUE((*k)->run(buffers.data()).isOk());
+  EXPECT_LE(relativeError(got, want), 1e-4);
+  // A sigmoid is not among its post-ops: oneDNN's kernel takes the call.
+  PostOp sigmoid;
+  sigmoid.kind = PostOp::Kind::Sigmoid;
+  auto other = createOneDnnKernel(*conv.node, {sigmoid}, 1);
+  ASSERT_TRUE(other.isOk()) << other.status().str();
+  EXPECT_NE((*other)->describe().find("oneDNN"), std::string::npos) << (*other)->describe();
+}
+
 TEST(OneDnn, ConvolutionConstantWeights) {
   std::mt19937 rng(11);
   std::string d =
@@ -340,16 +441,7 @@ TEST(OneDnn, ReorderZeroPadsItsOutput) {
 TEST(OneDnn, PostOps) {
   using kernel::PostOp;
   std::mt19937 rng(5);
-  auto binary = [](PostOp::Kind kind, std::vector<int64_t> shape, std::vector<int64_t> dims) {
-    PostOp p;
-    p.kind = kind;
-    p.operandShape = std::move(shape);
-    p.operandDims = std::move(dims);
-    return p;
-  };
-  PostOp relu;
-  relu.kind = PostOp::Kind::Clamp;
-  relu.hi = std::numeric_limits<double>::infinity();
+  const PostOp relu = reluPostOp();
   // A 3x3 convolution with constant weights (a jit implementation), bias (the primitive's bias
   // argument), residual and relu.
   OneOp conv =
@@ -358,8 +450,8 @@ TEST(OneDnn, PostOps) {
               "dimension_numbers = \"b01f_01io->b01f\"}",
               "  %w = f32[3,3,64,64] constant() {value = " + literal(3 * 3 * 64 * 64, rng) + "}\n");
   ASSERT_NE(conv.node, nullptr);
-  std::vector<PostOp> ops{binary(PostOp::Kind::Add, {64}, {3}),
-                          binary(PostOp::Kind::Add, {1, 9, 7, 64}, {0, 1, 2, 3}), relu};
+  std::vector<PostOp> ops{binaryPostOp(PostOp::Kind::Add, {64}, {3}),
+                          binaryPostOp(PostOp::Kind::Add, {1, 9, 7, 64}, {0, 1, 2, 3}), relu};
   auto k = createOneDnnKernel(*conv.node, ops, 2);
   ASSERT_TRUE(k.isOk()) << k.status().str();
   std::string d = (*k)->describe();
@@ -396,7 +488,8 @@ TEST(OneDnn, PostOps) {
   ASSERT_NE(mm.node, nullptr);
   PostOp gelu;
   gelu.kind = PostOp::Kind::Gelu;
-  ops = {binary(PostOp::Kind::Add, {5}, {1}), binary(PostOp::Kind::Mul, {7, 5}, {0, 1}), gelu};
+  ops = {binaryPostOp(PostOp::Kind::Add, {5}, {1}), binaryPostOp(PostOp::Kind::Mul, {7, 5}, {0, 1}),
+         gelu};
   k = createOneDnnKernel(*mm.node, ops, 1);
   ASSERT_TRUE(k.isOk()) << k.status().str();
   in = operandValues(*mm.node, rng);
@@ -420,7 +513,8 @@ TEST(OneDnn, PostOps) {
       << (*k)->describe();
   // After a mul it stays a binary post-op (the bias is added before every post-op).
   k = createOneDnnKernel(
-      *mm.node, {binary(PostOp::Kind::Mul, {7, 5}, {0, 1}), binary(PostOp::Kind::Add, {5}, {1})},
+      *mm.node,
+      {binaryPostOp(PostOp::Kind::Mul, {7, 5}, {0, 1}), binaryPostOp(PostOp::Kind::Add, {5}, {1})},
       1);
   ASSERT_TRUE(k.isOk()) << k.status().str();
   EXPECT_NE((*k)->describe().find(", post-ops mul+add)"), std::string::npos) << (*k)->describe();
@@ -434,7 +528,7 @@ TEST(OneDnn, PostOps) {
              const_cast<std::byte*>(bias.bytes())};
   ASSERT_TRUE((*k)->run(buffers.data()).isOk());
   EXPECT_LE(relativeError(got, want), 1e-4) << (*k)->describe();
-  k = createOneDnnKernel(*mm.node, {binary(PostOp::Kind::Mul, {7, 1}, {0, 1})}, 1);
+  k = createOneDnnKernel(*mm.node, {binaryPostOp(PostOp::Kind::Mul, {7, 1}, {0, 1})}, 1);
   ASSERT_FALSE(k.isOk());
   EXPECT_NE(k.status().message().find("only its reference implementation"), std::string::npos)
       << k.status().message();
@@ -443,7 +537,7 @@ TEST(OneDnn, PostOps) {
   OneOp merged = parseOp("%a: f32[2,3,13], %b: f32[13,5]", "f32[2,3,5]",
                          "dot_general(%a, %b) {lhs_contracting = [2], rhs_contracting = [0]}");
   ASSERT_NE(merged.node, nullptr);
-  k = createOneDnnKernel(*merged.node, {binary(PostOp::Kind::Add, {3}, {1})}, 1);
+  k = createOneDnnKernel(*merged.node, {binaryPostOp(PostOp::Kind::Add, {3}, {1})}, 1);
   ASSERT_FALSE(k.isOk());
   EXPECT_NE(k.status().message().find("broadcast along part of a merged dim"), std::string::npos)
       << k.status().message();

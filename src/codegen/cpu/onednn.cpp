@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/cpu/grouped_conv_kernel.h"
 #include "codegen/cpu/onednn_internal.h"
 #include "codegen/cpu/rnn_kernel.h"
 #include "ir/op.h"
@@ -115,11 +116,16 @@ StatusOr<std::unique_ptr<LibraryKernel>> create(const Node& n,
         Status::error("not a dot_general, convolution, lstm or gru");
     if (n.op() == OpCode::DotGeneral)
       k = onednn::createMatmul(n, postOps, threads, prepacked, probe, dstStrides);
-    else if (n.op() == OpCode::Convolution)
-      k = onednn::createConvolution(
-          n, postOps, threads, prepacked, probe, dstStrides,
-          form.layout ? !form.layout->empty() : !blockedConvolutionLayout(n, n.operand(0)).empty());
-    else if (recurrence) {
+    else if (n.op() == OpCode::Convolution) {
+      // Kiln's grouped kernel where it takes the call on the IR's layout (grouped_conv_kernel.h
+      // says why), else oneDNN's.
+      const bool blocked =
+          form.layout ? !form.layout->empty() : !blockedConvolutionLayout(n, n.operand(0)).empty();
+      if (groupedConvKernelRuns() && dstStrides.empty() && !blocked)
+        k = createGroupedConvKernel(n, postOps, threads, probe);
+      if (!k)
+        k = onednn::createConvolution(n, postOps, threads, prepacked, probe, dstStrides, blocked);
+    } else if (recurrence) {
       // lstm and gru: Kiln's kernel where it takes them (rnn_kernel.h says why), else oneDNN's.
       if (rnnKernelRuns()) k = createRnnKernel(n, threads, probe);
       if (!k) k = onednn::createRecurrence(n, threads, probe);

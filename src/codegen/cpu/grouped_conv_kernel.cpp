@@ -1,0 +1,288 @@
+// Kiln's grouped convolution for the CPU. See grouped_conv_kernel.h.
+#include "codegen/cpu/grouped_conv_kernel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <immintrin.h>
+#include <string>
+#include <utility>
+
+#include "codegen/cpu/onednn_internal.h"
+#include "codegen/cpu/thread_pool.h"
+
+namespace kiln::codegen::cpu {
+namespace {
+
+constexpr int64_t kLanes = 16;  // f32 lanes of a 512-bit vector
+// Output pixels computed together along a row: 8 independent accumulators keep two FMA units of
+// latency 4 busy (a pixel's sum over its window is one chain); 4 for the row's remainder.
+constexpr int kPixels = 8;
+// Every lane: the masked forms of max, min and permutes, whose unmasked forms pass GCC 12 an
+// undefined vector that -Wmaybe-uninitialized reports (GCC bug 105593).
+constexpr __mmask16 kAll = 0xffff;
+
+// The convolution's extents and element strides (channels have stride 1 in every operand).
+struct Shape {
+  int64_t batch = 0, h = 0, w = 0, c = 0, oh = 0, ow = 0, kh = 0, kw = 0;
+  int64_t sh = 1, sw = 1, dh = 1, dw = 1, ph = 0, pw = 0, width = 0;  // width: channels a group
+  int64_t xN = 0, xH = 0, xW = 0, yN = 0, yH = 0, yW = 0, wJ = 0, wKh = 0, wKw = 0;
+};
+
+// A post-op as the kernel applies it to a vector of 16 output channels.
+struct Epilogue {
+  kernel::PostOp::Kind kind = kernel::PostOp::Kind::Add;
+  int operand = -1;      // Add, Mul: the index among the post-op operands
+  bool whole = false;    // the operand has the result's shape (else a vector along channels)
+  float lo = 0, hi = 0;  // Clamp
+};
+
+struct Args {
+  const float* x;
+  const float* w;
+  float* y;
+  const float* const* operands;
+};
+
+// Applies the post-ops to v, the 16 channels from c0 of the output element at `at`, and stores it.
+__attribute__((target("avx512f"))) inline void
+finish(const std::vector<Epilogue>& epilogue, const Args& a, __m512 v, int64_t at, int64_t c0) {
+  using Kind = kernel::PostOp::Kind;
+  for (const Epilogue& e : epilogue) {
+    if (e.kind == Kind::Clamp) {
+      v = _mm512_mask_max_ps(v, kAll, v, _mm512_set1_ps(e.lo));
+      v = _mm512_mask_min_ps(v, kAll, v, _mm512_set1_ps(e.hi));
+      continue;
+    }
+    const float* o = a.operands[e.operand] + (e.whole ? at : c0);
+    const __m512 u = _mm512_loadu_ps(o);
+    v = e.kind == Kind::Add ? _mm512_add_ps(v, u) : _mm512_mul_ps(v, u);
+  }
+  _mm512_storeu_ps(a.y + at, v);
+}
+
+// Input channel J of each group of CG (2 or 4) channels of x, broadcast in the group's lanes:
+// a group lies within a 128-bit lane, so one in-lane shuffle does it.
+template <int CG, int J>
+__attribute__((target("avx512f"))) inline __m512 groupInput(__m512 x) {
+  if constexpr (CG == 4) return _mm512_mask_permute_ps(x, kAll, x, J * 0x55);
+  return _mm512_mask_permute_ps(x, kAll, x, J ? 0xf5 : 0xa0);
+}
+
+// acc[p] += (input channel J of each group of xv[p]) * (the weights at w), for each J.
+template <int CG, int P, int J>
+__attribute__((target("avx512f"))) inline void input(const float* w, const __m512* xv,
+                                                     __m512* acc) {
+  const __m512 wv = _mm512_loadu_ps(w);
+  for (int p = 0; p < P; ++p) acc[p] = _mm512_fmadd_ps(groupInput<CG, J>(xv[p]), wv, acc[p]);
+}
+template <int CG, int P, int... J>
+__attribute__((target("avx512f"))) inline void inputs(const float* w, int64_t wJ, const __m512* xv,
+                                                      __m512* acc,
+                                                      std::integer_sequence<int, J...>) {
+  (input<CG, P, J>(w + J * wJ, xv, acc), ...);
+}
+
+// pixels3's step for input channel J of one window row: x at the row's first input pixel, w
+// at the tap kw = 0's weights for J.
+template <int CG, int P, int J>
+__attribute__((target("avx512f"))) inline void row3(const float* x, int64_t xW, const float* w,
+                                                    int64_t wKw, __m512* acc) {
+  __m512 in[P + 2];
+  for (int q = 0; q < P + 2; ++q) in[q] = groupInput<CG, J>(_mm512_loadu_ps(x + q * xW));
+  for (int kw = 0; kw < 3; ++kw) {
+    const __m512 wv = _mm512_loadu_ps(w + kw * wKw);
+    for (int p = 0; p < P; ++p) acc[p] = _mm512_fmadd_ps(in[p + kw], wv, acc[p]);
+  }
+}
+
+template <int CG, int P, int... J>
+__attribute__((target("avx512f"))) inline void rows3(const float* x, int64_t xW, const float* w,
+                                                     int64_t wJ, int64_t wKw, __m512* acc,
+                                                     std::integer_sequence<int, J...>) {
+  (row3<CG, P, J>(x, xW, w + J * wJ, wKw, acc), ...);
+}
+
+// Output pixels ow0 .. ow0 + P - 1 of the row whose valid input rows are rows[0..nr) (at window
+// rows khs[..]), channels c0 .. c0 + 15: every tap of the window lies inside the input row
+// unless `checked` (then P is 1 and taps outside are skipped).
+template <int CG, int P>
+__attribute__((target("avx512f"))) inline void
+pixels(const Shape& s, const Args& a, const float* const* rows, const int64_t* khs, int nr,
+       int64_t ow0, int64_t c0, bool checked, __m512* acc) {
+  for (int p = 0; p < P; ++p) acc[p] = _mm512_setzero_ps();
+  for (int r = 0; r < nr; ++r) {
+    const float* wrow = a.w + khs[r] * s.wKh + c0;
+    const float* xrow = rows[r] + c0;
+    for (int64_t kw = 0; kw < s.kw; ++kw) {
+      const int64_t iw = ow0 * s.sw - s.pw + kw * s.dw;
+      if (checked && (iw < 0 || iw >= s.w)) continue;
+      __m512 xv[P];
+      for (int p = 0; p < P; ++p) xv[p] = _mm512_loadu_ps(xrow + (iw + p * s.sw) * s.xW);
+      const float* wk = wrow + kw * s.wKw;
+      inputs<CG, P>(wk, s.wJ, xv, acc, std::make_integer_sequence<int, CG>{});
+    }
+  }
+}
+
+// As `pixels` for a window 3 wide at stride 1 and no dilation, inside the row: the P + 2 input
+// pixels the three taps of P outputs read are broadcast in their groups once per input channel
+// and used three times (a third of the permutes `pixels` makes).
+template <int CG, int P>
+__attribute__((target("avx512f"))) inline void
+pixels3(const Shape& s, const Args& a, const float* const* rows, const int64_t* khs, int nr,
+        int64_t ow0, int64_t c0, __m512* acc) {
+  for (int p = 0; p < P; ++p) acc[p] = _mm512_setzero_ps();
+  for (int r = 0; r < nr; ++r) {
+    const float* xrow = rows[r] + c0 + (ow0 - s.pw) * s.xW;
+    const float* wrow = a.w + khs[r] * s.wKh + c0;
+    rows3<CG, P>(xrow, s.xW, wrow, s.wJ, s.wKw, acc, std::make_integer_sequence<int, CG>{});
+  }
+}
+
+// Output row `oh` of image `n`, every channel.
+template <int CG>
+__attribute__((target("avx512f"))) void outputRow(const Shape& s,
+                                                  const std::vector<Epilogue>& epilogue,
+                                                  const Args& a, int64_t n, int64_t oh) {
+  const float* rows[16];
+  int64_t khs[16];
+  int nr = 0;
+  for (int64_t kh = 0; kh < s.kh; ++kh) {
+    const int64_t ih = oh * s.sh - s.ph + kh * s.dh;
+    if (ih < 0 || ih >= s.h) continue;
+    rows[nr] = a.x + n * s.xN + ih * s.xH;
+    khs[nr++] = kh;
+  }
+  // Pixels [lo, hi) have every tap of the window inside the row.
+  const int64_t lo = std::min(s.ow, (s.pw + s.sw - 1) / s.sw);
+  const int64_t last = s.w - 1 + s.pw - (s.kw - 1) * s.dw;  // the largest ow * sw that fits
+  const int64_t hi = last < 0 ? lo : std::clamp(last / s.sw + 1, lo, s.ow);
+  const int64_t out = n * s.yN + oh * s.yH;
+  const bool three = s.kw == 3 && s.sw == 1 && s.dw == 1;
+  __m512 acc[kPixels];
+  for (int64_t c0 = 0; c0 < s.c; c0 += kLanes) {
+    auto one = [&](int64_t ow, bool checked) {
+      pixels<CG, 1>(s, a, rows, khs, nr, ow, c0, checked, acc);
+      finish(epilogue, a, acc[0], out + ow * s.yW + c0, c0);
+    };
+    for (int64_t ow = 0; ow < lo; ++ow) one(ow, true);
+    int64_t ow = lo;
+    for (; three && ow + kPixels <= hi; ow += kPixels) {
+      pixels3<CG, kPixels>(s, a, rows, khs, nr, ow, c0, acc);
+      for (int p = 0; p < kPixels; ++p) finish(epilogue, a, acc[p], out + (ow + p) * s.yW + c0, c0);
+    }
+    for (; ow + kPixels <= hi; ow += kPixels) {
+      pixels<CG, kPixels>(s, a, rows, khs, nr, ow, c0, false, acc);
+      for (int p = 0; p < kPixels; ++p) finish(epilogue, a, acc[p], out + (ow + p) * s.yW + c0, c0);
+    }
+    for (; ow + kPixels / 2 <= hi; ow += kPixels / 2) {
+      pixels<CG, kPixels / 2>(s, a, rows, khs, nr, ow, c0, false, acc);
+      for (int p = 0; p < kPixels / 2; ++p)
+        finish(epilogue, a, acc[p], out + (ow + p) * s.yW + c0, c0);
+    }
+    for (; ow < hi; ++ow) one(ow, false);
+    for (ow = std::max(hi, lo); ow < s.ow; ++ow) one(ow, true);
+  }
+}
+
+class GroupedConvKernel final : public LibraryKernel {
+ public:
+  GroupedConvKernel(Shape s, std::vector<Epilogue> epilogue, int operands, int threads,
+                    std::string description)
+      : s_(s), epilogue_(std::move(epilogue)), operands_(operands), pool_(threads),
+        description_(std::move(description)) {}
+
+  Status run(void* const* buffers) const override {
+    std::vector<const float*> operands(static_cast<size_t>(operands_));
+    for (int i = 0; i < operands_; ++i)
+      operands[size_t(i)] = static_cast<const float*>(buffers[3 + i]);
+    const Args a{static_cast<const float*>(buffers[0]), static_cast<const float*>(buffers[1]),
+                 static_cast<float*>(buffers[2]), operands.data()};
+    auto row = s_.width == 2 ? outputRow<2> : outputRow<4>;
+    pool_.parallelFor(s_.batch * s_.oh, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) row(s_, epilogue_, a, r / s_.oh, r % s_.oh);
+    });
+    return Status::ok();
+  }
+  std::string describe() const override { return description_; }
+
+ private:
+  Shape s_;
+  std::vector<Epilogue> epilogue_;
+  int operands_;
+  ThreadPool pool_;
+  std::string description_;
+};
+
+// The post-ops as the kernel applies them, or why it does not take them.
+StatusOr<std::vector<Epilogue>> epilogueOf(const std::vector<kernel::PostOp>& postOps,
+                                           const std::vector<int64_t>& result) {
+  using Kind = kernel::PostOp::Kind;
+  std::vector<Epilogue> out;
+  int operands = 0;
+  const int64_t channels = static_cast<int64_t>(result.size()) - 1;
+  for (const kernel::PostOp& p : postOps) {
+    Epilogue e;
+    e.kind = p.kind;
+    if (p.kind == Kind::Clamp) {
+      e.lo = static_cast<float>(p.lo);
+      e.hi = static_cast<float>(p.hi);
+    } else if (p.kind == Kind::Add || p.kind == Kind::Mul) {
+      e.operand = operands++;
+      std::vector<int64_t> all(result.size());
+      for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+      e.whole = p.operandDims == all && p.operandShape == result;
+      const bool vector = p.operandDims == std::vector<int64_t>{channels} &&
+                          p.operandShape == std::vector<int64_t>{result.back()};
+      if (!e.whole && !vector)
+        return Status::error("an operand of a post-op that is neither per channel nor whole");
+    } else {
+      return Status::error(std::string("a ") + kernel::postOpName(p.kind) + " post-op");
+    }
+    out.push_back(e);
+  }
+  return out;
+}
+
+}  // namespace
+
+bool groupedConvKernelRuns() { return __builtin_cpu_supports("avx512f"); }
+
+StatusOr<std::unique_ptr<LibraryKernel>>
+createGroupedConvKernel(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads,
+                        bool probe) {
+  if (!groupedConvKernelRuns()) return Status::error("Kiln's grouped kernel needs AVX-512F");
+  KILN_ASSIGN_OR_RETURN(const onednn::ConvAxes c, onednn::convAxes(n));
+  if (c.ns != 2 || c.groups < 2) return Status::error("not a 2-D grouped convolution");
+  const int64_t width = c.kO / c.groups;
+  if (c.inC != c.kO || (width != 2 && width != 4) || c.kO % kLanes != 0)
+    return Status::error("groups of other than 2 or 4 channels in and out");
+  // src and dst: [N, C, H, W] axes; weights: [G, out, in, kh, kw].
+  const auto &x = c.src, &y = c.dst, &w = c.wei;
+  if (x[1].stride != 1 || y[1].stride != 1 || w[1].stride != 1 || w[0].stride != width ||
+      y[3].stride != c.kO || y[2].stride != y[3].ext * c.kO ||
+      y[0].stride != y[2].ext * y[2].stride)
+    return Status::error("channels not innermost and dense");
+  Shape s;
+  s.batch = x[0].ext, s.c = c.kO, s.h = x[2].ext, s.w = x[3].ext, s.oh = y[2].ext, s.ow = y[3].ext;
+  s.kh = w[3].ext, s.kw = w[4].ext, s.sh = c.strides[0], s.sw = c.strides[1];
+  s.dh = c.rhsDil[0], s.dw = c.rhsDil[1], s.ph = c.lo[0], s.pw = c.lo[1], s.width = width;
+  s.xN = x[0].stride, s.xH = x[2].stride, s.xW = x[3].stride;
+  s.yN = y[0].stride, s.yH = y[2].stride, s.yW = y[3].stride;
+  s.wJ = w[2].stride, s.wKh = w[3].stride, s.wKw = w[4].stride;
+  if (s.kh > 16) return Status::error("a window of more than 16 rows");
+  KILN_ASSIGN_OR_RETURN(std::vector<Epilogue> epilogue,
+                        epilogueOf(postOps, n.result(0)->type().staticDims()));
+  int operands = 0;
+  for (const Epilogue& e : epilogue) operands += e.operand >= 0;
+  const std::string description =
+      "Kiln grouped convolution (" + c.what + "): " + std::to_string(width) +
+      " channels a group, " + std::to_string(kLanes / width) +
+      " groups in a vector of 16 channels, each group's inputs broadcast in its lanes by a "
+      "shuffle; oneDNN's kernel computes a group in 16 lanes";
+  if (probe) return onednn::makeProbedKernel(description);
+  return std::unique_ptr<LibraryKernel>(
+      std::make_unique<GroupedConvKernel>(s, std::move(epilogue), operands, threads, description));
+}
+
+}  // namespace kiln::codegen::cpu
