@@ -1,5 +1,7 @@
 // algebraic-simplify rules for data movement and reductions. All of them are exact: they only
 // remove copies that do nothing or merge two copies into one.
+#include <algorithm>
+
 #include "passes/rewrite_util.h"
 #include "passes/simplify_rules.h"
 
@@ -41,6 +43,60 @@ Value* transposeBroadcast(Node& n) {
     if (dims[i] <= dims[i - 1]) return nullptr;
   Builder b = builderBefore(&n);
   return b.broadcastInDim(bc->def()->operand(0), resultType(n).dims(), dims);
+}
+
+// Whether every path from v's uses through slices and reshapes reaches a transpose (and v is
+// not returned): each element of v is then copied by a transpose anyway, so permuting v's dims
+// too costs no copy of its own.
+bool meetsTransposes(const Value* v) {
+  if (v->isFunctionOutput() || v->uses().empty()) return false;
+  for (const Use& u : v->uses()) {
+    const Node& user = *u.user;
+    if (user.op() == OpCode::Transpose) continue;
+    if (user.op() != OpCode::Slice && user.op() != OpCode::Reshape) return false;
+    if (!meetsTransposes(user.result())) return false;
+  }
+  return true;
+}
+
+// dot_general(transpose(x, p), y) -> transpose(dot_general(x, y), q) when the transpose has no
+// other use and every path from the product meets a transpose: the operand's copy merges into
+// the one the result gets anyway (attention's projection of a sequence-first input, whose heads
+// are split by a transpose: one copy of the activations a layer fewer).
+Value* dotOfTranspose(Node& n) {
+  Value* t = n.operand(0);
+  if (!isOp(t, OpCode::Transpose) || t->uses().size() != 1 || t->isFunctionOutput() ||
+      !meetsTransposes(n.result()))
+    return nullptr;
+  const std::vector<int64_t> p = t->def()->attrInts("permutation");
+  auto through = [&](const char* attr) {
+    std::vector<int64_t> dims = n.attrInts(attr);
+    for (int64_t& d : dims) d = p[static_cast<size_t>(d)];
+    return dims;
+  };
+  DotDims d{through("lhs_batch"), n.attrInts("rhs_batch"), through("lhs_contracting"),
+            n.attrInts("rhs_contracting")};
+  // The lhs free dims in the old result's order (transpose dims) and the new one's (x's dims).
+  const int64_t rank = static_cast<int64_t>(p.size());
+  std::vector<int64_t> oldFree, newFree;
+  for (int64_t i = 0; i < rank; ++i) {
+    auto used = [&](const std::vector<int64_t>& v, int64_t x) {
+      return std::find(v.begin(), v.end(), x) != v.end();
+    };
+    if (!used(n.attrInts("lhs_batch"), i) && !used(n.attrInts("lhs_contracting"), i))
+      oldFree.push_back(p[static_cast<size_t>(i)]);
+    if (!used(d.lhsBatch, i) && !used(d.lhsContracting, i)) newFree.push_back(i);
+  }
+  const int64_t nb = static_cast<int64_t>(d.lhsBatch.size());
+  std::vector<int64_t> q(static_cast<size_t>(resultType(n).rank()));
+  for (size_t j = 0; j < q.size(); ++j) q[j] = static_cast<int64_t>(j);
+  for (size_t k = 0; k < oldFree.size(); ++k) {
+    auto at = std::find(newFree.begin(), newFree.end(), oldFree[k]) - newFree.begin();
+    q[static_cast<size_t>(nb) + k] = nb + at;
+  }
+  Builder b = builderBefore(&n);
+  Value* product = b.dotGeneral(t->def()->operand(0), n.operand(1), d);
+  return product ? b.transpose(product, q) : nullptr;
 }
 
 // reshape(x) -> x when the result type is x's type
@@ -119,6 +175,10 @@ const Rule kRules[] = {
     {OpCode::Transpose, "transpose(transpose(x, p), q) -> transpose(x, p.q)", transposeTranspose},
     {OpCode::Transpose, "transpose(broadcast_in_dim(x, d), p) -> broadcast_in_dim(x, p^-1.d)",
      transposeBroadcast},
+    {OpCode::DotGeneral,
+     "dot_general(transpose(x, p), y) -> transpose(dot_general(x, y), q) when every path from "
+     "the product meets a transpose",
+     dotOfTranspose},
     {OpCode::Reshape, "reshape(x: T) -> x when the result type is T", reshapeSame},
     {OpCode::Reshape, "reshape(reshape(x)) -> reshape(x)", reshapeReshape},
     {OpCode::Reshape, "reshape(broadcast_in_dim(s: rank 0)) -> broadcast_in_dim(s)",

@@ -2,9 +2,12 @@
 // included, up to the sign of zero), constant-fold's options, and cse on constants.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "interp/interpreter.h"
 #include "ir/builder.h"
@@ -12,6 +15,7 @@
 #include "passes/algebraic_simplify.h"
 #include "passes/constant_fold.h"
 #include "passes/cse.h"
+#include "passes/rewrite_util.h"
 
 namespace kiln {
 namespace {
@@ -259,6 +263,68 @@ TEST(AlgebraicSimplify, PoolsOfPadsAndSplatsAreExact) {
   auto m = parse(poolOfPad("sum", "1.0", 4, 1, 1, 3, 1, 0, 1));
   ASSERT_TRUE(m && algebraicSimplify(*m).isOk());
   EXPECT_EQ(countOp(*m->entry(), OpCode::Pad), 1u) << printModule(*m);
+}
+
+// dot_general(transpose(x, p), y) -> transpose(dot_general(x, y), q): for every permutation of a
+// rank-4 lhs whose result meets a transpose, with and without a batch dim (dim 0 of the
+// transposed lhs) and contracting its last dim, the product reads x itself and the values are
+// bit-identical (the same products and sums, in the same order).
+TEST(AlgebraicSimplify, ProductsOfTransposesKeepTheirValues) {
+  const int64_t ext[4] = {2, 3, 4, 5};
+  std::vector<int64_t> p = {0, 1, 2, 3};
+  int rewritten = 0;
+  do {
+    for (bool batch : {false, true}) {
+      auto dims = [&](const std::vector<int64_t>& d) {
+        std::string s;
+        for (int64_t v : d) s += (s.empty() ? "" : ",") + std::to_string(v);
+        return s;
+      };
+      std::vector<int64_t> t = {ext[p[0]], ext[p[1]], ext[p[2]], ext[p[3]]};
+      // y: [batch?, K, 6]; result: [batch?, lhs free..., 6].
+      std::vector<int64_t> y =
+          batch ? std::vector<int64_t>{t[0], t[3], 6} : std::vector<int64_t>{t[3], 6};
+      std::vector<int64_t> r = batch ? std::vector<int64_t>{t[0], t[1], t[2], 6}
+                                     : std::vector<int64_t>{t[0], t[1], t[2], 6};
+      std::vector<int64_t> rt = {r[1], r[0], r[2], r[3]};
+      const std::string attrs = batch ? "lhs_batch = [0], rhs_batch = [0], lhs_contracting = [3], "
+                                        "rhs_contracting = [1]"
+                                      : "lhs_contracting = [3], rhs_contracting = [0]";
+      const std::string text = "func @main(%x: f32[2,3,4,5], %y: f32[" + dims(y) + "]) -> (f32[" +
+                               dims(rt) +
+                               "]) {\n"
+                               "  %t = f32[" +
+                               dims(t) + "] transpose(%x) {permutation = [" + dims(p) +
+                               "]}\n"
+                               "  %r = f32[" +
+                               dims(r) + "] dot_general(%t, %y) {" + attrs +
+                               "}\n"
+                               "  %o = f32[" +
+                               dims(rt) +
+                               "] transpose(%r) {permutation = [1, 0, 2, 3]}\n"
+                               "  return %o\n}\n";
+      auto before = parse(text), after = parse(text);
+      ASSERT_TRUE(before && after) << text;
+      ASSERT_TRUE(algebraicSimplify(*after).isOk()) << text;
+      const Function& f = *after->entry();
+      bool direct = false;
+      for (const auto& n : f.nodes())
+        direct |= n->op() == OpCode::DotGeneral && n->operand(0) == f.parameter(0);
+      rewritten += direct;
+      EXPECT_TRUE(direct || rewrite::isIdentityPermutation(p)) << printModule(*after);
+      std::vector<Tensor> in = {Tensor(DType::F32, {2, 3, 4, 5}), Tensor(DType::F32, y)};
+      for (Tensor& x : in)
+        for (int64_t i = 0; i < x.numElements(); ++i)
+          x.mutableData<float>()[i] = static_cast<float>(std::sin(0.37 * double(i) + 1.0));
+      auto ref = interpret(*before->entry(), in);
+      auto got = interpret(f, in);
+      ASSERT_TRUE(ref.isOk() && got.isOk()) << text << printModule(*after);
+      for (int64_t i = 0; i < (*ref)[0].numElements(); ++i)
+        ASSERT_EQ((*ref)[0].data<float>()[i], (*got)[0].data<float>()[i])
+            << text << printModule(*after) << "element " << i;
+    }
+  } while (std::next_permutation(p.begin(), p.end()));
+  EXPECT_GE(rewritten, 40);
 }
 
 TEST(AlgebraicSimplify, EveryRuleHasAFormula) {
