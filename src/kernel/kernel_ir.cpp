@@ -429,6 +429,23 @@ size_t callOperands(const Stmt& call) {
   return call.args.size() > fixed ? call.args.size() - fixed : 0;
 }
 
+bool postOpReadsWhole(const PostOp& p, const std::vector<int64_t>& shape) {
+  if (p.operandShape != shape) return false;
+  for (size_t j = 0; j < p.operandDims.size(); ++j)
+    if (p.operandDims[j] != static_cast<int64_t>(j)) return false;
+  return true;
+}
+
+int postOpVectorDim(const PostOp& p) {
+  int along = -1;
+  for (size_t j = 0; j < p.operandShape.size(); ++j) {
+    if (p.operandShape[j] == 1) continue;
+    if (along >= 0) return -1;
+    along = static_cast<int>(p.operandDims[j]);
+  }
+  return along;
+}
+
 const char* postOpName(PostOp::Kind k) {
   switch (k) {
     case PostOp::Kind::Add: return "add";

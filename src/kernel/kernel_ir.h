@@ -198,6 +198,11 @@ struct PostOp {
   double lo = 0, hi = 0;
 };
 const char* postOpName(PostOp::Kind k);  // "add", "mul", "clamp", ...
+// Whether post-op `p` reads an operand of `shape` (the result's) element for element: a residual.
+bool postOpReadsWhole(const PostOp& p, const std::vector<int64_t>& shape);
+// The one result dim along which post-op `p` reads a vector (broadcast along the others: a
+// bias), or -1.
+int postOpVectorDim(const PostOp& p);
 
 struct Stmt {
   enum class Kind : uint8_t {

@@ -76,24 +76,22 @@ Value* dotOfTranspose(Node& n) {
   };
   DotDims d{through("lhs_batch"), n.attrInts("rhs_batch"), through("lhs_contracting"),
             n.attrInts("rhs_contracting")};
-  // The lhs free dims in the old result's order (transpose dims) and the new one's (x's dims).
-  const int64_t rank = static_cast<int64_t>(p.size());
-  std::vector<int64_t> oldFree, newFree;
-  for (int64_t i = 0; i < rank; ++i) {
-    auto used = [&](const std::vector<int64_t>& v, int64_t x) {
-      return std::find(v.begin(), v.end(), x) != v.end();
-    };
-    if (!used(n.attrInts("lhs_batch"), i) && !used(n.attrInts("lhs_contracting"), i))
-      oldFree.push_back(p[static_cast<size_t>(i)]);
-    if (!used(d.lhsBatch, i) && !used(d.lhsContracting, i)) newFree.push_back(i);
+  // The lhs free dims as x's dims, in the old result's order; the new result has them sorted.
+  const std::vector<int64_t> batch = n.attrInts("lhs_batch"), sum = n.attrInts("lhs_contracting");
+  std::vector<int64_t> free;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const auto dim = static_cast<int64_t>(i);
+    if (std::count(batch.begin(), batch.end(), dim) + std::count(sum.begin(), sum.end(), dim) == 0)
+      free.push_back(p[i]);
   }
-  const int64_t nb = static_cast<int64_t>(d.lhsBatch.size());
+  std::vector<int64_t> sorted = free;
+  std::sort(sorted.begin(), sorted.end());
+  const int64_t nb = static_cast<int64_t>(batch.size());
   std::vector<int64_t> q(static_cast<size_t>(resultType(n).rank()));
   for (size_t j = 0; j < q.size(); ++j) q[j] = static_cast<int64_t>(j);
-  for (size_t k = 0; k < oldFree.size(); ++k) {
-    auto at = std::find(newFree.begin(), newFree.end(), oldFree[k]) - newFree.begin();
-    q[static_cast<size_t>(nb) + k] = nb + at;
-  }
+  for (size_t k = 0; k < free.size(); ++k)
+    q[size_t(nb) + k] =
+        nb + (std::lower_bound(sorted.begin(), sorted.end(), free[k]) - sorted.begin());
   Builder b = builderBefore(&n);
   Value* product = b.dotGeneral(t->def()->operand(0), n.operand(1), d);
   return product ? b.transpose(product, q) : nullptr;

@@ -2,7 +2,6 @@
 #include "codegen/cpu/grouped_conv_kernel.h"
 
 #include <algorithm>
-#include <cmath>
 #include <immintrin.h>
 #include <string>
 #include <utility>
@@ -161,41 +160,44 @@ __attribute__((target("avx512f"))) void outputRow(const Shape& s,
   const bool three = s.kw == 3 && s.sw == 1 && s.dw == 1;
   __m512 acc[kPixels];
   for (int64_t c0 = 0; c0 < s.c; c0 += kLanes) {
-    auto one = [&](int64_t ow, bool checked) {
-      pixels<CG, 1>(s, a, rows, khs, nr, ow, c0, checked, acc);
-      finish(epilogue, a, acc[0], out + ow * s.yW + c0, c0);
+    auto store = [&](int64_t ow, int count) {
+      for (int p = 0; p < count; ++p) finish(epilogue, a, acc[p], out + (ow + p) * s.yW + c0, c0);
     };
-    for (int64_t ow = 0; ow < lo; ++ow) one(ow, true);
-    int64_t ow = lo;
+    // The pixels whose window passes the row's left end, blocks inside the row, its right end.
+    int64_t ow = 0;
+    for (; ow < lo; ++ow) {
+      pixels<CG, 1>(s, a, rows, khs, nr, ow, c0, true, acc);
+      store(ow, 1);
+    }
     for (; three && ow + kPixels <= hi; ow += kPixels) {
       pixels3<CG, kPixels>(s, a, rows, khs, nr, ow, c0, acc);
-      for (int p = 0; p < kPixels; ++p) finish(epilogue, a, acc[p], out + (ow + p) * s.yW + c0, c0);
+      store(ow, kPixels);
     }
     for (; ow + kPixels <= hi; ow += kPixels) {
       pixels<CG, kPixels>(s, a, rows, khs, nr, ow, c0, false, acc);
-      for (int p = 0; p < kPixels; ++p) finish(epilogue, a, acc[p], out + (ow + p) * s.yW + c0, c0);
+      store(ow, kPixels);
     }
     for (; ow + kPixels / 2 <= hi; ow += kPixels / 2) {
       pixels<CG, kPixels / 2>(s, a, rows, khs, nr, ow, c0, false, acc);
-      for (int p = 0; p < kPixels / 2; ++p)
-        finish(epilogue, a, acc[p], out + (ow + p) * s.yW + c0, c0);
+      store(ow, kPixels / 2);
     }
-    for (; ow < hi; ++ow) one(ow, false);
-    for (ow = std::max(hi, lo); ow < s.ow; ++ow) one(ow, true);
+    for (; ow < s.ow; ++ow) {
+      pixels<CG, 1>(s, a, rows, khs, nr, ow, c0, ow >= hi, acc);
+      store(ow, 1);
+    }
   }
 }
 
 class GroupedConvKernel final : public LibraryKernel {
  public:
-  GroupedConvKernel(Shape s, std::vector<Epilogue> epilogue, int operands, int threads,
-                    std::string description)
-      : s_(s), epilogue_(std::move(epilogue)), operands_(operands), pool_(threads),
+  GroupedConvKernel(Shape s, std::vector<Epilogue> epilogue, int threads, std::string description)
+      : s_(s), epilogue_(std::move(epilogue)), pool_(threads),
         description_(std::move(description)) {}
 
   Status run(void* const* buffers) const override {
-    std::vector<const float*> operands(static_cast<size_t>(operands_));
-    for (int i = 0; i < operands_; ++i)
-      operands[size_t(i)] = static_cast<const float*>(buffers[3 + i]);
+    std::vector<const float*> operands;  // the add/mul post-ops' operands, in order
+    for (const Epilogue& e : epilogue_)
+      if (e.operand >= 0) operands.push_back(static_cast<const float*>(buffers[3 + e.operand]));
     const Args a{static_cast<const float*>(buffers[0]), static_cast<const float*>(buffers[1]),
                  static_cast<float*>(buffers[2]), operands.data()};
     auto row = s_.width == 2 ? outputRow<2> : outputRow<4>;
@@ -209,7 +211,6 @@ class GroupedConvKernel final : public LibraryKernel {
  private:
   Shape s_;
   std::vector<Epilogue> epilogue_;
-  int operands_;
   ThreadPool pool_;
   std::string description_;
 };
@@ -220,7 +221,6 @@ StatusOr<std::vector<Epilogue>> epilogueOf(const std::vector<kernel::PostOp>& po
   using Kind = kernel::PostOp::Kind;
   std::vector<Epilogue> out;
   int operands = 0;
-  const int64_t channels = static_cast<int64_t>(result.size()) - 1;
   for (const kernel::PostOp& p : postOps) {
     Epilogue e;
     e.kind = p.kind;
@@ -229,12 +229,9 @@ StatusOr<std::vector<Epilogue>> epilogueOf(const std::vector<kernel::PostOp>& po
       e.hi = static_cast<float>(p.hi);
     } else if (p.kind == Kind::Add || p.kind == Kind::Mul) {
       e.operand = operands++;
-      std::vector<int64_t> all(result.size());
-      for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
-      e.whole = p.operandDims == all && p.operandShape == result;
-      const bool vector = p.operandDims == std::vector<int64_t>{channels} &&
-                          p.operandShape == std::vector<int64_t>{result.back()};
-      if (!e.whole && !vector)
+      e.whole = kernel::postOpReadsWhole(p, result);
+      const bool channels = kernel::postOpVectorDim(p) + 1 == static_cast<int>(result.size());
+      if (!e.whole && !channels)
         return Status::error("an operand of a post-op that is neither per channel nor whole");
     } else {
       return Status::error(std::string("a ") + kernel::postOpName(p.kind) + " post-op");
@@ -273,8 +270,6 @@ createGroupedConvKernel(const Node& n, const std::vector<kernel::PostOp>& postOp
   if (s.kh > 16) return Status::error("a window of more than 16 rows");
   KILN_ASSIGN_OR_RETURN(std::vector<Epilogue> epilogue,
                         epilogueOf(postOps, n.result(0)->type().staticDims()));
-  int operands = 0;
-  for (const Epilogue& e : epilogue) operands += e.operand >= 0;
   const std::string description =
       "Kiln grouped convolution (" + c.what + "): " + std::to_string(width) +
       " channels a group, " + std::to_string(kLanes / width) +
@@ -282,7 +277,7 @@ createGroupedConvKernel(const Node& n, const std::vector<kernel::PostOp>& postOp
       "shuffle; oneDNN's kernel computes a group in 16 lanes";
   if (probe) return onednn::makeProbedKernel(description);
   return std::unique_ptr<LibraryKernel>(
-      std::make_unique<GroupedConvKernel>(s, std::move(epilogue), operands, threads, description));
+      std::make_unique<GroupedConvKernel>(s, std::move(epilogue), threads, description));
 }
 
 }  // namespace kiln::codegen::cpu

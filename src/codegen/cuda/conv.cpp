@@ -154,8 +154,8 @@ ConvEpilogue convEpilogue(const kernel::Kernel& k, const kernel::Stmt& call, con
     if (!operand || operand->type != out->type)
       return stop(std::string("a ") + kernel::postOpName(p.kind) +
                   " before a relu (cuDNN's fused call takes a bias, a residual, then a relu)");
-    if (postOpReadsWhole(p, *out) && e.residual < 0) e.residual = static_cast<int>(i);
-    else if (postOpVectorDim(p) == feature && e.bias < 0) e.bias = static_cast<int>(i);
+    if (kernel::postOpReadsWhole(p, out->shape) && e.residual < 0) e.residual = static_cast<int>(i);
+    else if (kernel::postOpVectorDim(p) == feature && e.bias < 0) e.bias = static_cast<int>(i);
     else return stop("an add that is neither one bias along the features nor one residual");
   }
   return stop("no relu (cuDNN fuses a bias without one only on one algorithm)");

@@ -101,7 +101,7 @@ namespace {
 
 // Whether post-op `p` (an add) reads a vector along the result's last dim, of extent n.
 bool isBias(const kernel::PostOp& p, const kernel::Buffer& out, int64_t n) {
-  const int along = postOpVectorDim(p);
+  const int along = kernel::postOpVectorDim(p);
   return along >= 0 && static_cast<size_t>(along) + 1 == out.shape.size() && out.shape.back() == n;
 }
 
@@ -123,7 +123,7 @@ std::string takeOne(GemmEpilogue& e, const kernel::PostOp& p, int index, const k
   if (p.kind == Kind::Add) {
     const kernel::Buffer* operand = k.find(p.operand);
     if (!operand || operand->type != out.type) return "an add of an operand of another type";
-    if (postOpReadsWhole(p, out) && e.residual < 0) {
+    if (kernel::postOpReadsWhole(p, out.shape) && e.residual < 0) {
       e.residual = index;
       return "";
     }

@@ -31,23 +31,6 @@ std::optional<std::string> libraryFor(const kernel::Kernel& k, const kernel::Stm
   return std::nullopt;
 }
 
-bool postOpReadsWhole(const kernel::PostOp& p, const kernel::Buffer& out) {
-  if (p.operandShape != out.shape) return false;
-  for (size_t j = 0; j < p.operandDims.size(); ++j)
-    if (p.operandDims[j] != static_cast<int64_t>(j)) return false;
-  return true;
-}
-
-int postOpVectorDim(const kernel::PostOp& p) {
-  int along = -1;
-  for (size_t j = 0; j < p.operandShape.size(); ++j) {
-    if (p.operandShape[j] == 1) continue;
-    if (along >= 0) return -1;
-    along = static_cast<int>(p.operandDims[j]);
-  }
-  return along;
-}
-
 size_t libraryEpilogue(const kernel::Kernel& k, const kernel::Stmt& call, std::string* what,
                        std::string* why) {
   if (call.op == OpCode::DotGeneral) {

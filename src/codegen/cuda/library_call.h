@@ -42,12 +42,6 @@ StatusOr<double> timeAlone(const LibraryCall& call, int repeat);
 std::optional<std::string> libraryFor(const kernel::Kernel& k, const kernel::Stmt& call,
                                       std::string* why);
 
-// Whether post-op `p` reads an operand of `out`'s shape element for element (a residual).
-bool postOpReadsWhole(const kernel::PostOp& p, const kernel::Buffer& out);
-// The one dim of `out` along which post-op `p` reads a vector (broadcast along the others: a
-// bias), or -1.
-int postOpVectorDim(const kernel::PostOp& p);
-
 // How many leading post-ops of `call` the library libraryFor names applies as it writes its
 // result (cuBLASLt's epilogue, gemm.h; cuDNN's fused convolution, conv.h), with `what` naming them
 // and `why` saying why the next one is not taken.
