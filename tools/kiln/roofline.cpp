@@ -278,6 +278,40 @@ std::string slowestLines(const std::vector<fusion::Kernel>& kernels, const std::
   return out;
 }
 
+// The memory-bound kernels by the op they are built around (softmax, layer_norm, transpose,
+// ...), the most time first: which kind of loop nest holds the time and how far it is from
+// copies of the same sizes.
+std::string memoryByOpLines(const std::vector<fusion::Kernel>& kernels,
+                            const std::vector<double>& med, const Ceilings& c) {
+  struct Op {
+    int kernels = 0;
+    double bytes = 0, ms = 0, copiesMs = 0;
+  };
+  std::map<std::string, Op> ops;
+  for (size_t k = 0; k < kernels.size(); ++k) {
+    if (std::string(kindGroup(kernels[k])) != "memory") continue;
+    Op& o = ops[std::string(opName(kernels[k].anchor->op()))];
+    ++o.kernels;
+    o.bytes += double(kernels[k].bytesRead + kernels[k].bytesWritten);
+    o.ms += med[k];
+    if (k < c.copyMs.size()) o.copiesMs += std::max(c.copyMs[k], 0.0);
+  }
+  if (ops.size() < 2) return "";
+  std::vector<std::pair<std::string, Op>> order(ops.begin(), ops.end());
+  std::sort(order.begin(), order.end(),
+            [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
+  std::string out = "  memory-bound kernels by op (kernels; MiB; ms; share of copy; copies of "
+                    "their sizes):\n";
+  for (const auto& [name, o] : order) {
+    const double share = o.ms > 0 ? 100 * o.bytes / (o.ms * 1e6) / c.copyGBs : 0;
+    out += sprint("    %-16s %4d  %9.2f  %8.3f  %3.0f%%", name.c_str(), o.kernels,
+                  o.bytes / (1 << 20), o.ms, share);
+    out += o.copiesMs > 0 ? sprint("  %3.0f%%\n", 100 * o.bytes / (o.copiesMs * 1e6) / c.copyGBs)
+                          : std::string("\n");
+  }
+  return out;
+}
+
 // Whether a kernel's code has a parallel loop (else it runs on one thread: a nest under the
 // parallel threshold, or one whose iterations share a row of accumulators).
 bool parallelLoops(const kernel::Kernel& k) {
@@ -439,7 +473,7 @@ std::string rooflineReport(const runtime::Executable& exe,
   if (oth.kernels)
     out += sprint("  other kernels (attention, opaque): %d, %.3f ms\n", oth.kernels, oth.ms);
   out += aloneLines(kernels, med, c, false);
-  return out + slowestLines(kernels, med, c) + belowText;
+  return out + memoryByOpLines(kernels, med, c) + slowestLines(kernels, med, c) + belowText;
 }
 
 }  // namespace kiln::cli
