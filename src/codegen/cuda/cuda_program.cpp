@@ -412,9 +412,10 @@ struct RunEvents {
   }
 };
 
-// Issues kernel i's launches and library calls on `stream`.
+// Issues kernel i's launches and library calls on `stream`; with `callsOnly` its library calls
+// alone.
 Status issueKernel(const CudaProgram::Impl& m, const CudaProgram::Device& d, const Addresses& at,
-                   Stream stream, size_t i) {
+                   Stream stream, size_t i, bool callsOnly = false) {
   std::vector<DevicePtr> ptrs, callPtrs;
   std::vector<void*> args;
   at.kernel(i, ptrs);
@@ -431,7 +432,7 @@ Status issueKernel(const CudaProgram::Impl& m, const CudaProgram::Device& d, con
       launched =
           lib->run(callPtrs.data(), at.base + static_cast<DevicePtr>(m.workspaceOffset), stream);
       callPtrs.clear();
-    } else if (const int64_t grid = at.rs.grids[i][j]; grid > 0) {  // none over no elements
+    } else if (const int64_t grid = at.rs.grids[i][j]; grid > 0 && !callsOnly) {
       launched = d.driver->launch(d.functions[i][j], grid, launches[j].block, stream, args.data());
     }
     if (!launched) return launched.prefix("kernel " + m.kernels[i].name);
@@ -461,13 +462,14 @@ struct ProfileGraph {
 // kernel, and so counts a tenth of that.
 constexpr int kTimedRepeats = 10;
 
-// The kernels in plan order, each followed by kTimedRepeats more of it between two events. Where
+// The kernels in plan order, each followed by kTimedRepeats more of it (with `callsOnly`, of its
+// library calls alone) between two events. Where
 // graphs work they are captured and launched as one graph (back to back, as a run replays them,
 // so that a short kernel's time is the device's and not the host's launch rate); else issued in
 // turn. Issued after a run's outputs are copied: a kernel that works in place changes its output
 // with every repeat, while the inputs it reads are those of a run (each kernel ran before it).
 Status issueTimed(const CudaProgram::Impl& m, CudaProgram::Device& d, const Addresses& at,
-                  Stream stream, RunEvents& events, ProfileGraph& profile) {
+                  Stream stream, RunEvents& events, ProfileGraph& profile, bool callsOnly = false) {
   const Driver& drv = *d.driver;
   auto repeatWith = [&](bool inGraph) {
     return [&, inGraph](size_t i) -> Status {
@@ -475,7 +477,7 @@ Status issueTimed(const CudaProgram::Impl& m, CudaProgram::Device& d, const Addr
         KILN_ASSIGN_OR_RETURN(Event ev, events.add());
         KILN_RETURN_IF_ERROR(inGraph ? drv.recordInGraph(ev, stream) : drv.record(ev, stream));
         for (int r = 0; e == 0 && r < kTimedRepeats; ++r)
-          KILN_RETURN_IF_ERROR(issueKernel(m, d, at, stream, i));
+          KILN_RETURN_IF_ERROR(issueKernel(m, d, at, stream, i, callsOnly));
       }
       return Status::ok();
     };
@@ -557,6 +559,48 @@ Status CudaProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>&
   return run(inputs, outputs, kernelMs, nullptr);
 }
 
+namespace {
+
+// Each kernel's library calls timed on the last run's memory (its sizes, addresses and values):
+// the run's kernels again, each followed by kTimedRepeats more of its calls alone between two
+// events, `repeat` times; the medians (-1 for a kernel without calls; none before a first run).
+StatusOr<std::vector<double>> timeCallsInPlace(const CudaProgram::Impl& m, CudaProgram::Device& d,
+                                               const CallTable* sized, int repeat) {
+  std::shared_ptr<const CudaProgram::RunSizes> rs;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    if (auto it = m.bySize.find(d.lastKey); it != m.bySize.end()) rs = it->second;
+  }
+  if (!rs) return std::vector<double>();
+  const Driver& drv = *d.driver;
+  RunMemory run(d, rs->key);
+  KILN_RETURN_IF_ERROR(run.open(m.runBytes));
+  const Addresses at{m, d, run.base(), *rs, sized};
+  std::vector<std::vector<double>> per(m.kernels.size());
+  for (int r = 0; r < repeat; ++r) {
+    RunEvents timed{drv, {}};
+    ProfileGraph profile{drv, nullptr};
+    KILN_RETURN_IF_ERROR(issueTimed(m, d, at, run.stream(), timed, profile, /*callsOnly=*/true));
+    KILN_RETURN_IF_ERROR(drv.synchronize(run.stream()));
+    for (size_t i = 0; i < m.kernels.size(); ++i) {
+      KILN_ASSIGN_OR_RETURN(float ms, drv.elapsed(timed.list[2 * i], timed.list[2 * i + 1]));
+      per[i].push_back(ms / kTimedRepeats);
+    }
+  }
+  run.succeeded();
+  std::vector<double> out(m.kernels.size(), -1.0);
+  for (size_t i = 0; i < per.size(); ++i) {
+    const std::vector<Launch>& launches = m.source.launches[i];
+    if (std::none_of(launches.begin(), launches.end(), [](const Launch& l) { return l.call; }))
+      continue;
+    std::sort(per[i].begin(), per[i].end());
+    out[i] = per[i][per[i].size() / 2];
+  }
+  return out;
+}
+
+}  // namespace
+
 StatusOr<std::optional<runtime::DeviceCeilings>>
 CudaProgram::measureDevice(int repeat, const std::vector<int64_t>& copyBytes) const {
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<Device> d, device());
@@ -573,6 +617,7 @@ CudaProgram::measureDevice(int repeat, const std::vector<int64_t>& copyBytes) co
   }
   KILN_ASSIGN_OR_RETURN(runtime::DeviceCeilings c,
                         measureCeilings(*d->driver, calls, copyBytes, repeat));
+  KILN_ASSIGN_OR_RETURN(c.callsMs, timeCallsInPlace(*impl_, *d, sized.get(), repeat));
   return std::optional<runtime::DeviceCeilings>(std::move(c));
 }
 
