@@ -191,10 +191,11 @@ std::optional<std::set<std::string>> storeTargets(const StmtRef& s) {
 // lanes of a warp (`warp`: the row per warp, which combines by shuffles and needs no barrier).
 class BlockRow {
  public:
+  // `vector`: in a warp's row, the consecutive elements each lane takes at a time (1: one).
   BlockRow(std::string thr, int64_t threads, bool reassociate, FreshNames& names,
-           const Sizes& sizes, bool warp = false)
+           const Sizes& sizes, bool warp = false, int64_t vector = 1)
       : thr_(std::move(thr)), threads_(warp ? 32 : threads), reassociate_(reassociate), warp_(warp),
-        names_(names), sizes_(sizes) {}
+        vector_(vector), names_(names), sizes_(sizes) {}
 
   const std::string& threadVar() const { return thr_; }
 
@@ -248,8 +249,22 @@ class BlockRow {
   }
 
   // for q in [0, ceil(n / T)): body at f = q * T + thread, guarded when T does not divide n.
+  // With V = vector_ > 1 and T * V dividing n, each lane takes V consecutive elements at a time
+  // (for q: vectorized for v in [0, V): body at f = q * T * V + thread * V + v), which
+  // wideAccesses turns into one wide load or store per lane and access.
   StmtRef strided(const ExprRef& n, const std::vector<ExprRef>& extents,
                   const std::vector<std::string>& vars, StmtRef body) {
+    if (vector_ > 1 && n->kind == Expr::Kind::Const && n->i % (threads_ * vector_) == 0) {
+      const std::string q = names_.fresh("q"), v = names_.fresh("v");
+      const int64_t step = threads_ * vector_;
+      ExprRef f = binary(BinaryOp::Add,
+                         binary(BinaryOp::Add, binary(BinaryOp::Mul, var(q), intConst(step)),
+                                binary(BinaryOp::Mul, thread(), intConst(vector_))),
+                         var(v));
+      return forLoop(
+          q, intConst(n->i / step), LoopKind::Serial,
+          forLoop(v, intConst(vector_), LoopKind::Vectorized, unflatten(body, f, vars, extents)));
+    }
     const std::string q = names_.fresh("q");
     ExprRef f = binary(BinaryOp::Add, binary(BinaryOp::Mul, var(q), intConst(threads_)), thread());
     body = unflatten(body, f, vars, extents);
@@ -365,6 +380,7 @@ class BlockRow {
   int64_t threads_;
   bool reassociate_;
   bool warp_;
+  int64_t vector_;
   FreshNames& names_;
   const Sizes& sizes_;
   std::set<std::string> locals_;   // per-thread buffers declared in the row
@@ -422,17 +438,46 @@ std::optional<StmtRef> rowPerBlock(const Chain& c, int64_t threadsPerBlock, bool
                  forLoop(row.threadVar(), intConst(threads), LoopKind::GpuThread, *body));
 }
 
+// The widest element (bytes) the loads and stores of `s` move in memory buffers of `k`.
+size_t widestAccess(const Kernel& k, const StmtRef& s) {
+  if (!s) return 0;
+  size_t most = 0;
+  std::vector<ExprRef> loads;
+  for (const ExprRef& e : {s->index, s->value, s->cond})
+    if (e) detail::loadsIn(e, loads);
+  for (const ExprRef& l : loads)
+    if (k.find(l->name)) most = std::max(most, dtypeSize(l->type));
+  if ((s->kind == Stmt::Kind::Store || s->kind == Stmt::Kind::Reduce) && k.find(s->buffer))
+    if (const Buffer* b = k.find(s->buffer)) most = std::max(most, dtypeSize(b->type));
+  for (const StmtRef& b : s->body) most = std::max(most, widestAccess(k, b));
+  return most;
+}
+
+// The consecutive elements a lane of a warp's row takes at a time: `bytes` over the widest
+// element the row moves, halved until 32 lanes of that many divide the row (1: none).
+int64_t warpRowVector(const Kernel& k, const Chain& c, int64_t longest, int64_t bytes) {
+  const size_t widest = widestAccess(k, c.body);
+  if (widest == 0 || bytes <= 0) return 1;
+  int64_t v = std::min<int64_t>(bytes / static_cast<int64_t>(widest), kMaxLanes);
+  while (v > 1 && longest % (32 * v) != 0) v /= 2;
+  return std::max<int64_t>(v, 1);
+}
+
 // Rows of at most kMaxWarpRow elements run a row per warp, 8 rows to a block of 256 threads
-// (a block per row would leave most of its threads idle and wait at a barrier per tree step).
+// (a block per row would leave most of its threads idle and wait at a barrier per tree step);
+// so do rows whose lanes take `vector` elements at a time, up to kWarpRowAccesses accesses a
+// lane per pass (a layer norm's 768 f16: 3 loads of 16 bytes, no barrier).
 std::optional<StmtRef> rowPerWarp(const Chain& c, int64_t threadsPerBlock, bool reassociate,
-                                  FreshNames& taken, const Sizes& sizes) {
+                                  FreshNames& taken, const Sizes& sizes, int64_t vector) {
   const int64_t longest = longestReduce(c.body, sizes);
-  if (longest < kMinBlockRow || longest > kMaxWarpRow || threadsPerBlock < 32) return std::nullopt;
+  const bool wide = vector > 1 && longest <= 32 * vector * kWarpRowAccesses;
+  if (longest < kMinBlockRow || (longest > kMaxWarpRow && !wide) || threadsPerBlock < 32)
+    return std::nullopt;
   FreshNames names = taken;  // the names of an attempt that fails stay free
   const int64_t rows = threadsPerBlock / 32;
   const ExprRef blocks = ceilDiv(c.n, rows);
   const std::string bv = names.fresh("blk");
-  BlockRow row(names.fresh("thr"), 32, reassociate, names, sizes, /*warp=*/true);
+  BlockRow row(names.fresh("thr"), 32, reassociate, names, sizes, /*warp=*/true, vector);
   ExprRef r = binary(BinaryOp::Add, binary(BinaryOp::Mul, var(bv), intConst(rows)),
                      binary(BinaryOp::Div, var(row.threadVar()), intConst(32)));
   std::optional<StmtRef> body = row.rewrite(substituteChain(c, r));
@@ -444,9 +489,10 @@ std::optional<StmtRef> rowPerWarp(const Chain& c, int64_t threadsPerBlock, bool 
                  forLoop(row.threadVar(), intConst(rows * 32), LoopKind::GpuThread, *body));
 }
 
-StmtRef launch(const StmtRef& s, bool opaque, const std::set<std::string>& scratch,
+StmtRef launch(const Kernel& k, const StmtRef& s, const std::set<std::string>& scratch,
                int64_t threadsPerBlock, bool reassociate, FreshNames& names,
-               std::vector<std::string>& notes, const Sizes& sizes) {
+               std::vector<std::string>& notes, const Sizes& sizes, int64_t accessBytes) {
+  const bool opaque = k.kind == "opaque";
   if (s->kind == Stmt::Kind::For && s->loop == LoopKind::GpuBlock) return s;  // tileTransposes
   Chain c = chainOf(s, opaque, scratch, sizes);
   if (opaque) return threadPerIteration(c, threadsPerBlock, names);
@@ -458,8 +504,13 @@ StmtRef launch(const StmtRef& s, bool opaque, const std::set<std::string>& scrat
   }
   // Rows of symbolic length are mapped for the longest they can be.
   const std::string rows = printExpr(c.n) + " rows of " + std::to_string(longest) + " elements";
-  if (std::optional<StmtRef> r = rowPerWarp(c, threadsPerBlock, reassociate, names, sizes)) {
-    notes.push_back("reduction: a warp per row (" + rows + ")");
+  const int64_t vector = warpRowVector(k, c, longest, accessBytes);
+  if (std::optional<StmtRef> r =
+          rowPerWarp(c, threadsPerBlock, reassociate, names, sizes, vector)) {
+    notes.push_back("reduction: a warp per row (" + rows +
+                    (vector > 1 ? ", " + std::to_string(vector) + " consecutive elements a lane"
+                                : std::string()) +
+                    ")");
     return *r;
   }
   if (std::optional<StmtRef> r = rowPerBlock(c, threadsPerBlock, reassociate, names, sizes)) {
@@ -471,7 +522,7 @@ StmtRef launch(const StmtRef& s, bool opaque, const std::set<std::string>& scrat
 
 }  // namespace
 
-Kernel mapToGpu(const Kernel& k, int64_t threadsPerBlock, bool reassociate) {
+Kernel mapToGpu(const Kernel& k, int64_t threadsPerBlock, bool reassociate, int64_t accessBytes) {
   TopLevel top;
   collect(k.body, top);
   FreshNames names(k);
@@ -481,8 +532,8 @@ Kernel mapToGpu(const Kernel& k, int64_t threadsPerBlock, bool reassociate) {
   for (const StmtRef& s : top.stmts) {
     if (s->kind == Stmt::Kind::Call) launches.push_back(s);  // the target runs it
     else
-      launches.push_back(launch(s, k.kind == "opaque", top.scratch, threadsPerBlock, reassociate,
-                                names, out.notes, Sizes{k.symbols}));
+      launches.push_back(launch(k, s, top.scratch, threadsPerBlock, reassociate, names, out.notes,
+                                Sizes{k.symbols}, accessBytes));
   }
   out.body = block(std::move(launches));
   return out;

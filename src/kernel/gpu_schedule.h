@@ -34,9 +34,15 @@ namespace kiln::kernel {
 // rows to a block: each Reduce combines its lanes' strided parts by shuffles (warp_sum,
 // warp_max, warp_min; a kind or type they do not take, or a row that reads back what it
 // stored, keeps the row per block), and stores outside loops run on lane 0.
+// With `accessBytes` > 0, a warp's row whose 32 lanes can each take accessBytes of consecutive
+// elements at a time (the row a multiple of 32 such groups) is split that way: each pass over
+// the row is then one wide load or store per lane and access (wideAccesses), and rows of up to
+// kWarpRowAccesses such groups a lane (a layer norm's 768 f16) run a row per warp too.
 inline constexpr int64_t kMinBlockRow = 32;
 inline constexpr int64_t kMaxWarpRow = 512;
-Kernel mapToGpu(const Kernel& k, int64_t threadsPerBlock, bool reassociate = true);
+inline constexpr int64_t kWarpRowAccesses = 4;
+Kernel mapToGpu(const Kernel& k, int64_t threadsPerBlock, bool reassociate = true,
+                int64_t accessBytes = 0);
 
 // The lowering gives a reduction that keeps the innermost dim a row of accumulators per index
 // of the other kept dims (lower.h), updated by a loop inside the reduced loops: the CPU's vector

@@ -93,6 +93,8 @@ void printHelp() {
          "  --register-rows=N      scratch rows of accumulators in blocks of at most N bytes\n"
          "  --expand-calls         library calls (dot_general, convolution) into Kiln's loops\n"
          "  --map-gpu=N            each nest a GPU launch of N threads per block (gpu_schedule.h)\n"
+         "  --map-gpu-wide=B       the same with 256 threads, a warp's row in B-byte groups a "
+         "lane\n"
          "  --reductions-per-output[=N]  a row of accumulators as groups of N-byte accesses, or\n"
          "                         (no N) a Reduce per output element\n"
          "  --gpu-lanes=N          innermost loops of stores in groups of N-byte accesses\n"
@@ -112,8 +114,8 @@ void printHelp() {
 bool isSchedulePass(const std::string& flag) {
   for (const char* p :
        {"--schedule=", "--partition-loops=", "--cache-rows=", "--parallelize-outer=",
-        "--split-reductions=", "--split-row-reductions=", "--map-gpu=", "--gpu-lanes=",
-        "--reductions-per-output=", "--register-rows="})
+        "--split-reductions=", "--split-row-reductions=", "--map-gpu=", "--map-gpu-wide=",
+        "--gpu-lanes=", "--reductions-per-output=", "--register-rows="})
     if (flag.rfind(p, 0) == 0) return true;
   return flag == "--vectorize-inner" || flag == "--lower-reductions" || flag == "--expand-calls" ||
          flag == "--reductions-per-output" || flag == "--wide-accesses";
@@ -148,6 +150,7 @@ kiln::Status schedule(const std::string& spec, const Options& o,
     else if (name == "lower-reductions") k = kiln::kernel::lowerReductions(k);
     else if (name == "register-rows") k = kiln::kernel::registerRows(k, n);
     else if (name == "map-gpu") k = kiln::kernel::mapToGpu(k, n, o.reassociate);
+    else if (name == "map-gpu-wide") k = kiln::kernel::mapToGpu(k, 256, o.reassociate, n);
     else if (name == "reductions-per-output") k = kiln::kernel::reductionsPerOutput(k, n);
     else if (name == "gpu-lanes") k = kiln::kernel::vectorizeLanes(k, n);
     else if (name == "wide-accesses") k = kiln::kernel::wideAccesses(k);

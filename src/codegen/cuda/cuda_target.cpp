@@ -117,7 +117,7 @@ class CudaTarget final : public runtime::Target {
       KILN_ASSIGN_OR_RETURN(k, libraryCallsOrLoops(k, options));
       k = kernel::tileTransposes(k, kThreadsPerBlock);
       k = kernel::vectorizeLanes(kernel::reductionsPerOutput(k, kAccessBytes), kAccessBytes);
-      k = kernel::mapToGpu(k, kThreadsPerBlock, options.reassociate);
+      k = kernel::mapToGpu(k, kThreadsPerBlock, options.reassociate, kAccessBytes);
       k = kernel::wideAccesses(kernel::simplifyIndices(kernel::lowerReductions(k)));
     }
     return Status::ok();
