@@ -188,14 +188,16 @@ std::optional<std::set<std::string>> storeTargets(const StmtRef& s) {
 }
 
 // A row's body split over the threads of its block (mapToGpu's row per block), or over the 32
-// lanes of a warp (`warp`: the row per warp, which combines by shuffles and needs no barrier).
+// lanes of a warp (`warp`: the row per warp, which combines by shuffles and needs no barrier),
+// or over a group of `lanes` consecutive lanes of one (a short row: several rows to a warp).
 class BlockRow {
  public:
-  // `vector`: in a warp's row, the consecutive elements each lane takes at a time (1: one).
+  // `vector`: in a warp's row, the consecutive elements each lane takes at a time (1: one);
+  // `lanes`: the lanes of a warp's row.
   BlockRow(std::string thr, int64_t threads, bool reassociate, FreshNames& names,
-           const Sizes& sizes, bool warp = false, int64_t vector = 1)
-      : thr_(std::move(thr)), threads_(warp ? 32 : threads), reassociate_(reassociate), warp_(warp),
-        vector_(vector), names_(names), sizes_(sizes) {}
+           const Sizes& sizes, bool warp = false, int64_t vector = 1, int64_t lanes = 32)
+      : thr_(std::move(thr)), threads_(warp ? lanes : threads), reassociate_(reassociate),
+        warp_(warp), vector_(vector), names_(names), sizes_(sizes) {}
 
   const std::string& threadVar() const { return thr_; }
 
@@ -234,7 +236,7 @@ class BlockRow {
  private:
   // The thread's place in the row: its lane in a warp's row.
   ExprRef thread() const {
-    return warp_ ? binary(BinaryOp::Rem, var(thr_), intConst(32)) : var(thr_);
+    return warp_ ? binary(BinaryOp::Rem, var(thr_), intConst(threads_)) : var(thr_);
   }
   ExprRef isFirst() const { return binary(BinaryOp::Eq, thread(), intConst(0)); }
 
@@ -330,7 +332,8 @@ class BlockRow {
         store(s.buffer, s.index, reduceCombine(s.reduce, acc, load(total, t, intConst(0))));
     if (!locals_.count(s.buffer)) combine = ifThen(isFirst(), combine);
     StmtRef shuffled =
-        block({store(total, intConst(0), unary(*op, load(part, t, intConst(0)))), combine});
+        block({store(total, intConst(0), warpCombine(*op, load(part, t, intConst(0)), threads_)),
+               combine});
     StmtRef body = block({store(part, intConst(0), reduceIdentity(s.reduce, t)), strided,
                           alloc(total, t, 1, MemoryScope::Local, shuffled)});
     return alloc(part, t, 1, MemoryScope::Local, body);
@@ -453,14 +456,35 @@ size_t widestAccess(const Kernel& k, const StmtRef& s) {
   return most;
 }
 
+// How a warp's rows split: `vector` consecutive elements a lane at a time, `lanes` lanes a row.
+struct WarpRow {
+  int64_t vector = 1, lanes = 32;
+};
+
 // The consecutive elements a lane of a warp's row takes at a time: `bytes` over the widest
-// element the row moves, halved until 32 lanes of that many divide the row (1: none).
-int64_t warpRowVector(const Kernel& k, const Chain& c, int64_t longest, int64_t bytes) {
+// element the row moves, halved until 32 lanes of that many divide the row (1: none). A row
+// shorter than 32 such groups takes as many lanes as it has groups (at least kMinRowLanes): one
+// access a lane per pass, several rows to a warp, fewer warps in all (a softmax's 128 f16: 16
+// lanes of 8), when the rows fill whole warps (a warp's lanes all run or all skip the shuffles).
+WarpRow warpRowSplit(const Kernel& k, const Chain& c, int64_t longest, int64_t bytes) {
+  WarpRow w;
   const size_t widest = widestAccess(k, c.body);
-  if (widest == 0 || bytes <= 0) return 1;
-  int64_t v = std::min<int64_t>(bytes / static_cast<int64_t>(widest), kMaxLanes);
-  while (v > 1 && longest % (32 * v) != 0) v /= 2;
-  return std::max<int64_t>(v, 1);
+  if (widest == 0 || bytes <= 0) return w;
+  const int64_t most = std::min<int64_t>(bytes / static_cast<int64_t>(widest), kMaxLanes);
+  const int64_t lanes = most > 1 && longest % most == 0 ? longest / most : 0;
+  const bool power = lanes > 0 && (lanes & (lanes - 1)) == 0;
+  if (power && lanes >= kMinRowLanes && lanes < 32 && c.n->kind == Expr::Kind::Const &&
+      c.n->i % (32 / lanes) == 0) {
+    w.vector = most;
+    w.lanes = lanes;
+    return w;
+  }
+  for (int64_t v = most; v > 1; v /= 2)
+    if (longest % (32 * v) == 0) {
+      w.vector = v;
+      return w;
+    }
+  return w;
 }
 
 // Rows of at most kMaxWarpRow elements run a row per warp, 8 rows to a block of 256 threads
@@ -468,25 +492,26 @@ int64_t warpRowVector(const Kernel& k, const Chain& c, int64_t longest, int64_t 
 // so do rows whose lanes take `vector` elements at a time, up to kWarpRowAccesses accesses a
 // lane per pass (a layer norm's 768 f16: 3 loads of 16 bytes, no barrier).
 std::optional<StmtRef> rowPerWarp(const Chain& c, int64_t threadsPerBlock, bool reassociate,
-                                  FreshNames& taken, const Sizes& sizes, int64_t vector) {
+                                  FreshNames& taken, const Sizes& sizes, WarpRow split) {
   const int64_t longest = longestReduce(c.body, sizes);
-  const bool wide = vector > 1 && longest <= 32 * vector * kWarpRowAccesses;
+  const bool wide = split.vector > 1 && longest <= 32 * split.vector * kWarpRowAccesses;
   if (longest < kMinBlockRow || (longest > kMaxWarpRow && !wide) || threadsPerBlock < 32)
     return std::nullopt;
   FreshNames names = taken;  // the names of an attempt that fails stay free
-  const int64_t rows = threadsPerBlock / 32;
+  const int64_t rows = threadsPerBlock / split.lanes;
   const ExprRef blocks = ceilDiv(c.n, rows);
   const std::string bv = names.fresh("blk");
-  BlockRow row(names.fresh("thr"), 32, reassociate, names, sizes, /*warp=*/true, vector);
+  BlockRow row(names.fresh("thr"), 32, reassociate, names, sizes, /*warp=*/true, split.vector,
+               split.lanes);
   ExprRef r = binary(BinaryOp::Add, binary(BinaryOp::Mul, var(bv), intConst(rows)),
-                     binary(BinaryOp::Div, var(row.threadVar()), intConst(32)));
+                     binary(BinaryOp::Div, var(row.threadVar()), intConst(split.lanes)));
   std::optional<StmtRef> body = row.rewrite(substituteChain(c, r));
   if (!body) return std::nullopt;
   // A whole warp shares its row, so the guard keeps or skips all of its lanes together.
   if (!divides(rows, c.n)) body = ifThen(binary(BinaryOp::Lt, r, c.n), *body);
   taken = names;
   return forLoop(bv, blocks, LoopKind::GpuBlock,
-                 forLoop(row.threadVar(), intConst(rows * 32), LoopKind::GpuThread, *body));
+                 forLoop(row.threadVar(), intConst(threadsPerBlock), LoopKind::GpuThread, *body));
 }
 
 StmtRef launch(const Kernel& k, const StmtRef& s, const std::set<std::string>& scratch,
@@ -504,13 +529,14 @@ StmtRef launch(const Kernel& k, const StmtRef& s, const std::set<std::string>& s
   }
   // Rows of symbolic length are mapped for the longest they can be.
   const std::string rows = printExpr(c.n) + " rows of " + std::to_string(longest) + " elements";
-  const int64_t vector = warpRowVector(k, c, longest, accessBytes);
-  if (std::optional<StmtRef> r =
-          rowPerWarp(c, threadsPerBlock, reassociate, names, sizes, vector)) {
-    notes.push_back("reduction: a warp per row (" + rows +
-                    (vector > 1 ? ", " + std::to_string(vector) + " consecutive elements a lane"
-                                : std::string()) +
-                    ")");
+  const WarpRow split = warpRowSplit(k, c, longest, accessBytes);
+  if (std::optional<StmtRef> r = rowPerWarp(c, threadsPerBlock, reassociate, names, sizes, split)) {
+    std::string how = split.lanes < 32 ? "reduction: " + std::to_string(split.lanes) +
+                                             " lanes of a warp per row (" + rows
+                                       : "reduction: a warp per row (" + rows;
+    if (split.vector > 1)
+      how += ", " + std::to_string(split.vector) + " consecutive elements a lane";
+    notes.push_back(how + ")");
     return *r;
   }
   if (std::optional<StmtRef> r = rowPerBlock(c, threadsPerBlock, reassociate, names, sizes)) {

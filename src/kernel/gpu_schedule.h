@@ -41,6 +41,7 @@ namespace kiln::kernel {
 inline constexpr int64_t kMinBlockRow = 32;
 inline constexpr int64_t kMaxWarpRow = 512;
 inline constexpr int64_t kWarpRowAccesses = 4;
+inline constexpr int64_t kMinRowLanes = 8;
 Kernel mapToGpu(const Kernel& k, int64_t threadsPerBlock, bool reassociate = true,
                 int64_t accessBytes = 0);
 

@@ -309,13 +309,25 @@ ExprRef gelu(ExprRef x, bool tanh) {
                 binary(BinaryOp::Add, c(1.0), inner));
 }
 
+ExprRef warpCombine(UnaryOp op, ExprRef a, int64_t lanes) {
+  Expr e;
+  e.kind = Expr::Kind::Unary;
+  e.type = a->type;
+  e.unary = op;
+  e.i = lanes >= 32 ? 0 : lanes;
+  e.args = {std::move(a)};
+  return intern(std::move(e));
+}
+
 ExprRef withArgs(const ExprRef& e, std::vector<ExprRef> args) {
   if (args == e->args) return e;
   switch (e->kind) {
     case Expr::Kind::Const:
     case Expr::Kind::Var: return e;
     case Expr::Kind::Load: return load(e->name, e->type, std::move(args[0]));
-    case Expr::Kind::Unary: return unary(e->unary, std::move(args[0]));
+    case Expr::Kind::Unary:
+      return e->i ? warpCombine(e->unary, std::move(args[0]), e->i)
+                  : unary(e->unary, std::move(args[0]));
     case Expr::Kind::Binary: return binary(e->binary, std::move(args[0]), std::move(args[1]));
     case Expr::Kind::Select:
       return select(std::move(args[0]), std::move(args[1]), std::move(args[2]));

@@ -65,7 +65,8 @@ enum class UnaryOp : uint8_t {
   IsInf,
   IsNan,  // float -> bool
   // The sum, max or min of the operand over the 32 lanes of a GPU warp, in every lane: a
-  // schedule's row per warp (gpu_schedule.h). Every lane of the warp must evaluate it.
+  // schedule's row per warp (gpu_schedule.h). Every lane of the warp must evaluate it. Built by
+  // warpCombine, `i` is the group of consecutive lanes combined (0: the whole warp).
   WarpSum,
   WarpMax,
   WarpMin,
@@ -133,6 +134,9 @@ ExprRef unary(UnaryOp op, ExprRef a);
 ExprRef binary(BinaryOp op, ExprRef a, ExprRef b);
 ExprRef select(ExprRef cond, ExprRef a, ExprRef b);
 ExprRef cast(ExprRef a, DType type);
+// A warp op (WarpSum, WarpMax, WarpMin) over each group of `lanes` consecutive lanes (a power of
+// two up to 32): "warp_sum(x, 16)" combines lanes 0-15 and 16-31 apart.
+ExprRef warpCombine(UnaryOp op, ExprRef a, int64_t lanes);
 // gelu(x) = x * (1 + erf(x / sqrt 2)) / 2, or with `tanh` its tanh approximation.
 ExprRef gelu(ExprRef x, bool tanh);
 // `e` with new operands, through the builders above (so the result is folded and interned).

@@ -1,6 +1,7 @@
 // The kernel IR parser. See parse.h; the grammar is printKernel's (kernel_ir.cpp).
 #include "kernel/parse.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -629,6 +630,18 @@ class Parser {
       KILN_ASSIGN_OR_RETURN(ExprRef x, build(*a.args[1], t));
       KILN_ASSIGN_OR_RETURN(ExprRef y, build(*a.args[2], t));
       return select(c, x, y);
+    }
+    if (std::optional<UnaryOp> u = unaryNamed(a.text);
+        u && *u >= UnaryOp::WarpSum && a.args.size() == 2) {
+      const Ast& g = *a.args[1];
+      std::optional<int64_t> lanes;
+      if (g.kind == Ast::Kind::Number && g.text.size() <= 2 &&
+          std::all_of(g.text.begin(), g.text.end(), [](char c) { return std::isdigit(c); }))
+        lanes = std::stoll(g.text);
+      if (!lanes || *lanes < 1 || *lanes > 32 || (*lanes & (*lanes - 1)))
+        return errorAt(g.at, a.text + "'s group of lanes must be a power of two up to 32");
+      KILN_ASSIGN_OR_RETURN(ExprRef x, build(*a.args[0], expected));
+      return warpCombine(*u, x, *lanes);
     }
     if (std::optional<UnaryOp> u = unaryNamed(a.text)) {
       KILN_RETURN_IF_ERROR(arity(1));

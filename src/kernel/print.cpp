@@ -71,6 +71,7 @@ void printExprTo(const Expr& e, std::string& out) {
       out += unaryOpName(e.unary);
       out += "(";
       printExprTo(*e.args[0], out);
+      if (e.i) out += ", " + std::to_string(e.i);  // a warp op's group of lanes
       out += ")";
       return;
     case Expr::Kind::Binary: {

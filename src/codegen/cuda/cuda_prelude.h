@@ -42,10 +42,11 @@ KILN_FN float kiln_min(float a, float b) { return a != a ? a : b != b ? b : a ==
 #endif
 KILN_FN double kiln_max(double a, double b) { return a != a ? a : b != b ? b : a == b ? (__double_as_longlong(a) < 0 ? b : a) : (a > b ? a : b); }
 KILN_FN double kiln_min(double a, double b) { return a != a ? a : b != b ? b : a == b ? (__double_as_longlong(a) < 0 ? a : b) : (a < b ? a : b); }
-// A warp's sum, max or min in every lane: a butterfly of shuffles (all 32 lanes take part).
+// A warp's sum, max or min in every lane: a butterfly of shuffles (all 32 lanes take part);
+// with `lanes` < 32, of each group of that many consecutive lanes (the offsets stay inside it).
 #define KILN_WARP(NAME, T, COMBINE) \
-  KILN_FN T NAME(T v) { \
-    for (int o = 16; o > 0; o >>= 1) { T w = __shfl_xor_sync(0xffffffffu, v, o); v = COMBINE; } \
+  KILN_FN T NAME(T v, int lanes = 32) { \
+    for (int o = lanes / 2; o > 0; o >>= 1) { T w = __shfl_xor_sync(0xffffffffu, v, o); v = COMBINE; } \
     return v; \
   }
 KILN_WARP(kiln_warp_sum, float, v + w)

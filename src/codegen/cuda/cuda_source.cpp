@@ -411,6 +411,7 @@ StatusOr<std::string> Emitter::unaryText(const Expr& e, const std::string& x) {
   }
   const std::string f = t == DType::F64 ? "" : "f";
   auto call = [&](const char* fn) { return std::string(fn) + f + "(" + x + ")"; };
+  const std::string lanes = e.i ? ", " + std::to_string(e.i) : "";  // a warp op's lane groups
   switch (e.unary) {
     case UnaryOp::Neg: return "-" + x;
     case UnaryOp::Abs: return call("fabs");
@@ -442,9 +443,9 @@ StatusOr<std::string> Emitter::unaryText(const Expr& e, const std::string& x) {
     case UnaryOp::IsFinite: return "isfinite(" + x + ")";
     case UnaryOp::IsInf: return "isinf(" + x + ")";
     case UnaryOp::IsNan: return "isnan(" + x + ")";
-    case UnaryOp::WarpSum: return "kiln_warp_sum(" + x + ")";
-    case UnaryOp::WarpMax: return "kiln_warp_max(" + x + ")";
-    case UnaryOp::WarpMin: return "kiln_warp_min(" + x + ")";
+    case UnaryOp::WarpSum: return "kiln_warp_sum(" + x + lanes + ")";
+    case UnaryOp::WarpMax: return "kiln_warp_max(" + x + lanes + ")";
+    case UnaryOp::WarpMin: return "kiln_warp_min(" + x + lanes + ")";
     case UnaryOp::Not: break;
   }
   return fail(std::string(kernel::unaryOpName(e.unary)) + " is not defined for " +
