@@ -13,6 +13,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -136,6 +137,17 @@ class Program {
   // are written in place, others replaced. kernelMs: each kernel's wall time, in plan order.
   virtual Status runInto(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
                          std::vector<double>* kernelMs) const = 0;
+  // One run as runInto in which each kernel of `again` whose results do not overlap its operands
+  // (a second run computes the same values) runs a second time at once: againMs[i] is that
+  // second run's time (-1 where it did not run again), the kernel with its data hot in the
+  // caches of the threads that ran it. A target that cannot leaves againMs empty.
+  virtual Status runTwice(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
+                          std::vector<double>* kernelMs, const std::set<int>& again,
+                          std::vector<double>* againMs) const {
+    (void)again;
+    if (againMs) againMs->clear();
+    return runInto(inputs, outputs, kernelMs);
+  }
   // One run as runInto, and the time its launches took by the device's own clock (the copies
   // of inputs and outputs excluded); -1 where the target has no device apart from the host.
   virtual StatusOr<double> runTimed(std::span<const Tensor> inputs,

@@ -262,6 +262,7 @@ Status bench(const BenchOptions& b) {
     std::vector<std::vector<double>> kernelMs(static_cast<size_t>(b.repeat));
     for (auto& run : kernelMs) KILN_RETURN_IF_ERROR(exe->runInto(values, outputs, &run));
     KILN_ASSIGN_OR_RETURN(Ceilings c, measureCeilings(*exe, compileOptions(o, {}, "")));
+    KILN_RETURN_IF_ERROR(measureHotKernels(*exe, values, outputs, b.repeat, c));
     roofline = rooflineReport(*exe, kernelMs, c, b.json);
   }
   double median = medianOf(ms);

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "ir/text/text.h"
@@ -344,10 +345,17 @@ bool parallelLoops(const kernel::Kernel& k) {
 
 // Why a memory-bound kernel stays under half the copy bandwidth: its size (a copy of as many
 // bytes takes at least half its time, or it runs under 2 us, the scale of a kernel's fixed
-// costs), else what its ops do; "" when neither says (a lead: `kiln explain --kernel-ir`).
-std::string belowReason(const fusion::Kernel& k, double ms, double copyMs, const Ceilings& c,
-                        const char* oneThread) {
+// costs), its data's place (run again at once, with its data hot, it reaches half a copy: in the
+// run its operands came from memory or from other cores' caches, where the copy's are hot),
+// else what its ops do; "" when none says (a lead: `kiln explain --kernel-ir`).
+std::string belowReason(const fusion::Kernel& k, double ms, double copyMs, double hotMs,
+                        const Ceilings& c, const char* oneThread) {
   if (ms < 0.002 || (copyMs > 0 && ms <= 2 * copyMs)) return "size";
+  const double bytes = double(k.bytesRead + k.bytesWritten);
+  if (hotMs > 0 && bytes / (hotMs * 1e6) >= 0.5 * c.copyGBs)
+    return sprint("cold data: run again at once it takes %.3f ms, %.0f%% of copy (in the run its "
+                  "operands come from memory or other cores' caches)",
+                  hotMs, 100 * bytes / (hotMs * 1e6) / c.copyGBs);
   // A kernel that runs on one thread (a lane of a concurrent stage, or loops none of which is
   // parallel): its ceiling is a one-thread copy.
   const double gbs = double(k.bytesRead + k.bytesWritten) / (ms * 1e6);
@@ -410,7 +418,8 @@ std::string belowHalfLines(const std::vector<fusion::Kernel>& kernels,
     ++*count;
     allMs += ms;
     const double copy = i < c.copyMs.size() ? c.copyMs[i] : -1;
-    std::string why = belowReason(k, ms, copy, c, oneThread(i));
+    const double hot = i < c.hotMs.size() ? c.hotMs[i] : -1;
+    std::string why = belowReason(k, ms, copy, hot, c, oneThread(i));
     if (why == "size") {
       ++sizedCount;
       sizedMs += ms;
@@ -436,6 +445,19 @@ std::string belowHalfLines(const std::vector<fusion::Kernel>& kernels,
 }
 
 }  // namespace
+
+Status measureHotKernels(const runtime::Executable& exe, std::span<const Tensor> inputs,
+                         std::vector<Tensor>& outputs, int repeat, Ceilings& c) {
+  const auto& kernels = exe.plan().kernels;
+  std::set<int> memory;
+  for (size_t k = 0; k < kernels.size(); ++k)
+    if (std::string(kindGroup(kernels[k])) == "memory") memory.insert(static_cast<int>(k));
+  std::vector<std::vector<double>> runs(static_cast<size_t>(std::max(repeat, 1)));
+  for (auto& r : runs) KILN_RETURN_IF_ERROR(exe.runTwice(inputs, outputs, nullptr, memory, &r));
+  if (runs.front().empty()) return Status::ok();
+  c.hotMs = medians(kernels.size(), runs);
+  return Status::ok();
+}
 
 std::string rooflineReport(const runtime::Executable& exe,
                            const std::vector<std::vector<double>>& kernelMs, const Ceilings& c,

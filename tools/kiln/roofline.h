@@ -4,6 +4,7 @@
 // also each library call against the same call made alone.
 #pragma once
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -23,12 +24,20 @@ struct Ceilings {
   // same calls of the program timed in its run's memory without the kernel's loops (-1: none),
   // and for a memory-bound kernel a copy that moves as many bytes (-1: none).
   std::vector<double> aloneMs, callsMs, copyMs;
+  // Host: per kernel, its time when run again at once after its run in a program run (its data
+  // hot in the caches of the threads that ran it; -1: not run again), measureHotKernels.
+  std::vector<double> hotMs;
 };
 
 // The ceilings of the machine `exe` runs on, measured now: the host's for a target that runs
 // there, the device's otherwise; the product and the fused kernel are compiled with `base`
 // (the same target, precision and threads).
 StatusOr<Ceilings> measureCeilings(const runtime::Executable& exe, runtime::CompileOptions base);
+
+// Each memory-bound kernel of `exe` run a second time at once, `repeat` runs of `inputs`
+// (Executable::runTwice): the medians go to c.hotMs. Nothing on a target that cannot.
+Status measureHotKernels(const runtime::Executable& exe, std::span<const Tensor> inputs,
+                         std::vector<Tensor>& outputs, int repeat, Ceilings& c);
 
 // kernelMs: per run, each kernel's time (Executable::run's kernelMs). Text lines, or a JSON
 // object when `json`.

@@ -612,8 +612,47 @@ std::shared_ptr<const std::vector<int64_t>> offsetsFor(const CpuProgram::Impl& m
 
 }  // namespace
 
+namespace {
+
+// Whether a result of kernel k (buffer addresses `ptrs`, in its buffers' order) may share bytes
+// with an operand: a second run of k would then read what the first wrote. A buffer of symbolic
+// size or of a blocked layout counts as overlapping everything (its span is not known here).
+bool overlapsOperands(const kernel::Kernel& k, const std::vector<void*>& ptrs) {
+  struct Span {
+    uintptr_t lo, hi;
+  };
+  auto spanOf = [&](size_t i) -> std::optional<Span> {
+    const kernel::Buffer& b = k.buffers[i];
+    if (b.isSymbolic() || !b.layout.empty() || i >= ptrs.size()) return std::nullopt;
+    int64_t n = b.elements();
+    if (b.view && b.view->rowLength > 0 && n > 0)
+      n = (n - 1) / b.view->rowLength * b.view->pitch + (n - 1) % b.view->rowLength + 1;
+    const auto lo = reinterpret_cast<uintptr_t>(ptrs[i]);
+    return Span{lo, lo + static_cast<uintptr_t>(n) * dtypeSize(b.type)};
+  };
+  for (size_t o = 0; o < k.buffers.size(); ++o) {
+    if (k.buffers[o].role != kernel::BufferRole::Output) continue;
+    std::optional<Span> out = spanOf(o);
+    if (!out) return true;
+    for (size_t i = 0; i < k.buffers.size(); ++i) {
+      if (k.buffers[i].role != kernel::BufferRole::Input) continue;
+      std::optional<Span> in = spanOf(i);
+      if (!in || (in->lo < out->hi && out->lo < in->hi)) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 Status CpuProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
                            std::vector<double>* kernelMs) const {
+  return runTwice(inputs, outputs, kernelMs, {}, nullptr);
+}
+
+Status CpuProgram::runTwice(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
+                            std::vector<double>* kernelMs, const std::set<int>& again,
+                            std::vector<double>* againMs) const {
   const Impl& m = *impl_;
   const Function& f = *m.f;
   KILN_ASSIGN_OR_RETURN(SymbolBindings sizes, runtime::runSizes(f, inputs, m.options.ranges));
@@ -654,6 +693,7 @@ Status CpuProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& 
   };
   auto runKernel = [&](size_t i, ThreadPool& pool, Args& a) {
     auto kernelStart = kernelMs ? Clock::now() : Clock::time_point{};
+    const bool twice = againMs && again.count(static_cast<int>(i));
     a.ptrs.clear();
     size_t temp = 0;
     for (const kernel::Buffer& b : m.kernels[i].buffers) {
@@ -678,8 +718,14 @@ Status CpuProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& 
     } else {
       CallContext ctx{&m.calls, i, &error, &mu, &failed, &sizes};
       m.compiled[i]->run(a.ptrs.data(), pool, runLibraryCall, &ctx);
+      if (kernelMs) (*kernelMs)[i] = msSince(kernelStart);
+      if (twice && !m.blocks.count(i) && !overlapsOperands(m.kernels[i], a.ptrs)) {
+        auto secondStart = Clock::now();
+        m.compiled[i]->run(a.ptrs.data(), pool, runLibraryCall, &ctx);
+        (*againMs)[i] = msSince(secondStart);
+      }
     }
-    if (kernelMs) (*kernelMs)[i] = msSince(kernelStart);
+    if (kernelMs && m.blocks.count(i)) (*kernelMs)[i] = msSince(kernelStart);
   };
   // A concurrent stage: the pool's threads take its lanes (a stage has at most one per thread),
   // and each runs its lane's kernels on that thread alone.
@@ -696,6 +742,7 @@ Status CpuProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& 
   };
   Args args;
   if (kernelMs) kernelMs->assign(m.kernels.size(), 0.0);
+  if (againMs) againMs->assign(m.kernels.size(), -1.0);
   for (size_t i = 0; i < m.kernels.size(); ++i) {
     const int stage = m.concurrency.stageOf[i];
     if (stage >= 0) {
