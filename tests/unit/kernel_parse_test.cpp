@@ -139,5 +139,57 @@ TEST(ParseKernels, BadTextIsAnErrorAtItsPlace) {
   }
 }
 
+// accumulatorsThroughMemory: a temp row of sums updated in a loop counts at its size; a scratch
+// row of 16 f32 (64 bytes) stays in registers under a 256-byte limit and counts only under a
+// 32-byte one; a row filled without reading itself (a copy) does not count.
+TEST(ParseKernels, AccumulatorsThroughMemoryAreFound) {
+  const char* temp =
+      "kernel k0_reduction(in %x: f32[8,120], out %y: f32[120], temp %rows: f32[2,120]) {\n"
+      "  serial for p in [0, 2) {\n"
+      "    serial for r in [0, 4) {\n"
+      "      vectorized for c in [0, 120) {\n"
+      "        %rows[p * 120 + c] = %rows[p * 120 + c] + %x[(p * 4 + r) * 120 + c]\n"
+      "      }\n"
+      "    }\n"
+      "  }\n"
+      "  vectorized for c in [0, 120) {\n"
+      "    %y[c] = %rows[c] + %rows[120 + c]\n"
+      "  }\n"
+      "}\n";
+  auto t = parseKernels(temp, "temp.txt");
+  ASSERT_TRUE(t.isOk()) << t.status().str();
+  EXPECT_EQ(accumulatorsThroughMemory((*t)[0], 256), 240);
+  const char* local = "kernel k0_reduction(in %x: f32[8,16], out %y: f32[16]) {\n"
+                      "  local %acc: f32[16] {\n"
+                      "    vectorized for c in [0, 16) {\n"
+                      "      %acc[c] = 0.0\n"
+                      "    }\n"
+                      "    serial for r in [0, 8) {\n"
+                      "      vectorized for c in [0, 16) {\n"
+                      "        %acc[c] = %acc[c] + %x[r * 16 + c]\n"
+                      "      }\n"
+                      "    }\n"
+                      "    vectorized for c in [0, 16) {\n"
+                      "      %y[c] = %acc[c]\n"
+                      "    }\n"
+                      "  }\n"
+                      "}\n";
+  auto l = parseKernels(local, "local.txt");
+  ASSERT_TRUE(l.isOk()) << l.status().str();
+  EXPECT_EQ(accumulatorsThroughMemory((*l)[0], 256), 0);
+  EXPECT_EQ(accumulatorsThroughMemory((*l)[0], 32), 16);
+  const char* copy = "kernel k0_loop(in %x: f32[16], out %y: f32[16], temp %t: f32[16]) {\n"
+                     "  vectorized for c in [0, 16) {\n"
+                     "    %t[c] = %x[c]\n"
+                     "  }\n"
+                     "  vectorized for c in [0, 16) {\n"
+                     "    %y[c] = %t[c]\n"
+                     "  }\n"
+                     "}\n";
+  auto c = parseKernels(copy, "copy.txt");
+  ASSERT_TRUE(c.isOk()) << c.status().str();
+  EXPECT_EQ(accumulatorsThroughMemory((*c)[0], 256), 0);
+}
+
 }  // namespace
 }  // namespace kiln::kernel

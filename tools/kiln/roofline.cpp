@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "ir/text/text.h"
+#include "kernel/schedule.h"
 
 namespace kiln::cli {
 namespace {
@@ -345,16 +346,18 @@ bool parallelLoops(const kernel::Kernel& k) {
 
 // Why a memory-bound kernel stays under half the copy bandwidth: its size (a copy of as many
 // bytes takes at least half its time, or it runs under 2 us, the scale of a kernel's fixed
-// costs), its data's place (run again at once, with its data hot, it reaches half a copy: in the
-// run its operands came from memory or from other cores' caches, where the copy's are hot),
+// costs), cold caches (run again at once it reaches half a copy, or takes at most half as long:
+// in the run its code or operands came from memory or other cores' caches, the copy's are hot),
 // else what its ops do; "" when none says (a lead: `kiln explain --kernel-ir`).
-std::string belowReason(const fusion::Kernel& k, double ms, double copyMs, double hotMs,
-                        const Ceilings& c, const char* oneThread) {
+constexpr double kArithmeticPerElement = 8;
+
+std::string belowReason(const fusion::Kernel& k, const kernel::Kernel* code, double ms,
+                        double copyMs, double hotMs, const Ceilings& c, const char* oneThread) {
   if (ms < 0.002 || (copyMs > 0 && ms <= 2 * copyMs)) return "size";
   const double bytes = double(k.bytesRead + k.bytesWritten);
-  if (hotMs > 0 && bytes / (hotMs * 1e6) >= 0.5 * c.copyGBs)
-    return sprint("cold data: run again at once it takes %.3f ms, %.0f%% of copy (in the run its "
-                  "operands come from memory or other cores' caches)",
+  if (hotMs > 0 && (bytes / (hotMs * 1e6) >= 0.5 * c.copyGBs || hotMs <= 0.5 * ms))
+    return sprint("cold caches: run again at once it takes %.3f ms, %.0f%% of copy (in the run "
+                  "its code or operands come from memory or other cores' caches)",
                   hotMs, 100 * bytes / (hotMs * 1e6) / c.copyGBs);
   // A kernel that runs on one thread (a lane of a concurrent stage, or loops none of which is
   // parallel): its ceiling is a one-thread copy.
@@ -386,6 +389,17 @@ std::string belowReason(const fusion::Kernel& k, double ms, double copyMs, doubl
           has({OpCode::Exp, OpCode::Log, OpCode::Tanh, OpCode::Erf, OpCode::Sigmoid, OpCode::Gelu,
                OpCode::Pow, OpCode::Sin, OpCode::Cos, OpCode::Sqrt, OpCode::Rsqrt}))
     return "arithmetic: " + std::string(opName(n->op())) + " at each element";
+  if (const int64_t row =
+          code ? kernel::accumulatorsThroughMemory(*code, kernel::kRegisterRowBytes) : 0;
+      row > 1)
+    return sprint("accumulators in memory: each update loads and stores one of a buffer of %lld "
+                  "(rows longer than the registers hold)",
+                  static_cast<long long>(row));
+  // Many operations per element moved (a reduction over operands it reads again and again, as
+  // a one-hot sum): its ceiling is the arithmetic, not the bytes.
+  const double elements = bytes / 4;
+  if (elements > 0 && k.flops >= kArithmeticPerElement * elements)
+    return sprint("arithmetic: %.0f operations per 4 bytes moved", k.flops / elements);
   return "";
 }
 
@@ -419,7 +433,8 @@ std::string belowHalfLines(const std::vector<fusion::Kernel>& kernels,
     allMs += ms;
     const double copy = i < c.copyMs.size() ? c.copyMs[i] : -1;
     const double hot = i < c.hotMs.size() ? c.hotMs[i] : -1;
-    std::string why = belowReason(k, ms, copy, hot, c, oneThread(i));
+    std::string why =
+        belowReason(k, i < code.size() ? &code[i] : nullptr, ms, copy, hot, c, oneThread(i));
     if (why == "size") {
       ++sizedCount;
       sizedMs += ms;
