@@ -450,7 +450,7 @@ size_t widestAccess(const Kernel& k, const StmtRef& s) {
     if (e) detail::loadsIn(e, loads);
   for (const ExprRef& l : loads)
     if (k.find(l->name)) most = std::max(most, dtypeSize(l->type));
-  if ((s->kind == Stmt::Kind::Store || s->kind == Stmt::Kind::Reduce) && k.find(s->buffer))
+  if (s->kind == Stmt::Kind::Store || s->kind == Stmt::Kind::Reduce)
     if (const Buffer* b = k.find(s->buffer)) most = std::max(most, dtypeSize(b->type));
   for (const StmtRef& b : s->body) most = std::max(most, widestAccess(k, b));
   return most;

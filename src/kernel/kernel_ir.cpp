@@ -8,9 +8,7 @@
 #include <cstdlib>
 #include <functional>
 #include <limits>
-#include <map>
 #include <mutex>
-#include <set>
 #include <unordered_map>
 
 namespace kiln::kernel {
@@ -533,39 +531,6 @@ void collectCalls(const StmtRef& s, std::vector<S*>& out) {
   for (const auto& b : s->body) collectCalls(b, out);
 }
 }  // namespace
-
-// The elements of the widest row of accumulators `k`'s code updates through memory (a store
-// whose value loads the same element, in a loop, of a temp or scratch buffer): a row too long
-// for registers (registerRows) is loaded and stored at every update. 0 when none.
-int64_t accumulatorsThroughMemory(const Kernel& k, int64_t registerBytes) {
-  std::set<std::string> scratch;
-  for (const Buffer& b : k.buffers)
-    if (b.role == BufferRole::Temp) scratch.insert(b.name);
-  int64_t widest = 0;
-  std::map<std::string, int64_t> sizes;
-  for (const Buffer& b : k.buffers) sizes[b.name] = b.elements();
-  auto visit = [&](auto&& self, const Stmt* s, bool inLoop) -> void {
-    if (!s) return;
-    if (s->kind == Stmt::Kind::Alloc &&
-        s->size * static_cast<int64_t>(dtypeSize(s->type)) > registerBytes) {
-      scratch.insert(s->buffer);
-      sizes[s->buffer] = s->size;
-    }
-    if (s->kind == Stmt::Kind::Store && inLoop && scratch.count(s->buffer) && s->value) {
-      std::vector<ExprRef> work = {s->value};
-      while (!work.empty()) {
-        ExprRef e = work.back();
-        work.pop_back();
-        if (e->kind == Expr::Kind::Load && e->name == s->buffer && e->args[0] == s->index)
-          widest = std::max(widest, sizes[s->buffer]);
-        for (const ExprRef& a : e->args) work.push_back(a);
-      }
-    }
-    for (const StmtRef& b : s->body) self(self, b.get(), inLoop || s->kind == Stmt::Kind::For);
-  };
-  visit(visit, k.body.get(), false);
-  return widest;
-}
 
 std::vector<const Stmt*> callsOf(const Kernel& k) {
   std::vector<const Stmt*> out;

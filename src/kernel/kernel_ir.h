@@ -365,11 +365,6 @@ std::optional<int64_t> upperBound(const ExprRef& e, const std::vector<Symbol>& s
 // The buffers the expressions of `k` load from (library calls' arguments are not loads).
 std::set<std::string> loadedBuffers(const Kernel& k);
 
-// The size of the largest buffer of accumulators `k` updates through memory: in a loop, a store
-// whose value loads the element it stores, to a temp buffer or to a scratch row of more than
-// `registerBytes` (one that long is not kept in registers: registerRows); 0 when none.
-int64_t accumulatorsThroughMemory(const Kernel& k, int64_t registerBytes);
-
 // The Call statements of a kernel in pre-order (a Call inside a loop once): the numbering the
 // CPU code generator gives them.
 std::vector<const Stmt*> callsOf(const Kernel& k);

@@ -2,6 +2,7 @@
 // blocks of channels that fit.
 #include <algorithm>
 #include <functional>
+#include <string>
 #include <unordered_map>
 
 #include "kernel/schedule.h"
@@ -145,6 +146,29 @@ Kernel registerRows(const Kernel& k, int64_t maxBytes) {
     out.notes.push_back("accumulator rows in blocks of at most " + std::to_string(maxBytes) +
                         " bytes, each kept in registers over the reduced loops");
   return changed ? out : k;
+}
+
+int64_t accumulatorsThroughMemory(const Kernel& k, int64_t registerBytes) {
+  std::unordered_map<std::string, int64_t> scratch;  // the buffers counted, by their size
+  for (const Buffer& b : k.buffers)
+    if (b.role == BufferRole::Temp) scratch[b.name] = b.elements();
+  int64_t widest = 0;
+  auto visit = [&](auto&& self, const Stmt* s, bool inLoop) -> void {
+    if (s->kind == Stmt::Kind::Alloc &&
+        s->size * static_cast<int64_t>(dtypeSize(s->type)) > registerBytes)
+      scratch[s->buffer] = s->size;
+    if (s->kind == Stmt::Kind::Store && inLoop && s->value && scratch.count(s->buffer)) {
+      std::vector<ExprRef> loads;
+      detail::loadsIn(s->value, loads);
+      for (const ExprRef& l : loads)
+        if (l->name == s->buffer && l->args[0] == s->index)
+          widest = std::max(widest, scratch[s->buffer]);
+    }
+    for (const StmtRef& b : s->body)
+      if (b) self(self, b.get(), inLoop || s->kind == Stmt::Kind::For);
+  };
+  if (k.body) visit(visit, k.body.get(), false);
+  return widest;
 }
 
 }  // namespace kiln::kernel

@@ -88,4 +88,10 @@ Kernel lowerReductions(const Kernel& k);
 // points of the loops around (a global pool streams its input once along the whole row).
 Kernel registerRows(const Kernel& k, int64_t maxBytes);
 
+// The size of the largest buffer of accumulators `k` updates through memory: in a loop, a store
+// whose value loads the element it stores, to a temp buffer or to a scratch row of more than
+// `registerBytes` (what registerRows left whole: one that long is not kept in registers); 0 when
+// none. `kiln bench --roofline` names it as a slow memory-bound kernel's reason.
+int64_t accumulatorsThroughMemory(const Kernel& k, int64_t registerBytes = kRegisterRowBytes);
+
 }  // namespace kiln::kernel

@@ -410,14 +410,18 @@ Status Executable::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& 
   return runHere(inputs, outputs, kernelMs);
 }
 
+bool Executable::ofCompiledTypes(std::span<const Tensor> inputs) const {
+  const Function& f = impl_->program->function();
+  if (inputs.size() != f.numParameters()) return false;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].type() != f.parameter(i)->type()) return false;
+  return true;
+}
+
 Status Executable::runTwice(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
                             std::vector<double>* kernelMs, const std::set<int>& again,
                             std::vector<double>* againMs) const {
-  const Function& f = impl_->program->function();
-  bool compiled = inputs.size() == f.numParameters() && impl_->dynamic.empty();
-  for (size_t i = 0; compiled && i < inputs.size(); ++i)
-    compiled = inputs[i].type() == f.parameter(i)->type();
-  if (!compiled) {
+  if (!ofCompiledTypes(inputs) || !impl_->dynamic.empty()) {
     if (againMs) againMs->clear();
     return runInto(inputs, outputs, kernelMs);
   }
@@ -433,11 +437,7 @@ Status Executable::runHere(std::span<const Tensor> inputs, std::vector<Tensor>& 
 
 StatusOr<double> Executable::runTimed(std::span<const Tensor> inputs,
                                       std::vector<Tensor>& outputs) const {
-  const Function& f = impl_->program->function();
-  bool compiled = inputs.size() == f.numParameters();
-  for (size_t i = 0; compiled && i < inputs.size(); ++i)
-    compiled = inputs[i].type() == f.parameter(i)->type();
-  if (!compiled) {
+  if (!ofCompiledTypes(inputs)) {
     KILN_RETURN_IF_ERROR(runInto(inputs, outputs));
     return -1.0;
   }

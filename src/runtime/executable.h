@@ -198,6 +198,8 @@ class Executable {
   // specialised).
   StatusOr<std::unique_ptr<Executable>> compileBucket(const SymbolBindings& buckets) const;
   // The program itself on inputs it takes (its types, or sizes within its ranges).
+  // Whether `inputs` are as many as the parameters and of their compiled types.
+  bool ofCompiledTypes(std::span<const Tensor> inputs) const;
   Status runHere(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
                  std::vector<double>* kernelMs) const;
   Status runOther(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,

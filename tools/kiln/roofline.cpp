@@ -344,12 +344,16 @@ bool parallelLoops(const kernel::Kernel& k) {
   return false;
 }
 
+// Operations per 4 bytes moved from which a kernel's ceiling is its arithmetic, not its bytes.
+constexpr double kArithmeticPerElement = 8;
+
 // Why a memory-bound kernel stays under half the copy bandwidth: its size (a copy of as many
 // bytes takes at least half its time, or it runs under 2 us, the scale of a kernel's fixed
 // costs), cold caches (run again at once it reaches half a copy, or takes at most half as long:
 // in the run its code or operands came from memory or other cores' caches, the copy's are hot),
-// else what its ops do; "" when none says (a lead: `kiln explain --kernel-ir`).
-constexpr double kArithmeticPerElement = 8;
+// else what its ops and code do (one thread, windows, a transpose, indexed reads, passes over a
+// row, transcendentals, accumulators through memory, many operations per byte); "" when none
+// says (a lead: `kiln explain --kernel-ir`).
 
 std::string belowReason(const fusion::Kernel& k, const kernel::Kernel* code, double ms,
                         double copyMs, double hotMs, const Ceilings& c, const char* oneThread) {
@@ -361,7 +365,7 @@ std::string belowReason(const fusion::Kernel& k, const kernel::Kernel* code, dou
                   hotMs, 100 * bytes / (hotMs * 1e6) / c.copyGBs);
   // A kernel that runs on one thread (a lane of a concurrent stage, or loops none of which is
   // parallel): its ceiling is a one-thread copy.
-  const double gbs = double(k.bytesRead + k.bytesWritten) / (ms * 1e6);
+  const double gbs = bytes / (ms * 1e6);
   if (oneThread && c.copyOneThreadGBs > 0 && gbs >= 0.5 * c.copyOneThreadGBs)
     return sprint("one thread (%s): %.0f%% of a one-thread copy", oneThread,
                   100 * gbs / c.copyOneThreadGBs);
@@ -389,9 +393,7 @@ std::string belowReason(const fusion::Kernel& k, const kernel::Kernel* code, dou
           has({OpCode::Exp, OpCode::Log, OpCode::Tanh, OpCode::Erf, OpCode::Sigmoid, OpCode::Gelu,
                OpCode::Pow, OpCode::Sin, OpCode::Cos, OpCode::Sqrt, OpCode::Rsqrt}))
     return "arithmetic: " + std::string(opName(n->op())) + " at each element";
-  if (const int64_t row =
-          code ? kernel::accumulatorsThroughMemory(*code, kernel::kRegisterRowBytes) : 0;
-      row > 1)
+  if (const int64_t row = code ? kernel::accumulatorsThroughMemory(*code) : 0; row > 1)
     return sprint("accumulators in memory: each update loads and stores one of a buffer of %lld "
                   "(rows longer than the registers hold)",
                   static_cast<long long>(row));

@@ -610,10 +610,6 @@ std::shared_ptr<const std::vector<int64_t>> offsetsFor(const CpuProgram::Impl& m
   return at;
 }
 
-}  // namespace
-
-namespace {
-
 // Whether a result of kernel k (buffer addresses `ptrs`, in its buffers' order) may share bytes
 // with an operand: a second run of k would then read what the first wrote. A buffer of symbolic
 // size or of a blocked layout counts as overlapping everything (its span is not known here).
@@ -693,7 +689,6 @@ Status CpuProgram::runTwice(std::span<const Tensor> inputs, std::vector<Tensor>&
   };
   auto runKernel = [&](size_t i, ThreadPool& pool, Args& a) {
     auto kernelStart = kernelMs ? Clock::now() : Clock::time_point{};
-    const bool twice = againMs && again.count(static_cast<int>(i));
     a.ptrs.clear();
     size_t temp = 0;
     for (const kernel::Buffer& b : m.kernels[i].buffers) {
@@ -715,17 +710,17 @@ Status CpuProgram::runTwice(std::span<const Tensor> inputs, std::vector<Tensor>&
         args[j] = a.block[j].data();
       }
       block->second.kernel->run(args, pool);
-    } else {
-      CallContext ctx{&m.calls, i, &error, &mu, &failed, &sizes};
-      m.compiled[i]->run(a.ptrs.data(), pool, runLibraryCall, &ctx);
       if (kernelMs) (*kernelMs)[i] = msSince(kernelStart);
-      if (twice && !m.blocks.count(i) && !overlapsOperands(m.kernels[i], a.ptrs)) {
-        auto secondStart = Clock::now();
-        m.compiled[i]->run(a.ptrs.data(), pool, runLibraryCall, &ctx);
-        (*againMs)[i] = msSince(secondStart);
-      }
+      return;
     }
-    if (kernelMs && m.blocks.count(i)) (*kernelMs)[i] = msSince(kernelStart);
+    CallContext ctx{&m.calls, i, &error, &mu, &failed, &sizes};
+    m.compiled[i]->run(a.ptrs.data(), pool, runLibraryCall, &ctx);
+    if (kernelMs) (*kernelMs)[i] = msSince(kernelStart);
+    if (againMs && again.count(static_cast<int>(i)) && !overlapsOperands(m.kernels[i], a.ptrs)) {
+      auto secondStart = Clock::now();
+      m.compiled[i]->run(a.ptrs.data(), pool, runLibraryCall, &ctx);
+      (*againMs)[i] = msSince(secondStart);
+    }
   };
   // A concurrent stage: the pool's threads take its lanes (a stage has at most one per thread),
   // and each runs its lane's kernels on that thread alone.
