@@ -3,11 +3,13 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <unordered_map>
 
 #include "kernel/lanes.h"
+#include "kernel/schedule.h"
 #include "kernel/schedule_util.h"
 
 namespace kiln::kernel {
@@ -187,6 +189,34 @@ std::optional<std::set<std::string>> storeTargets(const StmtRef& s) {
   return out;
 }
 
+// Whether every access of local buffer `buf` (of `size` elements) in `s` is at the variable of
+// a loop or a one-loop Reduce over the row (`size` long) around it: cacheRows' rows, whose element
+// i only iteration i of each pass over the row stores or loads.
+bool rowIndexedOnly(const StmtRef& s, const std::string& buf, int64_t size,
+                    std::set<std::string>& rowVars) {
+  if (!s) return true;
+  auto isRowVar = [&](const ExprRef& i) {
+    return i && i->kind == Expr::Kind::Var && rowVars.count(i->name);
+  };
+  std::optional<std::string> own;
+  if (s->kind == Stmt::Kind::For && s->extent->kind == Expr::Kind::Const && s->extent->i == size)
+    own = s->var;
+  if (s->kind == Stmt::Kind::Reduce && s->vars.size() == 1 &&
+      s->extents[0]->kind == Expr::Kind::Const && s->extents[0]->i == size)
+    own = s->vars[0];
+  if (own) rowVars.insert(*own);
+  bool ok = s->kind != Stmt::Kind::Call && !(s->kind == Stmt::Kind::Reduce && s->buffer == buf) &&
+            (s->kind != Stmt::Kind::Store || s->buffer != buf || isRowVar(s->index));
+  std::vector<ExprRef> loads;
+  for (const ExprRef& e : {s->index, s->value, s->cond, s->fromIndex})
+    if (e) detail::loadsIn(e, loads);
+  for (const ExprRef& l : loads)
+    if (l->name == buf && !isRowVar(l->args[0])) ok = false;
+  for (const StmtRef& b : s->body) ok = ok && rowIndexedOnly(b, buf, size, rowVars);
+  if (own) rowVars.erase(*own);
+  return ok;
+}
+
 // A row's body split over the threads of its block (mapToGpu's row per block), or over the 32
 // lanes of a warp (`warp`: the row per warp, which combines by shuffles and needs no barrier),
 // or over a group of `lanes` consecutive lanes of one (a short row: several rows to a warp).
@@ -219,9 +249,14 @@ class BlockRow {
       case Stmt::Kind::Alloc: {
         if (s->scope != MemoryScope::Local) return std::nullopt;
         locals_.insert(s->buffer);
+        std::set<std::string> vars;
+        const bool row = rowIndexedOnly(s->body[0], s->buffer, s->size, vars);
+        if (row) rows_[s->buffer] = s->type;
         std::optional<StmtRef> body = rewrite(s->body[0]);
         if (!body) return std::nullopt;
-        return alloc(s->buffer, s->type, s->size, s->scope, *body);
+        // A row keeps only the thread's elements: ceil(size / T) (strided's split).
+        const int64_t size = row ? (s->size + threads_ - 1) / threads_ : s->size;
+        return alloc(s->buffer, s->type, size, s->scope, *body);
       }
       case Stmt::Kind::Store:
         if (locals_.count(s->buffer)) return s;  // each thread keeps its own copy
@@ -263,25 +298,63 @@ class BlockRow {
                          binary(BinaryOp::Add, binary(BinaryOp::Mul, var(q), intConst(step)),
                                 binary(BinaryOp::Mul, thread(), intConst(vector_))),
                          var(v));
+      ExprRef mine =
+          binary(BinaryOp::Add, binary(BinaryOp::Mul, var(q), intConst(vector_)), var(v));
+      const StmtRef own = ownElements(body, vars, mine);
       return forLoop(
-          q, intConst(n->i / step), LoopKind::Serial,
-          forLoop(v, intConst(vector_), LoopKind::Vectorized, unflatten(body, f, vars, extents)));
+          q, intConst(n->i / step), own == body ? LoopKind::Serial : LoopKind::Unrolled,
+          forLoop(v, intConst(vector_), LoopKind::Vectorized, unflatten(own, f, vars, extents)));
     }
     const std::string q = names_.fresh("q");
     ExprRef f = binary(BinaryOp::Add, binary(BinaryOp::Mul, var(q), intConst(threads_)), thread());
-    body = unflatten(body, f, vars, extents);
+    const StmtRef own = ownElements(body, vars, var(q));
+    // A row's elements stay in registers only where their indices are constants: unrolled.
+    const LoopKind kind = own == body ? LoopKind::Serial : LoopKind::Unrolled;
+    body = unflatten(own, f, vars, extents);
     if (!divides(threads_, n)) body = ifThen(binary(BinaryOp::Lt, f, n), body);
-    return forLoop(q, ceilDiv(n, threads_), LoopKind::Serial, body);
+    return forLoop(q, ceilDiv(n, threads_), kind, body);
   }
 
   std::optional<StmtRef> loop(const StmtRef& s) {
     if (sizes_.max(s->extent) <= 0) return std::nullopt;
     std::optional<std::set<std::string>> targets = storeTargets(s->body[0]);
     if (!targets) return std::nullopt;
-    for (const std::string& t : *targets)
+    for (const std::string& t : *targets) {
+      if (rows_.count(t)) continue;    // each thread stores its own elements of a row
       if (locals_.count(t)) return s;  // every thread fills its own copy whole
-    written_.insert(targets->begin(), targets->end());
+      written_.insert(t);
+    }
     return strided(s->extent, {s->extent}, {s->var}, s->body[0]);
+  }
+
+  bool mentionsRow(const StmtRef& s) const {
+    if (s->kind == Stmt::Kind::Store && rows_.count(s->buffer)) return true;
+    for (const ExprRef& e : {s->index, s->value, s->cond})
+      if (e)
+        for (const std::string& b : detail::loadedBuffers(e))
+          if (rows_.count(b)) return true;
+    for (const StmtRef& b : s->body)
+      if (mentionsRow(b)) return true;
+    return false;
+  }
+
+  // `body` (one pass over a row along vars[0]) with its accesses to local rows at element
+  // vars[0] moved to the thread's own element `mine` of them.
+  StmtRef ownElements(const StmtRef& body, const std::vector<std::string>& vars,
+                      const ExprRef& mine) const {
+    if (rows_.empty() || vars.size() != 1 || !mentionsRow(body)) return body;
+    const ExprRef at = var(vars[0]);
+    std::unordered_map<const Expr*, ExprRef> replace;
+    std::vector<ExprRef> keep;  // the replaced loads stay interned while `replace` names them
+    for (const auto& [name, type] : rows_) {
+      keep.push_back(load(name, type, at));
+      replace[keep.back().get()] = load(name, type, mine);
+    }
+    StmtRef out = detail::replaceInStmt(body, replace);
+    return detail::rewrite(out, [&](StmtRef n) {
+      if (n->kind == Stmt::Kind::Store && rows_.count(n->buffer) && n->index == at) n->index = mine;
+      return n;
+    });
   }
 
   // Each thread combines a strided part, then a tree in shared memory; every thread (its copy
@@ -386,8 +459,9 @@ class BlockRow {
   int64_t vector_;
   FreshNames& names_;
   const Sizes& sizes_;
-  std::set<std::string> locals_;   // per-thread buffers declared in the row
-  std::set<std::string> written_;  // memory written since the last barrier
+  std::set<std::string> locals_;       // per-thread buffers declared in the row
+  std::map<std::string, DType> rows_;  // those of them a thread keeps only its elements of
+  std::set<std::string> written_;      // memory written since the last barrier
 };
 
 void loadIndices(const ExprRef& e, std::vector<ExprRef>& out) {
@@ -427,15 +501,31 @@ bool threadPerOutputCoalesces(const Chain& c) {
   return moves;
 }
 
+// `c` with the costly or loaded values of its rows kept for the later passes over them
+// (cacheRowsIn), at most kRowRegisters a thread of `threads` a row: in registers, where each
+// later pass recomputed or loaded them again (softmax's exps, a layer norm's input).
+Chain cachedRows(const Chain& c, int64_t threads, const std::set<std::string>& memory,
+                 FreshNames& names, const Sizes& sizes) {
+  Chain out = c;
+  out.body = cacheRowsIn(c.body, threads * kRowRegisters, memory, names, sizes.symbols);
+  return out;
+}
+
 std::optional<StmtRef> rowPerBlock(const Chain& c, int64_t threadsPerBlock, bool reassociate,
-                                   FreshNames& names, const Sizes& sizes) {
+                                   FreshNames& names, const Sizes& sizes,
+                                   const std::set<std::string>& memory) {
   const int64_t longest = longestReduce(c.body, sizes);
   if (longest < kMinBlockRow) return std::nullopt;
   int64_t threads = 32;
   while (threads < longest && threads < threadsPerBlock) threads *= 2;
   const std::string bv = names.fresh("blk");
+  const Chain cached = cachedRows(c, threads, memory, names, sizes);
   BlockRow row(names.fresh("thr"), threads, reassociate, names, sizes);
-  std::optional<StmtRef> body = row.rewrite(substituteChain(c, var(bv)));
+  std::optional<StmtRef> body = row.rewrite(substituteChain(cached, var(bv)));
+  if (!body) {
+    BlockRow plain(row.threadVar(), threads, reassociate, names, sizes);
+    body = plain.rewrite(substituteChain(c, var(bv)));
+  }
   if (!body) return std::nullopt;
   return forLoop(bv, c.n, LoopKind::GpuBlock,
                  forLoop(row.threadVar(), intConst(threads), LoopKind::GpuThread, *body));
@@ -492,7 +582,8 @@ WarpRow warpRowSplit(const Kernel& k, const Chain& c, int64_t longest, int64_t b
 // so do rows whose lanes take `vector` elements at a time, up to kWarpRowAccesses accesses a
 // lane per pass (a layer norm's 768 f16: 3 loads of 16 bytes, no barrier).
 std::optional<StmtRef> rowPerWarp(const Chain& c, int64_t threadsPerBlock, bool reassociate,
-                                  FreshNames& taken, const Sizes& sizes, WarpRow split) {
+                                  FreshNames& taken, const Sizes& sizes, WarpRow split,
+                                  const std::set<std::string>& memory) {
   const int64_t longest = longestReduce(c.body, sizes);
   const bool wide = split.vector > 1 && longest <= 32 * split.vector * kWarpRowAccesses;
   if (longest < kMinBlockRow || (longest > kMaxWarpRow && !wide) || threadsPerBlock < 32)
@@ -501,11 +592,16 @@ std::optional<StmtRef> rowPerWarp(const Chain& c, int64_t threadsPerBlock, bool 
   const int64_t rows = threadsPerBlock / split.lanes;
   const ExprRef blocks = ceilDiv(c.n, rows);
   const std::string bv = names.fresh("blk");
+  const Chain cached = cachedRows(c, split.lanes, memory, names, sizes);
   BlockRow row(names.fresh("thr"), 32, reassociate, names, sizes, /*warp=*/true, split.vector,
                split.lanes);
   ExprRef r = binary(BinaryOp::Add, binary(BinaryOp::Mul, var(bv), intConst(rows)),
                      binary(BinaryOp::Div, var(row.threadVar()), intConst(split.lanes)));
-  std::optional<StmtRef> body = row.rewrite(substituteChain(c, r));
+  std::optional<StmtRef> body = row.rewrite(substituteChain(cached, r));
+  if (!body) {
+    BlockRow plain(row.threadVar(), 32, reassociate, names, sizes, true, split.vector, split.lanes);
+    body = plain.rewrite(substituteChain(c, r));
+  }
   if (!body) return std::nullopt;
   // A whole warp shares its row, so the guard keeps or skips all of its lanes together.
   if (!divides(rows, c.n)) body = ifThen(binary(BinaryOp::Lt, r, c.n), *body);
@@ -530,7 +626,10 @@ StmtRef launch(const Kernel& k, const StmtRef& s, const std::set<std::string>& s
   // Rows of symbolic length are mapped for the longest they can be.
   const std::string rows = printExpr(c.n) + " rows of " + std::to_string(longest) + " elements";
   const WarpRow split = warpRowSplit(k, c, longest, accessBytes);
-  if (std::optional<StmtRef> r = rowPerWarp(c, threadsPerBlock, reassociate, names, sizes, split)) {
+  std::set<std::string> memory = scratch;
+  for (const Buffer& b : k.buffers) memory.insert(b.name);
+  if (std::optional<StmtRef> r =
+          rowPerWarp(c, threadsPerBlock, reassociate, names, sizes, split, memory)) {
     std::string how = split.lanes < 32 ? "reduction: " + std::to_string(split.lanes) +
                                              " lanes of a warp per row (" + rows
                                        : "reduction: a warp per row (" + rows;
@@ -539,7 +638,8 @@ StmtRef launch(const Kernel& k, const StmtRef& s, const std::set<std::string>& s
     notes.push_back(how + ")");
     return *r;
   }
-  if (std::optional<StmtRef> r = rowPerBlock(c, threadsPerBlock, reassociate, names, sizes)) {
+  if (std::optional<StmtRef> r =
+          rowPerBlock(c, threadsPerBlock, reassociate, names, sizes, memory)) {
     notes.push_back("reduction: a block per row (" + rows + ")");
     return *r;
   }

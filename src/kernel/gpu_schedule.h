@@ -42,6 +42,9 @@ inline constexpr int64_t kMinBlockRow = 32;
 inline constexpr int64_t kMaxWarpRow = 512;
 inline constexpr int64_t kWarpRowAccesses = 4;
 inline constexpr int64_t kMinRowLanes = 8;
+// A row split over threads keeps the values its later passes would compute or load again
+// (softmax's exps, a layer norm's input: cacheRowsIn), at most this many a thread, in registers.
+inline constexpr int64_t kRowRegisters = 32;
 Kernel mapToGpu(const Kernel& k, int64_t threadsPerBlock, bool reassociate = true,
                 int64_t accessBytes = 0);
 

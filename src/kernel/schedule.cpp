@@ -185,10 +185,13 @@ std::optional<std::string> rowLoopVar(const StmtRef& s, const ExprRef& n) {
 std::optional<int64_t> strideAlong(const ExprRef& index, const std::string& v);
 
 // What cacheRows keeps of the Reduce `r`'s value: all of it when it computes a transcendental
-// function; else a load that is not contiguous along the row (a layer norm over a transposed
-// input), so that the passes after the first read the row contiguously; else null.
-ExprRef cachedPart(const Stmt& r) {
+// function or loads one of `memory` (rows held in registers: cacheRowsIn); else a load that is
+// not contiguous along the row (a layer norm over a transposed input), so that the passes after
+// the first read the row contiguously; else null.
+ExprRef cachedPart(const Stmt& r, const std::set<std::string>& memory) {
   if (anyNode(r.value, isTranscendental)) return r.value;
+  for (const std::string& b : loadedBuffers(r.value))
+    if (memory.count(b)) return r.value;
   ExprRef strided;
   std::set<const Expr*> seen;
   std::function<void(const ExprRef&)> find = [&](const ExprRef& e) {
@@ -205,7 +208,7 @@ ExprRef cachedPart(const Stmt& r) {
 
 // cacheRows on one block: each Reduce that qualifies, with the later loops and reductions.
 StmtRef cacheRowsInBlock(StmtRef blk, int64_t maxElements, FreshNames& names,
-                         const std::vector<Symbol>& symbols) {
+                         const std::vector<Symbol>& symbols, const std::set<std::string>& memory) {
   std::vector<StmtRef>& body = blk->body;
   struct Row {
     std::string name;
@@ -220,7 +223,7 @@ StmtRef cacheRowsInBlock(StmtRef blk, int64_t maxElements, FreshNames& names,
     // A row of symbolic length is held at its largest.
     const std::optional<int64_t> size = upperBound(n, symbols);
     if (!size || *size < 2 || *size > maxElements) continue;
-    const ExprRef part = cachedPart(*r);
+    const ExprRef part = cachedPart(*r, memory);
     if (!part) continue;
     std::set<std::string> reads = loadedBuffers(part);
     if (reads.count(r->buffer)) continue;
@@ -572,7 +575,16 @@ Kernel partitionLoops(const Kernel& k, int64_t maxPieces) {
 Kernel cacheRows(const Kernel& k, int64_t maxElements) {
   FreshNames names(k);
   return rewriteKernel(k, [&](StmtRef s) {
-    return s->kind == Stmt::Kind::Block ? cacheRowsInBlock(s, maxElements, names, k.symbols) : s;
+    return s->kind == Stmt::Kind::Block ? cacheRowsInBlock(s, maxElements, names, k.symbols, {})
+                                        : s;
+  });
+}
+
+StmtRef cacheRowsIn(const StmtRef& s, int64_t maxElements, const std::set<std::string>& memory,
+                    FreshNames& names, const std::vector<Symbol>& symbols) {
+  return rewrite(s, [&](StmtRef n) {
+    return n->kind == Stmt::Kind::Block ? cacheRowsInBlock(n, maxElements, names, symbols, memory)
+                                        : n;
   });
 }
 

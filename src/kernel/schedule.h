@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,12 @@ Kernel partitionLoops(const Kernel& k, int64_t maxPieces);
 // Without one, a load strided along the Reduce's loop that later loops read again (a layer norm
 // over a transposed input) is cached the same way: one strided pass, the rest contiguous.
 Kernel cacheRows(const Kernel& k, int64_t maxElements);
+
+// cacheRows over the statements of `s` (a row the GPU schedule splits over threads, each of
+// which then keeps its elements of the row in registers): a Reduce's value that loads one of
+// `memory` is kept too, so the later passes over the row load nothing again.
+StmtRef cacheRowsIn(const StmtRef& s, int64_t maxElements, const std::set<std::string>& memory,
+                    FreshNames& names, const std::vector<Symbol>& symbols);
 
 // A scratch row that a serial loop nest only updates (acc[i] = acc[i] op x, op a sum, max or
 // min; nothing else stored in the nest) over its outer loop: a reduction over outer axes that
