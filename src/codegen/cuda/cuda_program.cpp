@@ -2,15 +2,12 @@
 #include "codegen/cuda/cuda_program.h"
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cstring>
 #include <functional>
-#include <set>
 
 #include "codegen/cuda/ceilings.h"
+#include "codegen/cuda/cuda_program_device.h"
 #include "compiler/compile.h"
-#include "support/hash.h"
 
 namespace kiln::codegen::cuda {
 
@@ -41,66 +38,6 @@ constexpr size_t kGraphsKept = 16;
 constexpr int64_t kMaxGrid = 2147483647;
 
 }  // namespace
-
-// What runs at one size of a program's symbols need; a static program has one, of no sizes.
-struct CudaProgram::RunSizes {
-  SymbolBindings sizes;
-  std::vector<int64_t> key;                   // the sizes, in the symbols' order
-  std::vector<int64_t> items;                 // the arena's item offsets (BufferPlan::offsetsAt)
-  std::vector<std::vector<int64_t>> symbols;  // per kernel, its symbols' values in its order
-  std::vector<std::vector<int64_t>> grids;    // per kernel, per launch: its grid (0: none)
-};
-
-// The device's copy of the program: its module, functions and weights, and the memory and
-// streams of finished runs, which the next runs reuse.
-struct CudaProgram::Device {
-  const Driver* driver = nullptr;
-  GpuModule module = nullptr;
-  std::vector<std::vector<GpuFunction>> functions;  // per kernel, per launch (null: a call)
-  // Per kernel, per launch: a library call and its arguments' buffer indices.
-  std::vector<std::vector<std::unique_ptr<LibraryCall>>> calls;
-  std::vector<std::vector<std::vector<size_t>>> callArgs;
-  // Calls of symbolic sizes (null in `calls`) made per size (RunSizes::key) on its first run.
-  using CallTable = std::vector<std::vector<std::unique_ptr<LibraryCall>>>;
-  bool symbolicCalls = false;
-  std::mutex callsMu;
-  std::map<std::vector<int64_t>, std::shared_ptr<const CallTable>> sizedCalls;
-  std::vector<int64_t> lastKey;  // the last run's sizes (measureDevice times their calls)
-  DevicePtr weights = 0;
-  std::map<const Value*, int64_t> weightOffsets;
-  std::mutex mu;
-  // Per size: the runs a run memory has made and the CUDA graph of their launches once captured.
-  struct SizeGraph {
-    GraphExec graph = nullptr;
-    int runs = 0;
-  };
-  // Finished runs' memory and stream, with their graphs.
-  struct Slot {
-    DevicePtr memory = 0;
-    Stream stream = nullptr;
-    std::map<std::vector<int64_t>, SizeGraph> graphs;
-    // Runs on the caller's tensors (runOnDevice): the graph of the addresses deviceKey, and
-    // the addresses of the last such run.
-    GraphExec deviceGraph = nullptr;
-    std::vector<DevicePtr> deviceKey, lastKey;
-  };
-  std::vector<Slot> free;
-  std::atomic<bool> graphs{true};  // false once a capture failed: every run issues its launches
-  std::string graphsOff;           // why (under mu)
-
-  ~Device() {
-    if (!driver) return;
-    if (!driver->makeCurrent()) return;
-    for (Slot& s : free) {
-      for (auto& [key, g] : s.graphs) driver->destroyGraph(g.graph);
-      driver->destroyGraph(s.deviceGraph);
-      driver->free(s.memory);
-      driver->destroyStream(s.stream);
-    }
-    driver->free(weights);
-    driver->unloadModule(module);
-  }
-};
 
 CudaProgram::Impl::~Impl() = default;
 
@@ -495,6 +432,16 @@ Status issueTimed(const CudaProgram::Impl& m, CudaProgram::Device& d, const Addr
   return issueKernels(m, d, at, stream, repeatWith(false));
 }
 
+// Each of the first `n` kernels' times from the event pairs issueTimed recorded.
+StatusOr<std::vector<double>> timedKernels(const Driver& drv, const RunEvents& events, size_t n) {
+  std::vector<double> out;
+  for (size_t i = 0; i < n; ++i) {
+    KILN_ASSIGN_OR_RETURN(float ms, drv.elapsed(events.list[2 * i], events.list[2 * i + 1]));
+    out.push_back(ms / kTimedRepeats);
+  }
+  return out;
+}
+
 // The run's kernels as a CUDA graph: a run memory's second run at a size captures them (its
 // first has loaded every library's kernels; the launches' grids and sizes are the size's), later
 // runs at that size replay the graph, so a run costs one launch. A capture that fails turns
@@ -582,10 +529,8 @@ StatusOr<std::vector<double>> timeCallsInPlace(const CudaProgram::Impl& m, CudaP
     ProfileGraph profile{drv, nullptr};
     KILN_RETURN_IF_ERROR(issueTimed(m, d, at, run.stream(), timed, profile, /*callsOnly=*/true));
     KILN_RETURN_IF_ERROR(drv.synchronize(run.stream()));
-    for (size_t i = 0; i < m.kernels.size(); ++i) {
-      KILN_ASSIGN_OR_RETURN(float ms, drv.elapsed(timed.list[2 * i], timed.list[2 * i + 1]));
-      per[i].push_back(ms / kTimedRepeats);
-    }
+    KILN_ASSIGN_OR_RETURN(std::vector<double> ms, timedKernels(drv, timed, m.kernels.size()));
+    for (size_t i = 0; i < m.kernels.size(); ++i) per[i].push_back(ms[i]);
   }
   run.succeeded();
   std::vector<double> out(m.kernels.size(), -1.0);
@@ -679,11 +624,7 @@ Status CudaProgram::run(std::span<const Tensor> inputs, std::vector<Tensor>& out
     *deviceMs = ms;
   }
   if (kernelMs) {
-    kernelMs->assign(m.kernels.size(), 0.0);
-    for (size_t i = 0; i < m.kernels.size(); ++i) {
-      KILN_ASSIGN_OR_RETURN(float ms, drv.elapsed(timed.list[2 * i], timed.list[2 * i + 1]));
-      (*kernelMs)[i] = ms / kTimedRepeats;
-    }
+    KILN_ASSIGN_OR_RETURN(*kernelMs, timedKernels(drv, timed, m.kernels.size()));
   }
   run.succeeded();
   return Status::ok();
@@ -747,78 +688,6 @@ Status CudaProgram::runOnDevice(std::span<const runtime::DeviceTensor> inputs,
   KILN_RETURN_IF_ERROR(handOver(run.stream(), caller));
   run.succeeded();
   return Status::ok();
-}
-
-// Distinct generated functions (launches that print the same share one, cuda_source.h).
-int CudaProgram::uniqueKernels() const {
-  std::set<std::string> functions;
-  for (const auto& ls : impl_->source.launches)
-    for (const Launch& l : ls)
-      if (!l.call) functions.insert(l.function);
-  return static_cast<int>(functions.size());
-}
-
-std::string CudaProgram::libraryCalls() const {
-  std::map<std::string, int> count;  // "cuDNN convolution" -> 20
-  for (size_t i = 0; i < impl_->kernels.size(); ++i)
-    for (const Launch& l : impl_->source.launches[i])
-      if (l.call)
-        ++count[libraryFor(impl_->kernels[i], *l.call, nullptr).value_or("?") + " " +
-                std::string(opName(l.call->op))];
-  if (count.empty()) return "none (Kiln's own CUDA kernels)";
-  std::string text;
-  for (const auto& [what, n] : count)
-    text += (text.empty() ? "" : ", ") + std::to_string(n) + " " + what;
-  return text;
-}
-
-// A line per launch: its function with grid and block, or its library call. With a GPU the
-// module is loaded: each function's registers and shared memory, each call's algorithm.
-std::string CudaProgram::libraryCallDetails() const {
-  const Impl& m = *impl_;
-  StatusOr<std::shared_ptr<Device>> d = device();
-  std::string text = d ? "" : "  (" + d.status().message() + ": no registers or algorithms)\n";
-  if (d) {
-    std::lock_guard<std::mutex> lock((*d)->mu);
-    text += (*d)->graphs ? "  (a run memory's second run at a size captures these launches into "
-                           "a CUDA graph; later runs at that size replay it)\n"
-                         : "  (CUDA graphs off: " + (*d)->graphsOff + ")\n";
-  }
-  for (size_t i = 0; i < m.kernels.size(); ++i)
-    for (size_t j = 0; j < m.source.launches[i].size(); ++j) {
-      const Launch& l = m.source.launches[i][j];
-      text += "  " + m.kernels[i].name + "  ";
-      if (l.call && d && (*d)->calls[i][j]) {
-        text += (*d)->calls[i][j]->describe() + "\n";
-      } else if (l.call) {
-        text +=
-            libraryFor(m.kernels[i], *l.call, nullptr).value_or("?") + " " + l.call->callee() +
-            (kernel::isSymbolicCall(m.kernels[i], *l.call) ? ", made for each run's sizes" : "") +
-            "\n";
-      } else {
-        const std::string grid = l.gridExtent ? kernel::printExpr(l.gridExtent) + " (at most " +
-                                                    std::to_string(l.grid) + ")"
-                                              : std::to_string(l.grid);
-        text += l.function + " grid " + grid + " block " + std::to_string(l.block);
-        if (d) text += ", " + (*d)->driver->describeFunction((*d)->functions[i][j]);
-        text += "\n";
-      }
-    }
-  return text;
-}
-
-std::string CudaProgram::sourceHash() const { return hex64(hash64(impl_->source.source)); }
-
-void CudaProgram::artifactParts(runtime::ArtifactParts& parts) const {
-  const Impl& m = *impl_;
-  PrintOptions po;
-  po.blob = &parts.blob;
-  parts.add("module", printModule(*m.module, po));
-  parts.sections["blob"] = parts.blob.pieces;
-  parts.add("cuda.arch", m.code.arch);
-  parts.add("cuda.version", std::to_string(m.code.cudaVersion));
-  parts.add("cuda.source", sourceHash());
-  parts.sections["cuda.cubin"].push_back(m.code.cubin);
 }
 
 }  // namespace kiln::codegen::cuda
