@@ -230,6 +230,8 @@ class BlockRow {
         warp_(warp), vector_(vector), names_(names), sizes_(sizes) {}
 
   const std::string& threadVar() const { return thr_; }
+  // Local buffers that must split over the threads (cacheRowsIn's rows), or the row fails.
+  void splitEach(std::set<std::string> buffers) { split_ = std::move(buffers); }
 
   std::optional<StmtRef> rewrite(const StmtRef& s) {
     switch (s->kind) {
@@ -252,6 +254,7 @@ class BlockRow {
         std::set<std::string> vars;
         const bool row = rowIndexedOnly(s->body[0], s->buffer, s->size, vars);
         if (row) rows_[s->buffer] = s->type;
+        else if (split_.count(s->buffer)) return std::nullopt;
         std::optional<StmtRef> body = rewrite(s->body[0]);
         if (!body) return std::nullopt;
         // A row keeps only the thread's elements: ceil(size / T) (strided's split).
@@ -461,7 +464,8 @@ class BlockRow {
   const Sizes& sizes_;
   std::set<std::string> locals_;       // per-thread buffers declared in the row
   std::map<std::string, DType> rows_;  // those of them a thread keeps only its elements of
-  std::set<std::string> written_;      // memory written since the last barrier
+  std::set<std::string> split_;
+  std::set<std::string> written_;  // memory written since the last barrier
 };
 
 void loadIndices(const ExprRef& e, std::vector<ExprRef>& out) {
@@ -503,11 +507,30 @@ bool threadPerOutputCoalesces(const Chain& c) {
 
 // `c` with the costly or loaded values of its rows kept for the later passes over them
 // (cacheRowsIn), at most kRowRegisters a thread of `threads` a row: in registers, where each
-// later pass recomputed or loaded them again (softmax's exps, a layer norm's input).
+// later pass recomputed or loaded them again (softmax's exps, a layer norm's input). Only rows
+// of constant length (no symbols given): a thread's elements of a row of symbolic length have
+// no constant count, so they would sit in local memory, each thread holding the whole row.
 Chain cachedRows(const Chain& c, int64_t threads, const std::set<std::string>& memory,
-                 FreshNames& names, const Sizes& sizes) {
+                 FreshNames& names) {
   Chain out = c;
-  out.body = cacheRowsIn(c.body, threads * kRowRegisters, memory, names, sizes.symbols);
+  out.body = cacheRowsIn(c.body, threads * kRowRegisters, memory, names, {});
+  return out;
+}
+
+// The local buffers `s` declares.
+void localsOf(const StmtRef& s, std::set<std::string>& out) {
+  if (!s) return;
+  if (s->kind == Stmt::Kind::Alloc && s->scope == MemoryScope::Local) out.insert(s->buffer);
+  for (const StmtRef& b : s->body) localsOf(b, out);
+}
+
+// The rows `cached` declares that `c` does not: each must split over the threads.
+std::set<std::string> cacheRowsOf(const Chain& c, const Chain& cached) {
+  std::set<std::string> before, after, out;
+  localsOf(c.body, before);
+  localsOf(cached.body, after);
+  for (const std::string& b : after)
+    if (!before.count(b)) out.insert(b);
   return out;
 }
 
@@ -519,8 +542,9 @@ std::optional<StmtRef> rowPerBlock(const Chain& c, int64_t threadsPerBlock, bool
   int64_t threads = 32;
   while (threads < longest && threads < threadsPerBlock) threads *= 2;
   const std::string bv = names.fresh("blk");
-  const Chain cached = cachedRows(c, threads, memory, names, sizes);
+  const Chain cached = cachedRows(c, threads, memory, names);
   BlockRow row(names.fresh("thr"), threads, reassociate, names, sizes);
+  row.splitEach(cacheRowsOf(c, cached));
   std::optional<StmtRef> body = row.rewrite(substituteChain(cached, var(bv)));
   if (!body) {
     BlockRow plain(row.threadVar(), threads, reassociate, names, sizes);
@@ -592,11 +616,12 @@ std::optional<StmtRef> rowPerWarp(const Chain& c, int64_t threadsPerBlock, bool 
   const int64_t rows = threadsPerBlock / split.lanes;
   const ExprRef blocks = ceilDiv(c.n, rows);
   const std::string bv = names.fresh("blk");
-  const Chain cached = cachedRows(c, split.lanes, memory, names, sizes);
+  const Chain cached = cachedRows(c, split.lanes, memory, names);
   BlockRow row(names.fresh("thr"), 32, reassociate, names, sizes, /*warp=*/true, split.vector,
                split.lanes);
   ExprRef r = binary(BinaryOp::Add, binary(BinaryOp::Mul, var(bv), intConst(rows)),
                      binary(BinaryOp::Div, var(row.threadVar()), intConst(split.lanes)));
+  row.splitEach(cacheRowsOf(c, cached));
   std::optional<StmtRef> body = row.rewrite(substituteChain(cached, r));
   if (!body) {
     BlockRow plain(row.threadVar(), 32, reassociate, names, sizes, true, split.vector, split.lanes);
