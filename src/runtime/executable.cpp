@@ -420,12 +420,12 @@ bool Executable::ofCompiledTypes(std::span<const Tensor> inputs) const {
 
 Status Executable::runTwice(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
                             std::vector<double>* kernelMs, const std::set<int>& again,
-                            std::vector<double>* againMs) const {
+                            HotTimes* hot) const {
   if (!ofCompiledTypes(inputs) || !impl_->dynamic.empty()) {
-    if (againMs) againMs->clear();
+    if (hot) *hot = {};
     return runInto(inputs, outputs, kernelMs);
   }
-  return impl_->program->runTwice(inputs, outputs, kernelMs, again, againMs);
+  return impl_->program->runTwice(inputs, outputs, kernelMs, again, hot);
 }
 
 Status Executable::runHere(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,

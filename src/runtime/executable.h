@@ -91,10 +91,10 @@ class Executable {
                  std::vector<double>* kernelMs = nullptr) const;
   // Same, with the kernels of `again` run a second time at once where that computes the same
   // values (Program::runTwice): kiln bench --roofline's hot time of a kernel. Inputs of other
-  // sizes than compiled run as runInto and leave againMs empty.
+  // sizes than compiled run as runInto and leave `hot` empty.
   Status runTwice(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
                   std::vector<double>* kernelMs, const std::set<int>& again,
-                  std::vector<double>* againMs) const;
+                  HotTimes* hot) const;
   // Same, returning the device time of the run's launches (Program::runTimed; a GPU's events),
   // -1 for targets without one and for inputs that need another specialisation.
   StatusOr<double> runTimed(std::span<const Tensor> inputs, std::vector<Tensor>& outputs) const;

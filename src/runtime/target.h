@@ -130,6 +130,11 @@ struct DeviceCeilings {
   std::vector<double> callsMs;
 };
 
+// Kernel times of runs again at once (Program::runTwice): with the run's threads, and on one.
+struct HotTimes {
+  std::vector<double> ms, oneThreadMs;
+};
+
 class Program {
  public:
   virtual ~Program() = default;
@@ -138,14 +143,15 @@ class Program {
   virtual Status runInto(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
                          std::vector<double>* kernelMs) const = 0;
   // One run as runInto in which each kernel of `again` whose results do not overlap its operands
-  // (a second run computes the same values) runs a second time at once: againMs[i] is that
-  // second run's time (-1 where it did not run again), the kernel with its data hot in the
-  // caches of the threads that ran it. A target that cannot leaves againMs empty.
+  // (a second run computes the same values) runs a second time at once, the kernel with its data
+  // hot in the caches of the threads that ran it, and a third time at once on one thread where
+  // the run has more: hot->ms[i] and hot->oneThreadMs[i] are their times (-1 where it did not
+  // run). A target that cannot leaves both empty.
   virtual Status runTwice(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
                           std::vector<double>* kernelMs, const std::set<int>& again,
-                          std::vector<double>* againMs) const {
+                          HotTimes* hot) const {
     (void)again;
-    if (againMs) againMs->clear();
+    if (hot) *hot = {};
     return runInto(inputs, outputs, kernelMs);
   }
   // One run as runInto, and the time its launches took by the device's own clock (the copies

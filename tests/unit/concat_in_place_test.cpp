@@ -169,8 +169,8 @@ TEST(ConcatInPlace, ParameterOperandFallsBackWithItsReason) {
 }
 
 // Executable::runTwice (kiln bench --roofline's hot times): the kernels asked for run a second
-// time at once, each with its own time, where their results do not overlap their operands, and
-// the outputs are those of a plain run, bit for bit. The block in place has kernels that read
+// time at once and a third on one thread, each with its own time, where their results do not
+// overlap their operands, and the outputs are those of a plain run, bit for bit. The block in place has kernels that read
 // and write slices of one buffer (views), whose spans the overlap rule measures by their pitch.
 TEST(ConcatInPlace, KernelsRunTwiceKeepTheirValues) {
   const std::string t =
@@ -202,12 +202,18 @@ TEST(ConcatInPlace, KernelsRunTwiceKeepTheirValues) {
   std::set<int> all;
   for (size_t k = 0; k + 1 < n; ++k) all.insert(static_cast<int>(k));  // every kernel but the last
   std::vector<Tensor> outputs;
-  std::vector<double> again;
-  ASSERT_TRUE(c.exe->runTwice(inputs, outputs, nullptr, all, &again).isOk());
-  ASSERT_EQ(again.size(), n);
-  EXPECT_EQ(again[n - 1], -1.0);  // not asked for
+  HotTimes hot;
+  ASSERT_TRUE(c.exe->runTwice(inputs, outputs, nullptr, all, &hot).isOk());
+  ASSERT_EQ(hot.ms.size(), n);
+  ASSERT_EQ(hot.oneThreadMs.size(), n);
+  EXPECT_EQ(hot.ms[n - 1], -1.0);  // not asked for
+  EXPECT_EQ(hot.oneThreadMs[n - 1], -1.0);
   int ranAgain = 0;
-  for (size_t k = 0; k + 1 < n; ++k) ranAgain += again[k] >= 0;
+  for (size_t k = 0; k + 1 < n; ++k) {
+    ranAgain += hot.ms[k] >= 0;
+    // Compiled for 2 threads: each kernel run again also ran a third time, on one thread.
+    EXPECT_EQ(hot.oneThreadMs[k] >= 0, hot.ms[k] >= 0) << "kernel " << k;
+  }
   EXPECT_GT(ranAgain, 0);
   ASSERT_EQ(outputs.size(), once->size());
   for (int64_t j = 0; j < outputs[0].numElements(); ++j)
@@ -235,8 +241,9 @@ TEST(ConcatInPlace, KernelsOverSlicesOfOneBufferRunOnce) {
   std::set<int> all;
   for (size_t k = 0; k < ks.size(); ++k) all.insert(static_cast<int>(k));
   std::vector<Tensor> outputs;
-  std::vector<double> again;
-  ASSERT_TRUE(c.exe->runTwice(inputs, outputs, nullptr, all, &again).isOk());
+  HotTimes hot;
+  ASSERT_TRUE(c.exe->runTwice(inputs, outputs, nullptr, all, &hot).isOk());
+  const std::vector<double>& again = hot.ms;
   ASSERT_EQ(again.size(), ks.size());
   int slicesToSlices = 0, sliceToOwn = 0;
   for (size_t k = 0; k < ks.size(); ++k) {

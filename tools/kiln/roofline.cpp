@@ -351,18 +351,26 @@ constexpr double kArithmeticPerElement = 8;
 // bytes takes at least half its time, or it runs under 2 us, the scale of a kernel's fixed
 // costs), cold caches (run again at once it reaches half a copy, or takes at most half as long:
 // in the run its code or operands came from memory or other cores' caches, the copy's are hot),
+// too little work to split (run again at once on one thread it takes no longer than on all and
+// reaches half a one-thread copy: the parallel region's fixed costs outweigh the split work),
 // else what its ops and code do (one thread, windows, a transpose, indexed reads, passes over a
 // row, transcendentals, accumulators through memory, many operations per byte); "" when none
 // says (a lead: `kiln explain --kernel-ir`).
 
 std::string belowReason(const fusion::Kernel& k, const kernel::Kernel* code, double ms,
-                        double copyMs, double hotMs, const Ceilings& c, const char* oneThread) {
+                        double copyMs, double hotMs, double hotOneMs, const Ceilings& c,
+                        const char* oneThread) {
   if (ms < 0.002 || (copyMs > 0 && ms <= 2 * copyMs)) return "size";
   const double bytes = double(k.bytesRead + k.bytesWritten);
   if (hotMs > 0 && (bytes / (hotMs * 1e6) >= 0.5 * c.copyGBs || hotMs <= 0.5 * ms))
     return sprint("cold caches: run again at once it takes %.3f ms, %.0f%% of copy (in the run "
                   "its code or operands come from memory or other cores' caches)",
                   hotMs, 100 * bytes / (hotMs * 1e6) / c.copyGBs);
+  if (hotOneMs > 0 && hotMs > 0 && hotOneMs <= hotMs && c.copyOneThreadGBs > 0 &&
+      bytes / (hotOneMs * 1e6) >= 0.5 * c.copyOneThreadGBs)
+    return sprint("too little work to split over threads: run again at once it takes %.3f ms on "
+                  "one thread and %.3f ms on all, %.0f%% of a one-thread copy",
+                  hotOneMs, hotMs, 100 * bytes / (hotOneMs * 1e6) / c.copyOneThreadGBs);
   // A kernel that runs on one thread (a lane of a concurrent stage, or loops none of which is
   // parallel): its ceiling is a one-thread copy.
   const double gbs = bytes / (ms * 1e6);
@@ -435,8 +443,9 @@ std::string belowHalfLines(const std::vector<fusion::Kernel>& kernels,
     allMs += ms;
     const double copy = i < c.copyMs.size() ? c.copyMs[i] : -1;
     const double hot = i < c.hotMs.size() ? c.hotMs[i] : -1;
-    std::string why =
-        belowReason(k, i < code.size() ? &code[i] : nullptr, ms, copy, hot, c, oneThread(i));
+    const double hotOne = i < c.hotOneThreadMs.size() ? c.hotOneThreadMs[i] : -1;
+    std::string why = belowReason(k, i < code.size() ? &code[i] : nullptr, ms, copy, hot, hotOne,
+                                  c, oneThread(i));
     if (why == "size") {
       ++sizedCount;
       sizedMs += ms;
@@ -469,10 +478,16 @@ Status measureHotKernels(const runtime::Executable& exe, std::span<const Tensor>
   std::set<int> memory;
   for (size_t k = 0; k < kernels.size(); ++k)
     if (std::string(kindGroup(kernels[k])) == "memory") memory.insert(static_cast<int>(k));
-  std::vector<std::vector<double>> runs(static_cast<size_t>(std::max(repeat, 1)));
-  for (auto& r : runs) KILN_RETURN_IF_ERROR(exe.runTwice(inputs, outputs, nullptr, memory, &r));
-  if (runs.front().empty()) return Status::ok();
+  std::vector<std::vector<double>> runs, oneThread;
+  for (int r = 0; r < std::max(repeat, 1); ++r) {
+    runtime::HotTimes hot;
+    KILN_RETURN_IF_ERROR(exe.runTwice(inputs, outputs, nullptr, memory, &hot));
+    if (hot.ms.empty()) return Status::ok();
+    runs.push_back(std::move(hot.ms));
+    oneThread.push_back(std::move(hot.oneThreadMs));
+  }
   c.hotMs = medians(kernels.size(), runs);
+  c.hotOneThreadMs = medians(kernels.size(), oneThread);
   return Status::ok();
 }
 

@@ -25,8 +25,9 @@ struct Ceilings {
   // and for a memory-bound kernel a copy that moves as many bytes (-1: none).
   std::vector<double> aloneMs, callsMs, copyMs;
   // Host: per kernel, its time when run again at once after its run in a program run (its data
-  // hot in the caches of the threads that ran it; -1: not run again), measureHotKernels.
-  std::vector<double> hotMs;
+  // hot in the caches of the threads that ran it; -1: not run again), and then on one thread
+  // (-1: not run so, or the run has one), measureHotKernels.
+  std::vector<double> hotMs, hotOneThreadMs;
 };
 
 // The ceilings of the machine `exe` runs on, measured now: the host's for a target that runs
@@ -35,7 +36,8 @@ struct Ceilings {
 StatusOr<Ceilings> measureCeilings(const runtime::Executable& exe, runtime::CompileOptions base);
 
 // Each memory-bound kernel of `exe` run a second time at once, `repeat` runs of `inputs`
-// (Executable::runTwice): the medians go to c.hotMs. Nothing on a target that cannot.
+// (Executable::runTwice): the medians go to c.hotMs and c.hotOneThreadMs. Nothing on a target
+// that cannot.
 Status measureHotKernels(const runtime::Executable& exe, std::span<const Tensor> inputs,
                          std::vector<Tensor>& outputs, int repeat, Ceilings& c);
 

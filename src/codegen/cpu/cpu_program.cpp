@@ -648,7 +648,7 @@ Status CpuProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& 
 
 Status CpuProgram::runTwice(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
                             std::vector<double>* kernelMs, const std::set<int>& again,
-                            std::vector<double>* againMs) const {
+                            runtime::HotTimes* hot) const {
   const Impl& m = *impl_;
   const Function& f = *m.f;
   KILN_ASSIGN_OR_RETURN(SymbolBindings sizes, runtime::runSizes(f, inputs, m.options.ranges));
@@ -716,10 +716,16 @@ Status CpuProgram::runTwice(std::span<const Tensor> inputs, std::vector<Tensor>&
     CallContext ctx{&m.calls, i, &error, &mu, &failed, &sizes};
     m.compiled[i]->run(a.ptrs.data(), pool, runLibraryCall, &ctx);
     if (kernelMs) (*kernelMs)[i] = msSince(kernelStart);
-    if (againMs && again.count(static_cast<int>(i)) && !overlapsOperands(m.kernels[i], a.ptrs)) {
+    if (hot && again.count(static_cast<int>(i)) && !overlapsOperands(m.kernels[i], a.ptrs)) {
       auto secondStart = Clock::now();
       m.compiled[i]->run(a.ptrs.data(), pool, runLibraryCall, &ctx);
-      (*againMs)[i] = msSince(secondStart);
+      hot->ms[i] = msSince(secondStart);
+      if (pool.numThreads() > 1) {
+        ThreadPool one(1);
+        auto thirdStart = Clock::now();
+        m.compiled[i]->run(a.ptrs.data(), one, runLibraryCall, &ctx);
+        hot->oneThreadMs[i] = msSince(thirdStart);
+      }
     }
   };
   // A concurrent stage: the pool's threads take its lanes (a stage has at most one per thread),
@@ -737,7 +743,10 @@ Status CpuProgram::runTwice(std::span<const Tensor> inputs, std::vector<Tensor>&
   };
   Args args;
   if (kernelMs) kernelMs->assign(m.kernels.size(), 0.0);
-  if (againMs) againMs->assign(m.kernels.size(), -1.0);
+  if (hot) {
+    hot->ms.assign(m.kernels.size(), -1.0);
+    hot->oneThreadMs.assign(m.kernels.size(), -1.0);
+  }
   for (size_t i = 0; i < m.kernels.size(); ++i) {
     const int stage = m.concurrency.stageOf[i];
     if (stage >= 0) {

@@ -104,7 +104,7 @@ class CpuProgram final : public runtime::Program {
                  std::vector<double>* kernelMs) const override;
   Status runTwice(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
                   std::vector<double>* kernelMs, const std::set<int>& again,
-                  std::vector<double>* againMs) const override;
+                  runtime::HotTimes* hot) const override;
   const Function& function() const override { return *impl_->f; }
   const fusion::FusionPlan& plan() const override { return impl_->plan; }
   const std::vector<kernel::Kernel>& kernels() const override { return impl_->kernels; }
