@@ -93,8 +93,7 @@ class Executable {
   // values (Program::runTwice): kiln bench --roofline's hot time of a kernel. Inputs of other
   // sizes than compiled run as runInto and leave `hot` empty.
   Status runTwice(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
-                  std::vector<double>* kernelMs, const std::set<int>& again,
-                  HotTimes* hot) const;
+                  std::vector<double>* kernelMs, const std::set<int>& again, HotTimes* hot) const;
   // Same, returning the device time of the run's launches (Program::runTimed; a GPU's events),
   // -1 for targets without one and for inputs that need another specialisation.
   StatusOr<double> runTimed(std::span<const Tensor> inputs, std::vector<Tensor>& outputs) const;

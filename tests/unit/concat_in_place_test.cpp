@@ -170,8 +170,9 @@ TEST(ConcatInPlace, ParameterOperandFallsBackWithItsReason) {
 
 // Executable::runTwice (kiln bench --roofline's hot times): the kernels asked for run a second
 // time at once and a third on one thread, each with its own time, where their results do not
-// overlap their operands, and the outputs are those of a plain run, bit for bit. The block in place has kernels that read
-// and write slices of one buffer (views), whose spans the overlap rule measures by their pitch.
+// overlap their operands, and the outputs are those of a plain run, bit for bit. The block in place
+// has kernels that read and write slices of one buffer (views), whose spans the overlap rule
+// measures by their pitch.
 TEST(ConcatInPlace, KernelsRunTwiceKeepTheirValues) {
   const std::string t =
       R"(func @main(%x: f32[1,5,5,16], %w0: f32[3,3,16,8], %w1: f32[3,3,24,8], %s: f32[32]) -> (f32[1,5,5,32]) {

@@ -444,8 +444,8 @@ std::string belowHalfLines(const std::vector<fusion::Kernel>& kernels,
     const double copy = i < c.copyMs.size() ? c.copyMs[i] : -1;
     const double hot = i < c.hotMs.size() ? c.hotMs[i] : -1;
     const double hotOne = i < c.hotOneThreadMs.size() ? c.hotOneThreadMs[i] : -1;
-    std::string why = belowReason(k, i < code.size() ? &code[i] : nullptr, ms, copy, hot, hotOne,
-                                  c, oneThread(i));
+    std::string why = belowReason(k, i < code.size() ? &code[i] : nullptr, ms, copy, hot, hotOne, c,
+                                  oneThread(i));
     if (why == "size") {
       ++sizedCount;
       sizedMs += ms;
