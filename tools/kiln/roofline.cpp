@@ -351,8 +351,9 @@ constexpr double kArithmeticPerElement = 8;
 // bytes takes at least half its time, or it runs under 2 us, the scale of a kernel's fixed
 // costs), cold caches (run again at once it reaches half a copy, or takes at most half as long:
 // in the run its code or operands came from memory or other cores' caches, the copy's are hot),
-// too little work to split (run again at once on one thread it takes no longer than on all and
-// reaches half a one-thread copy: the parallel region's fixed costs outweigh the split work),
+// the parallel split's fixed costs (run again at once on one thread it takes no longer than on
+// all and reaches half a one-thread copy: at this size the parallel region's fixed costs are what
+// the split work saves),
 // else what its ops and code do (one thread, windows, a transpose, indexed reads, passes over a
 // row, transcendentals, accumulators through memory, many operations per byte); "" when none
 // says (a lead: `kiln explain --kernel-ir`).
@@ -368,8 +369,8 @@ std::string belowReason(const fusion::Kernel& k, const kernel::Kernel* code, dou
                   hotMs, 100 * bytes / (hotMs * 1e6) / c.copyGBs);
   if (hotOneMs > 0 && hotMs > 0 && hotOneMs <= hotMs && c.copyOneThreadGBs > 0 &&
       bytes / (hotOneMs * 1e6) >= 0.5 * c.copyOneThreadGBs)
-    return sprint("too little work to split over threads: run again at once it takes %.3f ms on "
-                  "one thread and %.3f ms on all, %.0f%% of a one-thread copy",
+    return sprint("the parallel split's fixed costs: run again at once it takes %.3f ms on one "
+                  "thread and %.3f ms on all, %.0f%% of a one-thread copy",
                   hotOneMs, hotMs, 100 * bytes / (hotOneMs * 1e6) / c.copyOneThreadGBs);
   // A kernel that runs on one thread (a lane of a concurrent stage, or loops none of which is
   // parallel): its ceiling is a one-thread copy.
