@@ -229,7 +229,6 @@ class BlockRow {
       : thr_(std::move(thr)), threads_(warp ? lanes : threads), reassociate_(reassociate),
         warp_(warp), vector_(vector), names_(names), sizes_(sizes) {}
 
-  const std::string& threadVar() const { return thr_; }
   // Local buffers that must split over the threads (cacheRowsIn's rows), or the row fails.
   void splitEach(std::set<std::string> buffers) { split_ = std::move(buffers); }
 
@@ -330,22 +329,18 @@ class BlockRow {
     return strided(s->extent, {s->extent}, {s->var}, s->body[0]);
   }
 
-  bool mentionsRow(const StmtRef& s) const {
-    if (s->kind == Stmt::Kind::Store && rows_.count(s->buffer)) return true;
-    for (const ExprRef& e : {s->index, s->value, s->cond})
-      if (e)
-        for (const std::string& b : detail::loadedBuffers(e))
-          if (rows_.count(b)) return true;
-    for (const StmtRef& b : s->body)
-      if (mentionsRow(b)) return true;
-    return false;
-  }
-
   // `body` (one pass over a row along vars[0]) with its accesses to local rows at element
   // vars[0] moved to the thread's own element `mine` of them.
   StmtRef ownElements(const StmtRef& body, const std::vector<std::string>& vars,
                       const ExprRef& mine) const {
-    if (rows_.empty() || vars.size() != 1 || !mentionsRow(body)) return body;
+    if (rows_.empty() || vars.size() != 1) return body;
+    std::set<std::string> rows;
+    for (const auto& [name, type] : rows_) rows.insert(name);
+    const std::set<std::string> loads = loadsOf(body);
+    if (!writesAny(body, rows) && std::none_of(rows.begin(), rows.end(), [&](const std::string& r) {
+          return loads.count(r);
+        }))
+      return body;
     const ExprRef at = var(vars[0]);
     std::unordered_map<const Expr*, ExprRef> replace;
     std::vector<ExprRef> keep;  // the replaced loads stay interned while `replace` names them
@@ -505,33 +500,22 @@ bool threadPerOutputCoalesces(const Chain& c) {
   return moves;
 }
 
-// `c` with the costly or loaded values of its rows kept for the later passes over them
-// (cacheRowsIn), at most kRowRegisters a thread of `threads` a row: in registers, where each
-// later pass recomputed or loaded them again (softmax's exps, a layer norm's input). Only rows
-// of constant length (no symbols given): a thread's elements of a row of symbolic length have
-// no constant count, so they would sit in local memory, each thread holding the whole row.
-Chain cachedRows(const Chain& c, int64_t threads, const std::set<std::string>& memory,
-                 FreshNames& names) {
-  Chain out = c;
-  out.body = cacheRowsIn(c.body, threads * kRowRegisters, memory, names, {});
-  return out;
-}
-
-// The local buffers `s` declares.
-void localsOf(const StmtRef& s, std::set<std::string>& out) {
-  if (!s) return;
-  if (s->kind == Stmt::Kind::Alloc && s->scope == MemoryScope::Local) out.insert(s->buffer);
-  for (const StmtRef& b : s->body) localsOf(b, out);
-}
-
-// The rows `cached` declares that `c` does not: each must split over the threads.
-std::set<std::string> cacheRowsOf(const Chain& c, const Chain& cached) {
-  std::set<std::string> before, after, out;
-  localsOf(c.body, before);
-  localsOf(cached.body, after);
-  for (const std::string& b : after)
-    if (!before.count(b)) out.insert(b);
-  return out;
+// c's body with its chain's variables at `at`, split over a row's threads by the BlockRow that
+// `split` makes: first with the costly or loaded values of its rows kept for the later passes
+// (cacheRowsIn, at most kRowRegisters a thread of `threads` a row: in registers, where each later
+// pass recomputed or loaded them again, as softmax's exps and a layer norm's input), each such
+// row split over the threads; else as it is. Rows of symbolic length are not kept: a thread's
+// share of one has no constant count, so it would sit in local memory, the whole row per thread.
+std::optional<StmtRef> splitRow(const Chain& c, const ExprRef& at, int64_t threads,
+                                const std::set<std::string>& memory, FreshNames& names,
+                                const std::function<BlockRow()>& split) {
+  std::set<std::string> made;
+  Chain cached = c;
+  cached.body = cacheRowsIn(c.body, threads * kRowRegisters, memory, names, made);
+  BlockRow row = split();
+  row.splitEach(std::move(made));
+  if (std::optional<StmtRef> body = row.rewrite(substituteChain(cached, at))) return body;
+  return split().rewrite(substituteChain(c, at));
 }
 
 std::optional<StmtRef> rowPerBlock(const Chain& c, int64_t threadsPerBlock, bool reassociate,
@@ -542,17 +526,13 @@ std::optional<StmtRef> rowPerBlock(const Chain& c, int64_t threadsPerBlock, bool
   int64_t threads = 32;
   while (threads < longest && threads < threadsPerBlock) threads *= 2;
   const std::string bv = names.fresh("blk");
-  const Chain cached = cachedRows(c, threads, memory, names);
-  BlockRow row(names.fresh("thr"), threads, reassociate, names, sizes);
-  row.splitEach(cacheRowsOf(c, cached));
-  std::optional<StmtRef> body = row.rewrite(substituteChain(cached, var(bv)));
-  if (!body) {
-    BlockRow plain(row.threadVar(), threads, reassociate, names, sizes);
-    body = plain.rewrite(substituteChain(c, var(bv)));
-  }
+  const std::string thr = names.fresh("thr");
+  std::optional<StmtRef> body = splitRow(c, var(bv), threads, memory, names, [&] {
+    return BlockRow(thr, threads, reassociate, names, sizes);
+  });
   if (!body) return std::nullopt;
   return forLoop(bv, c.n, LoopKind::GpuBlock,
-                 forLoop(row.threadVar(), intConst(threads), LoopKind::GpuThread, *body));
+                 forLoop(thr, intConst(threads), LoopKind::GpuThread, *body));
 }
 
 // The widest element (bytes) the loads and stores of `s` move in memory buffers of `k`.
@@ -616,23 +596,18 @@ std::optional<StmtRef> rowPerWarp(const Chain& c, int64_t threadsPerBlock, bool 
   const int64_t rows = threadsPerBlock / split.lanes;
   const ExprRef blocks = ceilDiv(c.n, rows);
   const std::string bv = names.fresh("blk");
-  const Chain cached = cachedRows(c, split.lanes, memory, names);
-  BlockRow row(names.fresh("thr"), 32, reassociate, names, sizes, /*warp=*/true, split.vector,
-               split.lanes);
+  const std::string thr = names.fresh("thr");
   ExprRef r = binary(BinaryOp::Add, binary(BinaryOp::Mul, var(bv), intConst(rows)),
-                     binary(BinaryOp::Div, var(row.threadVar()), intConst(split.lanes)));
-  row.splitEach(cacheRowsOf(c, cached));
-  std::optional<StmtRef> body = row.rewrite(substituteChain(cached, r));
-  if (!body) {
-    BlockRow plain(row.threadVar(), 32, reassociate, names, sizes, true, split.vector, split.lanes);
-    body = plain.rewrite(substituteChain(c, r));
-  }
+                     binary(BinaryOp::Div, var(thr), intConst(split.lanes)));
+  std::optional<StmtRef> body = splitRow(c, r, split.lanes, memory, names, [&] {
+    return BlockRow(thr, 32, reassociate, names, sizes, /*warp=*/true, split.vector, split.lanes);
+  });
   if (!body) return std::nullopt;
   // A whole warp shares its row, so the guard keeps or skips all of its lanes together.
   if (!divides(rows, c.n)) body = ifThen(binary(BinaryOp::Lt, r, c.n), *body);
   taken = names;
   return forLoop(bv, blocks, LoopKind::GpuBlock,
-                 forLoop(row.threadVar(), intConst(threadsPerBlock), LoopKind::GpuThread, *body));
+                 forLoop(thr, intConst(threadsPerBlock), LoopKind::GpuThread, *body));
 }
 
 StmtRef launch(const Kernel& k, const StmtRef& s, const std::set<std::string>& scratch,

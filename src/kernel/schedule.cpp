@@ -208,7 +208,8 @@ ExprRef cachedPart(const Stmt& r, const std::set<std::string>& memory) {
 
 // cacheRows on one block: each Reduce that qualifies, with the later loops and reductions.
 StmtRef cacheRowsInBlock(StmtRef blk, int64_t maxElements, FreshNames& names,
-                         const std::vector<Symbol>& symbols, const std::set<std::string>& memory) {
+                         const std::vector<Symbol>& symbols, const std::set<std::string>& memory,
+                         std::set<std::string>* made = nullptr) {
   std::vector<StmtRef>& body = blk->body;
   struct Row {
     std::string name;
@@ -246,7 +247,10 @@ StmtRef cacheRowsInBlock(StmtRef blk, int64_t maxElements, FreshNames& names,
     rows.push_back({row, part->type, *size});
   }
   StmtRef out = blk;
-  for (const Row& row : rows) out = alloc(row.name, row.type, row.size, MemoryScope::Local, out);
+  for (const Row& row : rows) {
+    out = alloc(row.name, row.type, row.size, MemoryScope::Local, out);
+    if (made) made->insert(row.name);
+  }
   return out;
 }
 
@@ -581,9 +585,10 @@ Kernel cacheRows(const Kernel& k, int64_t maxElements) {
 }
 
 StmtRef cacheRowsIn(const StmtRef& s, int64_t maxElements, const std::set<std::string>& memory,
-                    FreshNames& names, const std::vector<Symbol>& symbols) {
+                    FreshNames& names, std::set<std::string>& made) {
   return rewrite(s, [&](StmtRef n) {
-    return n->kind == Stmt::Kind::Block ? cacheRowsInBlock(n, maxElements, names, symbols, memory)
+    // No symbols: a row of symbolic length has no bound, so it is not cached.
+    return n->kind == Stmt::Kind::Block ? cacheRowsInBlock(n, maxElements, names, {}, memory, &made)
                                         : n;
   });
 }

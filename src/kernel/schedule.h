@@ -50,10 +50,11 @@ Kernel partitionLoops(const Kernel& k, int64_t maxPieces);
 Kernel cacheRows(const Kernel& k, int64_t maxElements);
 
 // cacheRows over the statements of `s` (a row the GPU schedule splits over threads, each of
-// which then keeps its elements of the row in registers): a Reduce's value that loads one of
-// `memory` is kept too, so the later passes over the row load nothing again.
+// which then keeps its elements of the row in registers), for rows of constant length only: a
+// Reduce's value that loads one of `memory` is kept too, so the later passes over the row load
+// nothing again. `made` gets the names of the rows it declares.
 StmtRef cacheRowsIn(const StmtRef& s, int64_t maxElements, const std::set<std::string>& memory,
-                    FreshNames& names, const std::vector<Symbol>& symbols);
+                    FreshNames& names, std::set<std::string>& made);
 
 // A scratch row that a serial loop nest only updates (acc[i] = acc[i] op x, op a sum, max or
 // min; nothing else stored in the nest) over its outer loop: a reduction over outer axes that

@@ -418,14 +418,14 @@ bool Executable::ofCompiledTypes(std::span<const Tensor> inputs) const {
   return true;
 }
 
-Status Executable::runTwice(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
+Status Executable::runAgain(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
                             std::vector<double>* kernelMs, const std::set<int>& again,
                             HotTimes* hot) const {
   if (!ofCompiledTypes(inputs) || !impl_->dynamic.empty()) {
     if (hot) *hot = {};
     return runInto(inputs, outputs, kernelMs);
   }
-  return impl_->program->runTwice(inputs, outputs, kernelMs, again, hot);
+  return impl_->program->runAgain(inputs, outputs, kernelMs, again, hot);
 }
 
 Status Executable::runHere(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,

@@ -89,10 +89,10 @@ class Executable {
   // (no allocation, no page faults on fresh memory); otherwise they are replaced.
   Status runInto(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
                  std::vector<double>* kernelMs = nullptr) const;
-  // Same, with the kernels of `again` run a second time at once where that computes the same
-  // values (Program::runTwice): kiln bench --roofline's hot time of a kernel. Inputs of other
-  // sizes than compiled run as runInto and leave `hot` empty.
-  Status runTwice(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
+  // Same, with the kernels of `again` run again at once (and once more on one thread) where that
+  // computes the same values (Program::runAgain): kiln bench --roofline's hot times of a kernel.
+  // Inputs of other sizes than compiled run as runInto and leave `hot` empty.
+  Status runAgain(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
                   std::vector<double>* kernelMs, const std::set<int>& again, HotTimes* hot) const;
   // Same, returning the device time of the run's launches (Program::runTimed; a GPU's events),
   // -1 for targets without one and for inputs that need another specialisation.
@@ -196,9 +196,9 @@ class Executable {
   // The compile over the pow2 buckets whose lower ends `buckets` gives (a bucket of one size
   // specialised).
   StatusOr<std::unique_ptr<Executable>> compileBucket(const SymbolBindings& buckets) const;
-  // The program itself on inputs it takes (its types, or sizes within its ranges).
   // Whether `inputs` are as many as the parameters and of their compiled types.
   bool ofCompiledTypes(std::span<const Tensor> inputs) const;
+  // The program itself on inputs it takes (its types, or sizes within its ranges).
   Status runHere(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
                  std::vector<double>* kernelMs) const;
   Status runOther(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,

@@ -130,7 +130,7 @@ struct DeviceCeilings {
   std::vector<double> callsMs;
 };
 
-// Kernel times of runs again at once (Program::runTwice): with the run's threads, and on one.
+// Kernel times of runs again at once (Program::runAgain): with the run's threads, and on one.
 struct HotTimes {
   std::vector<double> ms, oneThreadMs;
 };
@@ -147,7 +147,7 @@ class Program {
   // hot in the caches of the threads that ran it, and a third time at once on one thread where
   // the run has more: hot->ms[i] and hot->oneThreadMs[i] are their times (-1 where it did not
   // run). A target that cannot leaves both empty.
-  virtual Status runTwice(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
+  virtual Status runAgain(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
                           std::vector<double>* kernelMs, const std::set<int>& again,
                           HotTimes* hot) const {
     (void)again;

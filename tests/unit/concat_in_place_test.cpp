@@ -168,7 +168,7 @@ TEST(ConcatInPlace, ParameterOperandFallsBackWithItsReason) {
   EXPECT_EQ(stridedSlices(*c.exe), 0);
 }
 
-// Executable::runTwice (kiln bench --roofline's hot times): the kernels asked for run a second
+// Executable::runAgain (kiln bench --roofline's hot times): the kernels asked for run a second
 // time at once and a third on one thread, each with its own time, where their results do not
 // overlap their operands, and the outputs are those of a plain run, bit for bit. The block in place
 // has kernels that read and write slices of one buffer (views), whose spans the overlap rule
@@ -204,7 +204,7 @@ TEST(ConcatInPlace, KernelsRunTwiceKeepTheirValues) {
   for (size_t k = 0; k + 1 < n; ++k) all.insert(static_cast<int>(k));  // every kernel but the last
   std::vector<Tensor> outputs;
   HotTimes hot;
-  ASSERT_TRUE(c.exe->runTwice(inputs, outputs, nullptr, all, &hot).isOk());
+  ASSERT_TRUE(c.exe->runAgain(inputs, outputs, nullptr, all, &hot).isOk());
   ASSERT_EQ(hot.ms.size(), n);
   ASSERT_EQ(hot.oneThreadMs.size(), n);
   EXPECT_EQ(hot.ms[n - 1], -1.0);  // not asked for
@@ -243,7 +243,7 @@ TEST(ConcatInPlace, KernelsOverSlicesOfOneBufferRunOnce) {
   for (size_t k = 0; k < ks.size(); ++k) all.insert(static_cast<int>(k));
   std::vector<Tensor> outputs;
   HotTimes hot;
-  ASSERT_TRUE(c.exe->runTwice(inputs, outputs, nullptr, all, &hot).isOk());
+  ASSERT_TRUE(c.exe->runAgain(inputs, outputs, nullptr, all, &hot).isOk());
   const std::vector<double>& again = hot.ms;
   ASSERT_EQ(again.size(), ks.size());
   int slicesToSlices = 0, sliceToOwn = 0;

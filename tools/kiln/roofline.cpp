@@ -353,11 +353,9 @@ constexpr double kArithmeticPerElement = 8;
 // in the run its code or operands came from memory or other cores' caches, the copy's are hot),
 // the parallel split's fixed costs (run again at once on one thread it takes no longer than on
 // all and reaches half a one-thread copy: at this size the parallel region's fixed costs are what
-// the split work saves),
-// else what its ops and code do (one thread, windows, a transpose, indexed reads, passes over a
-// row, transcendentals, accumulators through memory, many operations per byte); "" when none
-// says (a lead: `kiln explain --kernel-ir`).
-
+// the split work saves), else what its ops and code do (one thread, windows, a transpose, indexed
+// reads, passes over a row, transcendentals, accumulators through memory, many operations per
+// byte); "" when none says (a lead: `kiln explain --kernel-ir`).
 std::string belowReason(const fusion::Kernel& k, const kernel::Kernel* code, double ms,
                         double copyMs, double hotMs, double hotOneMs, const Ceilings& c,
                         const char* oneThread) {
@@ -482,7 +480,7 @@ Status measureHotKernels(const runtime::Executable& exe, std::span<const Tensor>
   std::vector<std::vector<double>> runs, oneThread;
   for (int r = 0; r < std::max(repeat, 1); ++r) {
     runtime::HotTimes hot;
-    KILN_RETURN_IF_ERROR(exe.runTwice(inputs, outputs, nullptr, memory, &hot));
+    KILN_RETURN_IF_ERROR(exe.runAgain(inputs, outputs, nullptr, memory, &hot));
     if (hot.ms.empty()) return Status::ok();
     runs.push_back(std::move(hot.ms));
     oneThread.push_back(std::move(hot.oneThreadMs));

@@ -36,7 +36,7 @@ struct Ceilings {
 StatusOr<Ceilings> measureCeilings(const runtime::Executable& exe, runtime::CompileOptions base);
 
 // Each memory-bound kernel of `exe` run a second time at once, `repeat` runs of `inputs`
-// (Executable::runTwice): the medians go to c.hotMs and c.hotOneThreadMs. Nothing on a target
+// (Executable::runAgain): the medians go to c.hotMs and c.hotOneThreadMs. Nothing on a target
 // that cannot.
 Status measureHotKernels(const runtime::Executable& exe, std::span<const Tensor> inputs,
                          std::vector<Tensor>& outputs, int repeat, Ceilings& c);

@@ -643,10 +643,10 @@ bool overlapsOperands(const kernel::Kernel& k, const std::vector<void*>& ptrs) {
 
 Status CpuProgram::runInto(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
                            std::vector<double>* kernelMs) const {
-  return runTwice(inputs, outputs, kernelMs, {}, nullptr);
+  return runAgain(inputs, outputs, kernelMs, {}, nullptr);
 }
 
-Status CpuProgram::runTwice(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
+Status CpuProgram::runAgain(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
                             std::vector<double>* kernelMs, const std::set<int>& again,
                             runtime::HotTimes* hot) const {
   const Impl& m = *impl_;

@@ -102,7 +102,7 @@ class CpuProgram final : public runtime::Program {
 
   Status runInto(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
                  std::vector<double>* kernelMs) const override;
-  Status runTwice(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
+  Status runAgain(std::span<const Tensor> inputs, std::vector<Tensor>& outputs,
                   std::vector<double>* kernelMs, const std::set<int>& again,
                   runtime::HotTimes* hot) const override;
   const Function& function() const override { return *impl_->f; }
