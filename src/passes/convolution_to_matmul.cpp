@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "fusion/op_pattern.h"
 #include "ir/builder.h"
 #include "ir/op.h"
 #include "passes/rewrite_util.h"
@@ -36,6 +37,22 @@ bool plainNhwc(const Node& n) {
          n.attrInt("batch_group_count") == 1;
 }
 
+// Whether `n`'s result, through its chain of single-use elementwise ops of the same shape (the
+// epilogue a library call takes), is an operand of a concatenation.
+bool feedsConcatenation(const Node& n) {
+  const Value* v = n.result(0);
+  for (;;) {
+    for (const Use& u : v->uses())
+      if (u.user->op() == OpCode::Concatenate) return true;
+    if (v->uses().size() != 1 || v->isFunctionOutput()) return false;
+    const Node* u = v->uses()[0].user;
+    if (fusion::patternOf(*u) != fusion::OpPattern::Elementwise || u->numResults() != 1 ||
+        u->result(0)->type().dims() != v->type().dims())
+      return false;
+    v = u->result(0);
+  }
+}
+
 // The rewrite of `n`, or null when it does not apply (the builder's status says why if it
 // failed).
 Value* im2colProduct(Builder& b, const Node& n, const ConvolutionToMatmulOptions& options) {
@@ -53,8 +70,20 @@ Value* im2colProduct(Builder& b, const Node& n, const ConvolutionToMatmulOptions
   // excitation, a classifier) is a product whatever its channels.
   const bool onePixel = kh * kw == 1 && x[1] * x[2] == 1 && y[1] * y[2] == 1 && lo[0] == 0 &&
                         lo[1] == 0 && hi[0] == 0 && hi[1] == 0;
-  if (w[2] != c || (!onePixel && (kh * kw == 1 || c < 64))) return nullptr;
-  if (y[0] * y[1] * y[2] > kConvolutionToMatmulMaxPixels) return nullptr;
+  // A 1x1 window of stride 1 without padding, few input channels and whole vectors of output
+  // channels, feeding a concatenation: oneDNN 2.6's 1x1 convolution stores a slice of the
+  // concatenation only with its reference kernel, so it would write a dense temp and a copy
+  // move it, which costs as much as the convolution when it has few input channels; its
+  // matmul stores the slice itself (slower than the convolution with many input channels or a
+  // partial vector of output channels).
+  const bool intoSlice = kh * kw == 1 && strides[0] == 1 && strides[1] == 1 && lo[0] == 0 &&
+                         lo[1] == 0 && hi[0] == 0 && hi[1] == 0 &&
+                         c <= kConvolutionToMatmulSliceMaxChannels && k % 16 == 0 &&
+                         feedsConcatenation(n);
+  if (w[2] != c) return nullptr;
+  if (!intoSlice && ((!onePixel && (kh * kw == 1 || c < 64)) ||
+                     y[0] * y[1] * y[2] > kConvolutionToMatmulMaxPixels))
+    return nullptr;
   if (inputShare(x[1], y[1], kh, strides[0], lo[0], rhsDil[0]) *
           inputShare(x[2], y[2], kw, strides[1], lo[1], rhsDil[1]) <
       kConvolutionToMatmulMinInputShare)
@@ -63,9 +92,9 @@ Value* im2colProduct(Builder& b, const Node& n, const ConvolutionToMatmulOptions
       rhsDil[0] == 1 && rhsDil[1] == 1 && c % 16 == 0 && k % 16 == 0)
     return nullptr;
 
-  // One pixel: the input is already the matrix of columns.
+  // One pixel or a 1x1 window of stride 1: the input is already the matrix of columns.
   Value* cols = n.operand(0);
-  if (!onePixel) {
+  if (!onePixel && !intoSlice) {
     Value* src = n.operand(0);
     if (lo[0] || lo[1] || hi[0] || hi[1])
       src = b.pad(src, b.scalar(DType::F32, 0.0), {0, lo[0], lo[1], 0}, {0, hi[0], hi[1], 0},

@@ -361,6 +361,33 @@ func @main(%x: f32[N,7,7,64], %r: f32[N,7,7,16], %u: f32[N,9,9,64], %k: f32[3,3,
   }
 }
 
+// A 1x1 convolution over 16 channels whose relu is a concatenation's operand becomes a product
+// that stores its slice of the concatenation itself (convolution-to-matmul): against the
+// interpreter, at odd sizes, beside a 3x3 convolution's slice.
+TEST(CpuBackend, OneByOneConvolutionsIntoAConcatenationAsMatmuls) {
+  std::string weights;
+  for (int i = 0; i < 16 * 32; ++i)
+    weights += (i ? ", " : "") + std::to_string(0.003 * ((i * 5) % 23) - 0.03);
+  const std::string text = R"(
+func @main(%x: f32[N,9,11,16], %k: f32[3,3,16,16]) -> (f32[N,9,11,48]) {
+  %w = f32[1,1,16,32] constant() {value = [)" +
+                           weights + R"(]}
+  %c = f32[N,9,11,32] convolution(%x, %w) {dimension_numbers = "b01f_01io->b01f"}
+  %z = f32[] constant() {value = [0.0]}
+  %zb = f32[N,9,11,32] broadcast_in_dim(%z) {dims = []}
+  %y = f32[N,9,11,32] max(%c, %zb)
+  %d = f32[N,9,11,16] convolution(%x, %k) {padding_low = [1, 1], padding_high = [1, 1], dimension_numbers = "b01f_01io->b01f"}
+  %cat = f32[N,9,11,48] concatenate(%y, %d) {dimension = 3}
+  return %cat
+})";
+  for (int64_t n : {1, 2}) {
+    std::string calls = rewrittenAgainstInterpreter(instantiate(text, n, 0), "conv-into-slice.kir",
+                                                    static_cast<unsigned>(n), 1e-5);
+    EXPECT_EQ(calls.find("copied into its slice"), std::string::npos) << calls;
+    EXPECT_TRUE(hasCall(calls, "matmul (" + std::to_string(99 * n) + "x16x32, IMPL")) << calls;
+  }
+}
+
 TEST(CpuBackend, Reductions) {
   checkAgainstInterpreter("reductions", R"(
 func @main(%x: f32[N,M], %y: f32[N,M]) -> (f32[N], f32[M], i64[N], i64[M], f32[], f32[N]) {
