@@ -1152,6 +1152,72 @@ func @main(%x: f32[7,M]) -> (f32[7,M], f32[7,M]) {
   }
 }
 
+// max and min keep a NaN (the first operand's where both are) and order -0 below +0, as the
+// interpreter does: elementwise over every pair of special values in f32 and f16, in a row
+// reduction and in a max pool (the accumulating form), at 1 and 2 threads. (The pool's windows
+// hold no +0 beside a -0: the interpreter's reduce_window keeps the first of equal values.)
+TEST(CpuBackend, MaxAndMinKeepNanAndTheSignOfZero) {
+  const char* text =
+      R"(func @main(%x: f32[8,64], %y: f32[8,64], %z: f32[8,64]) -> (f32[8,64], f32[8,64], f32[8], f32[8], f32[8,64], f16[8,64], f16[8,64]) {
+  %mx = f32[8,64] max(%x, %y)
+  %mn = f32[8,64] min(%x, %y)
+  %rx = f32[8] reduce(%x) {dims = [1], kind = max}
+  %rn = f32[8] reduce(%x) {dims = [1], kind = min}
+  %z4 = f32[1,8,64,1] reshape(%z)
+  %p4 = f32[1,8,64,1] reduce_window(%z4) {kind = max, window_dimensions = [1, 3, 3, 1], window_strides = [1, 1, 1, 1], padding_low = [0, 1, 1, 0], padding_high = [0, 1, 1, 0]}
+  %p = f32[8,64] reshape(%p4)
+  %hx = f16[8,64] convert(%x)
+  %hy = f16[8,64] convert(%y)
+  %hmx = f16[8,64] max(%hx, %hy)
+  %hmn = f16[8,64] min(%hx, %hy)
+  return %mx, %mn, %rx, %rn, %p, %hmx, %hmn
+})";
+  const double nan = std::nan(""), inf = INFINITY;
+  const double special[] = {0.0, -0.0, nan, inf, -inf, 1.5, -1.5, 0.0};
+  const double pooled[] = {-0.0, -2.0, nan, -1.5, inf, -0.0, -inf, 1.5, -0.0, -3.0, -0.5};
+  std::vector<Tensor> in;
+  for (int i = 0; i < 3; ++i) in.emplace_back(DType::F32, std::vector<int64_t>{8, 64});
+  for (int64_t i = 0; i < 8 * 64; ++i) {
+    in[0].setDouble(i, special[i % 8]);
+    in[1].setDouble(i, special[(i / 8) % 8]);  // every pair of the special values
+    in[2].setDouble(i, i < 4 * 64 ? pooled[i % 11] : -0.0 - double(i % 3));
+  }
+  // Rows whose max or min is a zero: -0 over -1.5, all -0, all +0; a NaN in row 3 only.
+  for (int64_t c = 0; c < 64; ++c) {
+    in[0].setDouble(0 * 64 + c, c % 2 ? -0.0 : -1.5);
+    in[0].setDouble(1 * 64 + c, -0.0);
+    in[0].setDouble(2 * 64 + c, 0.0);
+    in[0].setDouble(3 * 64 + c, c == 37 ? nan : double(c % 4 == 0));
+  }
+  auto parsed = parseModule(text, "maxmin.kir");
+  ASSERT_TRUE(parsed.isOk()) << parsed.status().str();
+  auto want = interpret(*(*parsed)->entry(), in);
+  ASSERT_TRUE(want.isOk()) << want.status().str();
+  for (int threads : {1, 2}) {
+    CompileOptions o;
+    o.threads = threads;
+    auto module = parseModule(text, "maxmin.kir");
+    ASSERT_TRUE(module.isOk()) << module.status().str();
+    auto exe = Executable::compile(std::move(*module), o);
+    ASSERT_TRUE(exe.isOk()) << exe.status().str();
+    auto got = (*exe)->run(in);
+    ASSERT_TRUE(got.isOk()) << got.status().str();
+    ASSERT_EQ(got->size(), want->size());
+    for (size_t k = 0; k < got->size(); ++k)
+      for (int64_t i = 0; i < (*want)[k].numElements(); ++i) {
+        const double g = (*got)[k].getDouble(i), w = (*want)[k].getDouble(i);
+        const std::string where = "output " + std::to_string(k) + " element " + std::to_string(i) +
+                                  " threads " + std::to_string(threads);
+        if (std::isnan(w)) {
+          EXPECT_TRUE(std::isnan(g)) << where;
+        } else {
+          EXPECT_EQ(g, w) << where;
+          EXPECT_EQ(std::signbit(g), std::signbit(w)) << where;
+        }
+      }
+  }
+}
+
 TEST(CpuBackend, OneExecutableRunsOnTwoThreadsAtOnce) {
   auto parsed = parseModule(R"(
 func @main(%x: f32[64,129], %g: f32[129], %b: f32[129]) -> (f32[64,129]) {

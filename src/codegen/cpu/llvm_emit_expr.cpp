@@ -412,14 +412,19 @@ llvm::Value* KernelEmitter::floatBinary(BinaryOp op, llvm::Value* a, llvm::Value
 // max/min of the semantics: NaN propagates and -0 orders below +0 (interp's maxOf/minOf).
 // Written as selects rather than llvm.maximum, which LLVM 19 miscompiles when it narrows the
 // f32 operation of an f16 value to half (max(0, NaN) gave 0); the selects vectorize too.
+// The first select is x86's maxps/minps (v where unordered or equal); equal values differ only
+// as -0 and +0, whose max is the AND of their bits and min the OR. Six vector ops instead of ten:
+// a max pool is bound by them.
 llvm::Value* KernelEmitter::maxMin(llvm::Value* a, llvm::Value* v, bool max) {
-  llvm::Type* bits = b_.getIntNTy(a->getType()->getPrimitiveSizeInBits());
-  llvm::Value* aNegative =
-      b_.CreateICmpSLT(b_.CreateBitCast(a, bits), llvm::ConstantInt::get(bits, 0));
-  llvm::Value* onTie = max ? b_.CreateSelect(aNegative, v, a) : b_.CreateSelect(aNegative, a, v);
+  llvm::Type* bits = b_.getIntNTy(a->getType()->getScalarSizeInBits());
+  if (auto* vec = llvm::dyn_cast<llvm::VectorType>(a->getType()))
+    bits = llvm::VectorType::get(bits, vec->getElementCount());
+  llvm::Value* ab = b_.CreateBitCast(a, bits);
+  llvm::Value* vb = b_.CreateBitCast(v, bits);
+  llvm::Value* onTie =
+      b_.CreateBitCast(max ? b_.CreateAnd(ab, vb) : b_.CreateOr(ab, vb), a->getType());
   llvm::Value* r = b_.CreateSelect(max ? b_.CreateFCmpOGT(a, v) : b_.CreateFCmpOLT(a, v), a, v);
   r = b_.CreateSelect(b_.CreateFCmpOEQ(a, v), onTie, r);
-  r = b_.CreateSelect(b_.CreateFCmpUNO(v, v), v, r);
   return b_.CreateSelect(b_.CreateFCmpUNO(a, a), a, r);
 }
 
