@@ -30,6 +30,7 @@
 #include "passes/pass_manager.h"
 #include "passes/specialize_shapes.h"
 #include "runtime/executable.h"
+#include "special_values.h"
 
 namespace kiln {
 namespace {
@@ -649,17 +650,7 @@ TEST(CudaDevice, MaxAndMinKeepNanAndTheSignOfZero) {
   ASSERT_TRUE(exe.isOk()) << exe.status().str();
   auto got = (*exe)->run(in);
   ASSERT_TRUE(got.isOk()) << got.status().str();
-  ASSERT_EQ(got->size(), want->size());
-  for (size_t k = 0; k < got->size(); ++k)
-    for (int64_t i = 0; i < (*want)[k].numElements(); ++i) {
-      const double g = (*got)[k].getDouble(i), w = (*want)[k].getDouble(i);
-      if (std::isnan(w)) {
-        EXPECT_TRUE(std::isnan(g)) << "output " << k << " element " << i;
-      } else {
-        EXPECT_EQ(g, w) << "output " << k << " element " << i;
-        EXPECT_EQ(std::signbit(g), std::signbit(w)) << "output " << k << " element " << i;
-      }
-    }
+  expectSpecialValuesEqual(*got, *want, "cuda");
 }
 
 // A run whose memory does not fit on the device (a 256 GiB intermediate) fails with an error
