@@ -66,24 +66,22 @@ Value* im2colProduct(Builder& b, const Node& n, const ConvolutionToMatmulOptions
     if (lhsDil[s] != 1 || lo[s] < 0 || hi[s] < 0) return nullptr;
   std::vector<int64_t> x = xt.staticDims(), w = wt.staticDims(), y = yt.staticDims();
   int64_t c = x[3], kh = w[0], kw = w[1], k = w[3];
-  // A 1x1 window over one pixel (a fully connected layer written as a convolution: squeeze and
-  // excitation, a classifier) is a product whatever its channels.
-  const bool onePixel = kh * kw == 1 && x[1] * x[2] == 1 && y[1] * y[2] == 1 && lo[0] == 0 &&
-                        lo[1] == 0 && hi[0] == 0 && hi[1] == 0;
-  // A 1x1 window of stride 1 without padding, few input channels and whole vectors of output
-  // channels, feeding a concatenation: oneDNN 2.6's 1x1 convolution stores a slice of the
-  // concatenation only with its reference kernel, so it would write a dense temp and a copy
-  // move it, which costs as much as the convolution when it has few input channels; its
-  // matmul stores the slice itself (slower than the convolution with many input channels or a
-  // partial vector of output channels).
-  const bool intoSlice = kh * kw == 1 && strides[0] == 1 && strides[1] == 1 && lo[0] == 0 &&
-                         lo[1] == 0 && hi[0] == 0 && hi[1] == 0 &&
+  // A 1x1 window without padding reads only its output pixel's input: the input is the matrix of
+  // columns. Over one pixel (a fully connected layer written as a convolution: squeeze and
+  // excitation, a classifier) it is a product whatever its channels. With stride 1, few input
+  // channels and whole vectors of output channels, feeding a concatenation, too: oneDNN 2.6's 1x1
+  // convolution stores a slice of the concatenation only with its reference kernel, so it would
+  // write a dense temp and a copy move it, which costs as much as the convolution when it has
+  // few input channels; its matmul stores the slice itself (slower than the convolution with
+  // many input channels or a partial vector of output channels).
+  const bool pointwise = kh * kw == 1 && lo[0] == 0 && lo[1] == 0 && hi[0] == 0 && hi[1] == 0;
+  const bool onePixel = pointwise && x[1] * x[2] == 1 && y[1] * y[2] == 1;
+  const bool intoSlice = pointwise && strides[0] == 1 && strides[1] == 1 &&
                          c <= kConvolutionToMatmulSliceMaxChannels && k % 16 == 0 &&
                          feedsConcatenation(n);
-  if (w[2] != c) return nullptr;
-  if (!intoSlice && ((!onePixel && (kh * kw == 1 || c < 64)) ||
-                     y[0] * y[1] * y[2] > kConvolutionToMatmulMaxPixels))
-    return nullptr;
+  const bool im2col = !onePixel && !intoSlice;
+  if (w[2] != c || (im2col && (kh * kw == 1 || c < 64))) return nullptr;
+  if (!intoSlice && y[0] * y[1] * y[2] > kConvolutionToMatmulMaxPixels) return nullptr;
   if (inputShare(x[1], y[1], kh, strides[0], lo[0], rhsDil[0]) *
           inputShare(x[2], y[2], kw, strides[1], lo[1], rhsDil[1]) <
       kConvolutionToMatmulMinInputShare)
@@ -92,9 +90,8 @@ Value* im2colProduct(Builder& b, const Node& n, const ConvolutionToMatmulOptions
       rhsDil[0] == 1 && rhsDil[1] == 1 && c % 16 == 0 && k % 16 == 0)
     return nullptr;
 
-  // One pixel or a 1x1 window of stride 1: the input is already the matrix of columns.
   Value* cols = n.operand(0);
-  if (!onePixel && !intoSlice) {
+  if (im2col) {
     Value* src = n.operand(0);
     if (lo[0] || lo[1] || hi[0] || hi[1])
       src = b.pad(src, b.scalar(DType::F32, 0.0), {0, lo[0], lo[1], 0}, {0, hi[0], hi[1], 0},

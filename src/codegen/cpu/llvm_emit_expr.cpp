@@ -413,8 +413,8 @@ llvm::Value* KernelEmitter::floatBinary(BinaryOp op, llvm::Value* a, llvm::Value
 // Written as selects rather than llvm.maximum, which LLVM 19 miscompiles when it narrows the
 // f32 operation of an f16 value to half (max(0, NaN) gave 0); the selects vectorize too.
 // The first select is x86's maxps/minps (v where unordered or equal); equal values differ only
-// as -0 and +0, whose max is the AND of their bits and min the OR. Six vector ops instead of ten:
-// a max pool is bound by them.
+// as -0 and +0, whose max is the AND of their bits and min the OR. Six vector ops: a max pool is
+// bound by them.
 llvm::Value* KernelEmitter::maxMin(llvm::Value* a, llvm::Value* v, bool max) {
   llvm::Type* bits = b_.getIntNTy(a->getType()->getScalarSizeInBits());
   if (auto* vec = llvm::dyn_cast<llvm::VectorType>(a->getType()))
