@@ -122,9 +122,10 @@ struct DeviceTensor {
 
 // What `kiln bench --roofline` compares a device's kernels with, measured now on the device.
 struct DeviceCeilings {
-  double copyGBs = 0;           // a device-to-device copy (bytes read + written), best of 5
-  std::vector<double> aloneMs;  // per kernel: its library calls run alone (-1: it has none)
-  std::vector<double> copyMs;   // per kernel: a copy that moves its bytes (-1: none asked)
+  double copyGBs = 0;                   // a device-to-device copy (bytes read + written), best of 5
+  std::vector<double> aloneMs;          // per kernel: its library calls run alone (-1: it has none)
+  std::vector<double> aloneEpilogueMs;  // the same with their epilogues (fused bias, residual)
+  std::vector<double> copyMs;           // per kernel: a copy that moves its bytes (-1: none asked)
   // per kernel: its library calls (their epilogues included) in the last run's memory, without
   // the kernel's other launches (-1: it has none; empty before a first run)
   std::vector<double> callsMs;

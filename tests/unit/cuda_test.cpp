@@ -504,6 +504,28 @@ void expectOnLibraries(const char* text, const std::vector<Tensor>& inputs, cons
       EXPECT_LE(worst, tolerance * scale) << "run " << run << ", output " << o;
     }
   }
+  // Each cuBLASLt call names its algorithm's pick (timed among the heuristic's candidates where
+  // it offers several), and `kiln bench --roofline` times every call alone, bare and with its
+  // epilogue (their operands sized by argBytes).
+  const std::string details = (*exe)->libraryCallDetails();
+  for (size_t at = details.find("cuBLASLt "); at != std::string::npos;
+       at = details.find("cuBLASLt ", at + 1)) {
+    const std::string line = details.substr(at, details.find('\n', at) - at);
+    EXPECT_TRUE(line.find(" by time (") != std::string::npos ||
+                line.find("the heuristic's first of ") != std::string::npos)
+        << line;
+  }
+  auto ceilings = (*exe)->measureDevice(3, {});
+  ASSERT_TRUE(ceilings.isOk()) << ceilings.status().str();
+  ASSERT_TRUE(ceilings->has_value());
+  const runtime::DeviceCeilings& c = **ceilings;
+  ASSERT_EQ(c.aloneEpilogueMs.size(), c.aloneMs.size());
+  int timed = 0;
+  for (size_t k = 0; k < c.aloneMs.size(); ++k) {
+    EXPECT_EQ(c.aloneMs[k] > 0, c.aloneEpilogueMs[k] > 0) << "kernel " << k;
+    timed += c.aloneMs[k] > 0;
+  }
+  EXPECT_EQ(timed, 3);
 }
 
 void expectConvolutionsOnCudnn(const char* precision, double tolerance) {

@@ -153,6 +153,7 @@ StatusOr<Ceilings> measureCeilings(const runtime::Executable& exe, runtime::Comp
     c.where = base.backend;
     c.copyGBs = device->copyGBs;
     c.aloneMs = device->aloneMs;
+    c.aloneEpilogueMs = device->aloneEpilogueMs;
     c.callsMs = device->callsMs;
     c.copyMs = device->copyMs;
   } else {
@@ -212,50 +213,57 @@ std::string sprint(const char* fmt, auto... args) {
   return buf;
 }
 
-// The kernels with library calls against those calls made alone (Ceilings::aloneMs): totals,
-// then the kernels furthest from their calls alone, at most 8. Where the program's calls were
-// also timed without the kernels' loops (Ceilings::callsMs), a kernel's time splits into its
-// calls (with the library's epilogue) and the loops after them, and the calls are compared
-// with the calls alone: the product's own cost, apart from the epilogue Kiln runs as a loop.
+// The kernels with library calls against those calls made alone (Ceilings::aloneMs, bare;
+// Ceilings::aloneEpilogueMs, with the library's epilogues): totals, then the kernels furthest
+// from their calls alone, at most 8. Where the program's calls were also timed without the
+// kernels' loops (Ceilings::callsMs), a kernel's time splits into its calls (with the library's
+// epilogue) and the loops after them, and the calls are compared with the same calls alone: the
+// product's own cost in the program against the library's, apart from the loops Kiln runs after.
 std::string aloneLines(const std::vector<fusion::Kernel>& kernels, const std::vector<double>& med,
                        const Ceilings& c, bool json) {
-  double kiln = 0, alone = 0, calls = 0;
+  double kiln = 0, alone = 0, same = 0, calls = 0;
   int count = 0;
   std::vector<size_t> order;
   const bool split = c.callsMs.size() >= kernels.size();
+  const bool withEpilogue = c.aloneEpilogueMs.size() >= c.aloneMs.size();
   auto callsOf = [&](size_t k) { return split ? std::max(c.callsMs[k], 0.0) : med[k]; };
+  auto sameOf = [&](size_t k) { return withEpilogue ? c.aloneEpilogueMs[k] : c.aloneMs[k]; };
   for (size_t k = 0; k < kernels.size() && k < c.aloneMs.size(); ++k) {
     if (c.aloneMs[k] <= 0) continue;
     ++count;
     kiln += med[k];
     alone += c.aloneMs[k];
+    same += sameOf(k);
     calls += callsOf(k);
     order.push_back(k);
   }
   if (json)
-    return sprint(", \"library_alone\": {\"count\": %d, \"kiln_ms\": %.4f, \"alone_ms\": %.4f%s}",
-                  count, kiln, alone, split ? sprint(", \"calls_ms\": %.4f", calls).c_str() : "");
+    return sprint(", \"library_alone\": {\"count\": %d, \"kiln_ms\": %.4f, \"alone_ms\": "
+                  "%.4f, \"alone_epilogue_ms\": %.4f%s}",
+                  count, kiln, alone, same,
+                  split ? sprint(", \"calls_ms\": %.4f", calls).c_str() : "");
   if (!count) return "";
   std::string out = sprint("  kernels with library calls: %d, %.3f ms; the calls alone (same "
-                           "shapes, no epilogue): %.3f ms; Kiln / alone %.3f\n",
-                           count, kiln, alone, kiln / alone);
+                           "shapes): %.3f ms bare, %.3f ms with their epilogues; Kiln / alone "
+                           "%.3f, %.3f\n",
+                           count, kiln, alone, same, kiln / alone, kiln / same);
   if (split)
     out += sprint("    of which their calls (with the library's epilogues) %.3f ms, calls / alone "
-                  "%.3f; the loops after the calls %.3f ms\n",
-                  calls, calls / alone, kiln - calls);
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return callsOf(a) / c.aloneMs[a] > callsOf(b) / c.aloneMs[b];
-  });
-  out += split ? "  calls furthest from their calls alone (kernel ms; its calls ms; alone ms; "
-                 "calls / alone):\n"
-               : "  furthest from their calls alone (median ms; alone ms; ratio):\n";
+                  "with epilogues %.3f; the loops after the calls %.3f ms\n",
+                  calls, calls / same, kiln - calls);
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return callsOf(a) / sameOf(a) > callsOf(b) / sameOf(b); });
+  out += sprint("  %s furthest from their calls alone (kernel ms;%s alone ms bare, with "
+                "epilogues; %s / alone with epilogues):\n",
+                split ? "calls" : "kernels", split ? " its calls ms;" : "",
+                split ? "calls" : "kernel");
   for (size_t i = 0; i < order.size() && i < 8; ++i) {
     const size_t k = order[i];
     const fusion::Kernel& kk = kernels[k];
     out += sprint("    k%-3d %-12s %8.3f ms", kk.id,
                   std::string(fusion::kernelKindName(kk.kind)).c_str(), med[k]);
     if (split) out += sprint("  %8.3f ms", callsOf(k));
-    out += sprint("  %8.3f ms  %5.2f  %s\n", c.aloneMs[k], callsOf(k) / c.aloneMs[k],
+    out += sprint("  %8.3f %8.3f ms  %5.2f  %s\n", c.aloneMs[k], sameOf(k), callsOf(k) / sameOf(k),
                   std::string(opName(kk.anchor->op())).c_str());
   }
   return out;

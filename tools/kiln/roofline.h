@@ -20,10 +20,11 @@ struct Ceilings {
   std::string matmul;           // "f32 2048^3"
   double matmulGFs = 0;         // that dot_general through Kiln (oneDNN, cuBLASLt), best of 3
   double fusedGBs = 0;          // gelu(x*w+b)+r over 64M elements as one Kiln kernel, best of 3
-  // Device targets: per kernel of the program, its library calls timed alone (-1: none), the
-  // same calls of the program timed in its run's memory without the kernel's loops (-1: none),
-  // and for a memory-bound kernel a copy that moves as many bytes (-1: none).
-  std::vector<double> aloneMs, callsMs, copyMs;
+  // Device targets: per kernel of the program, its library calls timed alone (-1: none) bare
+  // and with their epilogues, the same calls of the program timed in its run's memory without
+  // the kernel's loops (-1: none), and for a memory-bound kernel a copy that moves as many bytes
+  // (-1: none).
+  std::vector<double> aloneMs, aloneEpilogueMs, callsMs, copyMs;
   // Host: per kernel, its time when run again at once after its run in a program run (its data
   // hot in the caches of the threads that ran it; -1: not run again), and then on one thread
   // (-1: not run so, or the run has one), measureHotKernels.

@@ -112,13 +112,16 @@ measureCeilings(const Driver& driver, const std::vector<std::vector<const Librar
   KILN_ASSIGN_OR_RETURN(c.copyGBs, copyBandwidth(driver));
   KILN_ASSIGN_OR_RETURN(c.copyMs, copiesOfSize(driver, copyBytes, repeat));
   for (const auto& kernel : calls) {
-    double ms = -1;
+    double bare = -1, same = -1;
     for (const LibraryCall* call : kernel) {
       if (!call) continue;
-      KILN_ASSIGN_OR_RETURN(double t, timeAlone(*call, repeat));
-      ms = std::max(ms, 0.0) + t;
+      KILN_ASSIGN_OR_RETURN(double t, timeAlone(*call, false, repeat));
+      KILN_ASSIGN_OR_RETURN(double e, timeAlone(*call, true, repeat));
+      bare = std::max(bare, 0.0) + t;
+      same = std::max(same, 0.0) + e;
     }
-    c.aloneMs.push_back(ms);
+    c.aloneMs.push_back(bare);
+    c.aloneEpilogueMs.push_back(same);
   }
   return c;
 }

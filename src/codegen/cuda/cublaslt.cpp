@@ -3,9 +3,13 @@
 // operand, the lhs its second, and a transposed operand is a transpose op on its memory.
 #include "codegen/cuda/cublaslt.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cublasLt.h>
+#include <map>
 #include <mutex>
+#include <vector>
 
 #include "codegen/cuda/dynamic_library.h"
 
@@ -88,6 +92,8 @@ struct Gemm::Plan {
   std::mutex bias;  // the desc holds the bias pointer from a run's setting to its enqueue
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulHeuristicResult_t algo = {};
+  std::vector<cublasLtMatmulHeuristicResult_t> candidates;  // the heuristic's, best first
+  std::string picked;  // how the algorithm was picked, for describe()
   ~Plan() {
     if (a) lt->cublasLtMatrixLayoutDestroy(a);
     if (b) lt->cublasLtMatrixLayoutDestroy(b);
@@ -162,6 +168,82 @@ Status describePlan(Gemm::Plan& p, const GemmShape& g) {
 
 }  // namespace
 
+namespace {
+
+// The heuristic's candidates for a product, of which the fastest measured runs.
+constexpr int kCandidates = 8;
+// Products slower than this keep the heuristic's first algorithm: timing 8 candidates would
+// cost the compile more than their choice gains (the heuristic's misses are on small products).
+constexpr double kTimedUpToMs = 0.25;
+// A candidate replaces the heuristic's first only when faster by more than timing's noise.
+constexpr double kPickMargin = 0.97;
+
+// The algorithm timed fastest for a product and its epilogue, kept for the process.
+struct Picked {
+  cublasLtMatmulHeuristicResult_t algo;
+  std::string how;
+};
+std::mutex pickedMu;
+std::map<std::string, Picked>& pickedAlgorithms() {
+  static auto* m = new std::map<std::string, Picked>();
+  return *m;
+}
+
+bool timedPick() {
+  const char* env = std::getenv("KILN_CUBLASLT_TIMED");
+  return !env || std::string(env) != "0";
+}
+
+std::string ms3(double ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f ms", ms);
+  return buf;
+}
+
+}  // namespace
+
+// The heuristic ranks algorithms by a model of the GPU, not by running them: each of its first
+// candidates is timed on fresh buffers (timeRuns, as cuDNN's Find does for convolutions) and the
+// fastest kept; the heuristic's first where timing fails or the product is too slow to time.
+void Gemm::pickAlgorithm() {
+  Plan& p = *plan_;
+  const std::vector<cublasLtMatmulHeuristicResult_t>& candidates = p.candidates;
+  p.algo = candidates[0];
+  p.picked = "the heuristic's first of " + std::to_string(candidates.size());
+  if (candidates.size() < 2 || !timedPick()) return;
+  const std::string key = shape_.str() + " " + epilogue_.str();
+  std::lock_guard<std::mutex> lock(pickedMu);
+  if (auto known = pickedAlgorithms().find(key); known != pickedAlgorithms().end()) {
+    p.algo = known->second.algo;
+    p.picked = known->second.how;
+    return;
+  }
+  StatusOr<const Driver*> drv = Driver::get();
+  StatusOr<std::unique_ptr<Scratch>> scratch =
+      drv ? Scratch::make(**drv, argBytes()) : StatusOr<std::unique_ptr<Scratch>>(drv.status());
+  if (!scratch) return;
+  auto time = [&](const cublasLtMatmulHeuristicResult_t& a) {
+    p.algo = a;
+    StatusOr<double> ms = timeRuns(
+        [&](Stream st) { return run((*scratch)->args(), (*scratch)->workspace(), st); }, 3);
+    return ms ? *ms : -1.0;
+  };
+  const double first = time(candidates[0]);
+  size_t best = 0;
+  double bestMs = first;
+  if (first > 0 && first <= kTimedUpToMs)
+    for (size_t i = 1; i < candidates.size(); ++i)
+      if (double ms = time(candidates[i]); ms > 0 && ms < bestMs) best = i, bestMs = ms;
+  if (bestMs > kPickMargin * first) best = 0, bestMs = first;
+  p.algo = candidates[best];
+  if (first > kTimedUpToMs) p.picked += " (" + ms3(first) + ": too slow to time the others)";
+  else if (first > 0)
+    p.picked = "candidate " + std::to_string(best + 1) + " of " +
+               std::to_string(candidates.size()) + " by time (" + ms3(bestMs) + "; the first " +
+               ms3(first) + ")";
+  pickedAlgorithms().emplace(key, Picked{p.algo, p.picked});
+}
+
 StatusOr<std::unique_ptr<Gemm>> Gemm::create(const GemmShape& shape, const GemmEpilogue& epilogue,
                                              int residualArg, int biasArg) {
   KILN_ASSIGN_OR_RETURN(cublasLtHandle_t h, handle());
@@ -186,12 +268,16 @@ StatusOr<std::unique_ptr<Gemm>> Gemm::create(const GemmShape& shape, const GemmE
        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
     lt->cublasLtMatmulPreferenceSetAttribute(pref, a, &align, sizeof align);
+  std::vector<cublasLtMatmulHeuristicResult_t>& candidates = p.candidates;
+  candidates.resize(kCandidates);
   int found = 0;
-  cublasStatus_t s =
-      lt->cublasLtMatmulAlgoGetHeuristic(h, p.desc, p.a, p.b, p.c, p.c, pref, 1, &p.algo, &found);
+  cublasStatus_t s = lt->cublasLtMatmulAlgoGetHeuristic(h, p.desc, p.a, p.b, p.c, p.c, pref,
+                                                        kCandidates, candidates.data(), &found);
   lt->cublasLtMatmulPreferenceDestroy(pref);
   KILN_RETURN_IF_ERROR(check(s, "the algorithm heuristic for " + shape.str()));
   if (found == 0) return Status::error("cuBLASLt has no algorithm for " + shape.str());
+  candidates.resize(size_t(found));
+  g->pickAlgorithm();
   return g;
 }
 
@@ -220,22 +306,29 @@ Status Gemm::run(const DevicePtr* args, DevicePtr workspace, Stream stream) cons
       "a product " + shape_.str());
 }
 
-StatusOr<std::unique_ptr<LibraryCall>> Gemm::alone() const {
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Gemm> g, create(shape_));
+StatusOr<std::unique_ptr<LibraryCall>> Gemm::alone(bool withEpilogue) const {
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Gemm> g,
+                        withEpilogue ? create(shape_, epilogue_, residualArg_, biasArg_)
+                                     : create(shape_));
   return std::unique_ptr<LibraryCall>(std::move(g));
 }
 
 std::vector<int64_t> Gemm::argBytes() const {
   const auto e = static_cast<int64_t>(dtypeSize(shape_.type));
   const GemmShape& g = shape_;
-  return {g.batch * g.m * g.k * e, g.batch * g.k * g.n * e, g.batch * g.m * g.n * e};
+  const int64_t result = g.batch * g.m * g.n * e;
+  std::vector<int64_t> bytes = {g.batch * g.m * g.k * e, g.batch * g.k * g.n * e, result};
+  bytes.resize(size_t(std::max({2, residualArg_, biasArg_}) + 1), 0);
+  if (residualArg_ >= 0) bytes[size_t(residualArg_)] = result;
+  if (biasArg_ >= 0) bytes[size_t(biasArg_)] = g.n * 4;  // f32 at most
+  return bytes;
 }
 
 std::string Gemm::describe() const {
   char waves[32];
   std::snprintf(waves, sizeof waves, "%.2f", double(plan_->algo.wavesCount));
   const std::string epilogue = epilogue_.taken ? ", epilogue " + epilogue_.str() : std::string();
-  return "cuBLASLt " + shape_.str() + epilogue + ", " + waves + " waves";
+  return "cuBLASLt " + shape_.str() + epilogue + ", " + plan_->picked + ", " + waves + " waves";
 }
 
 }  // namespace kiln::codegen::cuda

@@ -1,6 +1,6 @@
 // Matrix products through cuBLASLt (cublaslt.cpp is the one translation unit that includes its
-// header): a plan per call, made once per program on the device, with the algorithm cuBLASLt's
-// heuristic picks for the shape.
+// header): a plan per call, made once per program on the device, with the fastest of the
+// algorithms cuBLASLt's heuristic ranks first for the shape, timed on the device.
 #pragma once
 
 #include <memory>
@@ -27,13 +27,14 @@ class Gemm final : public LibraryCall {
   // (row-major, as the shape says).
   Status run(const DevicePtr* args, DevicePtr workspace, Stream stream) const override;
   std::string describe() const override;  // "cuBLASLt f32 [128 x 64] . [64 x 32], 1.00 waves"
-  StatusOr<std::unique_ptr<LibraryCall>> alone() const override;
+  StatusOr<std::unique_ptr<LibraryCall>> alone(bool withEpilogue) const override;
   std::vector<int64_t> argBytes() const override;
 
   struct Plan;
 
  private:
   Gemm() = default;
+  void pickAlgorithm();  // plan_->algo from plan_->candidates
   std::unique_ptr<Plan> plan_;
   GemmShape shape_;
   GemmEpilogue epilogue_;

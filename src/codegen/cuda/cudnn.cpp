@@ -285,8 +285,9 @@ Status Conv::run(const DevicePtr* args, DevicePtr workspace, Stream stream) cons
                "the convolution " + shape_.str());
 }
 
-StatusOr<std::unique_ptr<LibraryCall>> Conv::alone() const {
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Conv> c, create(shape_));
+StatusOr<std::unique_ptr<LibraryCall>> Conv::alone(bool withEpilogue) const {
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Conv> c,
+                        withEpilogue ? create(shape_, epilogue_, zArg_, biasArg_) : create(shape_));
   return std::unique_ptr<LibraryCall>(std::move(c));
 }
 
@@ -298,9 +299,14 @@ std::vector<int64_t> Conv::argBytes() const {
     return p;
   };
   const auto e = static_cast<int64_t>(dtypeSize(c.type));
-  return {c.batch * c.inFeatures * product(c.in) * e,
-          c.outFeatures * (c.inFeatures / c.groups) * product(c.window) * e,
-          c.batch * c.outFeatures * product(c.out) * e};
+  const int64_t result = c.batch * c.outFeatures * product(c.out) * e;
+  std::vector<int64_t> bytes = {c.batch * c.inFeatures * product(c.in) * e,
+                                c.outFeatures * (c.inFeatures / c.groups) * product(c.window) * e,
+                                result};
+  bytes.resize(size_t(std::max({2, zArg_, biasArg_}) + 1), 0);
+  if (zArg_ >= 0) bytes[size_t(zArg_)] = result;
+  if (biasArg_ >= 0) bytes[size_t(biasArg_)] = c.outFeatures * 4;  // f32 at most
+  return bytes;
 }
 
 std::string Conv::describe() const {

@@ -22,7 +22,7 @@ class Conv final : public LibraryCall {
   // args: input, kernel, result, then the epilogue's operands.
   Status run(const DevicePtr* args, DevicePtr workspace, Stream stream) const override;
   std::string describe() const override;
-  StatusOr<std::unique_ptr<LibraryCall>> alone() const override;
+  StatusOr<std::unique_ptr<LibraryCall>> alone(bool withEpilogue) const override;
   std::vector<int64_t> argBytes() const override;
 
   struct Plan;

@@ -129,58 +129,68 @@ makeLibraryCallAt(const kernel::Kernel& k, const kernel::Stmt& call, bool tf32,
   return makeLibraryCall(at, c, tf32);
 }
 
-// The call alone: `kAloneBatch` calls captured into one graph and launched between events (back
-// to back, as a program's graph runs them), the median over `repeat` launches divided by the
-// batch; where the library's call cannot be captured, one call between events at a time.
-constexpr int kAloneBatch = 10;
+StatusOr<std::unique_ptr<Scratch>> Scratch::make(const Driver& driver,
+                                                 const std::vector<int64_t>& bytes) {
+  std::unique_ptr<Scratch> s(new Scratch(driver));
+  for (int64_t b : bytes) {
+    KILN_ASSIGN_OR_RETURN(DevicePtr p, driver.allocate(std::max<int64_t>(b, 1)));
+    s->ptrs_.push_back(p);
+  }
+  KILN_ASSIGN_OR_RETURN(DevicePtr w, driver.allocate(kCallWorkspace));
+  s->ptrs_.push_back(w);
+  return s;
+}
 
-StatusOr<double> timeAlone(const LibraryCall& call, int repeat) {
+Scratch::~Scratch() {
+  for (DevicePtr p : ptrs_) driver_.free(p);
+}
+
+// Runs captured back to back into the graph timeRuns launches: enough that the launch's own
+// cost is a small share of each.
+constexpr int kRunsPerGraph = 10;
+
+StatusOr<double> timeRuns(const CallRun& run, int repeat) {
   KILN_ASSIGN_OR_RETURN(const Driver* drv, Driver::get());
   KILN_RETURN_IF_ERROR(drv->makeCurrent());
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<LibraryCall> alone, call.alone());
-  std::vector<int64_t> bytes = alone->argBytes();
-  bytes.push_back(kCallWorkspace);
-  std::vector<DevicePtr> ptrs;
   Stream stream = nullptr;
   Event start = nullptr, end = nullptr;
   GraphExec graph = nullptr;
-  auto release = [&] {
-    drv->destroyGraph(graph);
-    for (DevicePtr p : ptrs) drv->free(p);
-    if (start) drv->destroyEvent(start);
-    if (end) drv->destroyEvent(end);
-    if (stream) drv->destroyStream(stream);
-  };
   auto timed = [&]() -> StatusOr<double> {
-    for (int64_t b : bytes) {
-      KILN_ASSIGN_OR_RETURN(DevicePtr p, drv->allocate(std::max<int64_t>(b, 1)));
-      ptrs.push_back(p);
-    }
     KILN_ASSIGN_OR_RETURN(stream, drv->createStream());
     KILN_ASSIGN_OR_RETURN(start, drv->createEvent());
     KILN_ASSIGN_OR_RETURN(end, drv->createEvent());
-    KILN_RETURN_IF_ERROR(alone->run(ptrs.data(), ptrs.back(), stream));  // warm-up
+    KILN_RETURN_IF_ERROR(run(stream));  // warm-up
     if (drv->beginCapture(stream)) {
       Status issued = Status::ok();
-      for (int i = 0; i < kAloneBatch && issued; ++i)
-        issued = alone->run(ptrs.data(), ptrs.back(), stream);
+      for (int i = 0; i < kRunsPerGraph && issued; ++i) issued = run(stream);
       if (StatusOr<GraphExec> g = drv->endCapture(stream, issued)) graph = *g;
     }
     std::vector<double> ms;
     for (int r = 0; r < repeat; ++r) {
       KILN_RETURN_IF_ERROR(drv->record(start, stream));
-      KILN_RETURN_IF_ERROR(graph ? drv->launchGraph(graph, stream)
-                                 : alone->run(ptrs.data(), ptrs.back(), stream));
+      KILN_RETURN_IF_ERROR(graph ? drv->launchGraph(graph, stream) : run(stream));
       KILN_RETURN_IF_ERROR(drv->record(end, stream));
       KILN_ASSIGN_OR_RETURN(float t, drv->elapsed(start, end));
-      ms.push_back(graph ? t / kAloneBatch : t);
+      ms.push_back(graph ? t / kRunsPerGraph : t);
     }
     std::sort(ms.begin(), ms.end());
     return ms.empty() ? 0.0 : ms[ms.size() / 2];
   };
   StatusOr<double> result = timed();
-  release();
+  drv->destroyGraph(graph);
+  if (start) drv->destroyEvent(start);
+  if (end) drv->destroyEvent(end);
+  if (stream) drv->destroyStream(stream);
   return result;
+}
+
+StatusOr<double> timeAlone(const LibraryCall& call, bool withEpilogue, int repeat) {
+  KILN_ASSIGN_OR_RETURN(const Driver* drv, Driver::get());
+  KILN_RETURN_IF_ERROR(drv->makeCurrent());
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<LibraryCall> alone, call.alone(withEpilogue));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Scratch> scratch, Scratch::make(*drv, alone->argBytes()));
+  return timeRuns([&](Stream s) { return alone->run(scratch->args(), scratch->workspace(), s); },
+                  repeat);
 }
 
 }  // namespace kiln::codegen::cuda

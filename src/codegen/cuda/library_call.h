@@ -4,6 +4,7 @@
 // the device and run at every launch.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -26,16 +27,39 @@ class LibraryCall {
   // Runs on `stream` with the call's buffers (its arguments in order) and the workspace.
   virtual Status run(const DevicePtr* args, DevicePtr workspace, Stream stream) const = 0;
   virtual std::string describe() const = 0;  // "cuDNN f32 [1, 3, 224, 224] * ..., algorithm 1"
-  // The same operation made again as the library's call alone (no epilogue), and the bytes of
-  // its arguments in order: what `kiln bench --roofline` times a program's call against.
-  virtual StatusOr<std::unique_ptr<LibraryCall>> alone() const = 0;
+  // The same operation made again as the library's call alone, with this call's epilogue or
+  // bare, and the bytes of its arguments in order (the epilogue's operands after the result):
+  // what `kiln bench --roofline` times a program's call against.
+  virtual StatusOr<std::unique_ptr<LibraryCall>> alone(bool withEpilogue) const = 0;
   virtual std::vector<int64_t> argBytes() const = 0;
 };
 
-// The median milliseconds of `repeat` runs of call.alone() on fresh device buffers (their
-// contents do not change a product's time), by the device's events around a graph of several
-// calls back to back (library_call.cpp), as a program's own kernels are timed.
-StatusOr<double> timeAlone(const LibraryCall& call, int repeat);
+// Fresh device buffers of the given sizes, then a call workspace, freed with it.
+class Scratch {
+ public:
+  static StatusOr<std::unique_ptr<Scratch>> make(const Driver& driver,
+                                                 const std::vector<int64_t>& bytes);
+  ~Scratch();
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  const DevicePtr* args() const { return ptrs_.data(); }
+  DevicePtr workspace() const { return ptrs_.back(); }
+
+ private:
+  explicit Scratch(const Driver& d) : driver_(d) {}
+  const Driver& driver_;
+  std::vector<DevicePtr> ptrs_;
+};
+
+// The median milliseconds of one `run` on a stream of its own: after a warm-up, several runs
+// captured into one graph and launched back to back between the device's events (as a program's
+// graph runs its calls), `repeat` times; one run between events where the runs cannot be captured.
+using CallRun = std::function<Status(Stream)>;
+StatusOr<double> timeRuns(const CallRun& run, int repeat);
+
+// timeRuns of call.alone(withEpilogue) on fresh device buffers (their contents do not change a
+// product's time).
+StatusOr<double> timeAlone(const LibraryCall& call, bool withEpilogue, int repeat);
 
 // The library that takes `call` of kernel `k` ("cuBLASLt", "cuDNN"), or nullopt with `why`
 // saying, per library, why it does not.
