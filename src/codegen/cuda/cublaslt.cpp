@@ -177,6 +177,8 @@ constexpr int kCandidates = 8;
 constexpr double kTimedUpToMs = 0.25;
 // A candidate replaces the heuristic's first only when faster by more than timing's noise.
 constexpr double kPickMargin = 0.97;
+// Bytes the timed runs read, at least: over the L2 of an H100 (50 MiB) or H200 (60 MiB).
+constexpr int64_t kColdBytes = int64_t(128) << 20;
 
 // The algorithm timed fastest for a product and its epilogue, kept for the process.
 struct Picked {
@@ -202,6 +204,26 @@ std::string ms3(double ms) {
 
 }  // namespace
 
+// Fresh copies of the product's operands for timing its algorithms, as many as make the runs of
+// timeRuns' graph read more than the GPU's L2 holds (a program's products read their weights
+// from memory: timed on hot operands, an algorithm that reads them more often than another
+// would seem as fast), then the workspace. Each run takes the next copy.
+StatusOr<std::vector<std::unique_ptr<Scratch>>> Gemm::operandCopies() const {
+  KILN_ASSIGN_OR_RETURN(const Driver* drv, Driver::get());
+  const std::vector<int64_t> bytes = argBytes();
+  int64_t each = 0;
+  for (int64_t b : bytes) each += b;
+  const int64_t n =
+      std::clamp<int64_t>(kColdBytes / std::max<int64_t>(each, 1) + 1, 1, kRunsPerGraph);
+  std::vector<std::unique_ptr<Scratch>> copies;
+  for (int64_t i = 0; i <= n; ++i) {
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Scratch> c,
+                          Scratch::make(*drv, i < n ? bytes : std::vector<int64_t>{}, i == n));
+    copies.push_back(std::move(c));
+  }
+  return copies;
+}
+
 // The heuristic ranks algorithms by a model of the GPU, not by running them: each of its first
 // candidates is timed on fresh buffers (timeRuns, as cuDNN's Find does for convolutions) and the
 // fastest kept; the heuristic's first where timing fails or the product is too slow to time.
@@ -218,14 +240,17 @@ void Gemm::pickAlgorithm() {
     p.picked = known->second.how;
     return;
   }
-  StatusOr<const Driver*> drv = Driver::get();
-  StatusOr<std::unique_ptr<Scratch>> scratch =
-      drv ? Scratch::make(**drv, argBytes()) : StatusOr<std::unique_ptr<Scratch>>(drv.status());
-  if (!scratch) return;
+  StatusOr<std::vector<std::unique_ptr<Scratch>>> copies = operandCopies();
+  if (!copies) return;
   auto time = [&](const cublasLtMatmulHeuristicResult_t& a) {
     p.algo = a;
+    size_t next = 0;
     StatusOr<double> ms = timeRuns(
-        [&](Stream st) { return run((*scratch)->args(), (*scratch)->workspace(), st); }, 3);
+        [&](Stream st) {
+          const Scratch& c = *(*copies)[next++ % (copies->size() - 1)];
+          return run(c.args(), copies->back()->workspace(), st);
+        },
+        3);
     return ms ? *ms : -1.0;
   };
   const double first = time(candidates[0]);

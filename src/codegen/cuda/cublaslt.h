@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "codegen/cuda/gemm.h"
 #include "codegen/cuda/library_call.h"
@@ -35,6 +36,7 @@ class Gemm final : public LibraryCall {
  private:
   Gemm() = default;
   void pickAlgorithm();  // plan_->algo from plan_->candidates
+  StatusOr<std::vector<std::unique_ptr<Scratch>>> operandCopies() const;
   std::unique_ptr<Plan> plan_;
   GemmShape shape_;
   GemmEpilogue epilogue_;

@@ -129,13 +129,14 @@ makeLibraryCallAt(const kernel::Kernel& k, const kernel::Stmt& call, bool tf32,
   return makeLibraryCall(at, c, tf32);
 }
 
-StatusOr<std::unique_ptr<Scratch>> Scratch::make(const Driver& driver,
-                                                 const std::vector<int64_t>& bytes) {
+StatusOr<std::unique_ptr<Scratch>>
+Scratch::make(const Driver& driver, const std::vector<int64_t>& bytes, bool workspace) {
   std::unique_ptr<Scratch> s(new Scratch(driver));
   for (int64_t b : bytes) {
     KILN_ASSIGN_OR_RETURN(DevicePtr p, driver.allocate(std::max<int64_t>(b, 1)));
     s->ptrs_.push_back(p);
   }
+  if (!workspace) return s;
   KILN_ASSIGN_OR_RETURN(DevicePtr w, driver.allocate(kCallWorkspace));
   s->ptrs_.push_back(w);
   return s;
@@ -144,10 +145,6 @@ StatusOr<std::unique_ptr<Scratch>> Scratch::make(const Driver& driver,
 Scratch::~Scratch() {
   for (DevicePtr p : ptrs_) driver_.free(p);
 }
-
-// Runs captured back to back into the graph timeRuns launches: enough that the launch's own
-// cost is a small share of each.
-constexpr int kRunsPerGraph = 10;
 
 StatusOr<double> timeRuns(const CallRun& run, int repeat) {
   KILN_ASSIGN_OR_RETURN(const Driver* drv, Driver::get());

@@ -34,11 +34,12 @@ class LibraryCall {
   virtual std::vector<int64_t> argBytes() const = 0;
 };
 
-// Fresh device buffers of the given sizes, then a call workspace, freed with it.
+// Fresh device buffers of the given sizes, then a call workspace (unless `workspace` is false),
+// freed with it.
 class Scratch {
  public:
-  static StatusOr<std::unique_ptr<Scratch>> make(const Driver& driver,
-                                                 const std::vector<int64_t>& bytes);
+  static StatusOr<std::unique_ptr<Scratch>>
+  make(const Driver& driver, const std::vector<int64_t>& bytes, bool workspace = true);
   ~Scratch();
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
@@ -54,6 +55,9 @@ class Scratch {
 // The median milliseconds of one `run` on a stream of its own: after a warm-up, several runs
 // captured into one graph and launched back to back between the device's events (as a program's
 // graph runs its calls), `repeat` times; one run between events where the runs cannot be captured.
+// Runs captured back to back into that graph: enough that the launch's own cost is a small share
+// of each.
+inline constexpr int kRunsPerGraph = 10;
 using CallRun = std::function<Status(Stream)>;
 StatusOr<double> timeRuns(const CallRun& run, int repeat);
 
