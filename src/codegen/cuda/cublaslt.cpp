@@ -208,9 +208,9 @@ std::string ms3(double ms) {
 }  // namespace
 
 // Fresh copies of the product's operands for timing its algorithms, as many as make the runs of
-// timeRuns' graph read more than the GPU's L2 holds (a program's products read their weights
-// from memory: timed on hot operands, an algorithm that reads them more often than another
-// would seem as fast), then the workspace. Each run takes the next copy.
+// timeRuns' graph read kColdBytes (at most one copy per run of the graph), then the workspace;
+// each run takes the next copy. A program's products read their weights from memory: timed on
+// operands hot in L2, an algorithm that rereads them would seem as fast as one that does not.
 StatusOr<std::vector<std::unique_ptr<Scratch>>> Gemm::operandCopies() const {
   KILN_ASSIGN_OR_RETURN(const Driver* drv, Driver::get());
   const std::vector<int64_t> bytes = argBytes();
