@@ -344,12 +344,9 @@ StatusOr<std::unique_ptr<LibraryCall>> Gemm::alone(bool withEpilogue) const {
 std::vector<int64_t> Gemm::argBytes() const {
   const auto e = static_cast<int64_t>(dtypeSize(shape_.type));
   const GemmShape& g = shape_;
-  const int64_t result = g.batch * g.m * g.n * e;
-  std::vector<int64_t> bytes = {g.batch * g.m * g.k * e, g.batch * g.k * g.n * e, result};
-  bytes.resize(size_t(std::max({2, residualArg_, biasArg_}) + 1), 0);
-  if (residualArg_ >= 0) bytes[size_t(residualArg_)] = result;
-  if (biasArg_ >= 0) bytes[size_t(biasArg_)] = g.n * 4;  // f32 at most
-  return bytes;
+  return withEpilogueOperands(
+      {g.batch * g.m * g.k * e, g.batch * g.k * g.n * e, g.batch * g.m * g.n * e}, residualArg_,
+      biasArg_, g.n);
 }
 
 std::string Gemm::describe() const {

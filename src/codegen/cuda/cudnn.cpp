@@ -299,14 +299,10 @@ std::vector<int64_t> Conv::argBytes() const {
     return p;
   };
   const auto e = static_cast<int64_t>(dtypeSize(c.type));
-  const int64_t result = c.batch * c.outFeatures * product(c.out) * e;
-  std::vector<int64_t> bytes = {c.batch * c.inFeatures * product(c.in) * e,
-                                c.outFeatures * (c.inFeatures / c.groups) * product(c.window) * e,
-                                result};
-  bytes.resize(size_t(std::max({2, zArg_, biasArg_}) + 1), 0);
-  if (zArg_ >= 0) bytes[size_t(zArg_)] = result;
-  if (biasArg_ >= 0) bytes[size_t(biasArg_)] = c.outFeatures * 4;  // f32 at most
-  return bytes;
+  return withEpilogueOperands({c.batch * c.inFeatures * product(c.in) * e,
+                               c.outFeatures * (c.inFeatures / c.groups) * product(c.window) * e,
+                               c.batch * c.outFeatures * product(c.out) * e},
+                              zArg_, biasArg_, c.outFeatures);
 }
 
 std::string Conv::describe() const {

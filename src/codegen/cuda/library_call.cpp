@@ -129,6 +129,16 @@ makeLibraryCallAt(const kernel::Kernel& k, const kernel::Stmt& call, bool tf32,
   return makeLibraryCall(at, c, tf32);
 }
 
+std::vector<int64_t> withEpilogueOperands(std::vector<int64_t> bytes, int residualArg, int biasArg,
+                                          int64_t biasElements) {
+  const int64_t result = bytes.back();
+  const int last = std::max({static_cast<int>(bytes.size()) - 1, residualArg, biasArg});
+  bytes.resize(static_cast<size_t>(last) + 1, 0);
+  if (residualArg >= 0) bytes[static_cast<size_t>(residualArg)] = result;
+  if (biasArg >= 0) bytes[static_cast<size_t>(biasArg)] = biasElements * 4;
+  return bytes;
+}
+
 StatusOr<std::unique_ptr<Scratch>>
 Scratch::make(const Driver& driver, const std::vector<int64_t>& bytes, bool workspace) {
   std::unique_ptr<Scratch> s(new Scratch(driver));

@@ -34,6 +34,12 @@ class LibraryCall {
   virtual std::vector<int64_t> argBytes() const = 0;
 };
 
+// The bytes of a call's arguments: `bytes` (its operands, then its result) and the epilogue's
+// operands at their argument indices, a residual of the result's size and a bias of
+// `biasElements` (f32 at most); 0 at any other index.
+std::vector<int64_t> withEpilogueOperands(std::vector<int64_t> bytes, int residualArg, int biasArg,
+                                          int64_t biasElements);
+
 // Fresh device buffers of the given sizes, then a call workspace (unless `workspace` is false),
 // freed with it.
 class Scratch {
