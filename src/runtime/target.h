@@ -126,6 +126,9 @@ struct DeviceCeilings {
   std::vector<double> aloneMs;          // per kernel: its library calls run alone (-1: it has none)
   std::vector<double> aloneEpilogueMs;  // the same with their epilogues (fused bias, residual)
   std::vector<double> copyMs;           // per kernel: a copy that moves its bytes (-1: none asked)
+  // per kernel: its calls alone with their epilogues, each run on another copy of its operands
+  // (more bytes than the L2 holds), so read from memory as a program's calls read their weights
+  std::vector<double> aloneColdMs;
   // per kernel: its library calls (their epilogues included) in the last run's memory, without
   // the kernel's other launches (-1: it has none; empty before a first run)
   std::vector<double> callsMs;

@@ -506,7 +506,7 @@ void expectOnLibraries(const char* text, const std::vector<Tensor>& inputs, cons
   }
   // Each cuBLASLt call names its algorithm's pick (timed among the heuristic's candidates where
   // it offers several), and `kiln bench --roofline` times every call alone, bare and with its
-  // epilogue (their operands sized by argBytes).
+  // epilogue, on one set of operands and on copies read from memory (sized by argBytes).
   const std::string details = (*exe)->libraryCallDetails();
   for (size_t at = details.find("cuBLASLt "); at != std::string::npos;
        at = details.find("cuBLASLt ", at + 1)) {
@@ -520,9 +520,11 @@ void expectOnLibraries(const char* text, const std::vector<Tensor>& inputs, cons
   ASSERT_TRUE(ceilings->has_value());
   const runtime::DeviceCeilings& c = **ceilings;
   ASSERT_EQ(c.aloneEpilogueMs.size(), c.aloneMs.size());
+  ASSERT_EQ(c.aloneColdMs.size(), c.aloneMs.size());
   int timed = 0;
   for (size_t k = 0; k < c.aloneMs.size(); ++k) {
     EXPECT_EQ(c.aloneMs[k] > 0, c.aloneEpilogueMs[k] > 0) << "kernel " << k;
+    EXPECT_EQ(c.aloneMs[k] > 0, c.aloneColdMs[k] > 0) << "kernel " << k;
     timed += c.aloneMs[k] > 0;
   }
   EXPECT_EQ(timed, calls.rfind("none", 0) == 0 ? 0 : std::stoi(calls));  // "3 cuDNN convolution"

@@ -154,6 +154,7 @@ StatusOr<Ceilings> measureCeilings(const runtime::Executable& exe, runtime::Comp
     c.copyGBs = device->copyGBs;
     c.aloneMs = device->aloneMs;
     c.aloneEpilogueMs = device->aloneEpilogueMs;
+    c.aloneColdMs = device->aloneColdMs;
     c.callsMs = device->callsMs;
     c.copyMs = device->copyMs;
   } else {
@@ -214,56 +215,68 @@ std::string sprint(const char* fmt, auto... args) {
 }
 
 // The kernels with library calls against those calls made alone (Ceilings::aloneMs, bare;
-// Ceilings::aloneEpilogueMs, with the library's epilogues): totals, then the kernels furthest
-// from their calls alone, at most 8. Where the program's calls were also timed without the
-// kernels' loops (Ceilings::callsMs), a kernel's time splits into its calls (with the library's
-// epilogue) and the loops after them, and the calls are compared with the same calls alone: the
-// product's own cost in the program against the library's, apart from the loops Kiln runs after.
+// aloneEpilogueMs, with the library's epilogues; aloneColdMs, the same with operands read from
+// memory, as the program's weights are): totals, then the kernels furthest from their calls
+// alone (from memory where timed so), at most 8. Where the program's calls were also timed
+// without the kernels' loops (Ceilings::callsMs), a kernel's time splits into its calls (with the
+// library's epilogue) and the loops after them, and the calls are compared with the same calls
+// alone: the product's own cost in the program against the library's, apart from Kiln's loops.
 std::string aloneLines(const std::vector<fusion::Kernel>& kernels, const std::vector<double>& med,
                        const Ceilings& c, bool json) {
-  double kiln = 0, alone = 0, same = 0, calls = 0;
+  double kiln = 0, alone = 0, same = 0, cold = 0, calls = 0;
   int count = 0;
   std::vector<size_t> order;
   const bool split = c.callsMs.size() >= kernels.size();
   const bool withEpilogue = c.aloneEpilogueMs.size() >= c.aloneMs.size();
+  const bool fromMemory = withEpilogue && c.aloneColdMs.size() >= c.aloneMs.size();
   auto callsOf = [&](size_t k) { return split ? std::max(c.callsMs[k], 0.0) : med[k]; };
   auto sameOf = [&](size_t k) { return withEpilogue ? c.aloneEpilogueMs[k] : c.aloneMs[k]; };
+  auto refOf = [&](size_t k) { return fromMemory ? c.aloneColdMs[k] : sameOf(k); };
   for (size_t k = 0; k < kernels.size() && k < c.aloneMs.size(); ++k) {
     if (c.aloneMs[k] <= 0) continue;
     ++count;
     kiln += med[k];
     alone += c.aloneMs[k];
     same += sameOf(k);
+    cold += refOf(k);
     calls += callsOf(k);
     order.push_back(k);
   }
   if (json)
     return sprint(", \"library_alone\": {\"count\": %d, \"kiln_ms\": %.4f, \"alone_ms\": "
-                  "%.4f, \"alone_epilogue_ms\": %.4f%s}",
+                  "%.4f, \"alone_epilogue_ms\": %.4f%s%s}",
                   count, kiln, alone, same,
+                  fromMemory ? sprint(", \"alone_cold_ms\": %.4f", cold).c_str() : "",
                   split ? sprint(", \"calls_ms\": %.4f", calls).c_str() : "");
   if (!count) return "";
   std::string out = sprint("  kernels with library calls: %d, %.3f ms; the calls alone (same "
-                           "shapes): %.3f ms bare, %.3f ms with their epilogues; Kiln / alone "
-                           "%.3f, %.3f\n",
-                           count, kiln, alone, same, kiln / alone, kiln / same);
-  if (split)
+                           "shapes): %.3f ms bare, %.3f ms with their epilogues",
+                           count, kiln, alone, same);
+  if (fromMemory) out += sprint(", %.3f ms so with operands from memory", cold);
+  out += sprint("; Kiln / alone %.3f, %.3f", kiln / alone, kiln / same);
+  out += fromMemory ? sprint(", %.3f\n", kiln / cold) : "\n";
+  if (split) {
     out += sprint("    of which their calls (with the library's epilogues) %.3f ms, calls / alone "
-                  "with epilogues %.3f; the loops after the calls %.3f ms\n",
-                  calls, calls / same, kiln - calls);
+                  "with epilogues %.3f",
+                  calls, calls / same);
+    if (fromMemory) out += sprint(" (from memory %.3f)", calls / cold);
+    out += sprint("; the loops after the calls %.3f ms\n", kiln - calls);
+  }
   std::sort(order.begin(), order.end(),
-            [&](size_t a, size_t b) { return callsOf(a) / sameOf(a) > callsOf(b) / sameOf(b); });
+            [&](size_t a, size_t b) { return callsOf(a) / refOf(a) > callsOf(b) / refOf(b); });
   out += sprint("  %s furthest from their calls alone (kernel ms;%s alone ms bare, with "
-                "epilogues; %s / alone with epilogues):\n",
+                "epilogues%s; %s / the last):\n",
                 split ? "calls" : "kernels", split ? " its calls ms;" : "",
-                split ? "calls" : "kernel");
+                fromMemory ? ", from memory" : "", split ? "calls" : "kernel");
   for (size_t i = 0; i < order.size() && i < 8; ++i) {
     const size_t k = order[i];
     const fusion::Kernel& kk = kernels[k];
     out += sprint("    k%-3d %-12s %8.3f ms", kk.id,
                   std::string(fusion::kernelKindName(kk.kind)).c_str(), med[k]);
     if (split) out += sprint("  %8.3f ms", callsOf(k));
-    out += sprint("  %8.3f %8.3f ms  %5.2f  %s\n", c.aloneMs[k], sameOf(k), callsOf(k) / sameOf(k),
+    out += sprint("  %8.3f %8.3f", c.aloneMs[k], sameOf(k));
+    if (fromMemory) out += sprint(" %8.3f", refOf(k));
+    out += sprint(" ms  %5.2f  %s\n", callsOf(k) / refOf(k),
                   std::string(opName(kk.anchor->op())).c_str());
   }
   return out;

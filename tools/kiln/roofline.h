@@ -24,7 +24,7 @@ struct Ceilings {
   // and with their epilogues, the same calls of the program timed in its run's memory without
   // the kernel's loops (-1: none), and for a memory-bound kernel a copy that moves as many bytes
   // (-1: none).
-  std::vector<double> aloneMs, aloneEpilogueMs, callsMs, copyMs;
+  std::vector<double> aloneMs, aloneEpilogueMs, aloneColdMs, callsMs, copyMs;
   // Host: per kernel, its time when run again at once after its run in a program run (its data
   // hot in the caches of the threads that ran it; -1: not run again), and then on one thread
   // (-1: not run so, or the run has one), measureHotKernels.

@@ -112,16 +112,19 @@ measureCeilings(const Driver& driver, const std::vector<std::vector<const Librar
   KILN_ASSIGN_OR_RETURN(c.copyGBs, copyBandwidth(driver));
   KILN_ASSIGN_OR_RETURN(c.copyMs, copiesOfSize(driver, copyBytes, repeat));
   for (const auto& kernel : calls) {
-    double bare = -1, same = -1;
+    double bare = -1, same = -1, cold = -1;
     for (const LibraryCall* call : kernel) {
       if (!call) continue;
       KILN_ASSIGN_OR_RETURN(double t, timeAlone(*call, false, repeat));
       KILN_ASSIGN_OR_RETURN(double e, timeAlone(*call, true, repeat));
+      KILN_ASSIGN_OR_RETURN(double m, timeAlone(*call, true, repeat, true));
       bare = std::max(bare, 0.0) + t;
       same = std::max(same, 0.0) + e;
+      cold = std::max(cold, 0.0) + m;
     }
     c.aloneMs.push_back(bare);
     c.aloneEpilogueMs.push_back(same);
+    c.aloneColdMs.push_back(cold);
   }
   return c;
 }

@@ -177,9 +177,6 @@ constexpr int kCandidates = 8;
 constexpr double kTimedUpToMs = 0.25;
 // A candidate replaces the heuristic's first only when faster by more than timing's noise.
 constexpr double kPickMargin = 0.97;
-// Bytes the timed runs read, at least: over the L2 of an H100 (50 MiB) or H200 (60 MiB).
-constexpr int64_t kColdBytes = int64_t(128) << 20;
-
 // The algorithm timed fastest for a product and its epilogue, kept for the process.
 struct Picked {
   cublasLtMatmulHeuristicResult_t algo;
@@ -192,7 +189,7 @@ std::map<std::string, Picked>& pickedAlgorithms() {
 }
 
 // The timed pick is off unless KILN_CUBLASLT_TIMED=1: timed on hot operands it made vit's f16
-// products 12% slower in the program; the timing on cold copies (operandCopies) has not yet run
+// products 12% slower in the program; the timing on cold copies (OperandCopies) has not yet run
 // on a GPU against the heuristic's first.
 bool timedPick() {
   const char* env = std::getenv("KILN_CUBLASLT_TIMED");
@@ -207,29 +204,10 @@ std::string ms3(double ms) {
 
 }  // namespace
 
-// Fresh copies of the product's operands for timing its algorithms, as many as make the runs of
-// timeRuns' graph read kColdBytes (at most one copy per run of the graph), then the workspace;
-// each run takes the next copy. A program's products read their weights from memory: timed on
-// operands hot in L2, an algorithm that rereads them would seem as fast as one that does not.
-StatusOr<std::vector<std::unique_ptr<Scratch>>> Gemm::operandCopies() const {
-  KILN_ASSIGN_OR_RETURN(const Driver* drv, Driver::get());
-  const std::vector<int64_t> bytes = argBytes();
-  int64_t each = 0;
-  for (int64_t b : bytes) each += b;
-  const int64_t n =
-      std::clamp<int64_t>(kColdBytes / std::max<int64_t>(each, 1) + 1, 1, kRunsPerGraph);
-  std::vector<std::unique_ptr<Scratch>> copies;
-  for (int64_t i = 0; i <= n; ++i) {
-    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Scratch> c,
-                          Scratch::make(*drv, i < n ? bytes : std::vector<int64_t>{}, i == n));
-    copies.push_back(std::move(c));
-  }
-  return copies;
-}
-
 // The heuristic ranks algorithms by a model of the GPU, not by running them: each of its first
-// candidates is timed on fresh buffers (timeRuns, as cuDNN's Find does for convolutions) and the
-// fastest kept; the heuristic's first where timing fails or the product is too slow to time.
+// candidates is timed on fresh copies of its operands (OperandCopies, timeRuns; as cuDNN's Find
+// does for convolutions) and the fastest kept; the heuristic's first where timing fails or the
+// product is too slow to time.
 void Gemm::pickAlgorithm() {
   Plan& p = *plan_;
   const std::vector<cublasLtMatmulHeuristicResult_t>& candidates = p.candidates;
@@ -243,17 +221,13 @@ void Gemm::pickAlgorithm() {
     p.picked = known->second.how;
     return;
   }
-  StatusOr<std::vector<std::unique_ptr<Scratch>>> copies = operandCopies();
+  StatusOr<const Driver*> drv = Driver::get();
+  if (!drv) return;
+  StatusOr<OperandCopies> copies = OperandCopies::make(**drv, argBytes());
   if (!copies) return;
   auto time = [&](const cublasLtMatmulHeuristicResult_t& a) {
     p.algo = a;
-    size_t next = 0;
-    StatusOr<double> ms = timeRuns(
-        [&](Stream st) {
-          const Scratch& c = *(*copies)[next++ % (copies->size() - 1)];
-          return run(c.args(), copies->back()->workspace(), st);
-        },
-        3);
+    StatusOr<double> ms = timeRuns([&](Stream st) { return copies->run(*this, st); }, 3);
     return ms ? *ms : -1.0;
   };
   const double first = time(candidates[0]);

@@ -37,7 +37,6 @@ class Gemm final : public LibraryCall {
  private:
   Gemm() = default;
   void pickAlgorithm();  // plan_->algo from plan_->candidates
-  StatusOr<std::vector<std::unique_ptr<Scratch>>> operandCopies() const;
   std::unique_ptr<Plan> plan_;
   GemmShape shape_;
   GemmEpilogue epilogue_;

@@ -191,10 +191,34 @@ StatusOr<double> timeRuns(const CallRun& run, int repeat) {
   return result;
 }
 
-StatusOr<double> timeAlone(const LibraryCall& call, bool withEpilogue, int repeat) {
+StatusOr<OperandCopies> OperandCopies::make(const Driver& driver,
+                                            const std::vector<int64_t>& bytes) {
+  int64_t each = 0;
+  for (int64_t b : bytes) each += b;
+  const int64_t n =
+      std::clamp<int64_t>(kColdBytes / std::max<int64_t>(each, 1) + 1, 1, kRunsPerGraph);
+  OperandCopies c;
+  for (int64_t i = 0; i < n; ++i) {
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Scratch> s, Scratch::make(driver, bytes, false));
+    c.copies_.push_back(std::move(s));
+  }
+  KILN_ASSIGN_OR_RETURN(c.workspace_, Scratch::make(driver, {}, true));
+  return c;
+}
+
+Status OperandCopies::run(const LibraryCall& call, Stream stream) {
+  const Scratch& c = *copies_[next_++ % copies_.size()];
+  return call.run(c.args(), workspace_->workspace(), stream);
+}
+
+StatusOr<double> timeAlone(const LibraryCall& call, bool withEpilogue, int repeat, bool cold) {
   KILN_ASSIGN_OR_RETURN(const Driver* drv, Driver::get());
   KILN_RETURN_IF_ERROR(drv->makeCurrent());
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<LibraryCall> alone, call.alone(withEpilogue));
+  if (cold) {
+    KILN_ASSIGN_OR_RETURN(OperandCopies copies, OperandCopies::make(*drv, alone->argBytes()));
+    return timeRuns([&](Stream s) { return copies.run(*alone, s); }, repeat);
+  }
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Scratch> scratch, Scratch::make(*drv, alone->argBytes()));
   return timeRuns([&](Stream s) { return alone->run(scratch->args(), scratch->workspace(), s); },
                   repeat);

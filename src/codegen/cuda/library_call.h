@@ -67,9 +67,31 @@ inline constexpr int kRunsPerGraph = 10;
 using CallRun = std::function<Status(Stream)>;
 StatusOr<double> timeRuns(const CallRun& run, int repeat);
 
+// Bytes the runs of timeRuns' graph read from copies of a call's operands, at least: over the L2
+// of an H100 (50 MiB) or H200 (60 MiB).
+inline constexpr int64_t kColdBytes = int64_t(128) << 20;
+
+// Fresh copies of a call's arguments (`bytes`), as many as make the runs of timeRuns' graph read
+// kColdBytes (at most one copy per run of the graph), and a workspace; each run takes the next
+// copy. A program's calls read their weights from memory, not from L2: timed on one set of
+// operands, run after run, a call would read them from L2.
+class OperandCopies {
+ public:
+  static StatusOr<OperandCopies> make(const Driver& driver, const std::vector<int64_t>& bytes);
+  // `call` on the next copy.
+  Status run(const LibraryCall& call, Stream stream);
+  size_t count() const { return copies_.size(); }
+
+ private:
+  std::vector<std::unique_ptr<Scratch>> copies_;
+  std::unique_ptr<Scratch> workspace_;
+  size_t next_ = 0;
+};
+
 // timeRuns of call.alone(withEpilogue) on fresh device buffers (their contents do not change a
-// product's time).
-StatusOr<double> timeAlone(const LibraryCall& call, bool withEpilogue, int repeat);
+// product's time): one set of them, hot in L2 after the first run, or (`cold`) OperandCopies.
+StatusOr<double> timeAlone(const LibraryCall& call, bool withEpilogue, int repeat,
+                           bool cold = false);
 
 // The library that takes `call` of kernel `k` ("cuBLASLt", "cuDNN"), or nullopt with `why`
 // saying, per library, why it does not.
