@@ -256,12 +256,13 @@ class Encoder(nn.Module):
 
 
 class GptBlock(nn.Module):
-    def __init__(self, d, heads, seq):
+    def __init__(self, d, heads, seq, gelu="none"):
         super().__init__()
         self.heads = heads
         self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
         self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(approximate=gelu),
+                                 nn.Linear(4 * d, d))
         self.register_buffer("mask", torch.triu(torch.ones(seq, seq, dtype=torch.bool), 1))
 
     def forward(self, x):
@@ -276,12 +277,13 @@ class GptBlock(nn.Module):
 
 
 class Gpt(nn.Module):
-    """A GPT-style decoder: token ids [1, S] -> logits [1, S, vocab]."""
+    """A GPT-style decoder: token ids [1, S] -> logits [1, S, vocab]; `gelu="tanh"` takes GPT-2's
+    tanh form of GELU (exported as its tanh, pow and products)."""
 
-    def __init__(self, vocab=2048, d=256, heads=4, layers=4, seq=128):
+    def __init__(self, vocab=2048, d=256, heads=4, layers=4, seq=128, gelu="none"):
         super().__init__()
         self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(seq, d)
-        self.blocks = nn.Sequential(*[GptBlock(d, heads, seq) for _ in range(layers)])
+        self.blocks = nn.Sequential(*[GptBlock(d, heads, seq, gelu) for _ in range(layers)])
         self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, vocab)
         self.register_buffer("positions", torch.arange(seq).unsqueeze(0))
 
@@ -551,6 +553,7 @@ ZOO = {
     "encoder_w512_s256": plain(lambda: Encoder(512, 8, 2), (1, 256, 512)),
     "encoder_w768_s16": plain(lambda: Encoder(768, 12, 2), (1, 16, 768)),
     "gpt_w256_s128": tokens(Gpt, 128, 2048),
+    "gpt2_tanh_w384_s256": tokens(lambda: Gpt(d=384, heads=6, seq=256, gelu="tanh"), 256, 2048),
     # Op patterns none of the above cover.
     "mlp_mixer": plain(MlpMixer, image(128)),
     "pointnet": plain(PointNet, (1, 3, 1024)),

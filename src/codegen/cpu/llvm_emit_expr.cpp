@@ -347,7 +347,7 @@ llvm::Value* KernelEmitter::floatUnary(UnaryOp op, llvm::Value* v, DType t) {
     case UnaryOp::Asinh: return libm("asinh");
     case UnaryOp::Acosh: return libm("acosh");
     case UnaryOp::Atanh: return libm("atanh");
-    case UnaryOp::Tanh: return libm("tanh");
+    case UnaryOp::Tanh: return approximate(t) ? emitTanhF32(b_, v) : libm("tanh");
     case UnaryOp::Erf: return approximate(t) ? emitErfF32(b_, v) : libm("erf");
     case UnaryOp::IsFinite: return b_.CreateFCmpOLT(fabs(v), inf);
     case UnaryOp::IsInf: return b_.CreateFCmpOEQ(fabs(v), inf);

@@ -26,9 +26,12 @@ llvm::Value* emitExpF32(llvm::IRBuilder<>& b, llvm::Value* x) {
   // exp(x) = 2^n * exp(r), n = round(x / ln 2), r = x - n ln 2 (ln 2 split in two parts so that
   // n * hi is exact), exp(r) on |r| <= ln2/2 by a degree-6 polynomial (Cephes' expf
   // coefficients), 2^n applied as two factors 2^(n/2) and 2^(n - n/2) built in the exponent bits,
-  // so that n from -150 to 128 needs no special case (results below FLT_MIN come out as
-  // correctly scaled denormals, results above FLT_MAX as inf).
-  llvm::Value* xc = b.CreateBinaryIntrinsic(llvm::Intrinsic::maxnum, x, c(b, -104.0));
+  // so that n up to 128 needs no special case (results above FLT_MAX come out as inf).
+  // Results below FLT_MIN are 0 (off by less than FLT_MIN): x is clamped where every step stays
+  // a normal float, since on x86 each operation that makes or reads a denormal takes a microcode
+  // assist, 16x slower (a causal softmax's masked half computes exp(-inf)).
+  const double lnMin = -87.33654;  // ln(FLT_MIN) = -87.3365447, rounded up to a float
+  llvm::Value* xc = b.CreateBinaryIntrinsic(llvm::Intrinsic::maxnum, x, c(b, lnMin));
   xc = b.CreateBinaryIntrinsic(llvm::Intrinsic::minnum, xc, c(b, 88.8));
   llvm::Value* n = b.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven,
                                           b.CreateFMul(xc, c(b, 1.44269504088896341)));
@@ -45,9 +48,9 @@ llvm::Value* emitExpF32(llvm::IRBuilder<>& b, llvm::Value* x) {
     return b.CreateBitCast(b.CreateShl(b.CreateAdd(k, b.getInt32(127)), 23), b.getFloatTy());
   };
   llvm::Value* y = b.CreateFMul(b.CreateFMul(er, pow2(n1)), pow2(n2));
-  // Beyond the clamped range the scaling gives the results itself: 2^128 times exp(r) is inf
-  // for x above ln(FLT_MAX), and 2^-150 times exp(r) < 1 rounds to 0 below -103.97. The clamp
-  // would turn NaN into a number: NaN stays NaN.
+  // Above the clamp 2^128 times exp(r) is inf; below it the result is 0. The clamp would turn
+  // NaN into a number: NaN stays NaN.
+  y = b.CreateSelect(b.CreateFCmpOLT(x, c(b, lnMin)), c(b, 0.0), y);
   return b.CreateSelect(b.CreateFCmpUNO(x, x), x, y);
 }
 
@@ -65,6 +68,24 @@ llvm::Value* emitErfF32(llvm::IRBuilder<>& b, llvm::Value* x) {
                           {-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03,
                            -7.37332916720468e-03, -1.42647390514189e-02});
   llvm::Value* y = b.CreateFDiv(b.CreateFMul(xc, p), q);
+  return b.CreateSelect(b.CreateFCmpUNO(x, x), x, y);
+}
+
+llvm::Value* emitTanhF32(llvm::IRBuilder<>& b, llvm::Value* x) {
+  // On a = |x|, as Cephes' tanhf: below 0.625 the odd polynomial a + a^3 P(a^2) (no cancellation
+  // near 0), above it 1 - 2 / (e^2a + 1) (e^2a >= 3.49, so the difference loses no digits; inf
+  // for large a gives exactly 1); then x's sign, so tanh(-0) = -0. Both are computed and one
+  // selected: the loop stays straight-line for the vectorizers.
+  llvm::Value* a = b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
+  llvm::Value* z = b.CreateFMul(a, a);
+  llvm::Value* p = horner(b, z,
+                          {-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1,
+                           -3.33332819422e-1});
+  llvm::Value* small = mulAdd(b, b.CreateFMul(p, z), a, a);
+  llvm::Value* e = emitExpF32(b, b.CreateFAdd(a, a));
+  llvm::Value* large = b.CreateFSub(c(b, 1.0), b.CreateFDiv(c(b, 2.0), b.CreateFAdd(e, c(b, 1.0))));
+  llvm::Value* y = b.CreateSelect(b.CreateFCmpOLT(a, c(b, 0.625)), small, large);
+  y = b.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, y, x);
   return b.CreateSelect(b.CreateFCmpUNO(x, x), x, y);
 }
 

@@ -13,5 +13,6 @@ namespace kiln::codegen::cpu {
 // x and the result are f32 (scalar; the vectorizers widen them).
 llvm::Value* emitExpF32(llvm::IRBuilder<>& b, llvm::Value* x);
 llvm::Value* emitErfF32(llvm::IRBuilder<>& b, llvm::Value* x);
+llvm::Value* emitTanhF32(llvm::IRBuilder<>& b, llvm::Value* x);
 
 }  // namespace kiln::codegen::cpu
