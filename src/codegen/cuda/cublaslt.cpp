@@ -227,7 +227,8 @@ void Gemm::pickAlgorithm() {
   if (!copies) return;
   auto time = [&](const cublasLtMatmulHeuristicResult_t& a) {
     p.algo = a;
-    StatusOr<double> ms = timeRuns([&](Stream st) { return copies->run(*this, st); }, 3);
+    StatusOr<double> ms = timeRuns([&](Stream st) { return copies->run(*this, st); }, 3,
+                                   std::max(kRunsPerGraph, copies->count()));
     return ms ? *ms : -1.0;
   };
   const double first = time(candidates[0]);

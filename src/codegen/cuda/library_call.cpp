@@ -156,7 +156,7 @@ Scratch::~Scratch() {
   for (DevicePtr p : ptrs_) driver_.free(p);
 }
 
-StatusOr<double> timeRuns(const CallRun& run, int repeat) {
+StatusOr<double> timeRuns(const CallRun& run, int repeat, int runsPerGraph) {
   KILN_ASSIGN_OR_RETURN(const Driver* drv, Driver::get());
   KILN_RETURN_IF_ERROR(drv->makeCurrent());
   Stream stream = nullptr;
@@ -169,7 +169,7 @@ StatusOr<double> timeRuns(const CallRun& run, int repeat) {
     KILN_RETURN_IF_ERROR(run(stream));  // warm-up
     if (drv->beginCapture(stream)) {
       Status issued = Status::ok();
-      for (int i = 0; i < kRunsPerGraph && issued; ++i) issued = run(stream);
+      for (int i = 0; i < runsPerGraph && issued; ++i) issued = run(stream);
       if (StatusOr<GraphExec> g = drv->endCapture(stream, issued)) graph = *g;
     }
     std::vector<double> ms;
@@ -178,7 +178,7 @@ StatusOr<double> timeRuns(const CallRun& run, int repeat) {
       KILN_RETURN_IF_ERROR(graph ? drv->launchGraph(graph, stream) : run(stream));
       KILN_RETURN_IF_ERROR(drv->record(end, stream));
       KILN_ASSIGN_OR_RETURN(float t, drv->elapsed(start, end));
-      ms.push_back(graph ? t / kRunsPerGraph : t);
+      ms.push_back(graph ? t / runsPerGraph : t);
     }
     std::sort(ms.begin(), ms.end());
     return ms.empty() ? 0.0 : ms[ms.size() / 2];
@@ -195,8 +195,7 @@ StatusOr<OperandCopies> OperandCopies::make(const Driver& driver,
                                             const std::vector<int64_t>& bytes) {
   int64_t each = 0;
   for (int64_t b : bytes) each += b;
-  const int64_t n =
-      std::clamp<int64_t>(kColdBytes / std::max<int64_t>(each, 1) + 1, 1, kRunsPerGraph);
+  const int64_t n = std::clamp<int64_t>(kColdBytes / std::max<int64_t>(each, 1) + 1, 1, kMaxCopies);
   OperandCopies c;
   for (int64_t i = 0; i < n; ++i) {
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<Scratch> s, Scratch::make(driver, bytes, false));
@@ -217,7 +216,8 @@ StatusOr<double> timeAlone(const LibraryCall& call, bool withEpilogue, int repea
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<LibraryCall> alone, call.alone(withEpilogue));
   if (cold) {
     KILN_ASSIGN_OR_RETURN(OperandCopies copies, OperandCopies::make(*drv, alone->argBytes()));
-    return timeRuns([&](Stream s) { return copies.run(*alone, s); }, repeat);
+    return timeRuns([&](Stream s) { return copies.run(*alone, s); }, repeat,
+                    std::max(kRunsPerGraph, copies.count()));
   }
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Scratch> scratch, Scratch::make(*drv, alone->argBytes()));
   return timeRuns([&](Stream s) { return alone->run(scratch->args(), scratch->workspace(), s); },

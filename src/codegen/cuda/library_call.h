@@ -61,26 +61,27 @@ class Scratch {
 // The median milliseconds of one `run` on a stream of its own: after a warm-up, several runs
 // captured into one graph and launched back to back between the device's events (as a program's
 // graph runs its calls), `repeat` times; one run between events where the runs cannot be captured.
-// Runs captured back to back into that graph: enough that the launch's own cost is a small share
-// of each.
+// Runs captured back to back into that graph (`runsPerGraph`, by default kRunsPerGraph: enough
+// that the launch's own cost is a small share of each).
 inline constexpr int kRunsPerGraph = 10;
 using CallRun = std::function<Status(Stream)>;
-StatusOr<double> timeRuns(const CallRun& run, int repeat);
+StatusOr<double> timeRuns(const CallRun& run, int repeat, int runsPerGraph = kRunsPerGraph);
 
-// Bytes the runs of timeRuns' graph read from copies of a call's operands, at least: over the L2
-// of an H100 (50 MiB) or H200 (60 MiB).
+// Bytes a graph of runs reads from copies of a call's operands (OperandCopies), at least: over
+// the L2 of an H100 (50 MiB) or H200 (60 MiB).
 inline constexpr int64_t kColdBytes = int64_t(128) << 20;
 
-// Fresh copies of a call's arguments (`bytes`), as many as make the runs of timeRuns' graph read
-// kColdBytes (at most one copy per run of the graph), and a workspace; each run takes the next
-// copy. A program's calls read their weights from memory, not from L2: timed on one set of
+// Fresh copies of a call's arguments (`bytes`), as many as read kColdBytes in all (at most
+// kMaxCopies), and a workspace; each run takes the next copy, and a graph of count() runs reads
+// each once. A program's calls read their weights from memory, not from L2: timed on one set of
 // operands, run after run, a call would read them from L2.
+inline constexpr int64_t kMaxCopies = 64;
 class OperandCopies {
  public:
   static StatusOr<OperandCopies> make(const Driver& driver, const std::vector<int64_t>& bytes);
   // `call` on the next copy.
   Status run(const LibraryCall& call, Stream stream);
-  size_t count() const { return copies_.size(); }
+  int count() const { return static_cast<int>(copies_.size()); }
 
  private:
   std::vector<std::unique_ptr<Scratch>> copies_;
