@@ -27,7 +27,7 @@ class PlanWriter {
 
   std::string write(const FusionPlan& plan) {
     out_ += "plan " + std::to_string(plan.bytesUnfused) + " " + flag(plan.symbolic) + " " +
-            flag(plan.storesAlongsideReductions) + "\n";
+            flag(plan.storesAlongsideReductions) + " " + flag(plan.selectTopK) + "\n";
     for (const fusion::Kernel& k : plan.kernels) kernel(k);
     for (const fusion::Decision& d : plan.decisions) {
       out_ += "decision " + index_.id(d.producer) + " " + index_.id(d.consumer) + " " +
@@ -155,11 +155,12 @@ class PlanReader {
 
   Status line(const std::string& line, const std::vector<std::string>& w) {
     const std::string& head = w[0];
-    if (head == "plan" && w.size() == 4 && !started_) {
+    if (head == "plan" && w.size() == 5 && !started_) {
       started_ = true;
       KILN_ASSIGN_OR_RETURN(plan_.bytesUnfused, count(w[1]));
       plan_.symbolic = w[2] == "1";
       plan_.storesAlongsideReductions = w[3] == "1";
+      plan_.selectTopK = w[4] == "1";
       return Status::ok();
     }
     KILN_RETURN_IF_ERROR(needs(started_, "plan line"));

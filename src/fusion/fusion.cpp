@@ -662,6 +662,7 @@ class Planner {
     for (Decision& d : siblings_) plan.decisions.push_back(std::move(d));
     plan.concats = std::move(views_);
     plan.storesAlongsideReductions = o_.storesAlongsideReductions;
+    plan.selectTopK = o_.selectTopK;
     if (o_.fuse)
       planCustomFusions(
           o_.custom, [&](const Value* v) { return name(v); }, plan);
@@ -725,7 +726,26 @@ std::string postOpsText(const Kernel& k, const std::function<std::string(const V
   return out;
 }
 
+// "    top_k: ..." for a top_k kernel: how its loops find the k elements, and why.
+std::string topKText(const Kernel& k, bool select) {
+  const Node& n = *k.anchor;
+  const int64_t axis = n.attrInt("axis"), want = n.attrInt("k");
+  const std::vector<Dim>& dims = n.operand(0)->type().dims();
+  if (axis < 0 || axis >= static_cast<int64_t>(dims.size()) || !dims[size_t(axis)].isStatic())
+    return "";
+  const int64_t len = dims[size_t(axis)].value();
+  const std::string of = std::to_string(want) + " of " + std::to_string(len);
+  if (select && topKBySelection(want, len))
+    return "    top_k: " + of + " by selection, " + std::to_string(want) +
+           " passes over each row (O(n k); ranking each element is O(n^2))\n";
+  return "    top_k: " + of + " by ranking each element (O(n^2) per row" +
+         (select ? "; selection pays when k is at most a sixteenth of the row)\n"
+                 : ", an element per thread)\n");
+}
+
 }  // namespace
+
+bool topKBySelection(int64_t k, int64_t rowLength) { return k * 16 <= rowLength; }
 
 std::string explainPlan(const Function& f, const FusionPlan& plan) {
   std::map<const Value*, std::string> names = printedValueNames(f);
@@ -781,6 +801,8 @@ std::string explainPlan(const Function& f, const FusionPlan& plan) {
       out += "\n";
     }
     out += k.kind == KernelKind::Custom ? explainCustomKernel(k, name) : postOpsText(k, name);
+    if (k.kind == KernelKind::Opaque && k.anchor->op() == OpCode::TopK)
+      out += topKText(k, plan.selectTopK);
   }
   std::string fusedLines, unfusedLines;
   for (const Decision& d : plan.decisions) {

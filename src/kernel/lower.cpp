@@ -415,10 +415,10 @@ using lowering::Lowerer;
 
 StatusOr<Kernel> lowerWithNames(const fusion::Kernel& k,
                                 const std::map<const Value*, std::string>& names,
-                                bool storesAlongsideReductions,
-                                const std::vector<Symbol>& symbols) {
+                                bool storesAlongsideReductions, const std::vector<Symbol>& symbols,
+                                bool selectTopK = false) {
   KILN_ASSIGN_OR_RETURN(Kernel lowered,
-                        Lowerer(k, names, storesAlongsideReductions, symbols).run());
+                        Lowerer(k, names, storesAlongsideReductions, symbols, selectTopK).run());
   return simplifyIndices(lowered);
 }
 
@@ -435,8 +435,8 @@ StatusOr<std::vector<Kernel>> lowerPlan(const Function& f, const fusion::FusionP
   const std::map<const Value*, std::string> names = printedValueNames(f);
   std::vector<Kernel> out;
   for (const fusion::Kernel& k : plan.kernels) {
-    KILN_ASSIGN_OR_RETURN(Kernel lowered,
-                          lowerWithNames(k, names, plan.storesAlongsideReductions, symbols));
+    KILN_ASSIGN_OR_RETURN(Kernel lowered, lowerWithNames(k, names, plan.storesAlongsideReductions,
+                                                         symbols, plan.selectTopK));
     out.push_back(std::move(lowered));
   }
   return out;

@@ -8,7 +8,9 @@
 //   - sort, top_k: per element, its rank in its row (the number of elements ordered before it,
 //     ties by index, so the order is stable; NaN last ascending, first descending); an element
 //     whose rank is below k is written at its rank with its index. O(n^2) per row, no
-//     data-dependent control flow beyond one `if`;
+//     data-dependent control flow beyond one `if`, an element per GPU thread. A target that runs
+//     a row on one thread (the CPU) selects top_k's k elements of that order in k passes
+//     instead, O(n k), when k is at most a sixteenth of the row;
 //   - scatter: a copy of the operand, then a serial nest over the scatter points in row-major
 //     order (so duplicate indices combine in order) that skips windows not entirely inside;
 //   - resize: nearest is a gather (one source index per output coordinate of each dim); linear
@@ -39,9 +41,13 @@ namespace kiln::kernel {
 // The statement that computes the results of `n` (one of the ops above) into the buffers
 // `results` from the buffers `operands` (both in the node's order; dims from the node's static
 // types), or nullopt when `n` is not one of these ops or a case it does not lower.
+// `selectTopK` (fusion::FusionPlan::selectTopK): top_k whose k is at most a sixteenth of its row
+// (fusion::topKBySelection) takes its k elements in k passes over the row, O(n k) serial per row,
+// instead of ranking every element.
 StatusOr<std::optional<StmtRef>> lowerOpaqueOp(const Node& n,
                                                const std::vector<std::string>& operands,
-                                               const std::vector<std::string>& results);
+                                               const std::vector<std::string>& results,
+                                               bool selectTopK = false);
 
 // unique and non_max_suppression (lower_dynamic_sizes.cpp), called by lowerOpaqueOp; nullopt
 // past 4096 slices (unique) or boxes (non_max_suppression), which the library call (the

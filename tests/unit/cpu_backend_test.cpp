@@ -909,6 +909,27 @@ func @main(%x: f32[N,M], %y: f32[N,7], %i: i32[N,M], %h: f16[M,N], %b: bool[N,M]
                           {{1, 1}, {3, 5}, {17, 33}, {40, 130}}, true);
 }
 
+// top_k of a small k over long rows selects (fusion::topKBySelection: k at most a sixteenth of
+// the row; tests/lit/kernel/top-k-selection.kir checks that these do): the same NaN order, ties
+// by index and -0 == +0 as the ranking, along either axis, for k = 1 and several dtypes.
+TEST(CpuBackend, SelectedTopKLoops) {
+  checkAgainstInterpreter("top_k selection", R"(
+func @main(%x: f32[N,200], %y: f32[160,N], %i: i32[N,200], %h: f16[N,200]) -> (f32[N,5], i64[N,5], f32[N,12], i64[N,12], f32[1,N], i64[1,N], i32[N,3], i64[N,3], f16[N,4], i64[N,4], f32[N,1], i64[N,1]) {
+  %c = f32[N,200] ceil(%x)
+  %q = f32[N,200] sqrt(%c)
+  %t0, %i0 = (f32[N,5], i64[N,5]) top_k(%q) {k = 5, axis = 1}
+  %t1, %i1 = (f32[N,12], i64[N,12]) top_k(%q) {k = 12, axis = 1, largest = false}
+  %cy = f32[160,N] ceil(%y)
+  %t2, %i2 = (f32[1,N], i64[1,N]) top_k(%cy) {k = 1, axis = 0}
+  %t3, %i3 = (i32[N,3], i64[N,3]) top_k(%i) {k = 3, axis = 1, largest = false}
+  %hc = f16[N,200] ceil(%h)
+  %t4, %i4 = (f16[N,4], i64[N,4]) top_k(%hc) {k = 4, axis = 1}
+  %t5, %i5 = (f32[N,1], i64[N,1]) top_k(%c) {k = 1, axis = 1, largest = false}
+  return %t0, %i0, %t1, %i1, %t2, %i2, %t3, %i3, %t4, %i4, %t5, %i5
+})",
+                          {{1, 1}, {3, 1}, {17, 1}, {130, 1}}, true);
+}
+
 // Indices reduced into range (duplicates galore) and raw (in [-20, 20]: windows out of bounds
 // are skipped); every combiner, NaN updates and -0/+0 ties for max/min (ceil gives -0, floor
 // +0; the current value stays on a tie), several dtypes, 2-D windows,

@@ -106,6 +106,7 @@ class CpuTarget final : public runtime::Target {
   // (else the schedule gives the call a dense temp and a copy, choose_library_calls.cpp).
   bool concatenatesInPlace() const override { return true; }
   bool storesAlongsideReductions() const override { return true; }
+  bool selectsTopK() const override { return true; }
 
   // The inverted-residual block (inverted_residual.h), which takes its calls' bias and clamp as
   // post-ops: not without library calls (they become loops) or without post-ops.
