@@ -425,7 +425,6 @@ class OpaqueLowerer {
     const std::string t = fresh("t"), i = fresh("r");
     const std::string prevV = local("prev"), prevI = local("previ");
     const std::string bestV = local("best"), bestI = local("besti"), take = local("take");
-    const ExprRef zero = isFloat(ct) ? floatConst(0, ct) : intConst(0, ct);
     // p (at index ip) comes before q (at iq) in the stable order.
     auto precedes = [&](const ExprRef& p, const ExprRef& ip, const ExprRef& q, const ExprRef& iq) {
       return either(before(p, q), both(negate(before(q, p)), lt(ip, iq)));
@@ -452,8 +451,9 @@ class OpaqueLowerer {
                          store(bestI, i64(0), select(taken, var(i), bi))}));
       ExprRef o = flatIndex(at_(var(t)), outDims);
       StmtRef pass =
-          block({store(bestI, i64(0), i64(-1)), store(bestV, i64(0), zero), scan,
-                 store(out_[0], o, load(in_[0], dt, flatIndex(at_(bi), dims))),
+          block({store(bestI, i64(0), i64(-1)),  // the first element is taken whatever bestV is
+                 store(bestV, i64(0), cast(load(in_[0], dt, flatIndex(at_(i64(0)), dims)), ct)),
+                 scan, store(out_[0], o, load(in_[0], dt, flatIndex(at_(bi), dims))),
                  store(out_[1], o, bi), store(prevV, i64(0), bv), store(prevI, i64(0), bi)});
       StmtRef passes = forLoop(t, i64(k), LoopKind::Serial, pass);
       for (const auto& [name, type] : {std::pair{take, DType::Bool},
