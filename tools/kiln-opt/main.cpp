@@ -86,6 +86,7 @@ void printHelp() {
          "  --cache-rows=N         store a reduced row's costly values for a later loop (N max)\n"
          "  --parallelize-outer=N  parallel outer loops of nests of at least N statements\n"
          "  --vectorize-inner      vectorized innermost loops that only store\n"
+         "  --block-transposes=N   transposing nests in N x N blocks of their two inner loops\n"
          "  --split-reductions=N   reductions into N vector partial accumulators\n"
          "  --split-row-reductions=N  row reductions with at least N work into partial rows\n"
          "                         over threads\n"
@@ -115,7 +116,7 @@ bool isSchedulePass(const std::string& flag) {
   for (const char* p :
        {"--schedule=", "--partition-loops=", "--cache-rows=", "--parallelize-outer=",
         "--split-reductions=", "--split-row-reductions=", "--map-gpu=", "--map-gpu-wide=",
-        "--gpu-lanes=", "--reductions-per-output=", "--register-rows="})
+        "--gpu-lanes=", "--reductions-per-output=", "--register-rows=", "--block-transposes="})
     if (flag.rfind(p, 0) == 0) return true;
   return flag == "--vectorize-inner" || flag == "--lower-reductions" || flag == "--expand-calls" ||
          flag == "--reductions-per-output" || flag == "--wide-accesses";
@@ -144,6 +145,7 @@ kiln::Status schedule(const std::string& spec, const Options& o,
     else if (name == "cache-rows") k = kiln::kernel::cacheRows(k, n);
     else if (name == "parallelize-outer") k = kiln::kernel::parallelizeOuter(k, n);
     else if (name == "vectorize-inner") k = kiln::kernel::vectorizeInner(k);
+    else if (name == "block-transposes") k = kiln::kernel::blockTransposes(k, n);
     else if (name == "split-reductions") k = kiln::kernel::splitReductions(k, n, o.reassociate);
     else if (name == "split-row-reductions")
       k = kiln::kernel::splitRowReductions(k, n, o.reassociate);

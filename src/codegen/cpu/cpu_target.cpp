@@ -143,6 +143,7 @@ class CpuTarget final : public runtime::Target {
       k = kernel::splitRowReductions(k, kernel::kRowSplitWork, options.reassociate);
       k = kernel::parallelizeOuter(k, kernel::kParallelThreshold, threads);
       k = kernel::vectorizeInner(k);
+      k = kernel::blockTransposes(k, kernel::kTransposeBlock);
       k = kernel::splitReductions(k, kernel::kReductionLanes, options.reassociate);
       k = kernel::lowerReductions(k);
       k = kernel::registerRows(k, kernel::kRegisterRowBytes);
