@@ -239,6 +239,30 @@ class Planner {
     return true;
   }
 
+  // Why a transpose `p` stays out of the row op `anchor` (softmax, log_softmax, layer_norm) that
+  // reads it, where it moves another axis into the rows' contiguous one: the row op would read
+  // each element of its rows from another cache line; a transpose of its own runs in blocks
+  // (kernel::blockTransposes) and the row op then reads its rows in order. "" where it may fuse.
+  std::string stridedRowReason(const Node* anchor, const Node* p) const {
+    const OpCode op = anchor->op();
+    if (p->op() != OpCode::Transpose || anchor->operand(0) != p->result() ||
+        (op != OpCode::Softmax && op != OpCode::LogSoftmax && op != OpCode::LayerNorm))
+      return "";
+    const std::vector<int64_t> perm = p->attrInts("permutation");
+    const std::vector<Dim>& in = p->operand(0)->type().dims();
+    const auto rank = static_cast<int64_t>(perm.size());
+    // The axis along a row: softmax's own, a layer norm's last (its rows span [axis, rank)).
+    int64_t row = op == OpCode::LayerNorm ? rank - 1 : anchor->attrInt("axis");
+    if (row < 0) row += rank;
+    if (row < 0 || row >= rank || in.size() != perm.size()) return "";
+    int64_t stride = 1;
+    for (size_t d = static_cast<size_t>(perm[static_cast<size_t>(row)]) + 1; d < in.size(); ++d)
+      stride *= in[d].isStatic() ? in[d].value() : 1;
+    if (stride < 16) return "";  // rows whose elements share cache lines
+    return opText(anchor) + " would read its rows through the transpose " + std::to_string(stride) +
+           " elements apart (a cache line each): stored, in blocks";
+  }
+
   // Whether the elementwise or injective producer `p` can be computed inside kernel `g`; the
   // reason it cannot otherwise.
   std::string acceptsProducer(int g, const Node* p, const std::vector<const Node*>& users) const {
@@ -267,7 +291,7 @@ class Planner {
             return buf;
           }
         }
-        return "";
+        return stridedRowReason(G.anchor, p);
       case KernelKind::Contraction:
       case KernelKind::Attention: {
         bool feedsAnchor = std::find(users.begin(), users.end(), G.anchor) != users.end();
