@@ -47,6 +47,7 @@ StmtRef blocked(const StmtRef& s, int64_t block, FreshNames& names) {
   detail::loadsIn(cur->value, loads);
   bool strided = false;
   for (const ExprRef& l : loads) {
+    if (l->name == cur->buffer) return nullptr;  // reads what it writes: keep the order
     std::optional<int64_t> alongV = coefficientOf(l->args[0], vv);
     strided = strided || (alongV && std::abs(*alongV) >= kStridedLoad &&
                           coefficientOf(l->args[0], av) == std::optional<int64_t>(1));
