@@ -34,12 +34,13 @@ StmtRef blocked(const StmtRef& s, int64_t block, FreshNames& names) {
   std::vector<StmtRef> loops;
   StmtRef cur = s;
   while (cur && cur->kind == Stmt::Kind::For) {
-    if (cur->extent->kind != Expr::Kind::Const || cur->extent->i < 2 * block) return nullptr;
     loops.push_back(cur);
     cur = unwrap(cur->body[0]);
   }
   if (loops.size() < 2 || !cur || cur->kind != Stmt::Kind::Store) return nullptr;
   const StmtRef a = loops[loops.size() - 2], v = loops.back();
+  for (const StmtRef& l : {a, v})
+    if (l->extent->kind != Expr::Kind::Const || l->extent->i < 2 * block) return nullptr;
   if (v->loop != LoopKind::Vectorized || a->loop == LoopKind::Vectorized) return nullptr;
   const ExprRef av = var(a->var), vv = var(v->var);
   if (coefficientOf(cur->index, vv) != std::optional<int64_t>(1)) return nullptr;
