@@ -684,6 +684,7 @@ const std::string& Executable::passTimings() const { return impl_->passTimings; 
 std::string Executable::libraryCallDetails() const { return impl_->program->libraryCallDetails(); }
 std::string Executable::libraryCalls() const { return impl_->program->libraryCalls(); }
 std::string Executable::concurrencyDetails() const { return impl_->program->concurrencyDetails(); }
+std::string Executable::uncapturedReason() const { return impl_->program->uncapturedReason(); }
 std::vector<KernelRange> Executable::concurrentRanges() const {
   return impl_->program->concurrentRanges();
 }

@@ -150,6 +150,8 @@ class Executable {
   std::string libraryCallDetails() const;
   // The kernels that run at once and why (Program::concurrencyDetails; "" when none do).
   std::string concurrencyDetails() const;
+  // Why runs issue their launches one by one (Program::uncapturedReason; "" when captured).
+  std::string uncapturedReason() const;
   // The ranges of kernels that run at once, each kernel on one thread (Program::concurrentRanges).
   std::vector<KernelRange> concurrentRanges() const;
   // The per-pass timing table when instrumentation.timePasses was set, else "".

@@ -198,6 +198,9 @@ class Program {
   virtual std::vector<KernelRange> concurrentRanges() const { return {}; }
   // What runs at once and why, for `kiln explain` ("" when nothing does).
   virtual std::string concurrencyDetails() const { return ""; }
+  // Why its runs issue their launches one by one where a device would capture them into a
+  // graph ("" when they are captured, or on the host).
+  virtual std::string uncapturedReason() const { return ""; }
   // Its device's ceilings, measured now; nullopt for a target that runs on the host.
   // copyBytes: per kernel, the bytes (read + written) a copy of the same size moves (0: none).
   virtual StatusOr<std::optional<DeviceCeilings>>

@@ -140,15 +140,6 @@ StatusOr<std::vector<double>> deviceTimes(const runtime::Executable& exe,
 
 // The slowest kernels of `repeat` profiled runs (median per kernel), with each one's share of
 // their sum and what it runs (its fusion kind, its library calls).
-// A line saying why a device's runs issue their launches one by one, where they could not be
-// captured into a CUDA graph (its device time then includes the launches' own cost).
-std::string graphsNote(const runtime::Executable& exe) {
-  const std::string details = exe.libraryCallDetails();
-  const size_t at = details.find("(CUDA graphs off: ");
-  if (at == std::string::npos) return "";
-  return "note: " + details.substr(at + 1, details.find(")\n", at) - at - 1) + "\n";
-}
-
 StatusOr<std::string> kernelTimes(const runtime::Executable& exe, std::span<const Tensor> values,
                                   std::vector<Tensor>& outputs, int repeat) {
   const std::vector<kernel::Kernel>& ks = exe.kernels();
@@ -325,7 +316,9 @@ Status bench(const BenchOptions& b) {
       "run: median %.3f ms, min %.3f ms, max %.3f ms over %d runs (after %d warm-up runs)\n",
       median, ms.front(), ms.back(), b.repeat, b.warmup);
   std::fputs(deviceText, stdout);
-  if (exe) std::fputs(graphsNote(*exe).c_str(), stdout);
+  // A device's device time includes every launch's own cost where its runs are not captured.
+  if (const std::string why = exe ? exe->uncapturedReason() : ""; !why.empty())
+    std::printf("note: %s\n", why.c_str());
   std::fputs(roofline.c_str(), stdout);
   std::fputs(kernelText.c_str(), stdout);
   return Status::ok();

@@ -79,6 +79,7 @@ class CudaProgram final : public runtime::Program {
   int64_t droppedConstantBytes() const override { return -1; }
   std::string libraryCalls() const override;
   std::string libraryCallDetails() const override;
+  std::string uncapturedReason() const override;
   void artifactParts(runtime::ArtifactParts& parts) const override;
   void setBuffers(BufferPlan buffers) override;
   // 256 bytes, as cuMemAlloc aligns: cuBLASLt's algorithms assume it of every matrix.

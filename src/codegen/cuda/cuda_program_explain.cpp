@@ -34,6 +34,13 @@ std::string CudaProgram::libraryCalls() const {
   return text;
 }
 
+std::string CudaProgram::uncapturedReason() const {
+  StatusOr<std::shared_ptr<Device>> d = device();
+  if (!d) return "";
+  std::lock_guard<std::mutex> lock((*d)->mu);
+  return (*d)->graphs ? "" : "CUDA graphs off: " + (*d)->graphsOff;
+}
+
 // A line per launch: its function with grid and block, or its library call. With a GPU the
 // module is loaded: each function's registers and shared memory, each call's algorithm.
 std::string CudaProgram::libraryCallDetails() const {
@@ -41,10 +48,10 @@ std::string CudaProgram::libraryCallDetails() const {
   StatusOr<std::shared_ptr<Device>> d = device();
   std::string text = d ? "" : "  (" + d.status().message() + ": no registers or algorithms)\n";
   if (d) {
-    std::lock_guard<std::mutex> lock((*d)->mu);
-    text += (*d)->graphs ? "  (a run memory's second run at a size captures these launches into "
-                           "a CUDA graph; later runs at that size replay it)\n"
-                         : "  (CUDA graphs off: " + (*d)->graphsOff + ")\n";
+    const std::string off = uncapturedReason();
+    text += off.empty() ? "  (a run memory's second run at a size captures these launches into a "
+                          "CUDA graph; later runs at that size replay it)\n"
+                        : "  (" + off + ")\n";
   }
   for (size_t i = 0; i < m.kernels.size(); ++i)
     for (size_t j = 0; j < m.source.launches[i].size(); ++j) {
