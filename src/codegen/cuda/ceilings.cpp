@@ -40,65 +40,27 @@ StatusOr<double> copyBandwidth(const Driver& drv) {
   return gbs;
 }
 
-// Copies of the sizes of `bytes` (read + written: a copy of half as many bytes), each timed as
-// kCopyBatch copies captured into one graph between events, the median over `repeat` launches
-// over the batch: what a kernel of that size could reach, its launch and ramp included.
-constexpr int kCopyBatch = 10;
-
+// Copies of the sizes of `bytes` (read + written: a copy of half as many bytes), each timed by
+// timeRuns (copies captured into one graph between events, the median over `repeat` launches):
+// what a kernel of that size could reach, its launch and ramp included.
 StatusOr<std::vector<double>> copiesOfSize(const Driver& drv, const std::vector<int64_t>& bytes,
                                            int repeat) {
   std::vector<double> out(bytes.size(), -1.0);
   const int64_t most = bytes.empty() ? 0 : *std::max_element(bytes.begin(), bytes.end()) / 2;
   if (most <= 0) return out;
-  DevicePtr a = 0, b = 0;
-  Stream s = nullptr;
-  Event start = nullptr, end = nullptr;
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Scratch> buffers, Scratch::make(drv, {most, most}, false));
+  const DevicePtr from = buffers->args()[0], to = buffers->args()[1];
   std::map<int64_t, double> bySize;
-  auto timeOne = [&](int64_t half) -> StatusOr<double> {
-    KILN_RETURN_IF_ERROR(drv.beginCapture(s));
-    Status issued = Status::ok();
-    for (int i = 0; i < kCopyBatch && issued; ++i) issued = drv.copyOnDevice(b, a, half, s);
-    KILN_ASSIGN_OR_RETURN(GraphExec graph, drv.endCapture(s, issued));
-    auto runs = [&]() -> StatusOr<double> {
-      KILN_RETURN_IF_ERROR(drv.launchGraph(graph, s));  // warm-up
-      std::vector<double> ms;
-      for (int r = 0; r < repeat; ++r) {
-        KILN_RETURN_IF_ERROR(drv.record(start, s));
-        KILN_RETURN_IF_ERROR(drv.launchGraph(graph, s));
-        KILN_RETURN_IF_ERROR(drv.record(end, s));
-        KILN_ASSIGN_OR_RETURN(float t, drv.elapsed(start, end));
-        ms.push_back(t / kCopyBatch);
-      }
-      std::sort(ms.begin(), ms.end());
-      return ms.empty() ? 0.0 : ms[ms.size() / 2];
-    };
-    StatusOr<double> ms = runs();
-    drv.destroyGraph(graph);
-    return ms;
-  };
-  auto timed = [&]() -> Status {
-    KILN_ASSIGN_OR_RETURN(a, drv.allocate(most));
-    KILN_ASSIGN_OR_RETURN(b, drv.allocate(most));
-    KILN_ASSIGN_OR_RETURN(s, drv.createStream());
-    KILN_ASSIGN_OR_RETURN(start, drv.createEvent());
-    KILN_ASSIGN_OR_RETURN(end, drv.createEvent());
-    for (size_t k = 0; k < bytes.size(); ++k) {
-      const int64_t half = bytes[k] / 2;
-      if (half <= 0) continue;
-      if (!bySize.count(half)) {
-        KILN_ASSIGN_OR_RETURN(bySize[half], timeOne(half));
-      }
-      out[k] = bySize[half];
+  for (size_t k = 0; k < bytes.size(); ++k) {
+    const int64_t half = bytes[k] / 2;
+    if (half <= 0) continue;
+    if (!bySize.count(half)) {
+      KILN_ASSIGN_OR_RETURN(
+          bySize[half],
+          timeRuns([&](Stream s) { return drv.copyOnDevice(to, from, half, s); }, repeat));
     }
-    return Status::ok();
-  };
-  Status status = timed();
-  if (a) drv.free(a);
-  if (b) drv.free(b);
-  if (start) drv.destroyEvent(start);
-  if (end) drv.destroyEvent(end);
-  if (s) drv.destroyStream(s);
-  if (!status) return status;
+    out[k] = bySize[half];
+  }
   return out;
 }
 
