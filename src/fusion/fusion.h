@@ -127,6 +127,9 @@ FusionPlan planFusion(const Function& f, const FusionOptions& options = {});
 // faster, 0.39 against 0.48 ms; rows of 256, 0.74 against 1.89 ms).
 bool topKBySelection(int64_t k, int64_t rowLength);
 
+// `b` bytes as `kiln explain` prints them ("1.5 MiB").
+std::string bytesText(int64_t b);
+
 // The plan as text, the body of `kiln explain`: a summary line, each kernel with its ops, bytes
 // and flops, and every producer -> consumer edge left unfused with its reason.
 std::string explainPlan(const Function& f, const FusionPlan& plan);
