@@ -56,6 +56,8 @@ void KernelEmitter::setAttributes(llvm::Function* fn) {
   fn->addFnAttr(llvm::Attribute::NoUnwind);
   if (!options_.cpu.empty()) fn->addFnAttr("target-cpu", options_.cpu);
   if (!options_.features.empty()) fn->addFnAttr("target-features", options_.features);
+  if (options_.preferVectorBits > 0)
+    fn->addFnAttr("prefer-vector-width", std::to_string(options_.preferVectorBits));
 }
 
 // Creates the entry block of s.fn and puts the builder there.

@@ -32,6 +32,8 @@ struct EmitOptions {
   bool approximateMath = true;
   std::string cpu;       // "target-cpu" attribute of every function
   std::string features;  // "target-features" attribute of every function
+  // "prefer-vector-width" of every function, in bits; 0 keeps LLVM's choice for `cpu`.
+  int preferVectorBits = 0;
 };
 
 // Emits one entry function per kernel into `m` (named prefix + kernel name, sanitized), with

@@ -20,6 +20,13 @@ llvm::Value* horner(llvm::IRBuilder<>& b, llvm::Value* t, std::initializer_list<
   return acc;
 }
 
+// x clamped to [lo, hi], NaN left NaN: compares and selects, one vmaxps and one vminps on x86,
+// where llvm.maxnum / minnum add a NaN test and blend each (the callers test for NaN anyway).
+llvm::Value* clamp(llvm::IRBuilder<>& b, llvm::Value* x, double lo, double hi) {
+  llvm::Value* y = b.CreateSelect(b.CreateFCmpOLT(x, c(b, lo)), c(b, lo), x);
+  return b.CreateSelect(b.CreateFCmpOGT(y, c(b, hi)), c(b, hi), y);
+}
+
 }  // namespace
 
 llvm::Value* emitExpF32(llvm::IRBuilder<>& b, llvm::Value* x) {
@@ -31,8 +38,7 @@ llvm::Value* emitExpF32(llvm::IRBuilder<>& b, llvm::Value* x) {
   // a normal float, since on x86 each operation that makes or reads a denormal takes a microcode
   // assist, 16x slower (a causal softmax's masked half computes exp(-inf)).
   const double lnMin = -87.33654;  // ln(FLT_MIN) = -87.3365447, rounded up to a float
-  llvm::Value* xc = b.CreateBinaryIntrinsic(llvm::Intrinsic::maxnum, x, c(b, lnMin));
-  xc = b.CreateBinaryIntrinsic(llvm::Intrinsic::minnum, xc, c(b, 88.8));
+  llvm::Value* xc = clamp(b, x, lnMin, 88.8);
   llvm::Value* n = b.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven,
                                           b.CreateFMul(xc, c(b, 1.44269504088896341)));
   llvm::Value* r = mulAdd(b, n, c(b, -0.693359375), xc);
@@ -48,8 +54,8 @@ llvm::Value* emitExpF32(llvm::IRBuilder<>& b, llvm::Value* x) {
     return b.CreateBitCast(b.CreateShl(b.CreateAdd(k, b.getInt32(127)), 23), b.getFloatTy());
   };
   llvm::Value* y = b.CreateFMul(b.CreateFMul(er, pow2(n1)), pow2(n2));
-  // Above the clamp 2^128 times exp(r) is inf; below it the result is 0. The clamp would turn
-  // NaN into a number: NaN stays NaN.
+  // Above the clamp 2^128 times exp(r) is inf; below it the result is 0. NaN's n is poison in
+  // the integer steps: NaN is selected.
   y = b.CreateSelect(b.CreateFCmpOLT(x, c(b, lnMin)), c(b, 0.0), y);
   return b.CreateSelect(b.CreateFCmpUNO(x, x), x, y);
 }
@@ -57,8 +63,7 @@ llvm::Value* emitExpF32(llvm::IRBuilder<>& b, llvm::Value* x) {
 llvm::Value* emitErfF32(llvm::IRBuilder<>& b, llvm::Value* x) {
   // erf(x) = x P(x^2) / Q(x^2) on x clamped to [-4, 4] (beyond, erf is +-1 in f32): a rational
   // minimax approximation of degree 13/8 (the coefficients of Eigen's and XLA's f32 erf).
-  llvm::Value* xc = b.CreateBinaryIntrinsic(llvm::Intrinsic::maxnum, x, c(b, -4.0));
-  xc = b.CreateBinaryIntrinsic(llvm::Intrinsic::minnum, xc, c(b, 4.0));
+  llvm::Value* xc = clamp(b, x, -4.0, 4.0);
   llvm::Value* x2 = b.CreateFMul(xc, xc);
   llvm::Value* p = horner(b, x2,
                           {-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06,
