@@ -94,7 +94,7 @@ fusion::FusionPlan fuse(const Function& f, const runtime::Target* target,
   // Concatenations in place lay slices out by static extents.
   fo.concatViews = target && target->concatenatesInPlace() && options.ranges.empty();
   fo.storesAlongsideReductions = target && target->storesAlongsideReductions();
-  fo.selectTopK = target && target->selectsTopK();
+  if (target) fo.sortRows = target->sortRowLimits();
   if (target) fo.custom = target->customFusions(options);
   fusion::FusionPlan plan = fusion::planFusion(f, fo);
   times.fusion = msSince(start);

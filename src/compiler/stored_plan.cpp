@@ -27,7 +27,8 @@ class PlanWriter {
 
   std::string write(const FusionPlan& plan) {
     out_ += "plan " + std::to_string(plan.bytesUnfused) + " " + flag(plan.symbolic) + " " +
-            flag(plan.storesAlongsideReductions) + " " + flag(plan.selectTopK) + "\n";
+            flag(plan.storesAlongsideReductions) + " " + std::to_string(plan.sortRows.sort) + " " +
+            std::to_string(plan.sortRows.topK) + "\n";
     for (const fusion::Kernel& k : plan.kernels) kernel(k);
     for (const fusion::Decision& d : plan.decisions) {
       out_ += "decision " + index_.id(d.producer) + " " + index_.id(d.consumer) + " " +
@@ -155,12 +156,13 @@ class PlanReader {
 
   Status line(const std::string& line, const std::vector<std::string>& w) {
     const std::string& head = w[0];
-    if (head == "plan" && w.size() == 5 && !started_) {
+    if (head == "plan" && w.size() == 6 && !started_) {
       started_ = true;
       KILN_ASSIGN_OR_RETURN(plan_.bytesUnfused, count(w[1]));
       plan_.symbolic = w[2] == "1";
       plan_.storesAlongsideReductions = w[3] == "1";
-      plan_.selectTopK = w[4] == "1";
+      KILN_ASSIGN_OR_RETURN(plan_.sortRows.sort, count(w[4]));
+      KILN_ASSIGN_OR_RETURN(plan_.sortRows.topK, count(w[5]));
       return Status::ok();
     }
     KILN_RETURN_IF_ERROR(needs(started_, "plan line"));

@@ -52,21 +52,24 @@ std::string postOpsText(const Kernel& k, const std::function<std::string(const V
   return out;
 }
 
-// "    top_k: ..." for a top_k kernel: how its loops find the k elements, and why.
-std::string topKText(const Kernel& k, bool select) {
+// "    top_k: ..." for a sort or top_k kernel: loops that rank each element, or the library call
+// for rows past the target's limit (FusionOptions::sortRows).
+std::string sortText(const Kernel& k, int64_t limit) {
   const Node& n = *k.anchor;
-  const int64_t axis = n.attrInt("axis"), want = n.attrInt("k");
+  const bool isSort = n.op() == OpCode::Sort;
+  const int64_t axis = n.attrInt(isSort ? "dimension" : "axis");
   const std::vector<Dim>& dims = n.operand(0)->type().dims();
   if (axis < 0 || axis >= static_cast<int64_t>(dims.size()) || !dims[size_t(axis)].isStatic())
     return "";
   const int64_t len = dims[size_t(axis)].value();
-  const std::string of = std::to_string(want) + " of " + std::to_string(len);
-  if (select && topKBySelection(want, len))
-    return "    top_k: " + of + " by selection, " + std::to_string(want) +
-           " passes over each row (O(n k); ranking each element is O(n^2))\n";
-  return "    top_k: " + of + " by ranking each element (O(n^2) per row" +
-         (select ? "; selection pays when k is at most a sixteenth of the row)\n"
-                 : ", an element per thread)\n");
+  std::string out = "    " + std::string(opName(n.op())) + ": ";
+  if (!isSort) out += std::to_string(n.attrInt("k")) + " of ";
+  out += "each row of " + std::to_string(len);
+  if (len > limit)
+    return out + " by the library call (rows longer than " + std::to_string(limit) +
+           "; ranking each element is O(n^2) per row)\n";
+  return out + " by ranking each element in loops (O(n^2) per row; rows longer than " +
+         std::to_string(limit) + " stay a library call)\n";
 }
 
 }  // namespace
@@ -125,8 +128,9 @@ std::string explainPlan(const Function& f, const FusionPlan& plan) {
       out += "\n";
     }
     out += k.kind == KernelKind::Custom ? explainCustomKernel(k, name) : postOpsText(k, name);
-    if (k.kind == KernelKind::Opaque && k.anchor->op() == OpCode::TopK)
-      out += topKText(k, plan.selectTopK);
+    if (k.kind == KernelKind::Opaque &&
+        (k.anchor->op() == OpCode::TopK || k.anchor->op() == OpCode::Sort))
+      out += sortText(k, plan.sortRows.of(k.anchor->op()));
   }
   std::string fusedLines, unfusedLines;
   for (const Decision& d : plan.decisions) {

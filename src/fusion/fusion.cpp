@@ -668,7 +668,7 @@ class Planner {
     for (Decision& d : siblings_) plan.decisions.push_back(std::move(d));
     plan.concats = std::move(views_);
     plan.storesAlongsideReductions = o_.storesAlongsideReductions;
-    plan.selectTopK = o_.selectTopK;
+    plan.sortRows = o_.sortRows;
     if (o_.fuse)
       planCustomFusions(
           o_.custom, [&](const Value* v) { return name(v); }, plan);
@@ -699,8 +699,6 @@ class Planner {
 FusionPlan planFusion(const Function& f, const FusionOptions& options) {
   return Planner(f, options).run();
 }
-
-bool topKBySelection(int64_t k, int64_t rowLength) { return k * 16 <= rowLength; }
 
 std::string bytesText(int64_t b) {
   char buf[32];

@@ -35,6 +35,16 @@
 
 namespace kiln::fusion {
 
+// Sort and top_k rows up to this long rank each element in loops (O(n^2) per row, an element
+// per thread: kernel/lower_opaque.h); longer rows stay a library call. The targets' default.
+inline constexpr int64_t kSortRowLimit = 4096;
+
+// The longest rows a sort and a top_k rank in loops (FusionOptions::sortRows).
+struct SortRowLimits {
+  int64_t sort = kSortRowLimit, topK = kSortRowLimit;
+  int64_t of(OpCode op) const { return op == OpCode::TopK ? topK : sort; }
+};
+
 enum class KernelKind : uint8_t {
   Loop,         // elementwise and injective ops over one iteration space
   Reduction,    // a reduction (reduce, softmax, layer_norm, pooling) with fused inputs/epilogue
@@ -97,10 +107,9 @@ struct FusionOptions {
   // visit each element once) instead of a nest of their own that computes them again; the
   // CPU's choice (the GPU maps a reduction's loops to threads per output instead).
   bool storesAlongsideReductions = false;
-  // top_k whose k is at most a sixteenth of its row selects its k elements in k passes over the
-  // row (O(n k), serial along it) instead of ranking each element (O(n^2), an element per
-  // thread): the CPU's choice, which runs a row on one thread (kernel/lower_opaque.h).
-  bool selectTopK = false;
+  // Sort and top_k rows up to these lengths rank each element in loops; longer rows stay a
+  // library call (the CPU's sort).
+  SortRowLimits sortRows;
   // The largest function (in nodes) the planner keeps a reachability map for (reachability.h);
   // larger ones walk the graph for each convexity check, which decides the same.
   size_t reachabilityMaxNodes = 16384;
@@ -116,16 +125,10 @@ struct FusionPlan {
   // Concatenates in place (no kernel) and the values stored as slices of their buffers.
   ConcatViews concats;
   bool storesAlongsideReductions = false;  // FusionOptions::storesAlongsideReductions
-  bool selectTopK = false;                 // FusionOptions::selectTopK
+  SortRowLimits sortRows;                  // FusionOptions::sortRows
 };
 
 FusionPlan planFusion(const Function& f, const FusionOptions& options = {});
-
-// Whether top_k of `k` over rows of `rowLength` selects (FusionOptions::selectTopK): a selection
-// step (a compare chained through the pass) costs about 16 of ranking's vectorized compares on
-// the CPU (k = 8: rows of 64 rank faster, 0.136 against 0.184 ms over 64 rows; rows of 128 select
-// faster, 0.39 against 0.48 ms; rows of 256, 0.74 against 1.89 ms).
-bool topKBySelection(int64_t k, int64_t rowLength);
 
 // `b` bytes as `kiln explain` prints them ("1.5 MiB").
 std::string bytesText(int64_t b);

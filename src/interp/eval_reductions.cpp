@@ -391,24 +391,30 @@ void sortLines(const Tensor& x, int64_t axis, bool descending, int64_t k, Tensor
   dispatchDType(x.dtype(), [&](auto tag) {
     constexpr DType D = decltype(tag)::value;
     const Storage<D>* typed = x.data<Storage<D>>();
-    std::vector<Compute<D>> line(static_cast<size_t>(v.n));
-    std::vector<int64_t> order(static_cast<size_t>(v.n));
-    auto before = [&](int64_t a, int64_t b) {
-      Compute<D> p = line[static_cast<size_t>(a)], q = line[static_cast<size_t>(b)];
-      if (descending) return isNaN(p) ? !isNaN(q) : (!isNaN(q) && p > q);
-      return isNaN(p) ? false : (isNaN(q) || p < q);
+    // (value, index) pairs ordered by value, then index: the order a stable sort gives, as a
+    // total order that std::sort and std::partial_sort (top_k's k first: O(n log k)) keep.
+    using Item = std::pair<Compute<D>, int64_t>;
+    std::vector<Item> line(static_cast<size_t>(v.n));
+    auto before = [&](const Item& a, const Item& b) {
+      const Compute<D> p = a.first, q = b.first;
+      const bool pq = descending ? (isNaN(p) ? !isNaN(q) : (!isNaN(q) && p > q))
+                                 : (isNaN(p) ? false : (isNaN(q) || p < q));
+      if (pq) return true;
+      const bool qp = descending ? (isNaN(q) ? !isNaN(p) : (!isNaN(p) && q > p))
+                                 : (isNaN(q) ? false : (isNaN(p) || q < p));
+      return !qp && a.second < b.second;
     };
     for (int64_t a = 0; a < v.outer; ++a)
       for (int64_t i = 0; i < v.inner; ++i) {
         for (int64_t j = 0; j < v.n; ++j)
-          line[static_cast<size_t>(j)] = load<D>(typed, (a * v.n + j) * v.inner + i);
-        std::iota(order.begin(), order.end(), int64_t(0));
-        std::stable_sort(order.begin(), order.end(), before);
+          line[static_cast<size_t>(j)] = {load<D>(typed, (a * v.n + j) * v.inner + i), j};
+        if (k < v.n) std::partial_sort(line.begin(), line.begin() + k, line.end(), before);
+        else std::sort(line.begin(), line.end(), before);
         for (int64_t j = 0; j < k; ++j) {
-          int64_t src = (a * v.n + order[static_cast<size_t>(j)]) * v.inner + i;
+          int64_t src = (a * v.n + line[static_cast<size_t>(j)].second) * v.inner + i;
           int64_t dst = (a * k + j) * v.inner + i;
           std::memcpy(ov + dst * esize, in + src * esize, esize);
-          oi[dst] = order[static_cast<size_t>(j)];
+          oi[dst] = line[static_cast<size_t>(j)].second;
         }
       }
   });

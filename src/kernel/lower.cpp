@@ -416,9 +416,9 @@ using lowering::Lowerer;
 StatusOr<Kernel> lowerWithNames(const fusion::Kernel& k,
                                 const std::map<const Value*, std::string>& names,
                                 bool storesAlongsideReductions, const std::vector<Symbol>& symbols,
-                                bool selectTopK = false) {
+                                fusion::SortRowLimits sortRows = {}) {
   KILN_ASSIGN_OR_RETURN(Kernel lowered,
-                        Lowerer(k, names, storesAlongsideReductions, symbols, selectTopK).run());
+                        Lowerer(k, names, storesAlongsideReductions, symbols, sortRows).run());
   return simplifyIndices(lowered);
 }
 
@@ -436,7 +436,7 @@ StatusOr<std::vector<Kernel>> lowerPlan(const Function& f, const fusion::FusionP
   std::vector<Kernel> out;
   for (const fusion::Kernel& k : plan.kernels) {
     KILN_ASSIGN_OR_RETURN(Kernel lowered, lowerWithNames(k, names, plan.storesAlongsideReductions,
-                                                         symbols, plan.selectTopK));
+                                                         symbols, plan.sortRows));
     out.push_back(std::move(lowered));
   }
   return out;

@@ -66,7 +66,7 @@ StatusOr<StmtRef> Lowerer::lowerCall() {
     const auto mid = args.begin() + static_cast<std::ptrdiff_t>(a->numOperands());
     std::vector<std::string> ins(args.begin(), mid);
     std::vector<std::string> outs(mid, mid + static_cast<std::ptrdiff_t>(a->numResults()));
-    KILN_ASSIGN_OR_RETURN(std::optional<StmtRef> loops, lowerOpaqueOp(*a, ins, outs, selectTopK_));
+    KILN_ASSIGN_OR_RETURN(std::optional<StmtRef> loops, lowerOpaqueOp(*a, ins, outs, sortRows_));
     if (loops) c = *loops;
   }
   std::vector<const Value*> rest;

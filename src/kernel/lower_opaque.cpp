@@ -27,9 +27,6 @@ namespace {
 
 using Index = std::vector<ExprRef>;
 
-// Sort and top_k rows longer than this keep the library call: ranking costs O(n^2) per row.
-constexpr int64_t kMaxSortRow = 4096;
-
 bool contains(const std::vector<int64_t>& v, int64_t x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
@@ -221,8 +218,8 @@ struct GridSampling {
 class OpaqueLowerer {
  public:
   OpaqueLowerer(const Node& n, const std::vector<std::string>& operands,
-                const std::vector<std::string>& results, bool selectTopK)
-      : n_(n), in_(operands), out_(results), names_(operands, results), selectTopK_(selectTopK) {}
+                const std::vector<std::string>& results, fusion::SortRowLimits sortRows)
+      : n_(n), in_(operands), out_(results), names_(operands, results), sortRows_(sortRows) {}
 
   StatusOr<std::optional<StmtRef>> run() {
     if (in_.size() != n_.numOperands() || out_.size() != n_.numResults())
@@ -376,7 +373,7 @@ class OpaqueLowerer {
       return fail("k = " + std::to_string(k) + " does not fit dimension extent " +
                   std::to_string(len));
     const bool descending = n_.attrBool(isSort ? "descending" : "largest");
-    if (len > kMaxSortRow) return std::optional<StmtRef>();
+    if (len > sortRows_.of(n_.op())) return std::optional<StmtRef>();
     std::vector<int64_t> outDims = dims;
     outDims[a] = k;
     if (elementCount(outDims) == 0) return std::optional<StmtRef>(block({}));
@@ -386,8 +383,6 @@ class OpaqueLowerer {
       if (descending) return both(negate(isNan(q)), either(isNan(p), gt(p, q)));
       return both(negate(isNan(p)), either(isNan(q), lt(p, q)));
     };
-    if (!isSort && selectTopK_ && fusion::topKBySelection(k, len))
-      return std::optional<StmtRef>(selectTopK(dims, outDims, a, k, before));
     const std::string other = fresh("r"), rank = local("rank");
     StmtRef s = nest(dims, elementCount(dims) * len, [&](const Index& at) {
       const ExprRef j = at[a], i = var(other);
@@ -409,62 +404,6 @@ class OpaqueLowerer {
                    block({store(rank, i64(0), i64(0)), count, write}));
     });
     return std::optional<StmtRef>(s);
-  }
-
-  // top_k by selection: per row, k passes, pass t keeping the first element in the order of
-  // the ranking above (`before`, ties by index) among those after pass t-1's pick, and writing
-  // it at t. O(n k) per row, serial along it: a CPU thread takes a row (ranking is O(n^2)).
-  StmtRef selectTopK(const std::vector<int64_t>& dims, const std::vector<int64_t>& outDims,
-                     size_t a, int64_t k,
-                     const std::function<ExprRef(const ExprRef&, const ExprRef&)>& before) {
-    const Value* x = n_.operand(0);
-    const DType dt = dtypeOf(x), ct = computeType(dt);
-    const int64_t len = dims[a];
-    std::vector<int64_t> rows = dims;
-    rows[a] = 1;
-    const std::string t = fresh("t"), i = fresh("r");
-    const std::string prevV = local("prev"), prevI = local("previ");
-    const std::string bestV = local("best"), bestI = local("besti"), take = local("take");
-    // p (at index ip) comes before q (at iq) in the stable order.
-    auto precedes = [&](const ExprRef& p, const ExprRef& ip, const ExprRef& q, const ExprRef& iq) {
-      return either(before(p, q), both(negate(before(q, p)), lt(ip, iq)));
-    };
-    StmtRef s = nest(rows, elementCount(rows) * len * k, [&](const Index& at) {
-      auto at_ = [&](ExprRef j) {
-        Index idx = at;
-        idx[a] = std::move(j);
-        return idx;
-      };
-      ExprRef xi = cast(load(in_[0], dt, flatIndex(at_(var(i)), dims)), ct);
-      ExprRef bv = load(bestV, ct, i64(0)), bi = load(bestI, DType::I64, i64(0));
-      ExprRef after =
-          either(eq(var(t), i64(0)),
-                 precedes(load(prevV, ct, i64(0)), load(prevI, DType::I64, i64(0)), xi, var(i)));
-      // Both stores follow one decision, kept in `take` (the second would otherwise compare
-      // with the value the first just stored).
-      ExprRef taken = load(take, DType::Bool, i64(0));
-      StmtRef scan =
-          forLoop(i, i64(len), LoopKind::Serial,
-                  block({store(take, i64(0),
-                               both(after, either(lt(bi, i64(0)), precedes(xi, var(i), bv, bi)))),
-                         store(bestV, i64(0), select(taken, xi, bv)),
-                         store(bestI, i64(0), select(taken, var(i), bi))}));
-      ExprRef o = flatIndex(at_(var(t)), outDims);
-      StmtRef pass =
-          block({store(bestI, i64(0), i64(-1)),  // the first element is taken whatever bestV is
-                 store(bestV, i64(0), cast(load(in_[0], dt, flatIndex(at_(i64(0)), dims)), ct)),
-                 scan, store(out_[0], o, load(in_[0], dt, flatIndex(at_(bi), dims))),
-                 store(out_[1], o, bi), store(prevV, i64(0), bv), store(prevI, i64(0), bi)});
-      StmtRef passes = forLoop(t, i64(k), LoopKind::Serial, pass);
-      for (const auto& [name, type] : {std::pair{take, DType::Bool},
-                                       {bestI, DType::I64},
-                                       {bestV, ct},
-                                       {prevI, DType::I64},
-                                       {prevV, ct}})
-        passes = alloc(name, type, 1, MemoryScope::Local, passes);
-      return passes;
-    });
-    return s;
   }
 
   // ---- scatter ----------------------------------------------------------------------------
@@ -843,7 +782,7 @@ class OpaqueLowerer {
   const std::vector<std::string>& in_;
   const std::vector<std::string>& out_;
   OpaqueNames names_;
-  bool selectTopK_ = false;
+  fusion::SortRowLimits sortRows_;
 };
 
 }  // namespace
@@ -851,8 +790,8 @@ class OpaqueLowerer {
 StatusOr<std::optional<StmtRef>> lowerOpaqueOp(const Node& n,
                                                const std::vector<std::string>& operands,
                                                const std::vector<std::string>& results,
-                                               bool selectTopK) {
-  return OpaqueLowerer(n, operands, results, selectTopK).run();
+                                               fusion::SortRowLimits sortRows) {
+  return OpaqueLowerer(n, operands, results, sortRows).run();
 }
 
 }  // namespace kiln::kernel

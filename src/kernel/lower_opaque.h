@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "fusion/fusion.h"
 #include "ir/ir.h"
 #include "kernel/kernel_ir.h"
 #include "support/status.h"
@@ -41,13 +42,12 @@ namespace kiln::kernel {
 // The statement that computes the results of `n` (one of the ops above) into the buffers
 // `results` from the buffers `operands` (both in the node's order; dims from the node's static
 // types), or nullopt when `n` is not one of these ops or a case it does not lower.
-// `selectTopK` (fusion::FusionPlan::selectTopK): top_k whose k is at most a sixteenth of its row
-// (fusion::topKBySelection) takes its k elements in k passes over the row, O(n k) serial per row,
-// instead of ranking every element.
+// Sort and top_k rows longer than `sortRows` allows (fusion::FusionPlan::sortRows) give nullopt:
+// the library call runs them.
 StatusOr<std::optional<StmtRef>> lowerOpaqueOp(const Node& n,
                                                const std::vector<std::string>& operands,
                                                const std::vector<std::string>& results,
-                                               bool selectTopK = false);
+                                               fusion::SortRowLimits sortRows = {});
 
 // unique and non_max_suppression (lower_dynamic_sizes.cpp), called by lowerOpaqueOp; nullopt
 // past 4096 slices (unique) or boxes (non_max_suppression), which the library call (the

@@ -43,13 +43,13 @@ DType computeType(DType t);
 class Lowerer {
  public:
   // `names`: the printed names of f's values (printedValueNames), shared by its kernels.
-  // `storesAlongside`, `selectTopK`: fusion::FusionOptions::storesAlongsideReductions and
-  // selectTopK. `symbols`: the ranges of the program's symbols (a value with a symbolic dim needs
+  // `storesAlongside`, `sortRows`: fusion::FusionOptions::storesAlongsideReductions and
+  // sortRows. `symbols`: the ranges of the program's symbols (a value with a symbolic dim needs
   // its symbol's range).
   Lowerer(const fusion::Kernel& k, const std::map<const Value*, std::string>& names,
           bool storesAlongside = false, const std::vector<Symbol>& symbols = {},
-          bool selectTopK = false)
-      : k_(k), names_(names), storesAlongside_(storesAlongside), selectTopK_(selectTopK),
+          fusion::SortRowLimits sortRows = {})
+      : k_(k), names_(names), storesAlongside_(storesAlongside), sortRows_(sortRows),
         symbols_(symbols) {
     members_.insert(k.nodes.begin(), k.nodes.end());
     out_.kind = std::string(fusion::kernelKindName(k.kind));
@@ -238,7 +238,7 @@ class Lowerer {
   std::map<std::string, std::pair<ExprRef, Index>> memo_;
   int vars_ = 0;
   bool storesAlongside_ = false;
-  bool selectTopK_ = false;
+  fusion::SortRowLimits sortRows_;
   std::vector<Symbol> symbols_;
 };
 

@@ -245,8 +245,8 @@ class Target {
   // Whether a reduction's outputs of its input's shape are stored from its reduced loops (each
   // element once, computed once) rather than in a nest of their own (fusion::FusionOptions).
   virtual bool storesAlongsideReductions() const { return false; }
-  // Whether top_k with a small k selects in k passes per row (fusion::FusionOptions::selectTopK).
-  virtual bool selectsTopK() const { return false; }
+  // Sort and top_k rows longer than these stay library calls (fusion::FusionOptions::sortRows).
+  virtual fusion::SortRowLimits sortRowLimits() const { return {}; }
   // Whether it runs the graph itself (the interpreter), so that its kernels only explain the
   // plan: it then runs graphs that have no kernel IR (strings), given no kernels.
   virtual bool runsGraph() const { return false; }

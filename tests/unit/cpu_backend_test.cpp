@@ -909,12 +909,13 @@ func @main(%x: f32[N,M], %y: f32[N,7], %i: i32[N,M], %h: f16[M,N], %b: bool[N,M]
                           {{1, 1}, {3, 5}, {17, 33}, {40, 130}}, true);
 }
 
-// top_k of a small k over long rows selects (fusion::topKBySelection: k at most a sixteenth of
-// the row; tests/lit/kernel/top-k-selection.kir checks that these do): the same NaN order, ties
-// by index and -0 == +0 as the ranking, along either axis, for k = 1 and several dtypes.
-TEST(CpuBackend, SelectedTopKLoops) {
-  checkAgainstInterpreter("top_k selection", R"(
-func @main(%x: f32[N,200], %y: f32[160,N], %i: i32[N,200], %h: f16[N,200]) -> (f32[N,5], i64[N,5], f32[N,12], i64[N,12], f32[1,N], i64[1,N], i32[N,3], i64[N,3], f16[N,4], i64[N,4], f32[N,1], i64[N,1]) {
+// Sort and top_k rows up to the cpu target's limits (cpu_target.cpp: top_k 32, sort 256) rank
+// each element in loops; longer rows stay a call of the host's sort (tests/lit/kernel/
+// sort-rows.kir checks which runs where). Both agree with the interpreter bit for bit: the NaN
+// order, ties by index and -0 == +0, along either axis, for k = 1 and several dtypes.
+TEST(CpuBackend, SortAndTopKRows) {
+  const char* text = R"(
+func @main(%x: f32[N,200], %y: f32[160,N], %i: i32[N,24], %h: f16[N,200], %z: f32[N,300]) -> (f32[N,5], i64[N,5], f32[N,12], i64[N,12], f32[1,N], i64[1,N], i32[N,3], i64[N,3], f16[N,4], i64[N,4], f32[N,1], i64[N,1], f32[N,200], i64[N,200], f32[N,300], i64[N,300]) {
   %c = f32[N,200] ceil(%x)
   %q = f32[N,200] sqrt(%c)
   %t0, %i0 = (f32[N,5], i64[N,5]) top_k(%q) {k = 5, axis = 1}
@@ -925,9 +926,24 @@ func @main(%x: f32[N,200], %y: f32[160,N], %i: i32[N,200], %h: f16[N,200]) -> (f
   %hc = f16[N,200] ceil(%h)
   %t4, %i4 = (f16[N,4], i64[N,4]) top_k(%hc) {k = 4, axis = 1}
   %t5, %i5 = (f32[N,1], i64[N,1]) top_k(%c) {k = 1, axis = 1, largest = false}
-  return %t0, %i0, %t1, %i1, %t2, %i2, %t3, %i3, %t4, %i4, %t5, %i5
-})",
-                          {{1, 1}, {3, 1}, {17, 1}, {130, 1}}, true);
+  %s0, %o0 = (f32[N,200], i64[N,200]) sort(%q) {dimension = 1, descending = true}
+  %cz = f32[N,300] ceil(%z)
+  %s1, %o1 = (f32[N,300], i64[N,300]) sort(%cz) {dimension = 1}
+  return %t0, %i0, %t1, %i1, %t2, %i2, %t3, %i3, %t4, %i4, %t5, %i5, %s0, %o0, %s1, %o1
+})";
+  checkAgainstInterpreter("sort and top_k", text, {{1, 1}, {3, 1}, {17, 1}, {130, 1}}, true);
+
+  auto parsed = parseModule(instantiate(text, 3, 1), "sort-rows.kir");
+  ASSERT_TRUE(parsed.isOk());
+  auto exe = Executable::compile(std::move(*parsed), CompileOptions{});
+  ASSERT_TRUE(exe.isOk()) << exe.status().str();
+  std::string ir;
+  for (const kernel::Kernel& k : (*exe)->kernels()) ir += kernel::printKernel(k);
+  for (const char* call : {"call top_k(%q, %t0, %i0)", "call top_k(%cy, %t2, %i2)",
+                           "call top_k(%hc, %t4, %i4)", "call sort(%cz, %s1, %o1)"})
+    EXPECT_NE(ir.find(call), std::string::npos) << call << "\n" << ir;
+  for (const char* loops : {"call top_k(%i,", "call sort(%q,"})
+    EXPECT_EQ(ir.find(loops), std::string::npos) << loops << "\n" << ir;
 }
 
 // Indices reduced into range (duplicates galore) and raw (in [-20, 20]: windows out of bounds

@@ -444,6 +444,40 @@ TEST(InterpTopK, NaNIsTheLargest) {
   expectInts(low[1], DType::I64, {4}, {3, 0, 2, 1});
 }
 
+// top_k of long rows (sorting only its k first): each row's k first against a stable sort of
+// the whole row written here, with many ties and NaNs, both directions, along either axis.
+TEST(InterpTopK, LongRowsMatchAStableSort) {
+  const int64_t rows = 3, n = 5000;
+  std::vector<double> v(static_cast<size_t>(rows * n));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = i % 97 == 0 ? kNaN : double((i * 7919) % 61);
+  for (bool largest : {true, false})
+    for (int64_t axis : {0, 1}) {
+      std::vector<int64_t> dims =
+          axis == 1 ? std::vector<int64_t>{rows, n} : std::vector<int64_t>{n, rows};
+      Tensor x = make(DType::F32, dims, v);
+      const int64_t k = 9;
+      auto top = run(OpCode::TopK, {x},
+                     {{"k", intAttr(k)}, {"axis", intAttr(axis)}, {"largest", boolAttr(largest)}});
+      ASSERT_EQ(top.size(), 2u);
+      for (int64_t r = 0; r < rows; ++r) {
+        auto at = [&](int64_t j) { return axis == 1 ? r * n + j : j * rows + r; };
+        std::vector<int64_t> order(static_cast<size_t>(n));
+        for (int64_t j = 0; j < n; ++j) order[static_cast<size_t>(j)] = j;
+        auto value = [&](int64_t j) { return static_cast<float>(v[static_cast<size_t>(at(j))]); };
+        std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+          float p = value(a), q = value(b);
+          if (largest) return std::isnan(p) ? !std::isnan(q) : (!std::isnan(q) && p > q);
+          return std::isnan(p) ? false : (std::isnan(q) || p < q);
+        });
+        for (int64_t j = 0; j < k; ++j) {
+          const int64_t o = axis == 1 ? r * k + j : j * rows + r;
+          EXPECT_EQ(top[1].data<int64_t>()[o], order[static_cast<size_t>(j)])
+              << "row " << r << " position " << j << " axis " << axis << " largest " << largest;
+        }
+      }
+    }
+}
+
 // --- u16 / u32 / u64 ---------------------------------------------------------------------------
 
 TEST(InterpUnsigned, MaxMinReduceAboveTheSignedRange) {
