@@ -26,7 +26,8 @@
 
 namespace kiln::runtime {
 
-constexpr uint32_t kArtifactFormat = 2;
+// Raised when what a section holds changes meaning (3: the stored plan's sort row limits).
+constexpr uint32_t kArtifactFormat = 3;
 constexpr size_t kSectionAlignment = 64;
 
 using Sections = std::map<std::string, std::string>;
