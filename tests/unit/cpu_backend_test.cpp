@@ -944,6 +944,10 @@ func @main(%x: f32[N,200], %y: f32[160,N], %i: i32[N,24], %h: f16[N,200], %z: f3
     EXPECT_NE(ir.find(call), std::string::npos) << call << "\n" << ir;
   for (const char* loops : {"call top_k(%i,", "call sort(%q,"})
     EXPECT_EQ(ir.find(loops), std::string::npos) << loops << "\n" << ir;
+  // The calls name the host's sort, not a reference kernel.
+  const std::string calls = (*exe)->libraryCallDetails();
+  EXPECT_NE(calls.find("sort: Kiln's host sort (rows longer than"), std::string::npos) << calls;
+  EXPECT_EQ(calls.find("reference kernel"), std::string::npos) << calls;
 }
 
 // Indices reduced into range (duplicates galore) and raw (in [-20, 20]: windows out of bounds

@@ -132,9 +132,11 @@ std::string describeCalls(const CpuProgram::Impl& impl) {
       text += impl.kernels[i].name + ": " + c.stmt->callee() + ": ";
       const void* made = c.fast ? static_cast<const void*>(c.fast.get()) : c.perShape.get();
       auto [first, added] = firstKernel.emplace(made, impl.kernels[i].name);
+      const bool sorts = c.stmt->op == OpCode::Sort || c.stmt->op == OpCode::TopK;
       text += !c.block.empty() ? c.block
               : c.fast         ? c.fast->describe()
               : c.perShape     ? c.perShape->describe()
+              : sorts          ? "Kiln's host sort (" + c.why + ")"
                                : "reference kernel (" + c.why + ")";
       if (c.separatePostOps) text += "; post-ops as loops after the call";
       if (c.fast && c.separatePostOps) text += " (" + c.why + ")";
