@@ -11,8 +11,6 @@
 namespace kiln::kernel {
 namespace {
 
-using detail::unwrap;
-
 // A load at least this many elements apart along the store's loop reads a cache line (64 bytes)
 // per element there.
 constexpr int64_t kStridedLoad = 16;
@@ -32,11 +30,7 @@ ExprRef blockExtent(const std::string& outer, int64_t n, int64_t block) {
 // kStridedLoad or more with v, both loops at least two blocks long; else null.
 StmtRef blocked(const StmtRef& s, int64_t block, FreshNames& names) {
   std::vector<StmtRef> loops;
-  StmtRef cur = s;
-  while (cur && cur->kind == Stmt::Kind::For) {
-    loops.push_back(cur);
-    cur = unwrap(cur->body[0]);
-  }
+  const StmtRef cur = detail::perfectNest(s, loops);
   if (loops.size() < 2 || !cur || cur->kind != Stmt::Kind::Store) return nullptr;
   const StmtRef a = loops[loops.size() - 2], v = loops.back();
   for (const StmtRef& l : {a, v})

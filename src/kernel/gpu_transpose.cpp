@@ -11,8 +11,6 @@
 namespace kiln::kernel {
 namespace {
 
-using detail::unwrap;
-
 constexpr int64_t kTileElements = 1024;  // 4 elements a thread per phase at 256 threads
 constexpr int64_t kMinLoadRun = 8;       // shorter runs along the load's dim coalesce well enough
 
@@ -28,14 +26,11 @@ struct Transpose {
 
 std::optional<Transpose> transposeOf(const Kernel& k, const StmtRef& nest) {
   Transpose t;
-  StmtRef cur = nest;
-  while (cur && cur->kind == Stmt::Kind::For) {
-    if ((cur->loop != LoopKind::Serial && cur->loop != LoopKind::Parallel) ||
-        cur->extent->kind != Expr::Kind::Const || cur->extent->i <= 0)
+  const StmtRef cur = detail::perfectNest(nest, t.loops);
+  for (const StmtRef& l : t.loops)
+    if ((l->loop != LoopKind::Serial && l->loop != LoopKind::Parallel) ||
+        l->extent->kind != Expr::Kind::Const || l->extent->i <= 0)
       return std::nullopt;
-    t.loops.push_back(cur);
-    cur = unwrap(cur->body[0]);
-  }
   if (t.loops.size() < 2 || !cur || cur->kind != Stmt::Kind::Store) return std::nullopt;
   const Buffer* out = k.find(cur->buffer);
   if (!out || out->view) return std::nullopt;

@@ -25,6 +25,15 @@ StmtRef unwrap(StmtRef s) {
   return s;
 }
 
+StmtRef perfectNest(const StmtRef& s, std::vector<StmtRef>& loops) {
+  StmtRef cur = s;
+  while (cur && cur->kind == Stmt::Kind::For) {
+    loops.push_back(cur);
+    cur = unwrap(cur->body[0]);
+  }
+  return cur;
+}
+
 StmtRef mapTopLevel(const StmtRef& body, const std::function<StmtRef(const StmtRef&)>& f) {
   if (!body) return body;
   if (body->kind == Stmt::Kind::Block || body->kind == Stmt::Kind::Alloc) {

@@ -6,6 +6,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "kernel/kernel_ir.h"
 
@@ -34,6 +35,10 @@ void loadsIn(const ExprRef& e, std::vector<ExprRef>& out);
 
 // The single statement `s` wraps, through blocks of one statement.
 StmtRef unwrap(StmtRef s);
+
+// The loops of the nest `s`, outermost first, appended to `loops` (each loop's body through
+// blocks of one statement), and the statement inside the innermost.
+StmtRef perfectNest(const StmtRef& s, std::vector<StmtRef>& loops);
 
 // `body` with each statement at its top (through blocks and scratch declarations: a GPU
 // target's launches) replaced by f(statement).

@@ -123,6 +123,12 @@ bool holdsConstant(const kernel::Kernel& k, const kernel::Stmt& call) {
   return false;
 }
 
+// What runs a sort or top_k call: the rows the plan leaves to the call (fusion::SortRowLimits)
+// sort in the interpreter's kernel, chosen for its O(n log k), not as a fallback.
+constexpr const char* kHostSort =
+    "Kiln's host sort (rows longer than the cpu target's ranking loops take "
+    "(fusion::SortRowLimits): std::sort, top_k std::partial_sort, O(n log k) per row)";
+
 // A line per library call: what runs it, and why not oneDNN (or not its post-ops) where not.
 std::string describeCalls(const CpuProgram::Impl& impl) {
   std::string text;
@@ -136,7 +142,7 @@ std::string describeCalls(const CpuProgram::Impl& impl) {
       text += !c.block.empty() ? c.block
               : c.fast         ? c.fast->describe()
               : c.perShape     ? c.perShape->describe()
-              : sorts          ? "Kiln's host sort (" + c.why + ")"
+              : sorts          ? kHostSort
                                : "reference kernel (" + c.why + ")";
       if (c.separatePostOps) text += "; post-ops as loops after the call";
       if (c.fast && c.separatePostOps) text += " (" + c.why + ")";

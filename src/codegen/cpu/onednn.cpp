@@ -103,10 +103,6 @@ StatusOr<std::unique_ptr<LibraryKernel>> create(const Node& n,
   const PackedWeights* prepacked = form.prepacked;
   const std::vector<int64_t>& dstStrides = form.dstStrides;
   const bool recurrence = n.op() == OpCode::Lstm || n.op() == OpCode::Gru;
-  if (n.op() == OpCode::Sort || n.op() == OpCode::TopK)
-    return Status::error("rows longer than the cpu target's ranking loops take "
-                         "(fusion::SortRowLimits): std::sort, top_k std::partial_sort, O(n log k) "
-                         "per row");
   if (!recurrence && (n.numOperands() != 2 || n.numResults() != 1))
     return Status::error(n.describe() + ": expected two operands and one result");
   if (recurrence && (!postOps.empty() || !dstStrides.empty()))
