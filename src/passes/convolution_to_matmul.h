@@ -45,9 +45,9 @@
 //
 // With `keepWinograd` (pass spec `convolution-to-matmul=keep-winograd`; the CPU compile sets it
 // where oneDNN has Winograd kernels, codegen/cpu/onednn.h) it leaves 3x3 convolutions of stride 1
-// and dilation 1 whose channel counts are multiples of 16: a Winograd convolution does 4/9
-// (F(2x2,3x3)) or 1/4 (F(4x4,3x3)) of the multiplies and beats the product (resnet18 at 1
-// thread: 26.6 -> 21.0 ms).
+// and dilation 1 whose channel counts are multiples of 16 and whose output winogradPays: a
+// Winograd convolution does 4/9 (F(2x2,3x3)) or 1/4 (F(4x4,3x3)) of the multiplies and beats the
+// product (resnet18 at 1 thread: 26.6 -> 21.0 ms).
 #pragma once
 
 #include <memory>
@@ -61,6 +61,18 @@ namespace kiln {
 inline constexpr int64_t kConvolutionToMatmulMaxPixels = 196;
 inline constexpr double kConvolutionToMatmulMinInputShare = 0.5;
 inline constexpr int64_t kConvolutionToMatmulSliceMaxChannels = 64;
+
+// Whether a 3x3 convolution of stride 1 with a batch x oh x ow output gains from Winograd. Its
+// F(2x2,3x3) kernel computes whole 2x2 tiles, 16 multiplies each against the direct
+// convolution's 9 per pixel, from weights transformed into 16/9 as many floats: it pays where the
+// tiles do at most 0.7 of the direct multiplies and there are at least 4 of them for each
+// transformed weight to serve. A 3x3 output does 0.79 of them while streaming 1.78x the weight
+// bytes (inception_v3's 448 -> 384 channels, 1 thread: 0.33 ms as the product, 0.48 ms as
+// Winograd); from 4x4 on the tiles do 0.44-0.64 of them.
+inline bool winogradPays(int64_t batch, int64_t oh, int64_t ow) {
+  const double tiles = double(batch) * double((oh + 1) / 2) * double((ow + 1) / 2);
+  return tiles >= 4 && 16.0 * tiles <= 0.7 * 9.0 * double(batch * oh * ow);
+}
 
 struct ConvolutionToMatmulOptions {
   bool keepWinograd = false;

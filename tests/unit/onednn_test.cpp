@@ -572,8 +572,10 @@ TEST(OneDnn, WinogradConvolutions) {
     int64_t stride;
     std::vector<PostOp> ops;
     bool winograd;  // where oneDNN has Winograd kernels
+    int64_t h = 10, w = 9;
   };
-  const int64_t h = 10, w = 9, c = 64;
+  const int64_t c = 64;
+  const int64_t h = 10, w = 9;
   std::vector<Case> cases = {
       {"residual, bias, relu", 1, {add({h, w, c}, {1, 2, 3}), add({c}, {3}), clamp(0, inf)}, true},
       {"bias only", 1, {add({c}, {3})}, true},
@@ -581,13 +583,16 @@ TEST(OneDnn, WinogradConvolutions) {
       {"relu6 (a clip)", 1, {add({c}, {3}), clamp(0, 6)}, false},
       {"two residuals", 1, {add({h, w, c}, {1, 2, 3}), add({h, w, c}, {1, 2, 3})}, false},
       {"stride 2", 2, {add({c}, {3}), clamp(0, inf)}, false},
+      // 2x2 tiles over a 3x3 output do 0.79 of the direct multiplies (winogradPays).
+      {"a 3x3 output", 1, {add({c}, {3}), clamp(0, inf)}, false, 3, 3},
+      {"a 4x4 output", 1, {add({c}, {3}), clamp(0, inf)}, true, 4, 4},
   };
   for (const Case& cs : cases) {
     SCOPED_TRACE(cs.what);
-    int64_t oh = (h + 2 - 3) / cs.stride + 1, ow = (w + 2 - 3) / cs.stride + 1;
+    int64_t oh = (cs.h + 2 - 3) / cs.stride + 1, ow = (cs.w + 2 - 3) / cs.stride + 1;
     std::string result = "f32[1," + std::to_string(oh) + "," + std::to_string(ow) + ",64]";
     OneOp conv = parseOp(
-        "%x: f32[1,10,9,64]", result,
+        "%x: f32[1," + std::to_string(cs.h) + "," + std::to_string(cs.w) + ",64]", result,
         "convolution(%x, %w) {window_strides = [" + std::to_string(cs.stride) + ", " +
             std::to_string(cs.stride) +
             "], padding_low = [1, 1], padding_high = [1, 1], dimension_numbers = "

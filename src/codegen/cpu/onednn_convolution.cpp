@@ -13,6 +13,7 @@
 #include "codegen/cpu/onednn_internal.h"
 #include "ir/op.h"
 #include "ir/types.h"
+#include "passes/convolution_to_matmul.h"
 
 namespace kiln::codegen::cpu::onednn {
 namespace {
@@ -50,11 +51,13 @@ bool blockedShape(const ConvAxes& c) {
 }
 
 // Whether `c` has the shape oneDNN's Winograd kernels take (F(2x2,3x3) and F(4x4,3x3), AVX-512
-// only): blocked, a 3x3 window of stride 1, no dilation.
+// only): blocked, a 3x3 window of stride 1, no dilation; and an output they gain on
+// (winogradPays, passes/convolution_to_matmul.h).
 bool winogradShape(const ConvAxes& c) {
   return blockedShape(c) && c.window == std::vector<int64_t>{3, 3} && c.dStrides == Dims{1, 1} &&
          c.dDilation == Dims{0, 0} &&
-         std::all_of(c.lhsDil.begin(), c.lhsDil.end(), [](int64_t d) { return d == 1; });
+         std::all_of(c.lhsDil.begin(), c.lhsDil.end(), [](int64_t d) { return d == 1; }) &&
+         winogradPays(c.dst[0].ext, c.dst[2].ext, c.dst[3].ext);
 }
 
 // The convolution as a BlockedConvolution over nChw8c or nChw16c (channelBlock()), or why not
