@@ -5,11 +5,13 @@ compile cache private to the model), `kiln run` and ONNX Runtime compute the out
 model's input, which are compared with each other and with torch's (max |a - b| / max |b| over
 every output). Then per thread count and round, `kiln bench --roofline --json` (loading the
 compiled model from that cache; the timed runs come before the per-kernel ones) and ONNX Runtime
-run interleaved. A model's line gives both medians and the ratio ORT/Kiln per thread count, and
-Kiln's slowest kernel class at the first thread count: of memory-bound kernels (loop,
-reduction), contraction kernels and the others (attention, opaque), the class that takes the most
-kernel time, its share of that time and its rate as a share of its ceiling (copy bandwidth or
-f32 matmul rate, measured in the same process). A model that Kiln or ONNX Runtime fails on gets
+run interleaved, in turn first. A model's line gives both medians and the ratio ORT/Kiln per
+thread count: the median over rounds of each round's ratio, so that a slow phase of a shared host
+weighs on both engines of a round instead of on one model's ratio (the geomean of the ratios of
+the medians is printed too). Then Kiln's slowest kernel class at the first thread count: of
+memory-bound kernels (loop, reduction), contraction kernels and the others (attention, opaque),
+the class that takes the most kernel time, its share of that time and its rate as a share of its
+ceiling (copy bandwidth or f32 matmul rate, measured in the same process). A model that Kiln or ONNX Runtime fails on gets
 one line with the error and the script goes on.
 """
 import json
@@ -122,17 +124,25 @@ def measure(name, folder, args, threads, tmp):
             kiln_ms, ort_ms = [], []
             for r in range(args.rounds):
                 roof = [] if args.no_roofline or r > 0 else ["--roofline"]
-                out, _ = run([args.kiln, "bench", model, "--json", "--cache-dir", cache,
-                              "--threads", str(t), "--repeat", str(args.repeat), "--warmup",
-                              str(args.warmup)] + roof + io, **to)
-                k = json.loads(out)
-                kiln_ms.append(k["run_ms"]["median"])
-                if roof:
-                    res[f"roof_{t}"] = k["roofline"]
-                out, _ = run(ort + ["--threads", str(t), "--repeat", str(args.repeat), "--warmup",
-                                    str(args.warmup)] + io, **to)
-                ort_ms.append(json.loads(out)["run_ms"]["median"])
-            res[t] = (float(np.median(kiln_ms)), float(np.median(ort_ms)))
+
+                def kiln_round():
+                    out, _ = run([args.kiln, "bench", model, "--json", "--cache-dir", cache,
+                                  "--threads", str(t), "--repeat", str(args.repeat), "--warmup",
+                                  str(args.warmup)] + roof + io, **to)
+                    k = json.loads(out)
+                    kiln_ms.append(k["run_ms"]["median"])
+                    if roof:
+                        res[f"roof_{t}"] = k["roofline"]
+
+                def ort_round():
+                    out, _ = run(ort + ["--threads", str(t), "--repeat", str(args.repeat),
+                                        "--warmup", str(args.warmup)] + io, **to)
+                    ort_ms.append(json.loads(out)["run_ms"]["median"])
+
+                for step in ((kiln_round, ort_round) if r % 2 == 0 else (ort_round, kiln_round)):
+                    step()
+            paired = float(np.median([o / k for k, o in zip(kiln_ms, ort_ms)]))
+            res[t] = (float(np.median(kiln_ms)), float(np.median(ort_ms)), paired)
     except subprocess.TimeoutExpired as e:
         res["error"] = f"Kiln {stage}: no result in {e.timeout:.0f} s"
     except Exception as e:
@@ -148,8 +158,8 @@ def row_text(res, threads):
     cells = []
     for t in threads:
         if t in res:
-            k, o = res[t]
-            cells += [f"{k:.2f}", f"{o:.2f}", f"{o / k:.2f}"]
+            k, o, ratio = res[t]
+            cells += [f"{k:.2f}", f"{o:.2f}", f"{ratio:.2f}"]
         else:
             cells += ["-", "-", "-"]
     roof = res.get(f"roof_{threads[0]}")
@@ -199,13 +209,17 @@ def run_zoo(args):
         print(row_text(res, threads))
     print()
     failed = [r for r in results if "error" in r]
+    def geomean(xs):
+        return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
     for t in threads:
-        ratios = [r[t][1] / r[t][0] for r in results if t in r]
+        ratios = [r[t][2] for r in results if t in r]
         if ratios:
-            g = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
             slow = sum(1 for x in ratios if x < 1)
+            of_medians = geomean([r[t][1] / r[t][0] for r in results if t in r])
             print(f"geomean ORT/Kiln at {t} thread{'s' if t > 1 else ''} over {len(ratios)} "
-                  f"models: {g:.3f} (slowest {min(ratios):.3f}; {slow} slower than ORT)")
+                  f"models: {geomean(ratios):.3f} (slowest {min(ratios):.3f}; {slow} slower than "
+                  f"ORT; ratios of the medians: {of_medians:.3f})")
     print(f"{len(failed)} of {len(results)} models without a result"
           + (": " + ", ".join(r["name"] for r in failed) if failed else ""))
     return 0
