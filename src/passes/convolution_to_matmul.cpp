@@ -88,7 +88,7 @@ Value* im2colProduct(Builder& b, const Node& n, const ConvolutionToMatmulOptions
     return nullptr;
   if (options.keepWinograd && kh == 3 && kw == 3 && strides[0] == 1 && strides[1] == 1 &&
       rhsDil[0] == 1 && rhsDil[1] == 1 && c % 16 == 0 && k % 16 == 0 &&
-      winogradPays(y[0], y[1], y[2]))
+      winogradPays(y[0], y[1], y[2], k))
     return nullptr;
 
   Value* cols = n.operand(0);

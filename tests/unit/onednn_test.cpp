@@ -571,8 +571,8 @@ TEST(OneDnn, WinogradConvolutions) {
     const char* what;
     int64_t stride;
     std::vector<PostOp> ops;
-    bool winograd;  // where oneDNN has Winograd kernels
-    int64_t h = 10, w = 9;
+    bool winograd;                  // where oneDNN has Winograd kernels
+    int64_t h = 10, w = 9, k = 64;  // input height and width, output channels
   };
   const int64_t c = 64;
   const int64_t h = 10, w = 9;
@@ -586,18 +586,21 @@ TEST(OneDnn, WinogradConvolutions) {
       // 2x2 tiles over a 3x3 output do 0.79 of the direct multiplies (winogradPays).
       {"a 3x3 output", 1, {add({c}, {3}), clamp(0, inf)}, false, 3, 3},
       {"a 4x4 output", 1, {add({c}, {3}), clamp(0, inf)}, true, 4, 4},
+      {"16 output channels", 1, {add({16}, {3}), clamp(0, inf)}, false, 10, 9, 16},
   };
   for (const Case& cs : cases) {
     SCOPED_TRACE(cs.what);
     int64_t oh = (cs.h + 2 - 3) / cs.stride + 1, ow = (cs.w + 2 - 3) / cs.stride + 1;
-    std::string result = "f32[1," + std::to_string(oh) + "," + std::to_string(ow) + ",64]";
-    OneOp conv = parseOp(
-        "%x: f32[1," + std::to_string(cs.h) + "," + std::to_string(cs.w) + ",64]", result,
-        "convolution(%x, %w) {window_strides = [" + std::to_string(cs.stride) + ", " +
-            std::to_string(cs.stride) +
-            "], padding_low = [1, 1], padding_high = [1, 1], dimension_numbers = "
-            "\"b01f_01io->b01f\"}",
-        "  %w = f32[3,3,64,64] constant() {value = " + literal(3 * 3 * 64 * 64, rng) + "}\n");
+    const std::string k = std::to_string(cs.k);
+    std::string result = "f32[1," + std::to_string(oh) + "," + std::to_string(ow) + "," + k + "]";
+    OneOp conv =
+        parseOp("%x: f32[1," + std::to_string(cs.h) + "," + std::to_string(cs.w) + ",64]", result,
+                "convolution(%x, %w) {window_strides = [" + std::to_string(cs.stride) + ", " +
+                    std::to_string(cs.stride) +
+                    "], padding_low = [1, 1], padding_high = [1, 1], dimension_numbers = "
+                    "\"b01f_01io->b01f\"}",
+                "  %w = f32[3,3,64," + k +
+                    "] constant() {value = " + literal(3 * 3 * 64 * cs.k, rng) + "}\n");
     ASSERT_NE(conv.node, nullptr);
     std::vector<Tensor> in = operandValues(*conv.node, rng);
     auto ref = evaluateNode(*conv.node, in);
@@ -610,7 +613,8 @@ TEST(OneDnn, WinogradConvolutions) {
             TensorType(DType::F32, Shape(p.operandShape.begin(), p.operandShape.end())), rng));
         const Tensor& t = operands.back();
         for (int64_t i = 0; i < want.numElements(); ++i)
-          want.setDouble(i, want.getDouble(i) + t.getDouble(t.numElements() == c ? i % c : i));
+          want.setDouble(i,
+                         want.getDouble(i) + t.getDouble(t.numElements() == cs.k ? i % cs.k : i));
       } else {
         for (int64_t i = 0; i < want.numElements(); ++i)
           want.setDouble(i, std::clamp(want.getDouble(i), p.lo, p.hi));

@@ -57,7 +57,7 @@ bool winogradShape(const ConvAxes& c) {
   return blockedShape(c) && c.window == std::vector<int64_t>{3, 3} && c.dStrides == Dims{1, 1} &&
          c.dDilation == Dims{0, 0} &&
          std::all_of(c.lhsDil.begin(), c.lhsDil.end(), [](int64_t d) { return d == 1; }) &&
-         winogradPays(c.dst[0].ext, c.dst[2].ext, c.dst[3].ext);
+         winogradPays(c.dst[0].ext, c.dst[2].ext, c.dst[3].ext, c.kO);
 }
 
 // The convolution as a BlockedConvolution over nChw8c or nChw16c (channelBlock()), or why not
