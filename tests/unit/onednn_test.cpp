@@ -583,9 +583,11 @@ TEST(OneDnn, WinogradConvolutions) {
       {"relu6 (a clip)", 1, {add({c}, {3}), clamp(0, 6)}, false},
       {"two residuals", 1, {add({h, w, c}, {1, 2, 3}), add({h, w, c}, {1, 2, 3})}, false},
       {"stride 2", 2, {add({c}, {3}), clamp(0, inf)}, false},
-      // 2x2 tiles over a 3x3 output do 0.79 of the direct multiplies (winogradPays).
+      // 2x2 tiles over a 3x3 output do 0.79 of the direct multiplies; 4x4 has 4 tiles, 7x7 16
+      // (winogradPays).
       {"a 3x3 output", 1, {add({c}, {3}), clamp(0, inf)}, false, 3, 3},
-      {"a 4x4 output", 1, {add({c}, {3}), clamp(0, inf)}, true, 4, 4},
+      {"a 4x4 output", 1, {add({c}, {3}), clamp(0, inf)}, false, 4, 4},
+      {"a 7x7 output", 1, {add({c}, {3}), clamp(0, inf)}, true, 7, 7},
       {"16 output channels", 1, {add({16}, {3}), clamp(0, inf)}, false, 10, 9, 16},
   };
   for (const Case& cs : cases) {
