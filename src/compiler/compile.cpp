@@ -184,6 +184,7 @@ StatusOr<Compiled> compile(std::unique_ptr<Module> module, const runtime::Target
   KILN_RETURN_IF_ERROR(graphPasses(*module, target, pm, options));
   c.times.passes = msSince(start);
   c.passTimings = pm.timingReport();
+  c.remarks = module->remarks();
   const Function& f = *module->entry();
   c.plan = fuse(f, &target, options, c.times);
   if (stopAfter == Stage::Planned) {

@@ -47,7 +47,8 @@ struct Compiled {
   std::optional<BufferPlan> buffers;
   std::unique_ptr<runtime::Program> program;  // Stage::Program
   CompileTimes times;
-  std::string passTimings;  // the pass manager's table when instrumentation.timePasses
+  std::string passTimings;           // the pass manager's table when instrumentation.timePasses
+  std::vector<std::string> remarks;  // the graph passes' decisions (Module::remarks)
   // Outputs of run-time size (exposeDynamicSizes, before the passes): the program's function
   // has their sizes as extra outputs after the source's.
   std::vector<DynamicDim> dynamic;

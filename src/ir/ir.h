@@ -172,8 +172,14 @@ class Module {
   Function* entry() const;
   const std::vector<std::unique_ptr<Function>>& functions() const { return functions_; }
 
+  // Decisions of the graph passes worth a reader's eye ("convolution-to-matmul: node '...'
+  // (convolution): ..."), in the order made; `kiln explain` prints them.
+  void addRemark(std::string remark) { remarks_.push_back(std::move(remark)); }
+  const std::vector<std::string>& remarks() const { return remarks_; }
+
  private:
   std::vector<std::unique_ptr<Function>> functions_;
+  std::vector<std::string> remarks_;
 };
 
 }  // namespace kiln

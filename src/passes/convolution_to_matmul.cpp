@@ -1,5 +1,6 @@
 #include "passes/convolution_to_matmul.h"
 
+#include <string>
 #include <vector>
 
 #include "fusion/op_pattern.h"
@@ -53,44 +54,13 @@ bool feedsConcatenation(const Node& n) {
   }
 }
 
-// The rewrite of `n`, or null when it does not apply (the builder's status says why if it
-// failed).
-Value* im2colProduct(Builder& b, const Node& n, const ConvolutionToMatmulOptions& options) {
-  if (!plainNhwc(n)) return nullptr;
-  const TensorType& xt = n.operand(0)->type();
-  const TensorType& wt = n.operand(1)->type();
-  const TensorType& yt = n.result(0)->type();
-  // The node is verified: one window entry per spatial dim, strides and dilations positive.
+// x [N, H, W, C] . w [KH, KW, C, K] as one product: over the im2col columns (pad, one strided
+// slice per tap, their concatenation) or, without `im2col`, over x itself (a 1x1 window).
+Value* columnsProduct(Builder& b, const Node& n, bool im2col) {
   const auto [strides, lo, hi, lhsDil, rhsDil] = convWindow(n.attrs(), 2);
-  for (size_t s = 0; s < 2; ++s)
-    if (lhsDil[s] != 1 || lo[s] < 0 || hi[s] < 0) return nullptr;
-  std::vector<int64_t> x = xt.staticDims(), w = wt.staticDims(), y = yt.staticDims();
-  int64_t c = x[3], kh = w[0], kw = w[1], k = w[3];
-  // A 1x1 window without padding reads only its output pixel's input: the input is the matrix of
-  // columns. Over one pixel (a fully connected layer written as a convolution: squeeze and
-  // excitation, a classifier) it is a product whatever its channels. With stride 1, few input
-  // channels and whole vectors of output channels, feeding a concatenation, too: oneDNN 2.6's 1x1
-  // convolution stores a slice of the concatenation only with its reference kernel, so it would
-  // write a dense temp and a copy move it, which costs as much as the convolution when it has
-  // few input channels; its matmul stores the slice itself (slower than the convolution with
-  // many input channels or a partial vector of output channels).
-  const bool pointwise = kh * kw == 1 && lo[0] == 0 && lo[1] == 0 && hi[0] == 0 && hi[1] == 0;
-  const bool onePixel = pointwise && x[1] * x[2] == 1 && y[1] * y[2] == 1;
-  const bool intoSlice = pointwise && strides[0] == 1 && strides[1] == 1 &&
-                         c <= kConvolutionToMatmulSliceMaxChannels && k % 16 == 0 &&
-                         feedsConcatenation(n);
-  const bool im2col = !onePixel && !intoSlice;
-  if (w[2] != c || (im2col && (kh * kw == 1 || c < 64))) return nullptr;
-  if (!intoSlice && y[0] * y[1] * y[2] > kConvolutionToMatmulMaxPixels) return nullptr;
-  if (inputShare(x[1], y[1], kh, strides[0], lo[0], rhsDil[0]) *
-          inputShare(x[2], y[2], kw, strides[1], lo[1], rhsDil[1]) <
-      kConvolutionToMatmulMinInputShare)
-    return nullptr;
-  if (options.keepWinograd && kh == 3 && kw == 3 && strides[0] == 1 && strides[1] == 1 &&
-      rhsDil[0] == 1 && rhsDil[1] == 1 && c % 16 == 0 && k % 16 == 0 &&
-      winogradPays(y[0], y[1], y[2], k))
-    return nullptr;
-
+  const std::vector<int64_t> w = n.operand(1)->type().staticDims(),
+                             y = n.result(0)->type().staticDims();
+  const int64_t kh = w[0], kw = w[1], c = w[2], k = w[3];
   Value* cols = n.operand(0);
   if (im2col) {
     Value* src = n.operand(0);
@@ -116,6 +86,66 @@ Value* im2colProduct(Builder& b, const Node& n, const ConvolutionToMatmulOptions
   dims.lhsContracting = {3};
   dims.rhsContracting = {0};
   return b.dotGeneral(cols, weights, dims);
+}
+
+// The rewrite of `n`, or null when it does not apply (the builder's status says why if it
+// failed). `why` gets the reason for a rewrite, and for a convolution of few pixels left alone.
+Value* im2colProduct(Builder& b, const Node& n, const ConvolutionToMatmulOptions& options,
+                     std::string& why) {
+  if (!plainNhwc(n)) return nullptr;
+  const TensorType& xt = n.operand(0)->type();
+  const TensorType& wt = n.operand(1)->type();
+  const TensorType& yt = n.result(0)->type();
+  // The node is verified: one window entry per spatial dim, strides and dilations positive.
+  const auto [strides, lo, hi, lhsDil, rhsDil] = convWindow(n.attrs(), 2);
+  for (size_t s = 0; s < 2; ++s)
+    if (lhsDil[s] != 1 || lo[s] < 0 || hi[s] < 0) return nullptr;
+  std::vector<int64_t> x = xt.staticDims(), w = wt.staticDims(), y = yt.staticDims();
+  int64_t c = x[3], kh = w[0], kw = w[1], k = w[3];
+  // A 1x1 window without padding reads only its output pixel's input: the input is the matrix of
+  // columns. Over one pixel (a fully connected layer written as a convolution: squeeze and
+  // excitation, a classifier) it is a product whatever its channels. With stride 1, few input
+  // channels and whole vectors of output channels, feeding a concatenation, too: oneDNN 2.6's 1x1
+  // convolution stores a slice of the concatenation only with its reference kernel, so it would
+  // write a dense temp and a copy move it, which costs as much as the convolution when it has
+  // few input channels; its matmul stores the slice itself (slower than the convolution with
+  // many input channels or a partial vector of output channels).
+  const bool pointwise = kh * kw == 1 && lo[0] == 0 && lo[1] == 0 && hi[0] == 0 && hi[1] == 0;
+  const bool onePixel = pointwise && x[1] * x[2] == 1 && y[1] * y[2] == 1;
+  const bool intoSlice = pointwise && strides[0] == 1 && strides[1] == 1 &&
+                         c <= kConvolutionToMatmulSliceMaxChannels && k % 16 == 0 &&
+                         feedsConcatenation(n);
+  const bool im2col = !onePixel && !intoSlice;
+  if (w[2] != c || (im2col && (kh * kw == 1 || c < 64))) return nullptr;
+  const int64_t pixels = y[0] * y[1] * y[2];
+  if (!intoSlice && pixels > kConvolutionToMatmulMaxPixels) return nullptr;
+  const std::string few = std::to_string(pixels) + " output pixels (at most " +
+                          std::to_string(kConvolutionToMatmulMaxPixels) + ")";
+  if (inputShare(x[1], y[1], kh, strides[0], lo[0], rhsDil[0]) *
+          inputShare(x[2], y[2], kw, strides[1], lo[1], rhsDil[1]) <
+      kConvolutionToMatmulMinInputShare) {
+    why = "left a convolution despite its " + few +
+          ": most of its taps read padding, which oneDNN's kernels skip and a product multiplies";
+    return nullptr;
+  }
+  if (options.keepWinograd && kh == 3 && kw == 3 && strides[0] == 1 && strides[1] == 1 &&
+      rhsDil[0] == 1 && rhsDil[1] == 1 && c % 16 == 0 && k % 16 == 0) {
+    if (winogradPays(y[0], y[1], y[2], k)) {
+      why = "left a convolution despite its " + few +
+            ": a Winograd kernel does 4/9 of its multiplies or fewer";
+      return nullptr;
+    }
+    why = "not Winograd (its 2x2 tiles over " + std::to_string(y[1]) + "x" + std::to_string(y[2]) +
+          " outputs of " + std::to_string(k) +
+          " channels do not pay: winogradPays, convolution_to_matmul.h); ";
+  }
+  why += onePixel    ? "a 1x1 window over one pixel: the input is the product's matrix"
+         : intoSlice ? "a 1x1 window over " + std::to_string(c) +
+                           " channels into a concatenation: the product stores its slice"
+                     : "an im2col and one product: " + few +
+                           ", which oneDNN's convolution kernels split badly";
+
+  return columnsProduct(b, n, im2col);
 }
 
 // A transposed convolution whose window equals its stride (lhs dilation s, window s, padding
@@ -161,9 +191,16 @@ StatusOr<bool> convolutionToMatmul(Module& m, const ConvolutionToMatmulOptions& 
       if (n->op() == OpCode::Convolution) convs.push_back(n.get());
     for (Node* n : convs) {
       Builder b = rewrite::builderBefore(n);
-      Value* product = im2colProduct(b, *n, options);
-      if (!product && b.ok()) product = depthToSpaceProduct(b, *n);
+      std::string why;
+      Value* product = im2colProduct(b, *n, options, why);
+      if (!product && b.ok()) {
+        product = depthToSpaceProduct(b, *n);
+        if (product)
+          why = "a transposed convolution whose window is its stride: one product and a "
+                "depth-to-space";
+      }
       if (!b.ok()) return Status(b.status()).prefix("convolution-to-matmul on " + n->describe());
+      if (!why.empty()) m.addRemark("convolution-to-matmul: " + n->describe() + ": " + why);
       if (!product) continue;
       rewrite::replaceValue(n->result(0), product);
       rewrite::eraseIfDead(n);

@@ -65,7 +65,7 @@ void printHelp() {
       << "usage: kiln-opt FILE.kir|- [--PASS[=OPTIONS] ...] [--pipeline] [--verify-each]\n"
          "                [--dump-dir DIR] [--time-passes] [--print-after=PASS] [-o OUT]\n\n"
          "Parses and verifies a .kir module, runs the named passes in order, and prints the\n"
-         "module (to OUT, or to stdout).\n\n"
+         "module (to OUT, or to stdout); the passes' remarks on their decisions go to stderr.\n\n"
          "options:\n"
          "  -o OUT                 write the module to OUT\n"
          "  --pipeline             run the default optimisation pipeline (at that point)\n"
@@ -315,6 +315,7 @@ kiln::Status run(const Options& o) {
     if (!r) return r.status();
   }
   if (o.instrumentation.timePasses) std::cerr << pm.timingReport();
+  for (const std::string& r : module->remarks()) std::cerr << "remark: " << r << "\n";
   if (!o.planFusion && !o.lower) return writeOutput(o.output, kiln::printModule(*module));
   KILN_ASSIGN_OR_RETURN(std::string printed, planAndLower(*module, o));
   return writeOutput(o.output, printed);

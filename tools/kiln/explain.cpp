@@ -283,6 +283,11 @@ Status explain(const ExplainOptions& o) {
   if (o.instrumentation.timePasses) std::fputs(c.passTimings.c_str(), stderr);
   const runtime::Program* p = c.program.get();
   const Function& f = p ? p->function() : *c.module->entry();
+  if (!c.remarks.empty()) {
+    std::puts("graph pass decisions:");
+    for (const std::string& r : c.remarks) std::printf("  %s\n", r.c_str());
+    std::puts("");
+  }
   std::fputs(fusion::explainPlan(f, p ? p->plan() : c.plan).c_str(), stdout);
   printGuards(runtime::guardsOf(sourceTypes, runtime::parameterTypes(f), shown.ranges), f);
   printRunTimeSizes(c.dynamic, f);
