@@ -162,10 +162,18 @@ class CpuTarget final : public runtime::Target {
     // lstm and gru stay whole where a library kernel runs the whole sequence (Kiln's lstm
     // kernel, oneDNN's recurrent primitives: constant f32 weights, static shapes); the others
     // unroll over their steps.
-    auto oneDnnRuns = [](const Node& n) { return probeOneDnnKernel(n, {}, 1).isOk(); };
-    auto recurrences =
-        makePass("decompose-recurrences", "unroll lstm and gru no library kernel runs",
-                 [&](Module& m) { return decomposeRecurrences(m, oneDnnRuns); });
+    auto recurrences = makePass(
+        "decompose-recurrences", "unroll lstm and gru no library kernel runs", [&](Module& m) {
+          return decomposeRecurrences(m, [&](const Node& n) {
+            Status s = probeOneDnnKernel(n, {}, 1).status();
+            if (s) return true;
+            std::string why = s.message();  // "<node>: no oneDNN kernel: ..."
+            const std::string node = n.describe() + ": ";
+            if (why.rfind(node, 0) == 0) why.erase(0, node.size());
+            m.addRemark("decompose-recurrences: " + node + "unrolled over its steps, " + why);
+            return false;
+          });
+        });
     KILN_ASSIGN_OR_RETURN(bool unrolled, pm.runPass(*recurrences, module));
     if (unrolled) KILN_RETURN_IF_ERROR(runCleanup(module, pm).status());
     // Convolutions with few output pixels run faster as an im2col and one matrix product than on
