@@ -63,16 +63,12 @@ inline constexpr double kConvolutionToMatmulMinInputShare = 0.5;
 inline constexpr int64_t kConvolutionToMatmulSliceMaxChannels = 64;
 
 // Whether a 3x3 convolution of stride 1 with a batch x oh x ow x channels output gains from
-// Winograd. Its F(2x2,3x3) kernel computes whole 2x2 tiles, 16 multiplies each against the
-// direct convolution's 9 per pixel, from weights transformed into 16/9 as many floats, each
-// serving one multiply-add per tile. It pays where
-// - the tiles do at most 0.7 of the direct multiplies (a 3x3 output does 0.79 of them:
-//   inception_v3's 448 -> 384 channels, 1 thread, 0.33 ms as the product, 0.48 ms as Winograd);
-// - there are at least 16 tiles: fewer read more weight bytes per flop than memory supplies (32
-//   flops per float at 150 GFLOP/s and 19 GB/s on one core), and in a model the weights come
-//   from memory (wide_resnet50_2's 1024-channel convolutions over 4x4: 5.3 ms each as Winograd);
-// - there are at least 32 output channels: with 16, oneDNN's kernel ran 1.2-2x slower than its
-//   direct one at 1 and 2 threads (unet's 16 -> 16 channels over 128x128: 1.55 against 0.77 ms).
+// Winograd's F(2x2,3x3) (whole 2x2 tiles of 16 multiplies against 9 per pixel, from weights
+// transformed into 16/9 as many floats): when its tiles do at most 0.7 of the direct multiplies
+// (not over a 3x3 output), when there are at least 16 of them (with fewer, its weights serve too
+// few multiply-adds per byte for one core's memory bandwidth), and with at least 32 output
+// channels (with 16, oneDNN's Winograd kernel is slower than its direct one). Measurements:
+// docs/codegen.md, "Winograd convolutions".
 inline bool winogradPays(int64_t batch, int64_t oh, int64_t ow, int64_t channels) {
   const double tiles = double(batch) * double((oh + 1) / 2) * double((ow + 1) / 2);
   return channels >= 32 && tiles >= 16 && 16.0 * tiles <= 0.7 * 9.0 * double(batch * oh * ow);
