@@ -29,6 +29,28 @@ std::string instantiate(std::string text, int64_t n, int64_t m) {
   return text;
 }
 
+// `text` parsed and compiled with the default options; null after a failure, which it reports.
+std::unique_ptr<Executable> compileText(const std::string& text, const std::string& file) {
+  auto parsed = parseModule(text, file);
+  if (!parsed.isOk()) {
+    ADD_FAILURE() << parsed.status().str();
+    return nullptr;
+  }
+  auto exe = Executable::compile(std::move(*parsed), CompileOptions{});
+  if (!exe.isOk()) {
+    ADD_FAILURE() << exe.status().str();
+    return nullptr;
+  }
+  return std::move(*exe);
+}
+
+// Every kernel of `exe` as printed kernel IR.
+std::string kernelIr(const Executable& exe) {
+  std::string ir;
+  for (const kernel::Kernel& k : exe.kernels()) ir += kernel::printKernel(k);
+  return ir;
+}
+
 Tensor randomTensor(const TensorType& t, std::mt19937& rng) {
   std::vector<int64_t> dims;
   for (const Dim& d : t.dims()) dims.push_back(d.value());
@@ -587,12 +609,9 @@ func @main(%x: f32[N,M], %w: f32[M,6], %w2: f32[M,6], %w3: f32[M,6], %b: f32[6],
 })";
   checkAgainstInterpreter("post-ops", text, {{1, 2}, {3, 5}, {17, 9}});
 
-  auto parsed = parseModule(instantiate(text, 3, 5), "post-ops.kir");
-  ASSERT_TRUE(parsed.isOk());
-  auto exe = Executable::compile(std::move(*parsed), CompileOptions{});
-  ASSERT_TRUE(exe.isOk()) << exe.status().str();
-  std::string ir;
-  for (const kernel::Kernel& k : (*exe)->kernels()) ir += kernel::printKernel(k);
+  std::unique_ptr<Executable> exe = compileText(instantiate(text, 3, 5), "post-ops.kir");
+  ASSERT_NE(exe, nullptr);
+  std::string ir = kernelIr(*exe);
   // %a1 is a function output, so the first chain stops there and the rest is a loop.
   EXPECT_NE(ir.find("then add(%b, dims [1])\n"), std::string::npos) << ir;
   // %t is stored: the call writes it, exp reads it back.
@@ -605,8 +624,8 @@ func @main(%x: f32[N,M], %w: f32[M,6], %w2: f32[M,6], %w3: f32[M,6], %b: f32[6],
   EXPECT_NE(ir.find("erf((%cg["), std::string::npos) << ir;
   // The one oneDNN cannot take: no call, Kiln's loops (choose_library_calls.h).
   EXPECT_EQ(ir.find("call convolution(%img, %k, %dr)"), std::string::npos) << ir;
-  std::string calls = (*exe)->libraryCallDetails(), notes;
-  for (const kernel::Kernel& k : (*exe)->kernels())
+  std::string calls = exe->libraryCallDetails(), notes;
+  for (const kernel::Kernel& k : exe->kernels())
     for (const std::string& n : k.notes) notes += n + "\n";
   EXPECT_NE(calls.find("convolution mis-addresses post-op operands that are not per-channel"),
             std::string::npos)
@@ -933,19 +952,16 @@ func @main(%x: f32[N,200], %y: f32[160,N], %i: i32[N,24], %h: f16[N,200], %z: f3
 })";
   checkAgainstInterpreter("sort and top_k", text, {{1, 1}, {3, 1}, {17, 1}, {130, 1}}, true);
 
-  auto parsed = parseModule(instantiate(text, 3, 1), "sort-rows.kir");
-  ASSERT_TRUE(parsed.isOk());
-  auto exe = Executable::compile(std::move(*parsed), CompileOptions{});
-  ASSERT_TRUE(exe.isOk()) << exe.status().str();
-  std::string ir;
-  for (const kernel::Kernel& k : (*exe)->kernels()) ir += kernel::printKernel(k);
+  std::unique_ptr<Executable> exe = compileText(instantiate(text, 3, 1), "sort-rows.kir");
+  ASSERT_NE(exe, nullptr);
+  std::string ir = kernelIr(*exe);
   for (const char* call : {"call top_k(%q, %t0, %i0)", "call top_k(%cy, %t2, %i2)",
                            "call top_k(%hc, %t4, %i4)", "call sort(%cz, %s1, %o1)"})
     EXPECT_NE(ir.find(call), std::string::npos) << call << "\n" << ir;
   for (const char* loops : {"call top_k(%i,", "call sort(%q,"})
     EXPECT_EQ(ir.find(loops), std::string::npos) << loops << "\n" << ir;
   // The calls name the host's sort, not a reference kernel.
-  const std::string calls = (*exe)->libraryCallDetails();
+  const std::string calls = exe->libraryCallDetails();
   EXPECT_NE(calls.find("sort: Kiln's host sort (rows longer than"), std::string::npos) << calls;
   EXPECT_EQ(calls.find("reference kernel"), std::string::npos) << calls;
 }
@@ -1093,15 +1109,8 @@ BODY  %lo = f32[] constant() {value = [-1.5]}
 // ranking) keeps its call.
 TEST(CpuBackend, OpaqueOpsLowerToLoops) {
   auto kernelsOf = [](const char* text) {
-    auto parsed = parseModule(text, "opaque.kir");
-    EXPECT_TRUE(parsed.isOk()) << parsed.status().str();
-    if (!parsed) return std::string();
-    auto exe = Executable::compile(std::move(*parsed), CompileOptions{});
-    EXPECT_TRUE(exe.isOk()) << exe.status().str();
-    if (!exe) return std::string();
-    std::string ir;
-    for (const kernel::Kernel& k : (*exe)->kernels()) ir += kernel::printKernel(k);
-    return ir;
+    std::unique_ptr<Executable> exe = compileText(text, "opaque.kir");
+    return exe ? kernelIr(*exe) : std::string();
   };
   std::string ir = kernelsOf(R"(
 func @main(%x: f32[4,6], %i: i64[3,1], %u: f32[3,6], %img: f32[1,2,4,6], %g: f32[1,3,3,2]) -> (f32[4,6], f32[4,6], i64[4,6], f32[4,2], i64[4,2], f32[4,6], f32[1,2,8,9], f32[1,2,3,3]) {
