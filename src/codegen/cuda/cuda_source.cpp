@@ -439,7 +439,7 @@ StatusOr<std::string> Emitter::unaryText(const Expr& e, const std::string& x) {
     case UnaryOp::Acosh: return call("acosh");
     case UnaryOp::Atanh: return call("atanh");
     case UnaryOp::Tanh: return call("tanh");
-    case UnaryOp::Erf: return call("erf");
+    case UnaryOp::Erf: return f.empty() ? call("erf") : "kiln_erf(" + x + ")";
     case UnaryOp::IsFinite: return "isfinite(" + x + ")";
     case UnaryOp::IsInf: return "isinf(" + x + ")";
     case UnaryOp::IsNan: return "isnan(" + x + ")";
