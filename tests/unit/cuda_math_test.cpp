@@ -1,7 +1,8 @@
 // The cuda target's f32 erf (kiln_erf in cuda_prelude.h, the CPU's rational form) against libm
 // in double rounded to f32, over a dense sweep and the special values, on the GPU. Bound: 1e-6
-// absolute (the approximation's 4.2e-7, measured on the CPU by fast_math_test.cpp, plus 2 ulp of
-// __fdividef's quotient, below 1), +-inf included; NaN stays NaN and zeros keep their sign.
+// absolute (the approximation's 4.2e-7, measured on the CPU by fast_math_test.cpp, plus the
+// approximate reciprocal's 1 ulp of a quotient below 1), +-inf included; NaN stays NaN and zeros
+// keep their sign.
 #include <gtest/gtest.h>
 
 #include <cmath>

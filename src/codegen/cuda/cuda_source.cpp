@@ -561,7 +561,7 @@ Status Emitter::stmtBody(const Stmt& s, int depth) {
       KILN_ASSIGN_OR_RETURN(std::string b, buffer(s.buffer, s.value->type));
       KILN_ASSIGN_OR_RETURN(std::string i, expr(s.index, depth));
       // A stored cast from f32 converts once: the store's conversion rounds to nearest even as
-      // the cast does, and a second cvt pair per element is what bounds an f16 loop's issue.
+      // the cast does, so the cast's own round trip (two more conversions) is dropped.
       DType t = s.value->type;
       const bool narrowing = s.value->kind == Expr::Kind::Cast &&
                              (t == DType::F16 || t == DType::BF16) &&
