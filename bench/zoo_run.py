@@ -11,8 +11,8 @@ weighs on both engines of a round instead of on one model's ratio (the geomean o
 the medians is printed too). Then Kiln's slowest kernel class at the first thread count: of
 memory-bound kernels (loop, reduction), contraction kernels and the others (attention, opaque),
 the class that takes the most kernel time, its share of that time and its rate as a share of its
-ceiling (copy bandwidth or f32 matmul rate, measured in the same process). A model that Kiln or ONNX Runtime fails on gets
-one line with the error and the script goes on.
+ceiling (copy bandwidth or f32 matmul rate, measured in the same process). A model that Kiln or
+ONNX Runtime fails on gets one line with the error and the script goes on.
 """
 import json
 import math
@@ -150,6 +150,10 @@ def measure(name, folder, args, threads, tmp):
     return res
 
 
+def geomean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
 def row_text(res, threads):
     """The markdown row of one model."""
     if "error" in res:
@@ -209,9 +213,6 @@ def run_zoo(args):
         print(row_text(res, threads))
     print()
     failed = [r for r in results if "error" in r]
-    def geomean(xs):
-        return math.exp(sum(math.log(x) for x in xs) / len(xs))
-
     for t in threads:
         ratios = [r[t][2] for r in results if t in r]
         if ratios:
