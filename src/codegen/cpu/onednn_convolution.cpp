@@ -3,6 +3,7 @@
 // (BlockedConvolution), Winograd where oneDNN has it (onednn.h, docs/codegen.md).
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 #include <set>
@@ -58,6 +59,53 @@ bool winogradShape(const ConvAxes& c) {
          c.dDilation == Dims{0, 0} &&
          std::all_of(c.lhsDil.begin(), c.lhsDil.end(), [](int64_t d) { return d == 1; }) &&
          winogradPays(c.dst[0].ext, c.dst[2].ext, c.dst[3].ext, c.kO);
+}
+
+// Convolutions of at most this many flops (direct count) per thread are timed both as Winograd
+// and as direct kernels when created: about 4 ms of direct kernel on one core. Above it
+// Winograd was 1.8-3x faster on every 3x3 layer of the zoo, and timing would cost compile time.
+constexpr double kTimedWinogradFlops = 1e9;
+// The direct kernel replaces the Winograd one only when that one's best run is this much slower:
+// the margin keeps a choice between near-equal kernels from following the machine's noise.
+constexpr double kWinogradLosesBy = 1.2;
+
+// Whether the direct kernel replaces Winograd kernel `wino`, and why (`why`). An artifact's
+// weights decide by their layout (they are in one kernel's). Else a small convolution is timed
+// both ways (timeConvolutions, no post-ops) with the run's threads: this oneDNN's Winograd kernel
+// at batch 1 is 1.2-2.5x slower than its direct one on some channel counts over 13x13 and 14x14
+// outputs (alexnet's 384 -> 256: 2.05 against 1.25 ms at 1 thread, 0.60 against 0.63 at 2;
+// googlenet's 96 -> 208: 0.41 against 0.29), which no rule of shape foretold.
+template <typename MakePd>
+StatusOr<bool> directBeatsWinograd(const dnnl::convolution_forward::primitive_desc& wino,
+                                   MakePd makePd, const memory::desc& src,
+                                   const memory::desc& weights, const memory::desc& dst,
+                                   const memory::desc* bias, int threads,
+                                   const PackedWeights* prepacked, std::string& why) {
+  if (prepacked) {
+    const bool direct = prepacked->layout != layoutText(wino.weights_desc());
+    if (direct) why = ", direct: the artifact's weights are in the direct kernel's layout";
+    return direct;
+  }
+  double flops = 2.0;  // 2 x weights x output pixels
+  for (int64_t d : weights.dims()) flops *= double(d);
+  for (size_t i = 0; i < dst.dims().size(); ++i)
+    if (i != 1) flops *= double(dst.dims()[i]);
+  if (flops > kTimedWinogradFlops * std::max(threads, 1)) return false;
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  auto winoPd = makePd(src, weights, dst, attr, dnnl::algorithm::convolution_winograd, bias);
+  auto directPd = makePd(src, weights, dst, attr, dnnl::algorithm::convolution_direct, bias);
+  const std::string key = layoutText(src) + " " + layoutText(winoPd.weights_desc()) + " " +
+                          layoutText(dst) + (bias ? " bias " : " ") + std::to_string(threads);
+  KILN_ASSIGN_OR_RETURN(ConvolutionTimes t,
+                        timeConvolutions(winoPd, directPd, threads, /*rounds=*/3, key));
+  char text[160];
+  const bool direct = t.first > kWinogradLosesBy * t.second;
+  std::snprintf(text, sizeof text, ", %s: timed at %d thread%s, Winograd %.4g ms, direct %.4g ms",
+                direct ? "direct" : "Winograd", threads, threads == 1 ? "" : "s", t.first,
+                t.second);
+  why = text;
+  return direct;
 }
 
 // The convolution as a BlockedConvolution over nChw8c or nChw16c (channelBlock()), or why not
@@ -117,16 +165,24 @@ createBlockedConvolution(const Node& n, const std::vector<kernel::PostOp>& postO
   std::vector<PostOpsPlan::Binary> binaries = post.binaries;
   std::optional<WinogradPostOps> wino;
   if (winograd && (in.constant || in.held)) wino = winogradPostOps(postOps, post, dst.dims());
+  std::string timed;  // how the Winograd kernel fared against the direct one, if asked
   if (wino) {
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     attr.set_post_ops(wino->ops);
     try {
       pd = makePd(srcB, in.weights, dstB, attr, dnnl::algorithm::convolution_winograd, biasDesc);
-      binaries.clear();
-      for (BlockedOperand& o : operands) o.sum = o.position == wino->sumPosition;
     } catch (const dnnl::error&) {
       // oneDNN has no Winograd kernel for this shape or machine: the direct one is used.
+    }
+    if (pd && !probe) {
+      KILN_ASSIGN_OR_RETURN(bool direct, directBeatsWinograd(*pd, makePd, srcB, in.weights, dstB,
+                                                             biasDesc, threads, prepacked, timed));
+      if (direct) pd.reset();
+    }
+    if (pd) {
+      binaries.clear();
+      for (BlockedOperand& o : operands) o.sum = o.position == wino->sumPosition;
     }
   }
   if (!pd)
@@ -142,7 +198,7 @@ createBlockedConvolution(const Node& n, const std::vector<kernel::PostOp>& postO
   }
   KILN_ASSIGN_OR_RETURN(HeldWeights held,
                         packWeights(in.constant, in.held, weights, pd->weights_desc(), prepacked));
-  std::string desc = kernelDescription(what, impl, in, held, post);
+  std::string desc = kernelDescription(what, impl, in, held, post) + timed;
   return makeBlockedConvolution(dnnl::convolution_forward(*pd), weights, pd->scratchpad_desc(),
                                 std::move(held), std::move(operands), std::move(binaries),
                                 std::move(bias), threads, std::move(desc), layout);

@@ -252,6 +252,21 @@ std::unique_ptr<LibraryKernel> makeBlockedConvolution(dnnl::primitive prim, memo
                                                       int threads, std::string description,
                                                       std::string layout);
 
+// ---- onednn_measure.cpp: timing kernels against each other ----
+
+// The best run time (ms) of each of two primitives of one convolution.
+struct ConvolutionTimes {
+  double first = 0, second = 0;
+};
+
+// Times the primitives of `a` and `b` on zeroed scratch operands with `threads` OpenMP threads:
+// one warm-up run each, then `rounds` runs each, taking turns. Timings run one at a time in a
+// process, and each `key` (what sets the kernels: shapes, layouts, threads) is timed once in it:
+// resnet50's sixteen 3x3 layers have four shapes.
+StatusOr<ConvolutionTimes> timeConvolutions(const dnnl::convolution_forward::primitive_desc& a,
+                                            const dnnl::convolution_forward::primitive_desc& b,
+                                            int threads, int rounds, const std::string& key);
+
 // ---- the primitives of each node ----
 
 // Builds the primitive from `makePd(weightsDesc, attr, bias)` (bias: the plan's bias descriptor
