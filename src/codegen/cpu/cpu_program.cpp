@@ -776,10 +776,16 @@ Status CpuProgram::runAgain(std::span<const Tensor> inputs, std::vector<Tensor>&
 std::string CpuProgram::libraryCallDetails() const { return describeCalls(*impl_); }
 
 std::string CpuProgram::libraryCalls() const {
-  std::map<std::string, int> fast, kiln, reference;
+  std::map<std::string, int> fast, own, kiln, reference;
   for (const auto& calls : impl_->calls)
-    for (const LibraryCall& c : calls)
-      ++(c.fast || c.perShape ? fast : !c.block.empty() ? kiln : reference)[c.stmt->callee()];
+    for (const LibraryCall& c : calls) {
+      // Kiln's own library kernels (the panel product, grouped convolutions, recurrences) say so.
+      const bool kilns = c.fast && c.fast->describe().rfind("Kiln ", 0) == 0;
+      ++(kilns                  ? own
+         : c.fast || c.perShape ? fast
+         : !c.block.empty()     ? kiln
+                                : reference)[c.stmt->callee()];
+    }
   auto list = [](const std::map<std::string, int>& m) {
     std::string s;
     for (const auto& [name, n] : m) s += (s.empty() ? "" : ", ") + std::to_string(n) + " " + name;
@@ -787,6 +793,7 @@ std::string CpuProgram::libraryCalls() const {
   };
   std::string out;
   if (!fast.empty()) out += "oneDNN: " + list(fast);
+  if (!own.empty()) out += std::string(out.empty() ? "" : "; ") + "Kiln's kernels: " + list(own);
   if (!kiln.empty())  // the calls of inverted-residual blocks: Kiln's own kernel runs them
     out += std::string(out.empty() ? "" : "; ") + "Kiln's blocks: " + list(kiln);
   if (!reference.empty())

@@ -18,6 +18,7 @@
 
 #include "codegen/cpu/grouped_conv_kernel.h"
 #include "codegen/cpu/onednn_internal.h"
+#include "codegen/cpu/panel_product.h"
 #include "codegen/cpu/rnn_kernel.h"
 #include "ir/op.h"
 #include "ir/types.h"
@@ -114,9 +115,17 @@ StatusOr<std::unique_ptr<LibraryKernel>> create(const Node& n,
     onednn::OmpThreadsScope scope(threads);
     StatusOr<std::unique_ptr<LibraryKernel>> k =
         Status::error("not a dot_general, convolution, lstm or gru");
-    if (n.op() == OpCode::DotGeneral)
+    if (n.op() == OpCode::DotGeneral && dstStrides.empty() && panelProductTakes(n, threads)) {
+      // Kiln's panel product where it takes the call (panel_product.h says why); its post-ops
+      // then run as loops after it.
+      if (!postOps.empty())
+        return Status::error(n.describe() +
+                             ": Kiln's panel product takes it without its post-ops, which run as "
+                             "loops after it (panel_product.h)");
+      k = createPanelProduct(n, prepacked, probe);
+    } else if (n.op() == OpCode::DotGeneral) {
       k = onednn::createMatmul(n, postOps, threads, prepacked, probe, dstStrides);
-    else if (n.op() == OpCode::Convolution) {
+    } else if (n.op() == OpCode::Convolution) {
       // Kiln's grouped kernel where it takes the call on the IR's layout (grouped_conv_kernel.h
       // says why), else oneDNN's.
       const bool blocked =

@@ -1,0 +1,42 @@
+// Kiln's matrix product of a few rows against constant weights that stream from memory, on one
+// thread (AVX-512): vit_b_32's and BERT-like encoders' layers at batch 1 (16 to 64 rows).
+//
+// Such a product does 2 x rows flops per weight, so with weights that are not in cache it waits
+// on memory unless the weights arrive ahead of their use. oneDNN's brgemm matmul leaves that to
+// the hardware prefetchers, which do not keep up: 50x768x3072 with weights cold took 1.77 ms
+// (5.3 GB/s of weights) against 1.16 ms warm. Here the weights are packed into panels of 64
+// columns, each panel K x 64 contiguous, and while a panel's rows are computed (6 rows a pass:
+// 24 accumulators) the panel two ahead is fetched into L2, spread over the passes: 1.20 ms cold.
+// Warm it runs as fast as oneDNN's kernel (1.24 against 1.16-1.33 ms); with more rows oneDNN's
+// blocking is faster warm (128 rows: 3.03 against 2.70 ms), with one row the prefetches only get
+// in the way of the hardware's stream. Post-ops run as loops after the call.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "codegen/cpu/onednn.h"
+#include "ir/ir.h"
+#include "kernel/kernel_ir.h"
+#include "support/status.h"
+
+namespace kiln::codegen::cpu {
+
+inline constexpr int64_t kPanelProductMinRows = 16;
+inline constexpr int64_t kPanelProductMaxRows = 64;
+// Weights of at least this many bytes: smaller ones stay in cache from run to run.
+inline constexpr int64_t kPanelProductMinWeightBytes = 256 * 1024;
+
+// Whether the kernel takes dot_general `n` on a run of `threads` threads: AVX-512, one thread,
+// f32 lhs [..., K] contracting its last dim into M = kPanelProductMinRows..kPanelProductMaxRows
+// rows, constant 2-D weights [K, N] or [N, K] of N a multiple of 64 and at least
+// kPanelProductMinWeightBytes, no batch dims. Else why not (`why`).
+bool panelProductTakes(const Node& n, int threads, std::string* why = nullptr);
+
+// The kernel for `n` (panelProductTakes), with its weights packed here or taken in place from an
+// artifact's (`prepacked`, when in its layout). With `probe`, only its description. run()'s
+// buffers: lhs, weights (unread), result.
+StatusOr<std::unique_ptr<LibraryKernel>>
+createPanelProduct(const Node& n, const PackedWeights* prepacked, bool probe);
+
+}  // namespace kiln::codegen::cpu
