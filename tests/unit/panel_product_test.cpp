@@ -125,6 +125,8 @@ TEST(PanelProduct, WhatItLeavesToOneDnn) {
   EXPECT_EQ(takes("f32[65,1024]", {1024, 64}, "f32[65,64]", 1), "65 rows (it takes 16 to 64)");
   EXPECT_EQ(takes("f32[16,1024]", {1024, 80}, "f32[16,80]", 1), "N = 80 is not a multiple of 64");
   EXPECT_EQ(takes("f32[16,256]", {256, 64}, "f32[16,64]", 1), "weights that stay in cache");
+  EXPECT_EQ(takes("f32[16,2048]", {2048, 64}, "f32[16,64]", 1),
+            "K = 2048 (panels of more than 1024 rows crowd L2)");
   EXPECT_EQ(takes("f32[16,1024]", {1024, 64}, "f32[16,64]", 2), "a call on 2 threads");
   // On two threads oneDNN's matmul runs it.
   Product p = product("f32[16,1024]", {1024, 64}, 0, "f32[16,64]", rng);

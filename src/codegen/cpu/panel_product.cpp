@@ -58,6 +58,9 @@ std::optional<Shape> shapeOf(const Node& n, std::string& why) {
                 " to " + std::to_string(kPanelProductMaxRows) + ")");
   if (s.n % kPanel != 0) return fail("N = " + std::to_string(s.n) + " is not a multiple of 64");
   if (s.k * s.n * 4 < kPanelProductMinWeightBytes) return fail("weights that stay in cache");
+  if (s.k > kPanelProductMaxDepth)
+    return fail("K = " + std::to_string(s.k) + " (panels of more than " +
+                std::to_string(kPanelProductMaxDepth) + " rows crowd L2)");
   return s;
 }
 

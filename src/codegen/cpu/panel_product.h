@@ -26,11 +26,16 @@ inline constexpr int64_t kPanelProductMinRows = 16;
 inline constexpr int64_t kPanelProductMaxRows = 64;
 // Weights of at least this many bytes: smaller ones stay in cache from run to run.
 inline constexpr int64_t kPanelProductMinWeightBytes = 256 * 1024;
+// K of at most this: panels of at most 256 KiB, so that the panel computed and the two fetched
+// ahead share L2 with room (K = 3072: encoder_w768_s16's 16x3072x768 took 0.70 ms against
+// oneDNN's 0.51; computing such panels in chunks of 1024 rows came out level with oneDNN).
+inline constexpr int64_t kPanelProductMaxDepth = 1024;
 
 // Whether the kernel takes dot_general `n` on a run of `threads` threads: AVX-512, one thread,
 // f32 lhs [..., K] contracting its last dim into M = kPanelProductMinRows..kPanelProductMaxRows
-// rows, constant 2-D weights [K, N] or [N, K] of N a multiple of 64 and at least
-// kPanelProductMinWeightBytes, no batch dims. Else why not (`why`).
+// rows, constant 2-D weights [K, N] or [N, K] of N a multiple of 64, K at most
+// kPanelProductMaxDepth and at least kPanelProductMinWeightBytes, no batch dims. Else why not
+// (`why`).
 bool panelProductTakes(const Node& n, int threads, std::string* why = nullptr);
 
 // The kernel for `n` (panelProductTakes), with its weights packed here or taken in place from an
