@@ -88,6 +88,7 @@ TEST(PanelProduct, ValuesAgainstTheReference) {
       {"f32[23,1024]", {192, 1024}, 1, "f32[23,192]"},
       {"f32[2,25,1024]", {1024, 320}, 0, "f32[2,25,320]"},
       {"f32[64,512]", {512, 256}, 0, "f32[64,256]"},
+      {"f32[20,1024]", {1024, 640}, 0, "f32[20,640]"},  // 2.5 MiB: also on 2 threads
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.lhs + " x " + std::to_string(c.w[0]) + "x" + std::to_string(c.w[1]));
@@ -95,6 +96,13 @@ TEST(PanelProduct, ValuesAgainstTheReference) {
     ASSERT_NE(p.node, nullptr);
     std::string why;
     ASSERT_TRUE(panelProductTakes(*p.node, 1, &why)) << why;
+    if (panelProductTakes(*p.node, 2)) {
+      // Each of 2 threads takes a run of the panels.
+      auto two = createOneDnnKernel(*p.node, {}, 2);
+      ASSERT_TRUE(two.isOk()) << two.status().str();
+      EXPECT_NE((*two)->describe().find("Kiln panel product"), std::string::npos);
+      EXPECT_LE(error(**two, *p.node, rng), 1e-5);
+    }
     auto k = createOneDnnKernel(*p.node, {}, 1);
     ASSERT_TRUE(k.isOk()) << k.status().str();
     EXPECT_NE((*k)->describe().find("Kiln panel product"), std::string::npos) << (*k)->describe();
@@ -127,8 +135,10 @@ TEST(PanelProduct, WhatItLeavesToOneDnn) {
   EXPECT_EQ(takes("f32[16,256]", {256, 64}, "f32[16,64]", 1), "weights that stay in cache");
   EXPECT_EQ(takes("f32[16,2048]", {2048, 64}, "f32[16,64]", 1),
             "K = 2048 (panels of more than 1024 rows crowd L2)");
-  EXPECT_EQ(takes("f32[16,1024]", {1024, 64}, "f32[16,64]", 2), "a call on 2 threads");
-  // On two threads oneDNN's matmul runs it.
+  EXPECT_EQ(takes("f32[16,1024]", {1024, 64}, "f32[16,64]", 2),
+            "256 KiB of weights over 2 threads");
+  EXPECT_EQ(takes("f32[16,1024]", {1024, 512}, "f32[16,512]", 2), "takes");
+  // On two threads oneDNN's matmul runs the one of 256 KiB.
   Product p = product("f32[16,1024]", {1024, 64}, 0, "f32[16,64]", rng);
   ASSERT_NE(p.node, nullptr);
   auto k = createOneDnnKernel(*p.node, {}, 2);

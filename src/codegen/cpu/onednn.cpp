@@ -122,7 +122,7 @@ StatusOr<std::unique_ptr<LibraryKernel>> create(const Node& n,
         return Status::error(n.describe() +
                              ": Kiln's panel product takes it without its post-ops, which run as "
                              "loops after it (panel_product.h)");
-      k = createPanelProduct(n, prepacked, probe);
+      k = createPanelProduct(n, threads, prepacked, probe);
     } else if (n.op() == OpCode::DotGeneral) {
       k = onednn::createMatmul(n, postOps, threads, prepacked, probe, dstStrides);
     } else if (n.op() == OpCode::Convolution) {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "codegen/cpu/onednn_internal.h"
+#include "codegen/cpu/thread_pool.h"
 #include "ir/op.h"
 #include "support/large_buffer.h"
 
@@ -101,8 +102,9 @@ constexpr RowsFn kRows[kRowsPerPass + 1] = {nullptr, rows<1>, rows<2>, rows<3>,
 
 class PanelProduct final : public LibraryKernel {
  public:
-  PanelProduct(Shape s, const float* panels, std::shared_ptr<const void> owner, bool prepacked)
-      : s_(s), panels_(panels), owner_(std::move(owner)), prepacked_(prepacked) {}
+  PanelProduct(Shape s, const float* panels, std::shared_ptr<const void> owner, bool prepacked,
+               int threads)
+      : s_(s), panels_(panels), owner_(std::move(owner)), prepacked_(prepacked), pool_(threads) {}
 
   Status run(void* const* buffers) const override {
     const float* a = static_cast<const float*>(buffers[0]);
@@ -112,16 +114,23 @@ class PanelProduct final : public LibraryKernel {
     // Each pass fetches its share of the panel ahead, spread over its steps.
     const int64_t share = (s_.k + passes - 1) / passes;
     const int64_t every = std::max<int64_t>(1, s_.k / std::max<int64_t>(share, 1));
-    for (int64_t p = 0; p < count; ++p) {
-      const float* panel = panels_ + p * s_.k * kPanel;
-      const float* ahead =
-          p + kPanelsAhead < count ? panel + kPanelsAhead * s_.k * kPanel : nullptr;
-      for (int64_t pass = 0, r = 0; r < s_.m; ++pass, r += kRowsPerPass) {
-        const int rowsHere = int(std::min<int64_t>(kRowsPerPass, s_.m - r));
-        kRows[rowsHere](a + r * s_.k, s_.k, panel, c + r * s_.n + p * kPanel, s_.n, ahead,
-                        pass * share, std::min(s_.k, (pass + 1) * share), every);
+    // Each thread takes one run of panels and fetches ahead within it.
+    const int64_t threads = std::min<int64_t>(pool_.numThreads(), count);
+    pool_.parallelFor(threads, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t begin = count * t / threads, end = count * (t + 1) / threads;
+        for (int64_t p = begin; p < end; ++p) {
+          const float* panel = panels_ + p * s_.k * kPanel;
+          const float* ahead =
+              p + kPanelsAhead < end ? panel + kPanelsAhead * s_.k * kPanel : nullptr;
+          for (int64_t pass = 0, r = 0; r < s_.m; ++pass, r += kRowsPerPass) {
+            const int rowsHere = int(std::min<int64_t>(kRowsPerPass, s_.m - r));
+            kRows[rowsHere](a + r * s_.k, s_.k, panel, c + r * s_.n + p * kPanel, s_.n, ahead,
+                            pass * share, std::min(s_.k, (pass + 1) * share), every);
+          }
+        }
       }
-    }
+    });
     return Status::ok();
   }
 
@@ -152,33 +161,40 @@ class PanelProduct final : public LibraryKernel {
   const float* panels_;
   std::shared_ptr<const void> owner_;
   bool prepacked_;
+  ThreadPool pool_;
 };
 
 }  // namespace
 
 bool panelProductTakes(const Node& n, int threads, std::string* why) {
   std::string reason;
+  std::optional<Shape> s;
   if (!onednn::avx512()) reason = "no AVX-512";
-  else if (threads != 1) reason = "a call on " + std::to_string(threads) + " threads";
-  else if (shapeOf(n, reason)) return true;
+  else if ((s = shapeOf(n, reason))) {
+    const int64_t share = s->k * s->n * 4 / std::max(threads, 1);
+    if (threads <= 1 || share >= kPanelProductMinWeightBytesPerThread) return true;
+    reason = std::to_string(s->k * s->n * 4 / 1024) + " KiB of weights over " +
+             std::to_string(threads) + " threads";
+  }
   if (why) *why = reason;
   return false;
 }
 
 StatusOr<std::unique_ptr<LibraryKernel>>
-createPanelProduct(const Node& n, const PackedWeights* prepacked, bool probe) {
+createPanelProduct(const Node& n, int threads, const PackedWeights* prepacked, bool probe) {
   std::string why;
   std::optional<Shape> s = shapeOf(n, why);
   if (!s || !onednn::avx512()) return Status::error("no panel product: " + why);
   const size_t bytes = size_t(s->k * s->n) * sizeof(float);
   const std::string layout = PanelProduct::layoutText(*s);
   if (probe) {
-    PanelProduct k(*s, nullptr, nullptr, false);
+    PanelProduct k(*s, nullptr, nullptr, false, threads);
     return onednn::makeProbedKernel(k.describe());
   }
   if (prepacked && prepacked->layout == layout && prepacked->bytes.size() == bytes)
-    return std::unique_ptr<LibraryKernel>(new PanelProduct(
-        *s, reinterpret_cast<const float*>(prepacked->bytes.data()), prepacked->owner, true));
+    return std::unique_ptr<LibraryKernel>(
+        new PanelProduct(*s, reinterpret_cast<const float*>(prepacked->bytes.data()),
+                         prepacked->owner, true, threads));
   const ConstantData& data = n.operand(1)->def()->constantData();
   if (!data.tensor.defined() || size_t(data.tensor.numElements()) * sizeof(float) != bytes)
     return Status::error("the weights are stored only in the layout " +
@@ -194,7 +210,7 @@ createPanelProduct(const Node& n, const PackedWeights* prepacked, bool probe) {
         panels[(p * s->k + i) * kPanel + j] =
             s->rhsTransposed ? w[col * s->k + i] : w[i * s->n + col];
       }
-  return std::unique_ptr<LibraryKernel>(new PanelProduct(*s, panels, owner, false));
+  return std::unique_ptr<LibraryKernel>(new PanelProduct(*s, panels, owner, false, threads));
 }
 
 }  // namespace kiln::codegen::cpu

@@ -1,5 +1,5 @@
-// Kiln's matrix product of a few rows against constant weights that stream from memory, on one
-// thread (AVX-512): vit_b_32's and BERT-like encoders' layers at batch 1 (16 to 64 rows).
+// Kiln's matrix product of a few rows against constant weights that stream from memory
+// (AVX-512): vit_b_32's and BERT-like encoders' layers at batch 1 (16 to 64 rows).
 //
 // Such a product does 2 x rows flops per weight, so with weights that are not in cache it waits
 // on memory unless the weights arrive ahead of their use. oneDNN's brgemm matmul leaves that to
@@ -9,7 +9,8 @@
 // 24 accumulators) the panel two ahead is fetched into L2, spread over the passes: 1.20 ms cold.
 // Warm it runs as fast as oneDNN's kernel (1.24 against 1.16-1.33 ms); with more rows oneDNN's
 // blocking is faster warm (128 rows: 3.03 against 2.70 ms), with one row the prefetches only get
-// in the way of the hardware's stream. Post-ops run as loops after the call.
+// in the way of the hardware's stream. On several threads each takes one run of panels.
+// Post-ops run as loops after the call.
 #pragma once
 
 #include <memory>
@@ -26,15 +27,20 @@ inline constexpr int64_t kPanelProductMinRows = 16;
 inline constexpr int64_t kPanelProductMaxRows = 64;
 // Weights of at least this many bytes: smaller ones stay in cache from run to run.
 inline constexpr int64_t kPanelProductMinWeightBytes = 256 * 1024;
+// On several threads each takes a run of panels; each thread's share of the weights must be at
+// least this for the fetching ahead to pay (2 threads: seq2seq_transformer's 1 MiB products 0.83 ->
+// 0.87 ms, vit_b_32's 2.3-9.4 MiB ones 30.0 -> 27.2 ms).
+inline constexpr int64_t kPanelProductMinWeightBytesPerThread = 1024 * 1024;
 // K of at most this: panels of at most 256 KiB, so that the panel computed and the two fetched
 // ahead share L2 with room (K = 3072: encoder_w768_s16's 16x3072x768 took 0.70 ms against
 // oneDNN's 0.51; computing such panels in chunks of 1024 rows came out level with oneDNN).
 inline constexpr int64_t kPanelProductMaxDepth = 1024;
 
-// Whether the kernel takes dot_general `n` on a run of `threads` threads: AVX-512, one thread,
-// f32 lhs [..., K] contracting its last dim into M = kPanelProductMinRows..kPanelProductMaxRows
-// rows, constant 2-D weights [K, N] or [N, K] of N a multiple of 64, K at most
-// kPanelProductMaxDepth and at least kPanelProductMinWeightBytes, no batch dims. Else why not
+// Whether the kernel takes dot_general `n` on a run of `threads` threads: AVX-512, on several
+// threads kPanelProductMinWeightBytesPerThread, f32 lhs [..., K] contracting its last dim into M =
+// kPanelProductMinRows..kPanelProductMaxRows rows, constant 2-D weights [K, N] or [N, K] of N a
+// multiple of 64, K at most kPanelProductMaxDepth and at least kPanelProductMinWeightBytes, no
+// batch dims. Else why not
 // (`why`).
 bool panelProductTakes(const Node& n, int threads, std::string* why = nullptr);
 
@@ -42,6 +48,6 @@ bool panelProductTakes(const Node& n, int threads, std::string* why = nullptr);
 // artifact's (`prepacked`, when in its layout). With `probe`, only its description. run()'s
 // buffers: lhs, weights (unread), result.
 StatusOr<std::unique_ptr<LibraryKernel>>
-createPanelProduct(const Node& n, const PackedWeights* prepacked, bool probe);
+createPanelProduct(const Node& n, int threads, const PackedWeights* prepacked, bool probe);
 
 }  // namespace kiln::codegen::cpu
