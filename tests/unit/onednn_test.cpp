@@ -158,6 +158,17 @@ std::string literal(int64_t n, std::mt19937& rng) {
 
 const char* kMatmul = "dot_general(%a, %b) {lhs_contracting = [1], rhs_contracting = [0]}";
 
+// A 3x3 convolution of stride 1, padding 1, 64 -> 64 channels over an h x w image (nhwc, hwio),
+// with constant weights from `rng`.
+OneOp conv3x3(int64_t h, int64_t w, std::mt19937& rng) {
+  const std::string image = "f32[1," + std::to_string(h) + "," + std::to_string(w) + ",64]";
+  return parseOp("%x: " + image, image,
+                 "convolution(%x, %w) {padding_low = [1, 1], padding_high = [1, 1], "
+                 "dimension_numbers = \"b01f_01io->b01f\"}",
+                 "  %w = f32[3,3,64,64] constant() {value = " + literal(3 * 3 * 64 * 64, rng) +
+                     "}\n");
+}
+
 TEST(OneDnn, Matmul2D) {
   checkOp("%a: f32[1,1], %b: f32[1,1]", "f32[1,1]", kMatmul);
   checkOp("%a: f32[7,13], %b: f32[13,5]", "f32[7,5]", kMatmul);
@@ -474,11 +485,7 @@ TEST(OneDnn, PostOps) {
   const PostOp relu = reluPostOp();
   // A 3x3 convolution with constant weights (a jit implementation), bias (the primitive's bias
   // argument), residual and relu.
-  OneOp conv =
-      parseOp("%x: f32[1,9,7,64]", "f32[1,9,7,64]",
-              "convolution(%x, %w) {padding_low = [1, 1], padding_high = [1, 1], "
-              "dimension_numbers = \"b01f_01io->b01f\"}",
-              "  %w = f32[3,3,64,64] constant() {value = " + literal(3 * 3 * 64 * 64, rng) + "}\n");
+  OneOp conv = conv3x3(9, 7, rng);
   ASSERT_NE(conv.node, nullptr);
   std::vector<PostOp> ops{binaryPostOp(PostOp::Kind::Add, {64}, {3}),
                           binaryPostOp(PostOp::Kind::Add, {1, 9, 7, 64}, {0, 1, 2, 3}), relu};
@@ -680,11 +687,7 @@ TEST(OneDnn, WinogradChoiceFollowsArtifactWeights) {
   if (!oneDnnWinograd()) GTEST_SKIP() << "oneDNN has no Winograd kernels here (AVX-512 needed)";
   using kernel::PostOp;
   std::mt19937 rng(5);
-  OneOp conv =
-      parseOp("%x: f32[1,10,9,64]", "f32[1,10,9,64]",
-              "convolution(%x, %w) {window_strides = [1, 1], padding_low = [1, 1], "
-              "padding_high = [1, 1], dimension_numbers = \"b01f_01io->b01f\"}",
-              "  %w = f32[3,3,64,64] constant() {value = " + literal(3 * 3 * 64 * 64, rng) + "}\n");
+  OneOp conv = conv3x3(10, 9, rng);
   ASSERT_NE(conv.node, nullptr);
   PostOp relu, relu6;
   relu.kind = relu6.kind = PostOp::Kind::Clamp;
