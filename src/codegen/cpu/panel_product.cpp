@@ -3,8 +3,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <immintrin.h>
+#include <optional>
 #include <string>
 
 #include "codegen/cpu/onednn_internal.h"
@@ -81,8 +81,9 @@ KILN_AVX512 void rows(const float* a, int64_t k, const float* panel, float* c, i
       ++fetch;
     }
     const float* wr = panel + i * kPanel;
-    const __m512 w0 = _mm512_load_ps(wr), w1 = _mm512_load_ps(wr + 16),
-                 w2 = _mm512_load_ps(wr + 32), w3 = _mm512_load_ps(wr + 48);
+    // Unaligned loads: an artifact's panels need not lie on 64 bytes (aligned ones cost the same).
+    const __m512 w0 = _mm512_loadu_ps(wr), w1 = _mm512_loadu_ps(wr + 16),
+                 w2 = _mm512_loadu_ps(wr + 32), w3 = _mm512_loadu_ps(wr + 48);
     for (int r = 0; r < R; ++r) {
       const __m512 av = _mm512_set1_ps(a[r * k + i]);
       acc[r][0] = _mm512_fmadd_ps(av, w0, acc[r][0]);
