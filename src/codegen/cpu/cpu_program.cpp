@@ -114,49 +114,6 @@ void runLibraryCall(void* context, int32_t index, void** buffers) {
   }
 }
 
-// What runs each library call, and why not oneDNN (or not its post-ops) where it is not.
-
-// Whether a call reads a constant (weights its kernel may pack).
-bool holdsConstant(const kernel::Kernel& k, const kernel::Stmt& call) {
-  for (size_t i = 0; i < kernel::callOperands(call); ++i)
-    if (callConstant(k, call, i)) return true;
-  return false;
-}
-
-// What runs a sort or top_k call: the rows the plan leaves to the call (fusion::SortRowLimits)
-// sort in the interpreter's kernel, chosen for its O(n log k), not as a fallback.
-constexpr const char* kHostSort =
-    "Kiln's host sort (rows longer than the cpu target's ranking loops take "
-    "(fusion::SortRowLimits): std::sort, top_k std::partial_sort, O(n log k) per row)";
-
-// A line per library call: what runs it, and why not oneDNN (or not its post-ops) where not.
-std::string describeCalls(const CpuProgram::Impl& impl) {
-  std::string text;
-  std::map<const void*, std::string> firstKernel;  // a library kernel's first caller
-  for (size_t i = 0; i < impl.kernels.size(); ++i)
-    for (const LibraryCall& c : impl.calls[i]) {
-      text += impl.kernels[i].name + ": " + c.stmt->callee() + ": ";
-      const void* made = c.fast ? static_cast<const void*>(c.fast.get()) : c.perShape.get();
-      auto [first, added] = firstKernel.emplace(made, impl.kernels[i].name);
-      const bool sorts = c.stmt->op == OpCode::Sort || c.stmt->op == OpCode::TopK;
-      text += !c.block.empty() ? c.block
-              : c.fast         ? c.fast->describe()
-              : c.perShape     ? c.perShape->describe()
-              : sorts          ? kHostSort
-                               : "reference kernel (" + c.why + ")";
-      if (c.separatePostOps) text += "; post-ops as loops after the call";
-      if (c.fast && c.separatePostOps) text += " (" + c.why + ")";
-      if (c.fast && c.oneThread) text += "; one thread (a small product)";
-      if (c.fast && !c.oneThread && impl.concurrency.stageOf[i] >= 0)
-        text += "; one thread (a lane of a concurrent stage)";
-      if (made && !added)
-        text += "; shares " + first->second + "'s kernel" +
-                (holdsConstant(impl.kernels[i], *c.stmt) ? " and weights" : "");
-      text += "\n";
-    }
-  return text;
-}
-
 // Tells each library kernel which of its buffers the schedule stores blocked (Buffer::layout,
 // choose_library_calls.h); an error where its kernel cannot read and write them so.
 Status tellBlockedBuffers(CpuProgram::Impl& impl) {
@@ -534,7 +491,8 @@ Status CpuProgram::buildInto(Impl& impl, std::unique_ptr<Module> module,
   KILN_RETURN_IF_ERROR(postOpsAsLoops(impl));
   KILN_RETURN_IF_ERROR(checkHeldConstants(impl));
   if (!options.instrumentation.dumpDir.empty()) {
-    KILN_RETURN_IF_ERROR(compiler::writeDump(options, "library-calls.txt", describeCalls(impl)));
+    KILN_RETURN_IF_ERROR(
+        compiler::writeDump(options, "library-calls.txt", describeLibraryCalls(impl)));
   }
   KILN_RETURN_IF_ERROR(generateCode(impl, objects));
   if (!options.instrumentation.dumpDir.empty() && !objects) {
@@ -771,34 +729,6 @@ Status CpuProgram::runAgain(std::span<const Tensor> inputs, std::vector<Tensor>&
   }
   copyUnwrittenOutputs(m, inputs, outputs, address);
   return Status::ok();
-}
-
-std::string CpuProgram::libraryCallDetails() const { return describeCalls(*impl_); }
-
-std::string CpuProgram::libraryCalls() const {
-  std::map<std::string, int> fast, own, kiln, reference;
-  for (const auto& calls : impl_->calls)
-    for (const LibraryCall& c : calls) {
-      // Kiln's own library kernels (the panel product, grouped convolutions, recurrences) say so.
-      const bool kilns = c.fast && c.fast->describe().rfind("Kiln ", 0) == 0;
-      ++(kilns                  ? own
-         : c.fast || c.perShape ? fast
-         : !c.block.empty()     ? kiln
-                                : reference)[c.stmt->callee()];
-    }
-  auto list = [](const std::map<std::string, int>& m) {
-    std::string s;
-    for (const auto& [name, n] : m) s += (s.empty() ? "" : ", ") + std::to_string(n) + " " + name;
-    return s;
-  };
-  std::string out;
-  if (!fast.empty()) out += "oneDNN: " + list(fast);
-  if (!own.empty()) out += std::string(out.empty() ? "" : "; ") + "Kiln's kernels: " + list(own);
-  if (!kiln.empty())  // the calls of inverted-residual blocks: Kiln's own kernel runs them
-    out += std::string(out.empty() ? "" : "; ") + "Kiln's blocks: " + list(kiln);
-  if (!reference.empty())
-    out += std::string(out.empty() ? "" : "; ") + "reference: " + list(reference);
-  return out.empty() ? "none" : out;
 }
 
 }  // namespace kiln::codegen::cpu

@@ -136,4 +136,8 @@ class CpuProgram final : public runtime::Program {
   std::unique_ptr<Impl> impl_;
 };
 
+// A line per library call: what runs it, and why not oneDNN (or not its post-ops) where not
+// (library_call_report.cpp; `kiln explain` and the dump's library-calls.txt).
+std::string describeLibraryCalls(const CpuProgram::Impl& impl);
+
 }  // namespace kiln::codegen::cpu

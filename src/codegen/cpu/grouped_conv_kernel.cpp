@@ -190,6 +190,7 @@ __attribute__((target("avx512f"))) void outputRow(const Shape& s,
 
 class GroupedConvKernel final : public LibraryKernel {
  public:
+  bool kilnsOwn() const override { return true; }
   GroupedConvKernel(Shape s, std::vector<Epilogue> epilogue, int threads, std::string description)
       : s_(s), epilogue_(std::move(epilogue)), pool_(threads),
         description_(std::move(description)) {}

@@ -95,6 +95,9 @@ class LibraryKernel {
   virtual void storeBlocked(const std::vector<size_t>& positions) { (void)positions; }
   // The blocked layout's name ("nChw8c"), for the runtime's reports.
   virtual std::string blockedLayout() const { return ""; }
+  // Whether it is Kiln's own kernel (the panel product, grouped convolutions, recurrences) rather
+  // than a library's, for the run report.
+  virtual bool kilnsOwn() const { return false; }
   // Whether the kernel holds its constant weights in a layout of its own (reordered once when
   // it was created) and never reads its weights buffer (run()'s buffers[1]).
   virtual bool holdsWeights() const { return false; }

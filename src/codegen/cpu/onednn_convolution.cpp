@@ -70,7 +70,8 @@ constexpr double kTimedWinogradFlops = 1e9;
 constexpr double kWinogradLosesBy = 1.2;
 
 // Whether the direct kernel replaces Winograd kernel `wino`, and why (`why`). An artifact's
-// weights decide by their layout (they are in one kernel's). Else a small convolution is timed
+// weights decide by their layout (they are in one kernel's). Else a convolution of `flops`
+// (winogradConvolutionFlops) up to kTimedWinogradFlops a thread is timed
 // both ways (timeConvolutions, no post-ops) with the run's threads: this oneDNN's Winograd kernel
 // at batch 1 is 1.2-2.5x slower than its direct one on some channel counts over 13x13 and 14x14
 // outputs (alexnet's 384 -> 256: 2.05 against 1.25 ms at 1 thread, 0.60 against 0.63 at 2;
@@ -79,17 +80,13 @@ template <typename MakePd>
 StatusOr<bool> directBeatsWinograd(const dnnl::convolution_forward::primitive_desc& wino,
                                    MakePd makePd, const memory::desc& src,
                                    const memory::desc& weights, const memory::desc& dst,
-                                   const memory::desc* bias, int threads,
+                                   const memory::desc* bias, double flops, int threads,
                                    const PackedWeights* prepacked, std::string& why) {
   if (prepacked) {
     const bool direct = prepacked->layout != layoutText(wino.weights_desc());
     if (direct) why = ", direct: the artifact's weights are in the direct kernel's layout";
     return direct;
   }
-  double flops = 2.0;  // 2 x weights x output pixels
-  for (int64_t d : weights.dims()) flops *= double(d);
-  for (size_t i = 0; i < dst.dims().size(); ++i)
-    if (i != 1) flops *= double(dst.dims()[i]);
   if (flops > kTimedWinogradFlops * std::max(threads, 1)) return false;
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -177,7 +174,8 @@ createBlockedConvolution(const Node& n, const std::vector<kernel::PostOp>& postO
     }
     if (pd && !probe) {
       KILN_ASSIGN_OR_RETURN(bool direct, directBeatsWinograd(*pd, makePd, srcB, in.weights, dstB,
-                                                             biasDesc, threads, prepacked, timed));
+                                                             biasDesc, winogradConvolutionFlops(n),
+                                                             threads, prepacked, timed));
       if (direct) pd.reset();
     }
     if (pd) {

@@ -103,6 +103,7 @@ constexpr RowsFn kRows[kRowsPerPass + 1] = {nullptr, rows<1>, rows<2>, rows<3>,
 
 class PanelProduct final : public LibraryKernel {
  public:
+  bool kilnsOwn() const override { return true; }
   PanelProduct(Shape s, const float* panels, std::shared_ptr<const void> owner, bool prepacked,
                int threads)
       : s_(s), panels_(panels), owner_(std::move(owner)), prepacked_(prepacked), pool_(threads) {}

@@ -305,6 +305,7 @@ class Projection {
 
 class RnnKernel final : public LibraryKernel {
  public:
+  bool kilnsOwn() const override { return true; }
   RnnKernel(RnnShape s, const std::vector<float>& w, std::vector<float> r,
             const std::vector<float>& bias, std::vector<float> recurrentBias, int threads,
             std::string description)
