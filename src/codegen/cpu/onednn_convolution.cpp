@@ -71,11 +71,11 @@ constexpr double kWinogradLosesBy = 1.2;
 
 // Whether the direct kernel replaces Winograd kernel `wino`, and why (`why`). An artifact's
 // weights decide by their layout (they are in one kernel's). Else a convolution of `flops`
-// (winogradConvolutionFlops) up to kTimedWinogradFlops a thread is timed
-// both ways (timeConvolutions, no post-ops) with the run's threads: this oneDNN's Winograd kernel
-// at batch 1 is 1.2-2.5x slower than its direct one on some channel counts over 13x13 and 14x14
-// outputs (alexnet's 384 -> 256: 2.05 against 1.25 ms at 1 thread, 0.60 against 0.63 at 2;
-// googlenet's 96 -> 208: 0.41 against 0.29), which no rule of shape foretold.
+// (winogradConvolutionFlops) up to kTimedWinogradFlops a thread is timed both ways
+// (timeConvolutions, no post-ops) with the run's threads: this oneDNN's Winograd kernel at batch 1
+// is 1.2-2.5x slower than its direct one on some channel counts over 13x13 and 14x14 outputs
+// (alexnet's 384 -> 256: 2.05 against 1.25 ms at 1 thread, 0.60 against 0.63 at 2; googlenet's 96
+// -> 208: 0.41 against 0.29), which no rule of shape foretold.
 template <typename MakePd>
 StatusOr<bool> directBeatsWinograd(const dnnl::convolution_forward::primitive_desc& wino,
                                    MakePd makePd, const memory::desc& src,
