@@ -19,7 +19,7 @@ namespace {
 
 constexpr int64_t kPanel = 64;       // columns of a panel: four vectors
 constexpr int kRowsPerPass = 6;      // 6 x 4 accumulators, 4 weight vectors and a broadcast
-constexpr int64_t kPanelsAhead = 2;  // the panel fetched while one is computed
+constexpr int64_t kPanelsAhead = 2;  // the chunk fetched while one is computed
 
 // What the kernel reads of dot_general `n`.
 struct Shape {
@@ -59,20 +59,20 @@ std::optional<Shape> shapeOf(const Node& n, std::string& why) {
                 " to " + std::to_string(kPanelProductMaxRows) + ")");
   if (s.n % kPanel != 0) return fail("N = " + std::to_string(s.n) + " is not a multiple of 64");
   if (s.k * s.n * 4 < kPanelProductMinWeightBytes) return fail("weights that stay in cache");
-  if (s.k > kPanelProductMaxDepth)
-    return fail("K = " + std::to_string(s.k) + " (panels of more than " +
-                std::to_string(kPanelProductMaxDepth) + " rows crowd L2)");
   return s;
 }
 
-// Rows [0, R) of C = A x one panel (K x 64, contiguous) at `c` (row stride ldc); fetches rows
-// [fetchFrom, fetchTo) of panel `ahead` into L2, one row (four lines) every `every` steps.
+// Rows [0, R) of C (+)= A x rows [0, k) of a panel (64 floats a row) at `c` (row stride ldc), A's
+// rows lda apart; `add`: onto what C holds (a later chunk of K). Fetches rows [fetchFrom, fetchTo)
+// of `ahead` into L2, one row (four lines) every `every` steps.
 template <int R>
-KILN_AVX512 void rows(const float* a, int64_t k, const float* panel, float* c, int64_t ldc,
-                      const float* ahead, int64_t fetchFrom, int64_t fetchTo, int64_t every) {
+KILN_AVX512 void rows(const float* a, int64_t lda, int64_t k, const float* panel, float* c,
+                      int64_t ldc, bool add, const float* ahead, int64_t fetchFrom, int64_t fetchTo,
+                      int64_t every) {
   __m512 acc[R][4];
   for (int r = 0; r < R; ++r)
-    for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_ps();
+    for (int j = 0; j < 4; ++j)
+      acc[r][j] = add ? _mm512_loadu_ps(c + r * ldc + j * 16) : _mm512_setzero_ps();
   int64_t fetch = fetchFrom;
   for (int64_t i = 0; i < k; ++i) {
     if (ahead && i % every == 0 && fetch < fetchTo) {
@@ -85,7 +85,7 @@ KILN_AVX512 void rows(const float* a, int64_t k, const float* panel, float* c, i
     const __m512 w0 = _mm512_loadu_ps(wr), w1 = _mm512_loadu_ps(wr + 16),
                  w2 = _mm512_loadu_ps(wr + 32), w3 = _mm512_loadu_ps(wr + 48);
     for (int r = 0; r < R; ++r) {
-      const __m512 av = _mm512_set1_ps(a[r * k + i]);
+      const __m512 av = _mm512_set1_ps(a[r * lda + i]);
       acc[r][0] = _mm512_fmadd_ps(av, w0, acc[r][0]);
       acc[r][1] = _mm512_fmadd_ps(av, w1, acc[r][1]);
       acc[r][2] = _mm512_fmadd_ps(av, w2, acc[r][2]);
@@ -96,8 +96,15 @@ KILN_AVX512 void rows(const float* a, int64_t k, const float* panel, float* c, i
     for (int j = 0; j < 4; ++j) _mm512_storeu_ps(c + r * ldc + j * 16, acc[r][j]);
 }
 
-using RowsFn = void (*)(const float*, int64_t, const float*, float*, int64_t, const float*, int64_t,
-                        int64_t, int64_t);
+// Rows of K in a chunk: a panel deeper than kPanelProductChunkDepth is computed in even chunks of
+// its rows, C holding the sums between chunks.
+int64_t chunkDepth(int64_t k) {
+  const int64_t chunks = (k + kPanelProductChunkDepth - 1) / kPanelProductChunkDepth;
+  return (k + chunks - 1) / chunks;
+}
+
+using RowsFn = void (*)(const float*, int64_t, int64_t, const float*, float*, int64_t, bool,
+                        const float*, int64_t, int64_t, int64_t);
 constexpr RowsFn kRows[kRowsPerPass + 1] = {nullptr, rows<1>, rows<2>, rows<3>,
                                             rows<4>, rows<5>, rows<6>};
 
@@ -112,25 +119,31 @@ class PanelProduct final : public LibraryKernel {
     const float* a = static_cast<const float*>(buffers[0]);
     float* c = static_cast<float*>(buffers[2]);
     const int64_t count = s_.n / kPanel;
+    const int64_t depth = chunkDepth(s_.k);
     const int64_t passes = (s_.m + kRowsPerPass - 1) / kRowsPerPass;
-    // Each pass fetches its share of the panel ahead, spread over its steps.
-    const int64_t share = (s_.k + passes - 1) / passes;
-    const int64_t every = std::max<int64_t>(1, s_.k / std::max<int64_t>(share, 1));
+    // Each pass fetches its share of the rows two chunks ahead, spread over its steps.
+    const int64_t share = (depth + passes - 1) / passes;
+    const int64_t every = std::max<int64_t>(1, depth / std::max<int64_t>(share, 1));
     // Each thread takes one run of panels and fetches ahead within it.
     const int64_t threads = std::min<int64_t>(pool_.numThreads(), count);
     pool_.parallelFor(threads, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t begin = count * t / threads, end = count * (t + 1) / threads;
-        for (int64_t p = begin; p < end; ++p) {
-          const float* panel = panels_ + p * s_.k * kPanel;
-          const float* ahead =
-              p + kPanelsAhead < end ? panel + kPanelsAhead * s_.k * kPanel : nullptr;
-          for (int64_t pass = 0, r = 0; r < s_.m; ++pass, r += kRowsPerPass) {
-            const int rowsHere = int(std::min<int64_t>(kRowsPerPass, s_.m - r));
-            kRows[rowsHere](a + r * s_.k, s_.k, panel, c + r * s_.n + p * kPanel, s_.n, ahead,
-                            pass * share, std::min(s_.k, (pass + 1) * share), every);
+        for (int64_t p = begin; p < end; ++p)
+          for (int64_t k0 = 0; k0 < s_.k; k0 += depth) {
+            const int64_t kc = std::min(depth, s_.k - k0);
+            const int64_t row = p * s_.k + k0;  // the chunk's first row among all panels' rows
+            const float* chunk = panels_ + row * kPanel;
+            // Rows past the thread's run are not fetched.
+            const int64_t fetchEnd = std::min(kc, end * s_.k - row - kPanelsAhead * depth);
+            for (int64_t pass = 0, r = 0; r < s_.m; ++pass, r += kRowsPerPass) {
+              const int rowsHere = int(std::min<int64_t>(kRowsPerPass, s_.m - r));
+              kRows[rowsHere](a + r * s_.k + k0, s_.k, kc, chunk, c + r * s_.n + p * kPanel, s_.n,
+                              k0 > 0,
+                              fetchEnd > 0 ? chunk + kPanelsAhead * depth * kPanel : nullptr,
+                              pass * share, std::min(fetchEnd, (pass + 1) * share), every);
+            }
           }
-        }
       }
     });
     return Status::ok();
@@ -139,7 +152,8 @@ class PanelProduct final : public LibraryKernel {
   std::string describe() const override {
     return "Kiln panel product (" + std::to_string(s_.m) + "x" + std::to_string(s_.k) + "x" +
            std::to_string(s_.n) + (s_.rhsTransposed ? ", rhs transposed" : "") +
-           ", weights in panels of 64 columns fetched two panels ahead, constant weights " +
+           ", weights in panels of 64 columns computed in chunks of " +
+           std::to_string(chunkDepth(s_.k)) + " rows fetched two chunks ahead, constant weights " +
            (prepacked_ ? "prepacked" : "packed") + ")";
   }
 

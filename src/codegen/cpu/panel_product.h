@@ -9,8 +9,9 @@
 // 24 accumulators) the panel two ahead is fetched into L2, spread over the passes: 1.20 ms cold.
 // Warm it runs as fast as oneDNN's kernel (1.24 against 1.16-1.33 ms); with more rows oneDNN's
 // blocking is faster warm (128 rows: 3.03 against 2.70 ms), with one row the prefetches only get
-// in the way of the hardware's stream. On several threads each takes one run of panels.
-// Post-ops run as loops after the call.
+// in the way of the hardware's stream. A panel deeper than kPanelProductChunkDepth rows is
+// computed in chunks of K, C holding the sums between them, with the chunk two ahead fetched.
+// On several threads each takes one run of panels. Post-ops run as loops after the call.
 #pragma once
 
 #include <memory>
@@ -31,17 +32,15 @@ inline constexpr int64_t kPanelProductMinWeightBytes = 256 * 1024;
 // least this for the fetching ahead to pay (2 threads: seq2seq_transformer's 1 MiB products 0.83 ->
 // 0.87 ms, vit_b_32's 2.3-9.4 MiB ones 30.0 -> 27.2 ms).
 inline constexpr int64_t kPanelProductMinWeightBytesPerThread = 1024 * 1024;
-// K of at most this: panels of at most 256 KiB, so that the panel computed and the two fetched
-// ahead share L2 with room (K = 3072: encoder_w768_s16's 16x3072x768 took 0.70 ms against
-// oneDNN's 0.51; computing such panels in chunks of 1024 rows came out level with oneDNN).
-inline constexpr int64_t kPanelProductMaxDepth = 1024;
+// Panels are computed in chunks of at most this many rows of K (256 KiB), so that the chunk
+// computed and the two fetched ahead share L2 with room (wide_resnet50_2's 16x9216x1024 ran at
+// 10 GB/s of weights in oneDNN's matmul, 14 in chunks; whole panels of K = 3072 overflowed L2).
+inline constexpr int64_t kPanelProductChunkDepth = 1024;
 
 // Whether the kernel takes dot_general `n` on a run of `threads` threads: AVX-512, on several
 // threads kPanelProductMinWeightBytesPerThread, f32 lhs [..., K] contracting its last dim into M =
 // kPanelProductMinRows..kPanelProductMaxRows rows, constant 2-D weights [K, N] or [N, K] of N a
-// multiple of 64, K at most kPanelProductMaxDepth and at least kPanelProductMinWeightBytes, no
-// batch dims. Else why not
-// (`why`).
+// multiple of 64, at least kPanelProductMinWeightBytes, no batch dims. Else why not (`why`).
 bool panelProductTakes(const Node& n, int threads, std::string* why = nullptr);
 
 // The kernel for `n` (panelProductTakes), with its weights packed here or taken in place from an
