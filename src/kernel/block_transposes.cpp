@@ -25,29 +25,45 @@ ExprRef blockExtent(const std::string& outer, int64_t n, int64_t block) {
                 binary(BinaryOp::Sub, intConst(n), mulc(var(outer), block)));
 }
 
-// The nest `s` when its two innermost loops (`a`, then the vectorized `v`) hold one store that
-// moves by one element with v and a load that moves by one element with a and by
-// kStridedLoad or more with v, both loops at least two blocks long; else null.
+// The nest `s` when its innermost loop `v` (vectorized) holds one store that moves by one element
+// with v and a load that moves by kStridedLoad or more with v and by one element with a loop `a`
+// around it (the innermost such), both loops at least two blocks long, as
+//   for ao { <the loops between a and v> { for vo { for ai { vectorized for vi }}}}
+// with ao in a's place; else null. The nest only stores what it does not load, so its
+// iterations may run in any order.
 StmtRef blocked(const StmtRef& s, int64_t block, FreshNames& names) {
   std::vector<StmtRef> loops;
   const StmtRef cur = detail::perfectNest(s, loops);
   if (loops.size() < 2 || !cur || cur->kind != Stmt::Kind::Store) return nullptr;
-  const StmtRef a = loops[loops.size() - 2], v = loops.back();
-  for (const StmtRef& l : {a, v})
-    if (l->extent->kind != Expr::Kind::Const || l->extent->i < 2 * block) return nullptr;
-  if (v->loop != LoopKind::Vectorized || a->loop == LoopKind::Vectorized) return nullptr;
-  const ExprRef av = var(a->var), vv = var(v->var);
+  const StmtRef v = loops.back();
+  if (v->loop != LoopKind::Vectorized || v->extent->kind != Expr::Kind::Const ||
+      v->extent->i < 2 * block)
+    return nullptr;
+  const ExprRef vv = var(v->var);
   if (coefficientOf(cur->index, vv) != std::optional<int64_t>(1)) return nullptr;
   std::vector<ExprRef> loads;
   detail::loadsIn(cur->value, loads);
-  bool strided = false;
-  for (const ExprRef& l : loads) {
+  for (const ExprRef& l : loads)
     if (l->name == cur->buffer) return nullptr;  // reads what it writes: keep the order
-    std::optional<int64_t> alongV = coefficientOf(l->args[0], vv);
-    strided = strided || (alongV && std::abs(*alongV) >= kStridedLoad &&
-                          coefficientOf(l->args[0], av) == std::optional<int64_t>(1));
-  }
-  if (!strided) return nullptr;
+  auto transposes = [&](const StmtRef& a) {
+    if (a->loop == LoopKind::Vectorized || a->extent->kind != Expr::Kind::Const ||
+        a->extent->i < 2 * block)
+      return false;
+    for (const ExprRef& l : loads) {
+      std::optional<int64_t> alongV = coefficientOf(l->args[0], vv);
+      if (alongV && std::abs(*alongV) >= kStridedLoad &&
+          coefficientOf(l->args[0], var(a->var)) == std::optional<int64_t>(1))
+        return true;
+    }
+    return false;
+  };
+  size_t ia = loops.size() - 1;
+  while (ia-- > 0 && !transposes(loops[ia])) {}
+  if (ia >= loops.size()) return nullptr;
+  for (size_t i = ia + 1; i + 1 < loops.size(); ++i)
+    if (loops[i]->extent->kind != Expr::Kind::Const) return nullptr;  // they move out of a's
+  const StmtRef a = loops[ia];
+  const ExprRef av = var(a->var);
   const int64_t na = a->extent->i, nv = v->extent->i;
   const std::string ao = names.fresh(a->var + "b"), vo = names.fresh(v->var + "b");
   const std::string ai = names.fresh(a->var + "i"), vi = names.fresh(v->var + "i");
@@ -56,13 +72,16 @@ StmtRef blocked(const StmtRef& s, int64_t block, FreshNames& names) {
   body = forLoop(vi, blockExtent(vo, nv, block), LoopKind::Vectorized, body);
   body = forLoop(ai, blockExtent(ao, na, block), LoopKind::Serial, body);
   body = forLoop(vo, intConst((nv + block - 1) / block), LoopKind::Serial, body);
-  body = forLoop(ao, intConst((na + block - 1) / block), a->loop, body);
-  // The loops around `a` stay as they were.
-  for (size_t i = loops.size() - 2; i-- > 0;) {
-    StmtRef outer = std::make_shared<Stmt>(*loops[i]);
+  // The loops between a and v, then a's blocks in its place, then the loops around it, as they
+  // were.
+  auto wrap = [&](const StmtRef& loop) {
+    StmtRef outer = std::make_shared<Stmt>(*loop);
     outer->body = {body};
     body = outer;
-  }
+  };
+  for (size_t i = loops.size() - 1; i-- > ia + 1;) wrap(loops[i]);
+  body = forLoop(ao, intConst((na + block - 1) / block), a->loop, body);
+  for (size_t i = ia; i-- > 0;) wrap(loops[i]);
   return body;
 }
 

@@ -78,12 +78,14 @@ Kernel parallelizeOuter(const Kernel& k, int64_t threshold, int threads = 2);
 // become vectorized loops.
 Kernel vectorizeInner(const Kernel& k);
 
-// A nest whose vectorized innermost loop stores contiguously while a load moves along the loop
-// around it (a transpose: contiguous there, 16 or more elements apart along the store's loop)
-// runs in blocks of `block` x `block` of those two loops, the last ones short, the loops around
-// them unchanged: the lines a block's first row loads serve its other rows from L1, where rows
-// as long as a tensor's dim evict them first (a [3199, 256] f32 transpose at 9% of the copy
-// bandwidth). After vectorizeInner.
+// A nest whose vectorized innermost loop stores contiguously while a load moves along an outer
+// loop (a transpose: contiguous there, 16 or more elements apart along the store's loop; the
+// innermost such loop) runs in blocks of `block` x `block` of those two loops, the last ones
+// short, the block of the outer loop innermost but one, the other loops unchanged: the lines a
+// block's first row loads serve its other rows from L1, where rows as long as a tensor's dim
+// evict them first (a [3199, 256] f32 transpose at 9% of the copy bandwidth; NHWC -> NCHW of
+// [1, 64, 64, 256], whose contiguous load runs along the outermost loop, at 9%). After
+// vectorizeInner.
 Kernel blockTransposes(const Kernel& k, int64_t block);
 
 // A Reduce whose innermost loop has at least 2 * lanes iterations and reads some buffer
