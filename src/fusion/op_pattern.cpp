@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <string>
 
+#include "ir/resize_geometry.h"
+
 namespace kiln::fusion {
 
 std::string_view patternName(OpPattern p) {
@@ -28,7 +30,9 @@ OpPattern patternOf(const Node& n) {
     case OpClass::DataMovement:
       // Scatters, resizes and grid samples are kernels of their own: their loop lowering
       // (src/kernel/lower_opaque.h) writes whole buffers and cannot be inlined at an index.
+      // But a nearest resize by whole factors moves data as a slice does (nearestIndexMap).
       // Gathers and dynamic slices read through loaded indices.
+      if (n.op() == OpCode::Resize && nearestIndexMap(n)) return OpPattern::Injective;
       if (n.op() == OpCode::Scatter || n.op() == OpCode::Resize || n.op() == OpCode::GridSample)
         return OpPattern::Opaque;
       return OpPattern::Injective;

@@ -11,6 +11,7 @@
 
 #include "interp/eval.h"
 #include "interp/eval_util.h"
+#include "ir/resize_geometry.h"
 
 namespace kiln::interp {
 namespace {
@@ -409,39 +410,6 @@ struct Taps {
   std::vector<double> weight;
 };
 
-struct ResizeDim {
-  int64_t in, out;
-  double scale;
-  bool scaleGiven;
-};
-
-// ONNX Resize's coordinate transform: the source coordinate of output coordinate x. The output
-// length in the formulas is scale * in (as in ONNX's reference), which is `out` unless scales
-// were given.
-double sourceCoordinate(const std::string& mode, const ResizeDim& d, double x) {
-  const double outLen = d.scaleGiven ? d.scale * double(d.in) : double(d.out);
-  if (mode == "half_pixel") return (x + 0.5) / d.scale - 0.5;
-  if (mode == "pytorch_half_pixel") return outLen > 1 ? (x + 0.5) / d.scale - 0.5 : 0.0;
-  if (mode == "align_corners") return outLen == 1 ? 0.0 : x * double(d.in - 1) / (outLen - 1);
-  if (mode == "asymmetric") return x / d.scale;
-  if (mode == "tf_half_pixel_for_nn") return (x + 0.5) / d.scale;
-  // half_pixel_symmetric: half_pixel shifted so that the sampled grid is centred.
-  const double adjustment = double(d.out) / outLen;
-  const double offset = double(d.in) / 2 * (1 - adjustment);
-  return offset + (x + 0.5) / d.scale - 0.5;
-}
-
-int64_t nearestIndex(const std::string& mode, double x) {
-  const double fl = std::floor(x);
-  const double frac = x - fl;
-  double r;
-  if (mode == "floor") r = fl;
-  else if (mode == "ceil") r = std::ceil(x);
-  else if (frac == 0.5) r = mode == "round_prefer_ceil" ? fl + 1 : fl;
-  else r = frac < 0.5 ? fl : fl + 1;
-  return static_cast<int64_t>(r);
-}
-
 // ONNX's cubic convolution weights for the taps at offsets -1, 0, 1, 2 from floor(x).
 void cubicWeights(double r, double a, double w[4]) {
   auto far = [a](double t) { return ((a * t - 5 * a) * t + 8 * a) * t - 4 * a; };  // 1 < t < 2
@@ -459,14 +427,14 @@ Taps resizeTaps(const Node& n, const ResizeDim& d) {
   t.taps = mode == "nearest" ? 1 : mode == "linear" ? 2 : 4;
   auto clampIndex = [&](int64_t i) { return std::clamp<int64_t>(i, 0, d.in - 1); };
   for (int64_t j = 0; j < d.out; ++j) {
-    // Past [-3, in+2] every tap reads the same edge element, so clamping x there changes no
-    // result and keeps the integer conversions below in range for any scale.
-    const double x = std::clamp(sourceCoordinate(ctm, d, double(j)), -3.0, double(d.in) + 2);
     if (mode == "nearest") {
-      t.index.push_back(clampIndex(nearestIndex(n.attrEnum("nearest_mode"), x)));
+      t.index.push_back(nearestResizeSource(n, d, j));
       t.weight.push_back(1.0);
       continue;
     }
+    // Past [-3, in+2] every tap reads the same edge element, so clamping x there changes no
+    // result and keeps the integer conversions below in range for any scale.
+    const double x = std::clamp(resizeSourceCoordinate(ctm, d, double(j)), -3.0, double(d.in) + 2);
     const double fl = std::floor(x);
     const double r = x - fl;
     const auto base = static_cast<int64_t>(fl);
@@ -527,18 +495,8 @@ EvalResult resizeKernel(const EvalContext& c) {
   const Tensor& x = c.operands[0];
   const TensorType& rt = c.resultTypes[0];
   const auto outDims = rt.staticDims();
-  const auto scales = getFloats(c.node.attrs(), "scales");
-  std::vector<ResizeDim> dims;
-  for (int64_t i = 0; i < x.rank(); ++i) {
-    const int64_t in = x.dims()[i], out = outDims[i];
-    if (in == 0 && out > 0)
-      return Status::error("resize cannot fill dimension " + std::to_string(i) + " of extent " +
-                           std::to_string(out) + " from an empty input");
-    const bool given = !scales.empty();
-    const double scale = given ? scales[i] : (in > 0 ? double(out) / double(in) : 1.0);
-    dims.push_back(ResizeDim{in, out, scale, given});
-  }
-  auto identity = [](const ResizeDim& d) { return d.in == d.out && d.scale == 1.0; };
+  KILN_ASSIGN_OR_RETURN(std::vector<ResizeDim> dims,
+                        resizeDims(x.dims(), outDims, getFloats(c.node.attrs(), "scales")));
   Tensor result = makeResult(rt);
   if (result.numElements() == 0) return one(std::move(result));
   if (c.node.attrEnum("mode") == "nearest") {
@@ -551,7 +509,7 @@ EvalResult resizeKernel(const EvalContext& c) {
     for (int64_t i = 0; i < result.numElements(); ++i, nextIndex(idx, outDims)) {
       int64_t off = 0;
       for (size_t k = 0; k < idx.size(); ++k)
-        off += (identity(dims[k]) ? idx[k] : taps[k].index[idx[k]]) * inStrides[k];
+        off += (dims[k].identity() ? idx[k] : taps[k].index[idx[k]]) * inStrides[k];
       std::memcpy(result.mutableBytes() + i * es, x.bytes() + off * es, es);
     }
     return one(std::move(result));
@@ -561,7 +519,7 @@ EvalResult resizeKernel(const EvalContext& c) {
   for (int64_t i = 0; i < x.numElements(); ++i) cur[i] = x.getDouble(i);
   std::vector<int64_t> curDims = x.dims();
   for (size_t k = 0; k < dims.size(); ++k)
-    if (!identity(dims[k]))
+    if (!dims[k].identity())
       cur = resamplePass(cur, curDims, k, dims[k].out, resizeTaps(c.node, dims[k]));
   for (int64_t i = 0; i < result.numElements(); ++i) result.setDouble(i, cur[i]);
   return one(std::move(result));

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ir/resize_geometry.h"
 #include "kernel/lowerer.h"
 
 namespace kiln::kernel::lowering {
@@ -266,6 +267,18 @@ StatusOr<ExprRef> Lowerer::computeMovement(const Value* v, const Index& idx) {
       for (size_t i = 0; i < idx.size(); ++i)
         at[i] = binary(BinaryOp::Add, intConst(start[i]),
                        binary(BinaryOp::Mul, idx[i], intConst(stride[i])));
+      return operand(0, at);
+    }
+    // A nearest resize by whole factors (fusion's patternOf): index o reads o * mul / div.
+    case OpCode::Resize: {
+      std::optional<std::vector<NearestAxis>> map = nearestIndexMap(*n);
+      if (!map) break;
+      Index at(idx.size());
+      for (size_t i = 0; i < idx.size(); ++i) {
+        const NearestAxis& a = (*map)[i];
+        at[i] = a.mul == 1 ? idx[i] : binary(BinaryOp::Mul, idx[i], intConst(a.mul));
+        if (a.div != 1) at[i] = binary(BinaryOp::Div, at[i], intConst(a.div));
+      }
       return operand(0, at);
     }
     // A gather reads its table (operand 0) by static extents only (Lowerer::lowersWithSymbols).

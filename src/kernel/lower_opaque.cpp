@@ -9,6 +9,7 @@
 #include <functional>
 #include <limits>
 
+#include "ir/resize_geometry.h"
 #include "kernel/lower.h"
 #include "kernel/schedule.h"
 
@@ -99,15 +100,7 @@ ExprRef combine(const std::string& kind, DType dt, const ExprRef& cur, const Exp
   return cast(r, dt);
 }
 
-// One dim of a resize: input and output extents, the scale (given, or out / in).
-struct ResizeDim {
-  int64_t in = 0, out = 0;
-  double scale = 1;
-  bool scaleGiven = false;
-  bool identity() const { return in == out && scale == 1.0; }
-};
-
-// ONNX Resize's coordinate transform (interp's sourceCoordinate) of output coordinate x (f64).
+// ONNX Resize's coordinate transform (resizeSourceCoordinate) of output coordinate x (f64).
 ExprRef sourceCoordinate(const std::string& mode, const ResizeDim& d, const ExprRef& x) {
   const double outLen = d.scaleGiven ? d.scale * double(d.in) : double(d.out);
   ExprRef halfPixel = sub(div(add(x, f64(0.5)), f64(d.scale)), f64(0.5));
@@ -123,7 +116,7 @@ ExprRef sourceCoordinate(const std::string& mode, const ResizeDim& d, const Expr
   return sub(add(f64(offset), div(add(x, f64(0.5)), f64(d.scale))), f64(0.5));
 }
 
-// interp's nearestIndex: x rounded by `mode` (ties by the round_prefer_* mode), as an index.
+// resizeNearestIndex: x rounded by `mode` (ties by the round_prefer_* mode), as an index.
 ExprRef nearestIndex(const std::string& mode, const ExprRef& x) {
   if (mode == "floor") return toI64(floorOf(x));
   if (mode == "ceil") return toI64(unary(UnaryOp::Ceil, x));
@@ -594,17 +587,8 @@ class OpaqueLowerer {
     const auto scales = getFloats(n_.attrs(), "scales");
     if (!scales.empty() && scales.size() != inDims.size())
       return fail("scales must have one entry per dimension");
-    std::vector<ResizeDim> dims;
-    for (size_t i = 0; i < inDims.size(); ++i) {
-      const int64_t in = inDims[i], out = outDims[i];
-      if (in == 0 && out > 0)
-        return fail("resize cannot fill dimension " + std::to_string(i) + " of extent " +
-                    std::to_string(out) + " from an empty input");
-      const bool given = !scales.empty();
-      const double scale = given ? scales[i] : (in > 0 ? double(out) / double(in) : 1.0);
-      if (!(scale > 0)) return fail("scales must be positive");
-      dims.push_back(ResizeDim{in, out, scale, given});
-    }
+    StatusOr<std::vector<ResizeDim>> dims = kiln::resizeDims(inDims, outDims, scales);
+    if (!dims) return fail(dims.status().message());
     return dims;
   }
 

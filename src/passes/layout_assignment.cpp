@@ -98,15 +98,20 @@ bool isElementwise(const Node* n) {
          c == OpClass::ElementwiseTernary || n->op() == OpCode::Gelu;
 }
 
+bool isNearestResize(const Node* n) {
+  return n->op() == OpCode::Resize && n->attrEnum("mode") == "nearest";
+}
+
 // Whether `w` is transposed by `perm`, or will be once transposes sink through the elementwise ops,
-// poolings and normalizations that compute it (sigmoid(transpose(x)) in SiLU's x * sigmoid(x)),
-// looking `depth` ops up.
+// poolings, normalizations and nearest resizes that compute it (sigmoid(transpose(x)) in SiLU's
+// x * sigmoid(x)), looking `depth` ops up.
 bool transposedAlike(const Value* w, const std::vector<int64_t>& perm, int depth) {
   std::vector<int64_t> p;
   if (transposeOf(w, p)) return p == perm;
   const Node* d = w->def();
   if (depth == 0) return false;
-  if (d->op() == OpCode::ReduceWindow || d->op() == OpCode::BatchNormInference)
+  if (d->op() == OpCode::ReduceWindow || d->op() == OpCode::BatchNormInference ||
+      isNearestResize(d))
     return transposedAlike(d->operand(0), perm, depth - 1);
   if (!isElementwise(d) || d->numResults() != 1) return false;
   bool any = false;
@@ -121,8 +126,9 @@ bool transposedAlike(const Value* w, const std::vector<int64_t>& perm, int depth
 }
 
 // Whether `u`, reading a transpose by `perm`, takes it below itself without transposing any other
-// operand: a transpose (the pair merges), a reduce, reduce_window or batch_norm_inference (whose
-// per-channel operands follow the feature index), a concatenate of operands all transposed alike,
+// operand: a transpose (the pair merges), a reduce, reduce_window, nearest resize or
+// batch_norm_inference (whose per-channel operands follow the feature index), a concatenate of
+// operands all transposed alike,
 // or an elementwise op whose other operands are transposed alike, scalars, broadcasts or
 // constants.
 bool absorbs(const Node* u, const std::vector<int64_t>& perm) {
@@ -132,6 +138,7 @@ bool absorbs(const Node* u, const std::vector<int64_t>& perm) {
     case OpCode::Reduce:
     case OpCode::ReduceWindow:
     case OpCode::BatchNormInference: return true;
+    case OpCode::Resize: return isNearestResize(u);
     case OpCode::Concatenate:
       for (const Value* w : u->operands())
         if (!transposedAlike(w, perm, kDepth)) return false;
@@ -268,6 +275,33 @@ bool sinkThroughReduceWindow(Node* n) {
   return true;
 }
 
+// resize(transpose(a, p)) -> transpose(resize(a) with its scales moved to a's dimensions, p),
+// for a nearest resize: each element copies one input element, so the result is the same bit
+// for bit (a linear or cubic resize would sum its taps over the dims in another order). The FPN's
+// top-down path: each level's sum with the level above, repeated twice, in NHWC.
+bool sinkThroughResize(Node* n) {
+  std::vector<int64_t> perm;
+  Value* t = n->operand(0);
+  if (n->attrEnum("mode") != "nearest" || !transposeOf(t, perm) || !freedBySinking(t, n, perm))
+    return false;
+  AttrMap attrs = n->attrs();
+  if (hasAttr(attrs, "scales")) {
+    std::vector<double> old = getFloats(attrs, "scales"), moved(old.size());
+    if (old.size() != perm.size()) return false;
+    for (size_t i = 0; i < perm.size(); ++i) moved[static_cast<size_t>(perm[i])] = old[i];
+    attrs["scales"] = floatsAttr(moved);
+  }
+  const TensorType& y = n->result()->type();
+  TensorType declared = y.withDims(permuteShape(y.dims(), inversePermutation(perm)));
+  Builder b = builderBefore(n);
+  Value* inner = b.op(OpCode::Resize, {t->def()->operand(0)}, std::move(attrs), {declared});
+  Value* out = inner ? b.transpose(inner, perm) : nullptr;
+  KILN_CHECK(out, "sinking a transpose below " + n->describe() + " failed: " + b.status().str());
+  rewrite::replaceValue(n->result(), out);
+  rewrite::eraseIfDead(n);
+  return true;
+}
+
 // batch_norm_inference(transpose(a, p), scale, offset, mean, variance) {feature_index = f}
 //   -> transpose(batch_norm_inference(a, scale, ...) {feature_index = p[f]}, p)
 // (DenseNet's pre-activation after each concatenate: a normalization fold-batch-norm cannot fold.)
@@ -382,6 +416,7 @@ bool moveTransposes(Node* n) {
     case OpCode::ReduceWindow: return sinkThroughReduceWindow(n);
     case OpCode::Concatenate: return sinkThroughConcatenate(n);
     case OpCode::BatchNormInference: return sinkThroughBatchNorm(n);
+    case OpCode::Resize: return sinkThroughResize(n);
     default: return sinkThroughElementwise(n) || sinkReshapeThroughElementwise(n);
   }
 }

@@ -37,12 +37,12 @@ StatusOr<LayoutTarget> parseLayoutTarget(std::string_view text);
 // each rewrite keeps the value the rest of the graph sees. Then it sinks transposes toward the
 // outputs: through elementwise ops (when the transposes it frees at least match the ones it adds,
 // the other operands being transposed the same way, scalars, broadcasts or constants), through
-// reduce, reduce_window, batch_norm_inference and concatenates of operands transposed alike; and
-// it merges transpose pairs (an inverse pair disappears). A transpose counts as freed when its op
-// is its only user or when every user takes it below itself (SiLU's x * sigmoid(x), a pyramid of
-// poolings and a concatenate over one value). A chain of convolutions with elementwise ops,
-// pooling and concatenates between them thus keeps transposes only where the graph starts and
-// ends. Returns whether anything changed.
+// reduce, reduce_window, nearest resize, batch_norm_inference and concatenates of operands
+// transposed alike; and it merges transpose pairs (an inverse pair disappears). A transpose counts
+// as freed when its op is its only user or when every user takes it below itself (SiLU's x *
+// sigmoid(x), a pyramid of poolings and a concatenate over one value). A chain of convolutions with
+// elementwise ops, pooling and concatenates between them thus keeps transposes only where the graph
+// starts and ends. Returns whether anything changed.
 //
 // Needs: a verified module.
 // Leaves true: the module verifies; every convolution with rank >= 3 is in the target layout

@@ -1052,6 +1052,37 @@ func @main(%x: f32[1,2,N,M], %h: f16[1,2,N,M], %b: bf16[1,2,N,M], %d: f64[1,2,N,
                           {{1, 1}, {3, 5}, {17, 33}}, true);
 }
 
+// A nearest resize by whole factors (each element repeated k times, or every k-th kept, along
+// each dim) is data movement, fused into its consumer as an index map: the feature pyramid's
+// upsample and add in NHWC is one loop kernel. One whose source index is no such map (ceil
+// rounding, a factor of 1.5) stays a kernel of its own. Values bit for bit.
+TEST(CpuBackend, NearestResizeByWholeFactorsFuses) {
+  const std::string text = R"(
+func @main(%x: f32[1,N,M,8], %y: f32[1,N2,M3,8], %u: f32[1,6,4,8]) -> (f32[1,N2,M3,8], f32[1,3,2,8], f32[1,6,6,8]) {
+  %r = f32[1,N2,M3,8] resize(%x) {mode = nearest, coordinate_transformation_mode = asymmetric, nearest_mode = floor, scales = [1.0, 2.0, 3.0, 1.0]}
+  %a = f32[1,N2,M3,8] add(%r, %y)
+  %d = f32[1,3,2,8] resize(%u) {mode = nearest}
+  %e = f32[1,3,2,8] add(%d, %d)
+  %c = f32[1,6,6,8] resize(%u) {mode = nearest, coordinate_transformation_mode = asymmetric}
+  return %a, %e, %c
+})";
+  auto sized = [&](int64_t n, int64_t m) {
+    std::string t = std::regex_replace(text, std::regex("\\bN2\\b"), std::to_string(2 * n));
+    t = std::regex_replace(t, std::regex("\\bM3\\b"), std::to_string(3 * m));
+    return t;
+  };
+  checkAgainstInterpreter("nearest resize", sized(5, 7), {{5, 7}}, true);
+  auto exe = compileText(instantiate(sized(5, 7), 5, 7), "nearest_resize.kir");
+  ASSERT_NE(exe, nullptr);
+  const std::string ir = kernelIr(*exe);
+  // The upsample reads x at (h / 2, w / 3) inside the add's kernel; the downsample at
+  // (h * 2, w * 2) inside the add of the second; 4 -> 6 along w (1.5) stays opaque.
+  EXPECT_NE(ir.find("_loop(in %x: f32[1,5,7,8], in %y: f32[1,10,21,8], out %a"), std::string::npos)
+      << ir;
+  EXPECT_NE(ir.find("_loop(in %u: f32[1,6,4,8], out %e"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("_opaque(in %u: f32[1,6,4,8], out %c"), std::string::npos) << ir;
+}
+
 // Every mode x padding mode x align_corners; a grid with NaN, infinite and far-out coordinates;
 // f16 and f64; an empty input with zeros padding; a grid large enough for a parallel loop.
 TEST(CpuBackend, GridSampleLoops) {
