@@ -224,11 +224,19 @@ bool sinkThroughElementwise(Node* n) {
 }
 
 // reduce(transpose(a, p), dims) -> transpose(reduce(a, p(dims)), q), q the order the kept
-// dimensions had (often the identity, e.g. global pooling of NHWC data into [N, C]).
+// dimensions had (often the identity, e.g. global pooling of NHWC data into [N, C]). Also when
+// the transpose stays for other users, if the reduce at least halves the elements: the
+// transpose it adds moves at most half of what the reduce reads, and the reduce reads a in its
+// own order (strided_reduce's mean, max and sum over H or W of NHWC data read each element
+// from another cache line through the transpose).
 bool sinkThroughReduce(Node* n) {
   std::vector<int64_t> perm;
   Value* t = n->operand(0);
-  if (!transposeOf(t, perm) || !freedBySinking(t, n, perm)) return false;
+  if (!transposeOf(t, perm)) return false;
+  const std::optional<int64_t> inCount = t->type().numElements(),
+                               outCount = n->result()->type().numElements();
+  const bool halves = inCount && outCount && 2 * *outCount <= *inCount;
+  if (!freedBySinking(t, n, perm) && !halves) return false;
   std::vector<int64_t> dims = n->attrInts("dims"), newDims, keptSources, kept;
   for (int64_t d : dims) newDims.push_back(perm[static_cast<size_t>(d)]);
   std::sort(newDims.begin(), newDims.end());

@@ -40,7 +40,8 @@ StatusOr<LayoutTarget> parseLayoutTarget(std::string_view text);
 // reduce, reduce_window, nearest resize, batch_norm_inference and concatenates of operands
 // transposed alike; and it merges transpose pairs (an inverse pair disappears). A transpose counts
 // as freed when its op is its only user or when every user takes it below itself (SiLU's x *
-// sigmoid(x), a pyramid of poolings and a concatenate over one value). A chain of convolutions with
+// sigmoid(x), a pyramid of poolings and a concatenate over one value); a reduce that at least
+// halves its operand sinks it even when it is not freed. A chain of convolutions with
 // elementwise ops, pooling and concatenates between them thus keeps transposes only where the graph
 // starts and ends. Returns whether anything changed.
 //
