@@ -573,7 +573,9 @@ class OpaqueLowerer {
     std::vector<StmtRef> stmts;
     for (int64_t q = 0; q < m; ++q)
       stmts.push_back(resizeTable(t, q, dims[t.resized[static_cast<size_t>(q)]]));
-    stmts.push_back(resizeSums(t, inDims, outDims, dt));
+    const size_t last = inDims.size() - 1;
+    const bool rows = t.resized.back() == last && inDims[last] <= outDims[last] * t.taps;
+    stmts.push_back(rows ? resizeRows(t, inDims, outDims, dt) : resizeSums(t, inDims, outDims, dt));
     const int64_t entries = t.base[static_cast<size_t>(m)];
     return alloc(t.weight, DType::F64, entries, MemoryScope::Local,
                  alloc(t.tap, DType::I64, entries, MemoryScope::Local, block(std::move(stmts))));
@@ -687,6 +689,66 @@ class OpaqueLowerer {
       StmtRef body = block({level, store(out_[0], flatIndex(o, outDims),
                                          fromF64(load(t.acc, DType::F64, i64(m - 1)), dt))});
       return alloc(t.acc, DType::F64, m, MemoryScope::Local, body);
+    });
+  }
+
+  // resizeSums when the last resized dim is the innermost: per output row, first the sums over
+  // the other resized dims' taps at every input column (the same sums resizeSums makes per tap,
+  // in the same order), kept in a row; then per output element the sum over the last dim's taps
+  // read from that row. Bit for bit resizeSums's result, with the input read once per row and
+  // column instead of once per element and tap (a 16x bilinear upsample: 32x fewer reads).
+  StmtRef resizeRows(const ResizeTaps& t, const std::vector<int64_t>& inDims,
+                     const std::vector<int64_t>& outDims, DType dt) {
+    const auto m = static_cast<int64_t>(t.resized.size());
+    const size_t last = outDims.size() - 1;
+    std::vector<int64_t> outer = outDims;
+    outer[last] = 1;
+    int64_t work = elementCount(outDims);
+    for (int64_t q = 0; q < m; ++q) work *= t.taps;
+    std::vector<std::string> tv;
+    for (int64_t q = 0; q < m; ++q) tv.push_back(fresh("t"));
+    const std::string row = local("row"), iw = fresh("i"), ow = fresh("i");
+    return nest(outer, work, [&](const Index& base) {
+      auto at = [&](int64_t q, const ExprRef& o) {
+        return t.slot(q, o, var(tv[static_cast<size_t>(q)]));
+      };
+      // row[iw]: the nested sums over the resized dims but the last, at input column iw.
+      Index src = base;
+      src[last] = var(iw);
+      for (int64_t q = 0; q + 1 < m; ++q)
+        src[t.resized[static_cast<size_t>(q)]] =
+            load(t.tap, DType::I64, at(q, base[t.resized[static_cast<size_t>(q)]]));
+      ExprRef value = toF64(load(in_[0], dt, flatIndex(src, inDims)));
+      StmtRef level;
+      for (int64_t q = 0; q + 1 < m; ++q) {
+        ExprRef w = load(t.weight, DType::F64, at(q, base[t.resized[static_cast<size_t>(q)]]));
+        ExprRef term = q == 0 ? value : load(t.acc, DType::F64, i64(q - 1));
+        StmtRef accumulate =
+            store(t.acc, i64(q), add(load(t.acc, DType::F64, i64(q)), mul(w, term)));
+        StmtRef loopBody = q == 0 ? accumulate : block({level, accumulate});
+        level =
+            block({store(t.acc, i64(q), f64(0)),
+                   forLoop(tv[static_cast<size_t>(q)], i64(t.taps), LoopKind::Unrolled, loopBody)});
+      }
+      StmtRef fill = m == 1
+                         ? store(row, var(iw), value)
+                         : block({level, store(row, var(iw), load(t.acc, DType::F64, i64(m - 2)))});
+      // Per output element: the sum over the last dim's taps of weight * row[tap].
+      Index o = base;
+      o[last] = var(ow);
+      const int64_t q = m - 1;
+      StmtRef sum = block(
+          {store(t.acc, i64(q), f64(0)),
+           forLoop(tv[static_cast<size_t>(q)], i64(t.taps), LoopKind::Unrolled,
+                   store(t.acc, i64(q),
+                         add(load(t.acc, DType::F64, i64(q)),
+                             mul(load(t.weight, DType::F64, at(q, var(ow))),
+                                 load(row, DType::F64, load(t.tap, DType::I64, at(q, var(ow)))))))),
+           store(out_[0], flatIndex(o, outDims), fromF64(load(t.acc, DType::F64, i64(q)), dt))});
+      StmtRef body = block({forLoop(iw, i64(inDims[last]), LoopKind::Serial, fill),
+                            forLoop(ow, i64(outDims[last]), LoopKind::Serial, sum)});
+      return alloc(row, DType::F64, inDims[last], MemoryScope::Local,
+                   alloc(t.acc, DType::F64, m, MemoryScope::Local, body));
     });
   }
 
