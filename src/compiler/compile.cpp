@@ -81,7 +81,7 @@ Status graphPasses(Module& module, const runtime::Target& target, PassManager& p
     KILN_RETURN_IF_ERROR(pm.runPass("lower-precision-" + options.precision, module).status());
   else if (options.precision != "f32" && options.precision != "tf32")
     return Status::error("unknown precision '" + options.precision + "' (f32, tf32, f16, bf16)");
-  return target.graphPasses(module, pm, options.optLevel);
+  return target.graphPasses(module, pm, options);
 }
 
 fusion::FusionPlan fuse(const Function& f, const runtime::Target* target,

@@ -115,10 +115,13 @@ Value* im2colProduct(Builder& b, const Node& n, const ConvolutionToMatmulOptions
   const bool intoSlice = pointwise && strides[0] == 1 && strides[1] == 1 &&
                          c <= kConvolutionToMatmulSliceMaxChannels && k % 16 == 0 &&
                          feedsConcatenation(n);
-  const bool im2col = !onePixel && !intoSlice;
-  if (w[2] != c || (im2col && (kh * kw == 1 || c < 64))) return nullptr;
   const int64_t pixels = y[0] * y[1] * y[2];
-  if (!intoSlice && pixels > kConvolutionToMatmulMaxPixels) return nullptr;
+  const bool fewRows = pointwise && strides[0] == 1 && strides[1] == 1 && w[2] == c &&
+                       rewrite::constantOf(n.operand(1)) && options.fasterAsProduct &&
+                       options.fasterAsProduct(pixels, c, k);
+  const bool im2col = !onePixel && !intoSlice && !fewRows;
+  if (w[2] != c || (im2col && (kh * kw == 1 || c < 64))) return nullptr;
+  if (!intoSlice && !fewRows && pixels > kConvolutionToMatmulMaxPixels) return nullptr;
   const std::string few = std::to_string(pixels) + " output pixels (at most " +
                           std::to_string(kConvolutionToMatmulMaxPixels) + ")";
   if (inputShare(x[1], y[1], kh, strides[0], lo[0], rhsDil[0]) *
@@ -142,8 +145,10 @@ Value* im2colProduct(Builder& b, const Node& n, const ConvolutionToMatmulOptions
   why += onePixel    ? "a 1x1 window over one pixel: the input is the product's matrix"
          : intoSlice ? "a 1x1 window over " + std::to_string(c) +
                            " channels into a concatenation: the product stores its slice"
-                     : "an im2col and one product: " + few +
-                           ", which oneDNN's convolution kernels split badly";
+         : fewRows ? "a 1x1 window over " + std::to_string(pixels) +
+                         " pixels: the target's product of so few rows is faster"
+                   : "an im2col and one product: " + few +
+                         ", which oneDNN's convolution kernels split badly";
 
   return columnsProduct(b, n, im2col);
 }

@@ -30,6 +30,11 @@
 // product multiplies every tap, oneDNN's direct kernels skip those of the padding (deeplabv3's
 // 3x3 convolution of dilation 12 over 14x14x960: 8.6 ms as the product, 2.3 ms on oneDNN).
 //
+// A 1x1 window of stride 1 with constant weights becomes the product where the target's
+// `fasterAsProduct` says so (the CPU: its panel product for 16-64 pixels against weights that
+// stream from memory; resnext50_32x4d's 1x1 convolutions over 5x5 pixels ran at 56-63% of the
+// matmul rate on oneDNN).
+//
 // A 1x1 window of stride 1 over at most 64 input channels, with output channels in whole vectors,
 // whose result is a concatenation's operand (through its epilogue) becomes the product whatever
 // its pixels: oneDNN 2.6's 1x1 convolution stores a slice of the concatenation only with its
@@ -50,6 +55,7 @@
 // product (resnet18 at 1 thread: 26.6 -> 21.0 ms).
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "ir/ir.h"
@@ -76,6 +82,10 @@ inline bool winogradPays(int64_t batch, int64_t oh, int64_t ow, int64_t channels
 
 struct ConvolutionToMatmulOptions {
   bool keepWinograd = false;
+  // Whether the target runs a product of `rows` x `k` x `n` against constant weights faster than
+  // the 1x1 convolution it would replace: the CPU's panel product for 16-64 rows fetches weights
+  // that stream from memory ahead of their use, oneDNN's 1x1 convolution does not.
+  std::function<bool(int64_t rows, int64_t k, int64_t n)> fasterAsProduct;
 };
 
 // Returns whether anything changed.

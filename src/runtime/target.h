@@ -234,8 +234,9 @@ class Target {
   virtual std::string machine() const = 0;
   virtual std::string describeMachine() const = 0;
   // Its own graph passes, after the default pipeline the driver runs (at -O0 only what its
-  // lowering needs).
-  virtual Status graphPasses(Module& module, PassManager& pm, int optLevel) const = 0;
+  // lowering needs); they may depend on the run's threads (a cache entry is per thread count).
+  virtual Status graphPasses(Module& module, PassManager& pm,
+                             const CompileOptions& options) const = 0;
   // The layouts its kernels prefer, which the default pipeline's layout assignment gives
   // convolutions (the CPU's NHWC unless a target says otherwise).
   virtual LayoutTarget layoutTarget(const CompileOptions&) const { return LayoutTarget::cpu(); }

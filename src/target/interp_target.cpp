@@ -58,7 +58,9 @@ class InterpTarget final : public runtime::Target {
 
   bool runsGraph() const override { return true; }
   // It runs any graph: nothing beyond the driver's pipeline.
-  Status graphPasses(Module&, PassManager&, int) const override { return Status::ok(); }
+  Status graphPasses(Module&, PassManager&, const CompileOptions&) const override {
+    return Status::ok();
+  }
   // The interpreter runs the graph: its kernels only explain the plan, with the default
   // (the CPU's) library epilogues, left unscheduled.
   fusion::EpiloguePolicy epiloguePolicy() const override { return {}; }

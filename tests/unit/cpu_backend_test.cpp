@@ -384,6 +384,43 @@ func @main(%x: f32[N,7,7,64], %r: f32[N,7,7,16], %u: f32[N,9,9,64], %k: f32[3,3,
   }
 }
 
+// A 1x1 convolution over 25 pixels against 256 KiB of constant weights, with a residual add and
+// relu, becomes a product that Kiln's panel product runs at 1 thread (the CPU target's
+// fasterAsProduct for convolution-to-matmul) where the CPU has AVX-512, and stays oneDNN's
+// convolution elsewhere.
+// Against the interpreter within 1e-5 (f32 sums of 128 products in another order).
+TEST(CpuBackend, OneByOneConvolutionsOfFewPixelsOnThePanelProduct) {
+  std::string weights;
+  for (int i = 0; i < 128 * 512; ++i)
+    weights += (i ? ", " : "") + std::to_string(0.001 * ((i * 7) % 61) - 0.03);
+  const std::string text = R"(
+func @main(%x: f32[1,5,5,128], %r: f32[1,5,5,512]) -> (f32[1,5,5,512]) {
+  %w = f32[1,1,128,512] constant() {value = [)" +
+                           weights + R"(]}
+  %c = f32[1,5,5,512] convolution(%x, %w) {dimension_numbers = "b01f_01io->b01f"}
+  %a = f32[1,5,5,512] add(%c, %r)
+  %z = f32[] constant() {value = [0.0]}
+  %zb = f32[1,5,5,512] broadcast_in_dim(%z) {dims = []}
+  %y = f32[1,5,5,512] max(%a, %zb)
+  return %y
+})";
+  checkAgainstInterpreter("1x1 over 25 pixels", text, {{1, 1}}, false, 1e-5);
+  // On 1 thread (on 2, 256 KiB of weights are too few for the panel product to split).
+  auto parsed = parseModule(text, "one_by_one.kir");
+  ASSERT_TRUE(parsed.isOk()) << parsed.status().str();
+  CompileOptions o;
+  o.threads = 1;
+  auto exe = Executable::compile(std::move(*parsed), o);
+  ASSERT_TRUE(exe.isOk()) << exe.status().str();
+  const std::string calls = (*exe)->libraryCallDetails();
+  if (codegen::cpu::oneDnnAvx512()) {
+    EXPECT_NE(calls.find("Kiln panel product (25x128x512"), std::string::npos) << calls;
+    EXPECT_EQ(calls.find("convolution"), std::string::npos) << calls;
+  } else {
+    EXPECT_NE(calls.find("convolution"), std::string::npos) << calls;
+  }
+}
+
 // A 1x1 convolution over 16 channels whose relu is a concatenation's operand becomes a product
 // that stores its slice of the concatenation itself (convolution-to-matmul): against the
 // interpreter, at odd sizes, beside a 3x3 convolution's slice.

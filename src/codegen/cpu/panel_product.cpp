@@ -21,6 +21,16 @@ constexpr int64_t kPanel = 64;       // columns of a panel: four vectors
 constexpr int kRowsPerPass = 6;      // 6 x 4 accumulators, 4 weight vectors and a broadcast
 constexpr int64_t kPanelsAhead = 2;  // the chunk fetched while one is computed
 
+// Why the kernel does not take an f32 product of m x k x n, or "".
+std::string shapeRefusal(int64_t m, int64_t k, int64_t n) {
+  if (m < kPanelProductMinRows || m > kPanelProductMaxRows)
+    return std::to_string(m) + " rows (it takes " + std::to_string(kPanelProductMinRows) + " to " +
+           std::to_string(kPanelProductMaxRows) + ")";
+  if (n % kPanel != 0) return "N = " + std::to_string(n) + " is not a multiple of 64";
+  if (k * n * 4 < kPanelProductMinWeightBytes) return "weights that stay in cache";
+  return "";
+}
+
 // What the kernel reads of dot_general `n`.
 struct Shape {
   int64_t m = 0, k = 0, n = 0;
@@ -54,11 +64,7 @@ std::optional<Shape> shapeOf(const Node& n, std::string& why) {
   s.m = 1;
   for (size_t i = 0; i + 1 < x.size(); ++i) s.m *= x[i];
   if (w[s.rhsTransposed ? 1 : 0] != s.k) return fail("K differs");
-  if (s.m < kPanelProductMinRows || s.m > kPanelProductMaxRows)
-    return fail(std::to_string(s.m) + " rows (it takes " + std::to_string(kPanelProductMinRows) +
-                " to " + std::to_string(kPanelProductMaxRows) + ")");
-  if (s.n % kPanel != 0) return fail("N = " + std::to_string(s.n) + " is not a multiple of 64");
-  if (s.k * s.n * 4 < kPanelProductMinWeightBytes) return fail("weights that stay in cache");
+  if (std::string w = shapeRefusal(s.m, s.k, s.n); !w.empty()) return fail(w);
   return s;
 }
 
@@ -182,17 +188,23 @@ class PanelProduct final : public LibraryKernel {
 
 }  // namespace
 
-bool panelProductTakes(const Node& n, int threads, std::string* why) {
-  std::string reason;
-  std::optional<Shape> s;
-  if (!onednn::avx512()) reason = "no AVX-512";
-  else if ((s = shapeOf(n, reason))) {
-    const int64_t share = s->k * s->n * 4 / std::max(threads, 1);
+bool panelProductTakes(int64_t m, int64_t k, int64_t n, int threads, std::string* why) {
+  std::string reason = onednn::avx512() ? shapeRefusal(m, k, n) : "no AVX-512";
+  if (reason.empty()) {
+    const int64_t share = k * n * 4 / std::max(threads, 1);
     if (threads <= 1 || share >= kPanelProductMinWeightBytesPerThread) return true;
-    reason = std::to_string(s->k * s->n * 4 / 1024) + " KiB of weights over " +
-             std::to_string(threads) + " threads";
+    reason = std::to_string(k * n * 4 / 1024) + " KiB of weights over " + std::to_string(threads) +
+             " threads";
   }
   if (why) *why = reason;
+  return false;
+}
+
+bool panelProductTakes(const Node& n, int threads, std::string* why) {
+  std::string reason;
+  std::optional<Shape> s = shapeOf(n, reason);
+  if (s) return panelProductTakes(s->m, s->k, s->n, threads, why);
+  if (why) *why = onednn::avx512() ? reason : "no AVX-512";
   return false;
 }
 

@@ -42,6 +42,8 @@ inline constexpr int64_t kPanelProductChunkDepth = 1024;
 // kPanelProductMinRows..kPanelProductMaxRows rows, constant 2-D weights [K, N] or [N, K] of N a
 // multiple of 64, at least kPanelProductMinWeightBytes, no batch dims. Else why not (`why`).
 bool panelProductTakes(const Node& n, int threads, std::string* why = nullptr);
+// The same for an f32 product of m rows by k by n against constant 2-D weights.
+bool panelProductTakes(int64_t m, int64_t k, int64_t n, int threads, std::string* why = nullptr);
 
 // The kernel for `n` (panelProductTakes), with its weights packed here or taken in place from an
 // artifact's (`prepacked`, when in its layout). With `probe`, only its description. run()'s

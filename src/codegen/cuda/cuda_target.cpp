@@ -82,7 +82,7 @@ class CudaTarget final : public runtime::Target {
   // Attention runs as two matrix products around a softmax kernel until a fused kernel lands,
   // f16/bf16 scores stored in that type (cuBLASLt accumulates in f32, the softmax kernel computes
   // in f32); lstm and gru unroll over their steps (no whole-sequence recurrence kernel here yet).
-  Status graphPasses(Module& module, PassManager& pm, int) const override {
+  Status graphPasses(Module& module, PassManager& pm, const CompileOptions&) const override {
     KILN_ASSIGN_OR_RETURN(bool unrolled, pm.runPass("decompose-recurrences", module));
     // The steps' slices, reshapes and transposes simplify as the importer's unrolling did.
     if (unrolled) KILN_RETURN_IF_ERROR(runCleanup(module, pm).status());
