@@ -110,7 +110,7 @@ std::optional<KernelKind> kernelKind(const std::string& s) {
 
 std::optional<PostOpKind> postOpKind(const std::string& s) {
   for (PostOpKind k : {PostOpKind::Add, PostOpKind::Mul, PostOpKind::Clamp, PostOpKind::Sigmoid,
-                       PostOpKind::Tanh, PostOpKind::Gelu, PostOpKind::GeluTanh})
+                       PostOpKind::Tanh, PostOpKind::Gelu, PostOpKind::GeluTanh, PostOpKind::Swish})
     if (fusion::postOpKindName(k) == s) return k;
   return std::nullopt;
 }

@@ -100,6 +100,17 @@ class ChainPlanner {
     }
   }
 
+  // SiLU x * sigmoid(x) of `cur` in the kernel, its sigmoid not stored: the mul's result, or
+  // null.
+  const Value* swishOf(const Value* cur, const std::vector<DType>& types) const {
+    const Node* m = siluMulOf(cur);
+    if (!m || !member(m)) return nullptr;
+    const Node* s = m->operand(0) == cur ? m->operand(1)->def() : m->operand(0)->def();
+    if (!member(s) || stored(s->result(0))) return nullptr;
+    const DType t = m->result(0)->type().dtype();
+    return std::find(types.begin(), types.end(), t) != types.end() ? m->result(0) : nullptr;
+  }
+
   PostOpChain run(const EpiloguePolicy& policy) const {
     const Node* a = k_.anchor;
     PostOpChain chain;
@@ -124,6 +135,18 @@ class ChainPlanner {
         chain.stop = name_(cur) + " is stored (another kernel or the caller reads it)";
         break;
       }
+      if (const Value* silu = swishOf(cur, policy.types)) {
+        if (std::string no = policy.refuses ? policy.refuses(*a, PostOpKind::Swish) : "";
+            !no.empty()) {
+          chain.stop = "swish (" + name_(silu) + "): " + no;
+          break;
+        }
+        PostOpStep p;
+        p.kind = PostOpKind::Swish;
+        ops.push_back(p);
+        chain.result = cur = silu;
+        continue;
+      }
       if (cur->uses().size() != 1) {
         chain.stop = name_(cur) + " has " + std::to_string(cur->uses().size()) + " uses";
         break;
@@ -136,7 +159,7 @@ class ChainPlanner {
       if (!p) {
         chain.stop = std::string(opName(u->op())) + " (" + name_(u->result(0)) +
                      ") is not a post-op (add or mul of an input, max/min/clamp by a constant, " +
-                     "sigmoid, tanh, gelu)";
+                     "sigmoid, tanh, gelu, x * sigmoid(x))";
         break;
       }
       // max then min (or min then max) of splats is one clamp when it stays a clamp.
@@ -165,6 +188,21 @@ PostOpChain planPostOps(const Kernel& k, const EpiloguePolicy& policy,
   return ChainPlanner(k, name).run(policy);
 }
 
+const Node* siluMulOf(const Value* x) {
+  if (x->uses().size() != 2) return nullptr;
+  const Node* s = nullptr;
+  const Node* m = nullptr;
+  for (const Use& u : x->uses()) {
+    if (u.user->op() == OpCode::Sigmoid) s = u.user;
+    else if (u.user->op() == OpCode::Mul) m = u.user;
+  }
+  if (!s || !m || s->result(0)->uses().size() != 1 || s->result(0)->uses()[0].user != m)
+    return nullptr;
+  const bool pair = (m->operand(0) == x && m->operand(1) == s->result(0)) ||
+                    (m->operand(1) == x && m->operand(0) == s->result(0));
+  return pair ? m : nullptr;
+}
+
 const char* postOpKindName(PostOpKind k) {
   switch (k) {
     case PostOpKind::Add: return "add";
@@ -174,6 +212,7 @@ const char* postOpKindName(PostOpKind k) {
     case PostOpKind::Tanh: return "tanh";
     case PostOpKind::Gelu: return "gelu";
     case PostOpKind::GeluTanh: return "gelu_tanh";
+    case PostOpKind::Swish: return "swish";
   }
   return "?";
 }

@@ -16,7 +16,8 @@ namespace kiln::fusion {
 
 struct Kernel;
 
-enum class PostOpKind : uint8_t { Add, Mul, Clamp, Sigmoid, Tanh, Gelu, GeluTanh };
+// Swish: x * sigmoid(x) (SiLU).
+enum class PostOpKind : uint8_t { Add, Mul, Clamp, Sigmoid, Tanh, Gelu, GeluTanh, Swish };
 
 // One post-op: add/mul read `operand` from memory (dim j of it is the result's dim
 // operandDims[j], broadcast along the others); clamp keeps [lo, hi] (infinite when open).
@@ -36,11 +37,15 @@ struct PostOpChain {
 };
 
 // A target's library epilogues. The default is the CPU's (oneDNN): f32 matrix products and
-// convolutions take adds and muls of an input, clamps by constants (relu), sigmoid, tanh, gelu.
+// convolutions take adds and muls of an input, clamps by constants (relu), sigmoid, tanh, gelu,
+// swish.
 struct EpiloguePolicy {
   bool postOps = true;  // false: every epilogue op stays a loop nest (--no-post-ops)
   std::vector<OpCode> anchors = {OpCode::DotGeneral, OpCode::Convolution};
   std::vector<DType> types = {DType::F32};
+  // Why the library should not take post-op `kind` after `anchor` ("" when it may): a post-op
+  // that would cost the call its fastest kernel.
+  std::function<std::string(const Node& anchor, PostOpKind kind)> refuses;
 };
 
 // The post-op chain of contraction kernel `k` under `policy`; `name` spells values in reasons.
@@ -48,5 +53,9 @@ PostOpChain planPostOps(const Kernel& k, const EpiloguePolicy& policy,
                         const std::function<std::string(const Value*)>& name);
 
 const char* postOpKindName(PostOpKind k);  // "add", "clamp", "gelu_tanh", ...
+
+// The mul of SiLU x * sigmoid(x) (either operand order) when x's two uses are that sigmoid and
+// that mul and the sigmoid's only use is the mul; else null.
+const Node* siluMulOf(const Value* x);
 
 }  // namespace kiln::fusion

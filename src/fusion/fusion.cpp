@@ -354,14 +354,25 @@ class Planner {
   }
 
   // Library epilogues first: the chain of single-use elementwise ops after each matrix product or
-  // convolution (bias add, activation, residual add) is kept for it, so that a reduction further
-  // down (a layer norm after the residual add) does not take those ops as its input first. The
-  // library applies them for free while it stores its result.
+  // convolution (bias add, activation, residual add, SiLU) is kept for it, so that a reduction
+  // further down (a layer norm after the residual add) does not take those ops as its input first.
+  // The library applies them for free while it stores its result.
   void reserveEpilogues(const std::vector<const Node*>& compute) {
     for (const Node* c : compute) {
       if (patternOf(*c) != OpPattern::Contraction) continue;
       const Node* cur = c;
       while (!isOutput(cur)) {
+        // SiLU, x * sigmoid(x): the library applies it as one post-op (swish).
+        if (const Node* m = siluMulOf(cur->result());
+            m && m->result()->type().dims() == c->result()->type().dims() && !reserved_.count(m)) {
+          const Node* s =
+              m->operand(0) == cur->result() ? m->operand(1)->def() : m->operand(0)->def();
+          if (isOutput(s)) break;
+          reserved_[s] = c;
+          reserved_[m] = c;
+          cur = m;
+          continue;
+        }
         std::vector<const Node*> users = usersOf(cur);
         if (users.size() != 1 || cur->result()->uses().size() != 1) break;
         const Node* u = users[0];

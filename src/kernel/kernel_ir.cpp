@@ -467,6 +467,7 @@ const char* postOpName(PostOp::Kind k) {
     case PostOp::Kind::Tanh: return "tanh";
     case PostOp::Kind::Gelu: return "gelu";
     case PostOp::Kind::GeluTanh: return "gelu_tanh";
+    case PostOp::Kind::Swish: return "swish";
   }
   return "?";
 }

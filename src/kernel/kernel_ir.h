@@ -191,6 +191,7 @@ struct PostOp {
     Tanh,      // tanh(result)
     Gelu,      // result * (1 + erf(result / sqrt 2)) / 2
     GeluTanh,  // the tanh approximation of gelu
+    Swish,     // result * sigmoid(result) (SiLU)
   };
   Kind kind = Kind::Add;
   // Add, Mul: the other operand, a buffer of `operandShape` whose dim j is the result's dim

@@ -31,6 +31,9 @@ namespace kiln::kernel {
 StatusOr<Kernel> lowerKernel(const Function& f, const fusion::Kernel& k,
                              const std::vector<Symbol>& symbols = {});
 
+// The kernel IR's kind of a planned post-op.
+PostOp::Kind postOpKind(fusion::PostOpKind k);
+
 // Every kernel of a plan, in the plan's order.
 // `symbols`: the ranges of the symbolic dims the kernels may keep (kernel IR's Symbol); a
 // value with a symbolic dim outside them is an error, as is an op whose lowering needs static

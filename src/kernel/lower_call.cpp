@@ -8,21 +8,31 @@
 #include "kernel/lower_opaque.h"
 #include "kernel/lowerer.h"
 
+namespace kiln::kernel {
+
+PostOp::Kind postOpKind(fusion::PostOpKind k) {
+  switch (k) {
+    case fusion::PostOpKind::Add: return PostOp::Kind::Add;
+    case fusion::PostOpKind::Mul: return PostOp::Kind::Mul;
+    case fusion::PostOpKind::Clamp: return PostOp::Kind::Clamp;
+    case fusion::PostOpKind::Sigmoid: return PostOp::Kind::Sigmoid;
+    case fusion::PostOpKind::Tanh: return PostOp::Kind::Tanh;
+    case fusion::PostOpKind::Gelu: return PostOp::Kind::Gelu;
+    case fusion::PostOpKind::GeluTanh: return PostOp::Kind::GeluTanh;
+    case fusion::PostOpKind::Swish: return PostOp::Kind::Swish;
+  }
+  return PostOp::Kind::Add;
+}
+
+}  // namespace kiln::kernel
+
 namespace kiln::kernel::lowering {
 
 const Value* Lowerer::transcribePostOps(const fusion::PostOpChain& chain, const Node* anchor,
                                         std::vector<PostOp>& ops, std::string& why) {
   for (const fusion::PostOpStep& step : chain.steps) {
     PostOp p;
-    switch (step.kind) {
-      case fusion::PostOpKind::Add: p.kind = PostOp::Kind::Add; break;
-      case fusion::PostOpKind::Mul: p.kind = PostOp::Kind::Mul; break;
-      case fusion::PostOpKind::Clamp: p.kind = PostOp::Kind::Clamp; break;
-      case fusion::PostOpKind::Sigmoid: p.kind = PostOp::Kind::Sigmoid; break;
-      case fusion::PostOpKind::Tanh: p.kind = PostOp::Kind::Tanh; break;
-      case fusion::PostOpKind::Gelu: p.kind = PostOp::Kind::Gelu; break;
-      case fusion::PostOpKind::GeluTanh: p.kind = PostOp::Kind::GeluTanh; break;
-    }
+    p.kind = postOpKind(step.kind);
     p.lo = step.lo;
     p.hi = step.hi;
     if (step.operand) {

@@ -387,7 +387,7 @@ class Parser {
     Token t = cur_;
     KILN_ASSIGN_OR_RETURN(std::string name, ident("a post-op"));
     PostOp p;
-    for (int i = 0; i <= static_cast<int>(PostOp::Kind::GeluTanh); ++i)
+    for (int i = 0; i <= static_cast<int>(PostOp::Kind::Swish); ++i)
       if (name == postOpName(static_cast<PostOp::Kind>(i))) p.kind = static_cast<PostOp::Kind>(i);
     if (name != postOpName(p.kind)) return errorAt(t, "unknown post-op '" + name + "'");
     if (p.kind == PostOp::Kind::Add || p.kind == PostOp::Kind::Mul) {

@@ -28,6 +28,7 @@ ExprRef applyPostOp(const PostOp& p, ExprRef x, const std::vector<ExprRef>& idx,
     case PostOp::Kind::Tanh: return unary(UnaryOp::Tanh, x);
     case PostOp::Kind::Gelu: return gelu(x, false);
     case PostOp::Kind::GeluTanh: return gelu(x, true);
+    case PostOp::Kind::Swish: return binary(BinaryOp::Mul, x, unary(UnaryOp::Sigmoid, x));
   }
   return x;
 }

@@ -677,6 +677,62 @@ func @main(%x: f32[N,M], %w: f32[M,6], %w2: f32[M,6], %w3: f32[M,6], %b: f32[6],
   EXPECT_EQ(calls.find("reference kernel"), std::string::npos) << calls;
 }
 
+// SiLU after a product or a convolution, x * sigmoid(x) in either operand order, is one swish
+// post-op (oneDNN's eltwise_swish) after the bias; with the sigmoid also an output the chain
+// stops before it. Against the interpreter within 1e-5 (oneDNN's exp against the reference's).
+TEST(CpuBackend, SwishPostOps) {
+  const char* text = R"(
+func @main(%x: f32[N,M], %w: f32[M,16], %w2: f32[M,16], %b: f32[16], %img: f32[1,5,3,M], %k: f32[3,3,M,16]) -> (f32[N,16], f32[1,5,3,16], f32[N,16], f32[N,16]) {
+  %mm = f32[N,16] dot_general(%x, %w) {lhs_contracting = [1], rhs_contracting = [0]}
+  %bb = f32[N,16] broadcast_in_dim(%b) {dims = [1]}
+  %a = f32[N,16] add(%mm, %bb)
+  %sa = f32[N,16] sigmoid(%a)
+  %y = f32[N,16] mul(%a, %sa)
+  %cv = f32[1,5,3,16] convolution(%img, %k) {padding_low = [1, 1], padding_high = [1, 1], dimension_numbers = "b01f_01io->b01f"}
+  %cb = f32[1,5,3,16] broadcast_in_dim(%b) {dims = [3]}
+  %ca = f32[1,5,3,16] add(%cv, %cb)
+  %cs = f32[1,5,3,16] sigmoid(%ca)
+  %cy = f32[1,5,3,16] mul(%cs, %ca)
+  %m2 = f32[N,16] dot_general(%x, %w2) {lhs_contracting = [1], rhs_contracting = [0]}
+  %s2 = f32[N,16] sigmoid(%m2)
+  %y2 = f32[N,16] mul(%m2, %s2)
+  return %y, %cy, %y2, %s2
+})";
+  checkAgainstInterpreter("swish", text, {{1, 2}, {3, 5}, {17, 9}});
+  std::unique_ptr<Executable> exe = compileText(instantiate(text, 3, 5), "swish.kir");
+  ASSERT_NE(exe, nullptr);
+  const std::string ir = kernelIr(*exe);
+  EXPECT_NE(ir.find("then add(%b, dims [1]), swish\n"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("then add(%b, dims [3]), swish\n"), std::string::npos) << ir;
+  // %s2 is an output: the call stores the bare product, a loop applies the rest.
+  EXPECT_NE(ir.find("call dot_general(%x, %w2, %m2_tmp) {lhs_contracting = [1], "
+                    "rhs_contracting = [0]}\n"),
+            std::string::npos)
+      << ir;
+  const std::string calls = exe->libraryCallDetails();
+  EXPECT_NE(calls.find("bias, post-ops swish)"), std::string::npos) << calls;
+
+  // After a convolution oneDNN would run as Winograd (3x3, stride 1, 32 channels, constant
+  // weights, where it has Winograd kernels) the swish stays a loop: those kernels take no swish.
+  if (!codegen::cpu::oneDnnWinograd()) return;
+  std::string weights;
+  for (int i = 0; i < 3 * 3 * 32 * 32; ++i)
+    weights += (i ? ", " : "") + std::to_string(0.001 * ((i * 7) % 61) - 0.03);
+  const std::string wino = R"(
+func @main(%x: f32[1,8,8,32]) -> (f32[1,8,8,32]) {
+  %k = f32[3,3,32,32] constant() {value = [)" + weights + R"(]}
+  %c = f32[1,8,8,32] convolution(%x, %k) {padding_low = [1, 1], padding_high = [1, 1], dimension_numbers = "b01f_01io->b01f"}
+  %s = f32[1,8,8,32] sigmoid(%c)
+  %y = f32[1,8,8,32] mul(%c, %s)
+  return %y
+})";
+  checkAgainstInterpreter("swish after winograd", wino, {{1, 1}});
+  std::unique_ptr<Executable> w = compileText(wino, "swish_winograd.kir");
+  ASSERT_NE(w, nullptr);
+  // (Whether Winograd then runs is timed when the kernel is created: docs/codegen.md.)
+  EXPECT_EQ(kernelIr(*w).find("swish"), std::string::npos) << kernelIr(*w);
+}
+
 // A constant f32[3,3,16,16] %name, f(i) at element i (sin or cos: terms that cancel), as a line
 // of .kir: constant weights, what blocked convolutions need.
 std::string constant3x3(const char* name, double (*f)(double)) {

@@ -7,6 +7,7 @@
 
 #include "codegen/cpu/inverted_residual.h"
 #include "fusion/fusion.h"
+#include "kernel/lower.h"
 
 namespace kiln::codegen::cpu {
 namespace {
@@ -19,15 +20,7 @@ std::optional<std::vector<kernel::PostOp>> callPostOps(const fusion::Kernel& k) 
   std::vector<kernel::PostOp> ops;
   for (const fusion::PostOpStep& step : k.postOps.steps) {
     kernel::PostOp p;
-    switch (step.kind) {
-      case fusion::PostOpKind::Add: p.kind = kernel::PostOp::Kind::Add; break;
-      case fusion::PostOpKind::Mul: p.kind = kernel::PostOp::Kind::Mul; break;
-      case fusion::PostOpKind::Clamp: p.kind = kernel::PostOp::Kind::Clamp; break;
-      case fusion::PostOpKind::Sigmoid: p.kind = kernel::PostOp::Kind::Sigmoid; break;
-      case fusion::PostOpKind::Tanh: p.kind = kernel::PostOp::Kind::Tanh; break;
-      case fusion::PostOpKind::Gelu: p.kind = kernel::PostOp::Kind::Gelu; break;
-      case fusion::PostOpKind::GeluTanh: p.kind = kernel::PostOp::Kind::GeluTanh; break;
-    }
+    p.kind = kernel::postOpKind(step.kind);
     p.lo = step.lo;
     p.hi = step.hi;
     if (step.operand) {

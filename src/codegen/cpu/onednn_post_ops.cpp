@@ -54,8 +54,8 @@ StatusOr<std::vector<Axis>> operandAxes(const kernel::PostOp& p,
   return axes;
 }
 
-// Appends the eltwise post-op of `p` (clamp, sigmoid, tanh, gelu) to `ops`; add and mul append
-// nothing (they are binary post-ops).
+// Appends the eltwise post-op of `p` (clamp, sigmoid, tanh, gelu, swish) to `ops`; add and mul
+// append nothing (they are binary post-ops).
 void appendEltwise(dnnl::post_ops& ops, const kernel::PostOp& p) {
   using kernel::PostOp;
   auto eltwise = [&](dnnl::algorithm a, float alpha = 0.0f, float beta = 0.0f) {
@@ -79,6 +79,7 @@ void appendEltwise(dnnl::post_ops& ops, const kernel::PostOp& p) {
     case PostOp::Kind::Tanh: eltwise(dnnl::algorithm::eltwise_tanh); break;
     case PostOp::Kind::Gelu: eltwise(dnnl::algorithm::eltwise_gelu_erf); break;
     case PostOp::Kind::GeluTanh: eltwise(dnnl::algorithm::eltwise_gelu_tanh); break;
+    case PostOp::Kind::Swish: eltwise(dnnl::algorithm::eltwise_swish, 1.0f); break;
   }
 }
 
