@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "codegen/cpu/onednn_internal.h"
+#include "codegen/cpu/thread_pool.h"
 #include "ir/op.h"
 #include "ir/types.h"
 #include "passes/convolution_to_matmul.h"
@@ -87,7 +88,8 @@ StatusOr<bool> directBeatsWinograd(const dnnl::convolution_forward::primitive_de
     if (direct) why = ", direct: the artifact's weights are in the direct kernel's layout";
     return direct;
   }
-  if (flops > kTimedWinogradFlops * std::max(threads, 1)) return false;
+  threads = threadsFor(threads);  // 0: every hardware thread, as the run will have
+  if (flops > kTimedWinogradFlops * threads) return false;
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   auto winoPd = makePd(src, weights, dst, attr, dnnl::algorithm::convolution_winograd, bias);
