@@ -478,6 +478,22 @@ class OpaqueLowerer {
     });
   }
 
+  // The nested sums over the taps of resized dims [0, levels): acc[q] = sum over tap t_q of
+  // weight * (acc[q - 1], or `value` for q = 0), with the tables' slot of dim q at slot(q).
+  StmtRef tapSums(const ResizeTaps& t, int64_t levels, const std::vector<std::string>& tv,
+                  const std::function<ExprRef(int64_t)>& slot, const ExprRef& value) {
+    StmtRef level;
+    for (int64_t q = 0; q < levels; ++q) {
+      ExprRef w = load(t.weight, DType::F64, slot(q));
+      ExprRef term = q == 0 ? value : load(t.acc, DType::F64, i64(q - 1));
+      StmtRef accumulate = store(t.acc, i64(q), add(load(t.acc, DType::F64, i64(q)), mul(w, term)));
+      StmtRef loopBody = q == 0 ? accumulate : block({level, accumulate});
+      level = block({store(t.acc, i64(q), f64(0)), forLoop(tv[static_cast<size_t>(q)], i64(t.taps),
+                                                           LoopKind::Unrolled, loopBody)});
+    }
+    return level;
+  }
+
   // Per output element the sum over the taps of all resized dims, read from the tables, nested
   // with the first resized dim innermost; rounded once into the dtype.
   StmtRef resizeSums(const ResizeTaps& t, const std::vector<int64_t>& inDims,
@@ -495,18 +511,7 @@ class OpaqueLowerer {
       Index src = o;
       for (int64_t q = 0; q < m; ++q)
         src[t.resized[static_cast<size_t>(q)]] = load(t.tap, DType::I64, at(q));
-      StmtRef level;
-      for (int64_t q = 0; q < m; ++q) {
-        ExprRef w = load(t.weight, DType::F64, at(q));
-        ExprRef term = q == 0 ? toF64(load(in_[0], dt, flatIndex(src, inDims)))
-                              : load(t.acc, DType::F64, i64(q - 1));
-        StmtRef accumulate =
-            store(t.acc, i64(q), add(load(t.acc, DType::F64, i64(q)), mul(w, term)));
-        StmtRef loopBody = q == 0 ? accumulate : block({level, accumulate});
-        level =
-            block({store(t.acc, i64(q), f64(0)),
-                   forLoop(tv[static_cast<size_t>(q)], i64(t.taps), LoopKind::Unrolled, loopBody)});
-      }
+      StmtRef level = tapSums(t, m, tv, at, toF64(load(in_[0], dt, flatIndex(src, inDims))));
       StmtRef body = block({level, store(out_[0], flatIndex(o, outDims),
                                          fromF64(load(t.acc, DType::F64, i64(m - 1)), dt))});
       return alloc(t.acc, DType::F64, m, MemoryScope::Local, body);
@@ -540,17 +545,9 @@ class OpaqueLowerer {
         src[t.resized[static_cast<size_t>(q)]] =
             load(t.tap, DType::I64, at(q, base[t.resized[static_cast<size_t>(q)]]));
       ExprRef value = toF64(load(in_[0], dt, flatIndex(src, inDims)));
-      StmtRef level;
-      for (int64_t q = 0; q + 1 < m; ++q) {
-        ExprRef w = load(t.weight, DType::F64, at(q, base[t.resized[static_cast<size_t>(q)]]));
-        ExprRef term = q == 0 ? value : load(t.acc, DType::F64, i64(q - 1));
-        StmtRef accumulate =
-            store(t.acc, i64(q), add(load(t.acc, DType::F64, i64(q)), mul(w, term)));
-        StmtRef loopBody = q == 0 ? accumulate : block({level, accumulate});
-        level =
-            block({store(t.acc, i64(q), f64(0)),
-                   forLoop(tv[static_cast<size_t>(q)], i64(t.taps), LoopKind::Unrolled, loopBody)});
-      }
+      StmtRef level = tapSums(
+          t, m - 1, tv, [&](int64_t q) { return at(q, base[t.resized[static_cast<size_t>(q)]]); },
+          value);
       StmtRef fill = m == 1
                          ? store(row, var(iw), value)
                          : block({level, store(row, var(iw), load(t.acc, DType::F64, i64(m - 2)))});
