@@ -720,7 +720,8 @@ func @main(%x: f32[N,M], %w: f32[M,16], %w2: f32[M,16], %b: f32[16], %img: f32[1
     weights += (i ? ", " : "") + std::to_string(0.001 * ((i * 7) % 61) - 0.03);
   const std::string wino = R"(
 func @main(%x: f32[1,8,8,32]) -> (f32[1,8,8,32]) {
-  %k = f32[3,3,32,32] constant() {value = [)" + weights + R"(]}
+  %k = f32[3,3,32,32] constant() {value = [)" +
+                           weights + R"(]}
   %c = f32[1,8,8,32] convolution(%x, %k) {padding_low = [1, 1], padding_high = [1, 1], dimension_numbers = "b01f_01io->b01f"}
   %s = f32[1,8,8,32] sigmoid(%c)
   %y = f32[1,8,8,32] mul(%c, %s)
