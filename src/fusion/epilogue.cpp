@@ -103,10 +103,8 @@ class ChainPlanner {
   // SiLU x * sigmoid(x) of `cur` in the kernel, its sigmoid not stored: the mul's result, or
   // null.
   const Value* swishOf(const Value* cur, const std::vector<DType>& types) const {
-    const Node* m = siluMulOf(cur);
-    if (!m || !member(m)) return nullptr;
-    const Node* s = m->operand(0) == cur ? m->operand(1)->def() : m->operand(0)->def();
-    if (!member(s) || stored(s->result(0))) return nullptr;
+    const auto [s, m] = siluOf(cur);
+    if (!m || !member(m) || !member(s) || stored(s->result(0))) return nullptr;
     const DType t = m->result(0)->type().dtype();
     return std::find(types.begin(), types.end(), t) != types.end() ? m->result(0) : nullptr;
   }
@@ -188,19 +186,19 @@ PostOpChain planPostOps(const Kernel& k, const EpiloguePolicy& policy,
   return ChainPlanner(k, name).run(policy);
 }
 
-const Node* siluMulOf(const Value* x) {
-  if (x->uses().size() != 2) return nullptr;
-  const Node* s = nullptr;
-  const Node* m = nullptr;
+Silu siluOf(const Value* x) {
+  if (x->uses().size() != 2) return {};
+  Silu f;
   for (const Use& u : x->uses()) {
-    if (u.user->op() == OpCode::Sigmoid) s = u.user;
-    else if (u.user->op() == OpCode::Mul) m = u.user;
+    if (u.user->op() == OpCode::Sigmoid) f.sigmoid = u.user;
+    else if (u.user->op() == OpCode::Mul) f.mul = u.user;
   }
-  if (!s || !m || s->result(0)->uses().size() != 1 || s->result(0)->uses()[0].user != m)
-    return nullptr;
-  const bool pair = (m->operand(0) == x && m->operand(1) == s->result(0)) ||
-                    (m->operand(1) == x && m->operand(0) == s->result(0));
-  return pair ? m : nullptr;
+  if (!f.sigmoid || !f.mul) return {};
+  const Value* s = f.sigmoid->result(0);
+  const Node* m = f.mul;
+  const bool pair =
+      (m->operand(0) == x && m->operand(1) == s) || (m->operand(1) == x && m->operand(0) == s);
+  return pair && s->uses().size() == 1 ? f : Silu{};
 }
 
 const char* postOpKindName(PostOpKind k) {

@@ -54,8 +54,12 @@ PostOpChain planPostOps(const Kernel& k, const EpiloguePolicy& policy,
 
 const char* postOpKindName(PostOpKind k);  // "add", "clamp", "gelu_tanh", ...
 
-// The mul of SiLU x * sigmoid(x) (either operand order) when x's two uses are that sigmoid and
-// that mul and the sigmoid's only use is the mul; else null.
-const Node* siluMulOf(const Value* x);
+// SiLU x * sigmoid(x) (either operand order) when x's two uses are that sigmoid and that mul
+// and the sigmoid's only use is the mul; else both null.
+struct Silu {
+  const Node* sigmoid = nullptr;
+  const Node* mul = nullptr;
+};
+Silu siluOf(const Value* x);
 
 }  // namespace kiln::fusion

@@ -363,10 +363,8 @@ class Planner {
       const Node* cur = c;
       while (!isOutput(cur)) {
         // SiLU, x * sigmoid(x): the library applies it as one post-op (swish).
-        if (const Node* m = siluMulOf(cur->result());
+        if (const auto [s, m] = siluOf(cur->result());
             m && m->result()->type().dims() == c->result()->type().dims() && !reserved_.count(m)) {
-          const Node* s =
-              m->operand(0) == cur->result() ? m->operand(1)->def() : m->operand(0)->def();
           if (isOutput(s)) break;
           reserved_[s] = c;
           reserved_[m] = c;

@@ -428,7 +428,7 @@ Taps resizeTaps(const Node& n, const ResizeDim& d) {
   auto clampIndex = [&](int64_t i) { return std::clamp<int64_t>(i, 0, d.in - 1); };
   for (int64_t j = 0; j < d.out; ++j) {
     if (mode == "nearest") {
-      t.index.push_back(nearestResizeSource(n, d, j));
+      t.index.push_back(nearestResizeSource(ctm, n.attrEnum("nearest_mode"), d, j));
       t.weight.push_back(1.0);
       continue;
     }

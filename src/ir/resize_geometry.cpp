@@ -48,11 +48,11 @@ int64_t resizeNearestIndex(const std::string& mode, double x) {
   return static_cast<int64_t>(r);
 }
 
-int64_t nearestResizeSource(const Node& n, const ResizeDim& d, int64_t o) {
+int64_t nearestResizeSource(const std::string& transform, const std::string& rounding,
+                            const ResizeDim& d, int64_t o) {
   const double x =
-      std::clamp(resizeSourceCoordinate(n.attrEnum("coordinate_transformation_mode"), d, double(o)),
-                 -3.0, double(d.in) + 2);
-  return std::clamp<int64_t>(resizeNearestIndex(n.attrEnum("nearest_mode"), x), 0, d.in - 1);
+      std::clamp(resizeSourceCoordinate(transform, d, double(o)), -3.0, double(d.in) + 2);
+  return std::clamp<int64_t>(resizeNearestIndex(rounding, x), 0, d.in - 1);
 }
 
 std::optional<std::vector<NearestAxis>> nearestIndexMap(const Node& n) {
@@ -62,6 +62,8 @@ std::optional<std::vector<NearestAxis>> nearestIndexMap(const Node& n) {
   StatusOr<std::vector<ResizeDim>> dims =
       resizeDims(x.staticDims(), y.staticDims(), getFloats(n.attrs(), "scales"));
   if (!dims) return std::nullopt;
+  const std::string& transform = n.attrEnum("coordinate_transformation_mode");
+  const std::string& rounding = n.attrEnum("nearest_mode");
   std::vector<NearestAxis> map;
   for (const ResizeDim& d : *dims) {
     NearestAxis a;
@@ -70,7 +72,8 @@ std::optional<std::vector<NearestAxis>> nearestIndexMap(const Node& n) {
       else if (d.in % d.out == 0) a.mul = d.in / d.out;
       else return std::nullopt;
       for (int64_t o = 0; o < d.out; ++o)
-        if (nearestResizeSource(n, d, o) != o * a.mul / a.div) return std::nullopt;
+        if (nearestResizeSource(transform, rounding, d, o) != o * a.mul / a.div)
+          return std::nullopt;
     }
     map.push_back(a);
   }

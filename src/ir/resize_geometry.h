@@ -36,10 +36,11 @@ double resizeSourceCoordinate(const std::string& mode, const ResizeDim& d, doubl
 // x rounded by nearest_mode `mode` (floor, ceil, round_prefer_floor, round_prefer_ceil).
 int64_t resizeNearestIndex(const std::string& mode, double x);
 
-// The input index a nearest resize `n` reads for output coordinate o of dim d: the source
-// coordinate clamped to [-3, in + 2] (past that every tap reads the same edge element), rounded,
-// then clamped to the input.
-int64_t nearestResizeSource(const Node& n, const ResizeDim& d, int64_t o);
+// The input index a nearest resize reads for output coordinate o of dim d, by its coordinate
+// transform and nearest rounding mode: the source coordinate clamped to [-3, in + 2] (past that
+// every tap reads the same edge element), rounded, then clamped to the input.
+int64_t nearestResizeSource(const std::string& transform, const std::string& rounding,
+                            const ResizeDim& d, int64_t o);
 
 // Along one dim of a nearest resize, output coordinate o reads input index o * mul / div.
 struct NearestAxis {

@@ -407,10 +407,8 @@ class OpaqueLowerer {
                                               const std::vector<int64_t>& outDims, DType dt) {
     if (inDims.size() != outDims.size() || dtypeOf(n_.result()) != dt)
       return fail("the result must have the dtype and rank of the operand");
-    const auto scales = getFloats(n_.attrs(), "scales");
-    if (!scales.empty() && scales.size() != inDims.size())
-      return fail("scales must have one entry per dimension");
-    StatusOr<std::vector<ResizeDim>> dims = kiln::resizeDims(inDims, outDims, scales);
+    StatusOr<std::vector<ResizeDim>> dims =
+        kiln::resizeDims(inDims, outDims, getFloats(n_.attrs(), "scales"));
     if (!dims) return fail(dims.status().message());
     return dims;
   }

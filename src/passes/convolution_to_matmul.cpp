@@ -116,7 +116,7 @@ Value* im2colProduct(Builder& b, const Node& n, const ConvolutionToMatmulOptions
                          c <= kConvolutionToMatmulSliceMaxChannels && k % 16 == 0 &&
                          feedsConcatenation(n);
   const int64_t pixels = y[0] * y[1] * y[2];
-  const bool fewRows = pointwise && strides[0] == 1 && strides[1] == 1 && w[2] == c &&
+  const bool fewRows = pointwise && strides[0] == 1 && strides[1] == 1 &&
                        rewrite::constantOf(n.operand(1)) && options.fasterAsProduct &&
                        options.fasterAsProduct(pixels, c, k);
   const bool im2col = !onePixel && !intoSlice && !fewRows;

@@ -205,6 +205,30 @@ Value* untransposed(Builder& b, Value* v, const std::vector<int64_t>& perm) {
   return b.transpose(v, inv);
 }
 
+// A per-dim list of an op reading transpose(a, perm), entry i of the transposed dim i, as a list
+// over a's dims.
+template <typename T>
+std::vector<T> toSourceDims(const std::vector<T>& list, const std::vector<int64_t>& perm) {
+  std::vector<T> moved(list.size());
+  for (size_t i = 0; i < perm.size(); ++i) moved[static_cast<size_t>(perm[i])] = list[i];
+  return moved;
+}
+
+// Replaces `n` (which read a transpose by `perm`) by the same op over `operands` with `attrs`,
+// its result in a's dims, then transposed by `perm`.
+bool rebuildBelowTranspose(Node* n, const std::vector<Value*>& operands, AttrMap attrs,
+                           const std::vector<int64_t>& perm) {
+  const TensorType& y = n->result()->type();
+  TensorType declared = y.withDims(permuteShape(y.dims(), inversePermutation(perm)));
+  Builder b = builderBefore(n);
+  Value* inner = b.op(n->op(), operands, std::move(attrs), {declared});
+  Value* out = inner ? b.transpose(inner, perm) : nullptr;
+  KILN_CHECK(out, "sinking a transpose below " + n->describe() + " failed: " + b.status().str());
+  rewrite::replaceValue(n->result(), out);
+  rewrite::eraseIfDead(n);
+  return true;
+}
+
 // op(transpose(a, p), ...) -> transpose(op(a, ...), p)
 bool sinkThroughElementwise(Node* n) {
   if (!isElementwise(n) || n->numResults() != 1) return false;
@@ -213,14 +237,7 @@ bool sinkThroughElementwise(Node* n) {
   Builder b = builderBefore(n);
   std::vector<Value*> operands;
   for (Value* v : n->operands()) operands.push_back(untransposed(b, v, *perm));
-  const TensorType& t = n->result()->type();
-  TensorType declared = t.withDims(permuteShape(t.dims(), inversePermutation(*perm)));
-  Value* inner = b.op(n->op(), operands, n->attrs(), {declared});
-  Value* out = inner ? b.transpose(inner, *perm) : nullptr;
-  KILN_CHECK(out, "sinking a transpose below " + n->describe() + " failed: " + b.status().str());
-  rewrite::replaceValue(n->result(), out);
-  rewrite::eraseIfDead(n);
-  return true;
+  return rebuildBelowTranspose(n, operands, n->attrs(), *perm);
 }
 
 // reduce(transpose(a, p), dims) -> transpose(reduce(a, p(dims)), q), q the order the kept
@@ -267,20 +284,11 @@ bool sinkThroughReduceWindow(Node* n) {
   for (const char* name : {"window_dimensions", "window_strides", "base_dilations",
                            "window_dilations", "padding_low", "padding_high"}) {
     if (!hasAttr(attrs, name)) continue;
-    std::vector<int64_t> old = n->attrInts(name), moved(old.size());
+    std::vector<int64_t> old = n->attrInts(name);
     if (old.size() != perm.size()) return false;
-    for (size_t i = 0; i < perm.size(); ++i) moved[static_cast<size_t>(perm[i])] = old[i];
-    attrs[name] = intsAttr(moved);
+    attrs[name] = intsAttr(toSourceDims(old, perm));
   }
-  const TensorType& y = n->result()->type();
-  TensorType declared = y.withDims(permuteShape(y.dims(), inversePermutation(perm)));
-  Builder b = builderBefore(n);
-  Value* inner = b.op(OpCode::ReduceWindow, {t->def()->operand(0)}, std::move(attrs), {declared});
-  Value* out = inner ? b.transpose(inner, perm) : nullptr;
-  KILN_CHECK(out, "sinking a transpose below " + n->describe() + " failed: " + b.status().str());
-  rewrite::replaceValue(n->result(), out);
-  rewrite::eraseIfDead(n);
-  return true;
+  return rebuildBelowTranspose(n, {t->def()->operand(0)}, std::move(attrs), perm);
 }
 
 // resize(transpose(a, p)) -> transpose(resize(a) with its scales moved to a's dimensions, p),
@@ -290,24 +298,14 @@ bool sinkThroughReduceWindow(Node* n) {
 bool sinkThroughResize(Node* n) {
   std::vector<int64_t> perm;
   Value* t = n->operand(0);
-  if (n->attrEnum("mode") != "nearest" || !transposeOf(t, perm) || !freedBySinking(t, n, perm))
-    return false;
+  if (!isNearestResize(n) || !transposeOf(t, perm) || !freedBySinking(t, n, perm)) return false;
   AttrMap attrs = n->attrs();
   if (hasAttr(attrs, "scales")) {
-    std::vector<double> old = getFloats(attrs, "scales"), moved(old.size());
+    std::vector<double> old = getFloats(attrs, "scales");
     if (old.size() != perm.size()) return false;
-    for (size_t i = 0; i < perm.size(); ++i) moved[static_cast<size_t>(perm[i])] = old[i];
-    attrs["scales"] = floatsAttr(moved);
+    attrs["scales"] = floatsAttr(toSourceDims(old, perm));
   }
-  const TensorType& y = n->result()->type();
-  TensorType declared = y.withDims(permuteShape(y.dims(), inversePermutation(perm)));
-  Builder b = builderBefore(n);
-  Value* inner = b.op(OpCode::Resize, {t->def()->operand(0)}, std::move(attrs), {declared});
-  Value* out = inner ? b.transpose(inner, perm) : nullptr;
-  KILN_CHECK(out, "sinking a transpose below " + n->describe() + " failed: " + b.status().str());
-  rewrite::replaceValue(n->result(), out);
-  rewrite::eraseIfDead(n);
-  return true;
+  return rebuildBelowTranspose(n, {t->def()->operand(0)}, std::move(attrs), perm);
 }
 
 // batch_norm_inference(transpose(a, p), scale, offset, mean, variance) {feature_index = f}
@@ -321,15 +319,7 @@ bool sinkThroughBatchNorm(Node* n) {
   for (size_t i = 1; i < n->numOperands(); ++i) operands.push_back(n->operand(i));
   AttrMap attrs = n->attrs();
   attrs["feature_index"] = intAttr(perm[static_cast<size_t>(n->attrInt("feature_index"))]);
-  const TensorType& y = n->result()->type();
-  TensorType declared = y.withDims(permuteShape(y.dims(), inversePermutation(perm)));
-  Builder b = builderBefore(n);
-  Value* inner = b.op(OpCode::BatchNormInference, operands, std::move(attrs), {declared});
-  Value* out = inner ? b.transpose(inner, perm) : nullptr;
-  KILN_CHECK(out, "sinking a transpose below " + n->describe() + " failed: " + b.status().str());
-  rewrite::replaceValue(n->result(), out);
-  rewrite::eraseIfDead(n);
-  return true;
+  return rebuildBelowTranspose(n, operands, std::move(attrs), perm);
 }
 
 // concatenate(transpose(a, p), transpose(b, p), ..., d) -> transpose(concatenate(a, b, ..., p[d]),
