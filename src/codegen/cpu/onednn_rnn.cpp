@@ -128,13 +128,6 @@ dnnl::primitive_desc primitiveDesc(const RnnShape& s, const Descs& d) {
       attr, eng);
 }
 
-// Per-thread scratchpad, grown to the largest request (no contents kept).
-void* rnnScratch(size_t bytes) {
-  thread_local std::vector<std::byte> region;
-  if (region.size() < bytes) region.resize(bytes);
-  return region.data();
-}
-
 class RnnKernel final : public LibraryKernel {
  public:
   RnnKernel(const RnnShape& s, Descs d, dnnl::primitive_desc pd, memory weightsLayer,
@@ -149,7 +142,7 @@ class RnnKernel final : public LibraryKernel {
       OmpThreadsScope scope(threads_);
       const dnnl::engine& eng = cpuEngine();
       const size_t out = s_.lstm ? 6 : 5;
-      memory scratch(scratch_, eng, rnnScratch(scratch_.get_size()));
+      memory scratch(scratch_, eng, threadScratch(scratch_.get_size()));
       std::unordered_map<int, memory> args{
           {DNNL_ARG_SRC_LAYER, memory(d_.srcLayer, eng, buffers[0])},
           {DNNL_ARG_SRC_ITER, memory(d_.state, eng, buffers[4])},
