@@ -28,8 +28,6 @@ constexpr int64_t kUnits = 32;  // hidden units per panel
 // Rows per pass over a panel: 8 (lstm) or 6 (gru) accumulators per row, a broadcast per row and
 // one weight register fit the 32 registers for up to 3 rows.
 constexpr int kRows = 3;
-// Panel rows fetched ahead of the product (panelProduct).
-constexpr int64_t kAhead = 16;
 
 #define KILN_AVX512 __attribute__((target("avx512f")))
 
@@ -162,17 +160,13 @@ KILN_AVX512 inline __m512 tanhPs(__m512 x) {
   return _mm512_fmsub_ps(_mm512_set1_ps(2.f), sigmoidPs(_mm512_add_ps(x, x)), _mm512_set1_ps(1.f));
 }
 
-// acc[r][j] += a row r (lda apart) times the panel of V vectors.
+// acc[r][j] += a row r (lda apart) times the panel of V vectors. The panel streams from L2
+// once per step, read in order, which the hardware prefetchers follow: software prefetches
+// took load slots and made the aligned recurrence 3-9% slower.
 template <int R, int V>
 KILN_AVX512 inline void panelProduct(const float* a, int64_t lda, int64_t k, const float* panel,
                                      __m512 (&acc)[R][V]) {
   for (int64_t i = 0; i < k; ++i) {
-    // The panel streams from L2 once per step: fetch kAhead rows ahead, which the hardware's
-    // L1 prefetcher does not.
-#pragma GCC unroll 8
-    for (int j = 0; j < V; ++j)
-      _mm_prefetch(reinterpret_cast<const char*>(panel + (i + kAhead) * V * kLanes + j * kLanes),
-                   _MM_HINT_T0);
     __m512 av[R];
 #pragma GCC unroll 3
     for (int r = 0; r < R; ++r) av[r] = _mm512_set1_ps(a[r * lda + i]);
