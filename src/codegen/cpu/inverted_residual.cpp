@@ -6,12 +6,11 @@
 #include <cmath>
 #include <immintrin.h>
 #include <limits>
-#include <memory>
 #include <optional>
 #include <vector>
 
+#include "codegen/cpu/onednn_internal.h"
 #include "ir/op.h"
-#include "support/large_buffer.h"
 
 namespace kiln::codegen::cpu {
 namespace {
@@ -355,17 +354,11 @@ void InvertedResidualKernel::run(void* const* const args[3], const ThreadPool& p
   const int64_t parts = std::min<int64_t>(pool.numThreads(), s.outHeight);
   const size_t scratchFloats = static_cast<size_t>((3 * s.width + s.outWidth) * s.mid);
   pool.parallelFor(s.batch * parts, [&](int64_t begin, int64_t end) {
-    // On a 64-byte boundary, so that a row's 512-bit loads each touch one cache line.
-    thread_local std::shared_ptr<std::byte> scratch;
-    thread_local size_t capacity = 0;
-    if (capacity < scratchFloats) {
-      scratch = allocateLarge(scratchFloats * sizeof(float));
-      capacity = scratchFloats;
-    }
+    // 64-byte aligned, so that a row's 512-bit loads each touch one cache line.
+    auto* scratch = reinterpret_cast<float*>(onednn::threadScratch(scratchFloats * sizeof(float)));
     for (int64_t i = begin; i < end; ++i) {
       const int64_t image = i / parts, part = i % parts;
-      runRows(args, image, s.outHeight * part / parts, s.outHeight * (part + 1) / parts,
-              reinterpret_cast<float*>(scratch.get()));
+      runRows(args, image, s.outHeight * part / parts, s.outHeight * (part + 1) / parts, scratch);
     }
   });
 }

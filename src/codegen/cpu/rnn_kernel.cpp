@@ -18,7 +18,6 @@
 
 #include "codegen/cpu/onednn_internal.h"
 #include "codegen/cpu/thread_pool.h"
-#include "support/large_buffer.h"
 
 namespace kiln::codegen::cpu {
 namespace {
@@ -78,26 +77,16 @@ void forEachColumn(const RnnShape& s, F f) {
         if (int64_t row = packedRow(s, p, c); row >= 0) f(d, row, p * s.panelCols() + c);
 }
 
-// Zeroed floats on a 64-byte boundary, so that each 512-bit load of a panel row touches one
-// cache line: from a std::vector's 16-byte boundary, the recurrence streamed r from L2 at half
-// the rate.
-struct AlignedFloats {
-  explicit AlignedFloats(size_t n)
-      : owner(allocateLarge(n * sizeof(float))), data(reinterpret_cast<float*>(owner.get())) {
-    std::fill_n(data, n, 0.f);
-  }
-  std::shared_ptr<std::byte> owner;
-  float* data;
-};
-
-// r [D, G*H, H] as [D][panels][H][G*32].
-AlignedFloats packRecurrent(const RnnShape& s, const Tensor& t) {
+// r [D, G*H, H] as [D][panels][H][G*32], in a zeroed tensor: its data starts on a 64-byte
+// boundary, so each 512-bit load of a panel row touches one cache line (from a std::vector's
+// 16-byte boundary the recurrence streamed r from L2 at half the rate).
+Tensor packRecurrent(const RnnShape& s, const Tensor& t) {
   const float* r = t.data<float>();
   const int64_t k = s.hidden, pc = s.panelCols();
-  AlignedFloats out(static_cast<size_t>(s.dirs * s.cols() * k));
+  Tensor out(DType::F32, {s.dirs * s.cols() * k});
   forEachColumn(s, [&](int64_t d, int64_t row, int64_t col) {
     const float* src = r + (d * s.gates * s.hidden + row) * k;
-    float* dst = out.data + ((d * s.panels + col / pc) * k) * pc + col % pc;
+    float* dst = out.mutableData<float>() + ((d * s.panels + col / pc) * k) * pc + col % pc;
     for (int64_t i = 0; i < k; ++i) dst[i * pc] = src[i];
   });
   return out;
@@ -314,9 +303,8 @@ class Projection {
 class RnnKernel final : public LibraryKernel {
  public:
   bool kilnsOwn() const override { return true; }
-  RnnKernel(RnnShape s, const std::vector<float>& w, AlignedFloats r,
-            const std::vector<float>& bias, std::vector<float> recurrentBias, int threads,
-            std::string description)
+  RnnKernel(RnnShape s, const std::vector<float>& w, Tensor r, const std::vector<float>& bias,
+            std::vector<float> recurrentBias, int threads, std::string description)
       : s_(std::move(s)), projection_(s_, w, bias), r_(std::move(r)),
         recurrentBias_(std::move(recurrentBias)), threads_(threads), pool_(threads),
         description_(std::move(description) + ", projection " + projection_.impl() + ")") {}
@@ -419,7 +407,7 @@ class RnnKernel final : public LibraryKernel {
     StepRows a{hPrev,
                ldp,
                H,
-               r_.data + (d * s_.panels + p) * H * pc,
+               r_.data<float>() + (d * s_.panels + p) * H * pc,
                xp + p * pc,
                ldx,
                std::min(kUnits, H - off),
@@ -444,7 +432,7 @@ class RnnKernel final : public LibraryKernel {
 
   RnnShape s_;
   Projection projection_;
-  AlignedFloats r_;                   // packed
+  Tensor r_;                          // packed
   std::vector<float> recurrentBias_;  // gru: packed, the candidate's b_r
   int threads_;
   ThreadPool pool_;
