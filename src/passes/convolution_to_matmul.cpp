@@ -112,13 +112,12 @@ Value* im2colProduct(Builder& b, const Node& n, const ConvolutionToMatmulOptions
   // many input channels or a partial vector of output channels).
   const bool pointwise = kh * kw == 1 && lo[0] == 0 && lo[1] == 0 && hi[0] == 0 && hi[1] == 0;
   const bool onePixel = pointwise && x[1] * x[2] == 1 && y[1] * y[2] == 1;
-  const bool intoSlice = pointwise && strides[0] == 1 && strides[1] == 1 &&
-                         c <= kConvolutionToMatmulSliceMaxChannels && k % 16 == 0 &&
+  const bool denseColumns = pointwise && strides[0] == 1 && strides[1] == 1;
+  const bool intoSlice = denseColumns && c <= kConvolutionToMatmulSliceMaxChannels && k % 16 == 0 &&
                          feedsConcatenation(n);
   const int64_t pixels = y[0] * y[1] * y[2];
-  const bool fewRows = pointwise && strides[0] == 1 && strides[1] == 1 &&
-                       rewrite::constantOf(n.operand(1)) && options.fasterAsProduct &&
-                       options.fasterAsProduct(pixels, c, k);
+  const bool fewRows = denseColumns && rewrite::constantOf(n.operand(1)) &&
+                       options.fasterAsProduct && options.fasterAsProduct(pixels, c, k);
   const bool im2col = !onePixel && !intoSlice && !fewRows;
   if (w[2] != c || (im2col && (kh * kw == 1 || c < 64))) return nullptr;
   if (!intoSlice && !fewRows && pixels > kConvolutionToMatmulMaxPixels) return nullptr;

@@ -128,9 +128,8 @@ bool transposedAlike(const Value* w, const std::vector<int64_t>& perm, int depth
 // Whether `u`, reading a transpose by `perm`, takes it below itself without transposing any other
 // operand: a transpose (the pair merges), a reduce, reduce_window, nearest resize or
 // batch_norm_inference (whose per-channel operands follow the feature index), a concatenate of
-// operands all transposed alike,
-// or an elementwise op whose other operands are transposed alike, scalars, broadcasts or
-// constants.
+// operands all transposed alike, or an elementwise op whose other operands are transposed alike,
+// scalars, broadcasts or constants.
 bool absorbs(const Node* u, const std::vector<int64_t>& perm) {
   constexpr int kDepth = 4;
   switch (u->op()) {

@@ -100,10 +100,10 @@ class CpuTarget final : public runtime::Target {
   std::string machine() const override { return hostTarget(); }
   std::string describeMachine() const override { return hostCpu(); }
 
-  // oneDNN's post-ops: f32 matrix products and convolutions (fusion/epilogue.h's default).
-  // oneDNN's post-ops, but no swish after a convolution oneDNN would run as Winograd: its
-  // Winograd kernels take a bias, a residual and a relu, and the direct kernel with the swish
-  // was slower than Winograd and a loop (efficientnet_v2_s 16.0 -> 17.3 ms at 1 thread).
+  // oneDNN's post-ops (fusion/epilogue.h's default), but no swish after a convolution oneDNN would
+  // run as Winograd: its Winograd kernels take a bias, a residual and a relu, and the direct kernel
+  // with the swish was slower than Winograd and a loop (efficientnet_v2_s 16.0 -> 17.3 ms at 1
+  // thread).
   fusion::EpiloguePolicy epiloguePolicy() const override {
     fusion::EpiloguePolicy p;
     p.refuses = [](const Node& anchor, fusion::PostOpKind kind) -> std::string {
