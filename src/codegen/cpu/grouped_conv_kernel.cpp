@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "codegen/cpu/avx512_epilogue.h"
 #include "codegen/cpu/onednn_internal.h"
 #include "codegen/cpu/thread_pool.h"
 
@@ -16,23 +17,12 @@ constexpr int64_t kLanes = 16;  // f32 lanes of a 512-bit vector
 // Output pixels computed together along a row: 8 independent accumulators keep two FMA units of
 // latency 4 busy (a pixel's sum over its window is one chain); 4 for the row's remainder.
 constexpr int kPixels = 8;
-// Every lane: the masked forms of max, min and permutes, whose unmasked forms pass GCC 12 an
-// undefined vector that -Wmaybe-uninitialized reports (GCC bug 105593).
-constexpr __mmask16 kAll = 0xffff;
 
 // The convolution's extents and element strides (channels have stride 1 in every operand).
 struct Shape {
   int64_t batch = 0, h = 0, w = 0, c = 0, oh = 0, ow = 0, kh = 0, kw = 0;
   int64_t sh = 1, sw = 1, dh = 1, dw = 1, ph = 0, pw = 0, width = 0;  // width: channels a group
   int64_t xN = 0, xH = 0, xW = 0, yN = 0, yH = 0, yW = 0, wJ = 0, wKh = 0, wKw = 0;
-};
-
-// A post-op as the kernel applies it to a vector of 16 output channels.
-struct Epilogue {
-  kernel::PostOp::Kind kind = kernel::PostOp::Kind::Add;
-  int operand = -1;      // Add, Mul: the index among the post-op operands
-  bool whole = false;    // the operand has the result's shape (else a vector along channels)
-  float lo = 0, hi = 0;  // Clamp
 };
 
 struct Args {
@@ -42,29 +32,12 @@ struct Args {
   const float* const* operands;
 };
 
-// Applies the post-ops to v, the 16 channels from c0 of the output element at `at`, and stores it.
-__attribute__((target("avx512f"))) inline void
-finish(const std::vector<Epilogue>& epilogue, const Args& a, __m512 v, int64_t at, int64_t c0) {
-  using Kind = kernel::PostOp::Kind;
-  for (const Epilogue& e : epilogue) {
-    if (e.kind == Kind::Clamp) {
-      v = _mm512_mask_max_ps(v, kAll, v, _mm512_set1_ps(e.lo));
-      v = _mm512_mask_min_ps(v, kAll, v, _mm512_set1_ps(e.hi));
-      continue;
-    }
-    const float* o = a.operands[e.operand] + (e.whole ? at : c0);
-    const __m512 u = _mm512_loadu_ps(o);
-    v = e.kind == Kind::Add ? _mm512_add_ps(v, u) : _mm512_mul_ps(v, u);
-  }
-  _mm512_storeu_ps(a.y + at, v);
-}
-
 // Input channel J of each group of CG (2 or 4) channels of x, broadcast in the group's lanes:
 // a group lies within a 128-bit lane, so one in-lane shuffle does it.
 template <int CG, int J>
 __attribute__((target("avx512f"))) inline __m512 groupInput(__m512 x) {
-  if constexpr (CG == 4) return _mm512_mask_permute_ps(x, kAll, x, J * 0x55);
-  return _mm512_mask_permute_ps(x, kAll, x, J ? 0xf5 : 0xa0);
+  if constexpr (CG == 4) return _mm512_mask_permute_ps(x, kAllLanes, x, J * 0x55);
+  return _mm512_mask_permute_ps(x, kAllLanes, x, J ? 0xf5 : 0xa0);
 }
 
 // acc[p] += (input channel J of each group of xv[p]) * (the weights at w), for each J.
@@ -161,7 +134,8 @@ __attribute__((target("avx512f"))) void outputRow(const Shape& s,
   __m512 acc[kPixels];
   for (int64_t c0 = 0; c0 < s.c; c0 += kLanes) {
     auto store = [&](int64_t ow, int count) {
-      for (int p = 0; p < count; ++p) finish(epilogue, a, acc[p], out + (ow + p) * s.yW + c0, c0);
+      for (int p = 0; p < count; ++p)
+        finish(epilogue, a.operands, a.y, acc[p], out + (ow + p) * s.yW + c0, c0);
     };
     // The pixels whose window passes the row's left end, blocks inside the row, its right end.
     int64_t ow = 0;
@@ -215,32 +189,6 @@ class GroupedConvKernel final : public LibraryKernel {
   ThreadPool pool_;
   std::string description_;
 };
-
-// The post-ops as the kernel applies them, or why it does not take them.
-StatusOr<std::vector<Epilogue>> epilogueOf(const std::vector<kernel::PostOp>& postOps,
-                                           const std::vector<int64_t>& result) {
-  using Kind = kernel::PostOp::Kind;
-  std::vector<Epilogue> out;
-  int operands = 0;
-  for (const kernel::PostOp& p : postOps) {
-    Epilogue e;
-    e.kind = p.kind;
-    if (p.kind == Kind::Clamp) {
-      e.lo = static_cast<float>(p.lo);
-      e.hi = static_cast<float>(p.hi);
-    } else if (p.kind == Kind::Add || p.kind == Kind::Mul) {
-      e.operand = operands++;
-      e.whole = kernel::postOpReadsWhole(p, result);
-      const bool channels = kernel::postOpVectorDim(p) + 1 == static_cast<int>(result.size());
-      if (!e.whole && !channels)
-        return Status::error("an operand of a post-op that is neither per channel nor whole");
-    } else {
-      return Status::error(std::string("a ") + kernel::postOpName(p.kind) + " post-op");
-    }
-    out.push_back(e);
-  }
-  return out;
-}
 
 }  // namespace
 

@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "codegen/cpu/avx512_epilogue.h"
 #include "codegen/cpu/onednn_internal.h"
 #include "ir/op.h"
 
@@ -55,17 +56,7 @@ pointwiseTile(const float* x, int64_t in, const float* w, int64_t out, const __m
   for (int i = 0; i < NP; ++i)
 #pragma GCC unroll 6
     for (int j = 0; j < NV; ++j) acc[i][j] = bias[j];
-  for (int64_t k = 0; k < in; ++k) {
-    __m512 wv[NV];
-#pragma GCC unroll 6
-    for (int j = 0; j < NV; ++j) wv[j] = _mm512_maskz_loadu_ps(m[j], w + k * out + j * kLanes);
-#pragma GCC unroll 12
-    for (int i = 0; i < NP; ++i) {
-      const __m512 xv = _mm512_set1_ps(x[i * in + k]);
-#pragma GCC unroll 6
-      for (int j = 0; j < NV; ++j) acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
-    }
-  }
+  accumulateTile<NP, NV>(x, in, w, out, m, acc);
 #pragma GCC unroll 12
   for (int i = 0; i < NP; ++i)
 #pragma GCC unroll 6

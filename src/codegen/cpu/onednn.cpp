@@ -19,6 +19,7 @@
 #include "codegen/cpu/grouped_conv_kernel.h"
 #include "codegen/cpu/onednn_internal.h"
 #include "codegen/cpu/panel_product.h"
+#include "codegen/cpu/pointwise_conv_kernel.h"
 #include "codegen/cpu/rnn_kernel.h"
 #include "ir/op.h"
 #include "ir/types.h"
@@ -126,12 +127,14 @@ StatusOr<std::unique_ptr<LibraryKernel>> create(const Node& n,
     } else if (n.op() == OpCode::DotGeneral) {
       k = onednn::createMatmul(n, postOps, threads, prepacked, probe, dstStrides);
     } else if (n.op() == OpCode::Convolution) {
-      // Kiln's grouped kernel where it takes the call on the IR's layout (grouped_conv_kernel.h
-      // says why), else oneDNN's.
+      // Kiln's 1x1, grouped or depthwise kernel where it takes the call on the IR's layout
+      // (pointwise_conv_kernel.h and grouped_conv_kernel.h say why), else oneDNN's.
       const bool blocked =
           form.layout ? !form.layout->empty() : !blockedConvolutionLayout(n, n.operand(0)).empty();
-      if (groupedConvKernelRuns() && dstStrides.empty() && !blocked)
-        k = createGroupedConvKernel(n, postOps, threads, probe);
+      if (groupedConvKernelRuns() && dstStrides.empty() && !blocked) {
+        k = createPointwiseConvKernel(n, postOps, threads, probe);
+        if (!k) k = createGroupedConvKernel(n, postOps, threads, probe);
+      }
       if (!k)
         k = onednn::createConvolution(n, postOps, threads, prepacked, probe, dstStrides, blocked);
     } else if (recurrence) {
