@@ -95,15 +95,14 @@ class PointwiseConvKernel final : public LibraryKernel {
                  bias_ ? static_cast<const float*>(buffers[3]) : nullptr, operands.data()};
     const int64_t vectors = s_.out / kLanes;
     const int64_t items = (s_.pixels + kItemPixels - 1) / kItemPixels;
-    auto part = [&](int64_t p0, int64_t p1, int64_t vb, int64_t ve) {
-      for (int64_t q = p0; q < p1; q += kItemPixels)
-        for (int64_t v0 = vb; v0 < ve; v0 += kBlockVectors) {
-          const int64_t nv = std::min<int64_t>(kBlockVectors, ve - v0);
+    // Threads take runs of pixels (of every channel), as oneDNN's 1x1 kernels split nhwc.
+    pool_.parallelFor(items, [&](int64_t begin, int64_t end) {
+      const int64_t p1 = std::min(s_.pixels, end * kItemPixels);
+      for (int64_t q = begin * kItemPixels; q < p1; q += kItemPixels)
+        for (int64_t v0 = 0; v0 < vectors; v0 += kBlockVectors) {
+          const int64_t nv = std::min<int64_t>(kBlockVectors, vectors - v0);
           kBlocks[nv - 1](s_, epilogue_, a, q, std::min(p1, q + kItemPixels), v0);
         }
-    };
-    pool_.parallelFor(items, [&](int64_t begin, int64_t end) {
-      part(begin * kItemPixels, std::min(s_.pixels, end * kItemPixels), 0, vectors);
     });
     return Status::ok();
   }
@@ -135,6 +134,8 @@ StatusOr<std::unique_ptr<LibraryKernel>>
 createPointwiseConvKernel(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads,
                           bool probe) {
   if (!__builtin_cpu_supports("avx512f")) return Status::error("Kiln's 1x1 kernel needs AVX-512F");
+  for (const Value* v : {n.operand(0), n.operand(1), n.result(0)})
+    if (v->type().dtype() != DType::F32) return Status::error("not f32");
   KILN_ASSIGN_OR_RETURN(const onednn::ConvAxes c, onednn::convAxes(n));
   auto all = [](const std::vector<int64_t>& v, int64_t x) {
     return std::all_of(v.begin(), v.end(), [&](int64_t e) { return e == x; });
