@@ -220,8 +220,8 @@ createGroupedConvKernel(const Node& n, const std::vector<kernel::PostOp>& postOp
   KILN_ASSIGN_OR_RETURN(std::vector<Epilogue> epilogue,
                         epilogueOf(postOps, n.result(0)->type().staticDims()));
   const std::string description =
-      "Kiln grouped convolution (" + c.what + "): " + std::to_string(width) +
-      " channels a group, " + std::to_string(kLanes / width) +
+      "Kiln grouped " + c.what + "): " + std::to_string(width) + " channels a group, " +
+      std::to_string(kLanes / width) +
       " groups in a vector of 16 channels, each group's inputs broadcast in its lanes by a "
       "shuffle; oneDNN's kernel computes a group in 16 lanes";
   if (probe) return onednn::makeProbedKernel(description);

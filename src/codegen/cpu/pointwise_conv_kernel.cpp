@@ -134,8 +134,6 @@ StatusOr<std::unique_ptr<LibraryKernel>>
 createPointwiseConvKernel(const Node& n, const std::vector<kernel::PostOp>& postOps, int threads,
                           bool probe) {
   if (!__builtin_cpu_supports("avx512f")) return Status::error("Kiln's 1x1 kernel needs AVX-512F");
-  for (const Value* v : {n.operand(0), n.operand(1), n.result(0)})
-    if (v->type().dtype() != DType::F32) return Status::error("not f32");
   KILN_ASSIGN_OR_RETURN(const onednn::ConvAxes c, onednn::convAxes(n));
   auto all = [](const std::vector<int64_t>& v, int64_t x) {
     return std::all_of(v.begin(), v.end(), [&](int64_t e) { return e == x; });
@@ -161,7 +159,7 @@ createPointwiseConvKernel(const Node& n, const std::vector<kernel::PostOp>& post
   s.in = c.inC, s.out = c.kO, s.pixels = c.src[0].ext;
   for (size_t i = 2; i < c.src.size(); ++i) s.pixels *= c.src[i].ext;
   const std::string description =
-      "Kiln 1x1 convolution (" + c.what +
+      "Kiln 1x1 " + c.what +
       "): its swish post-op in registers, 17 vector operations where oneDNN's takes about 25";
   if (probe) return onednn::makeProbedKernel(description);
   return std::unique_ptr<LibraryKernel>(
