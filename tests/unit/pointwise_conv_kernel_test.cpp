@@ -1,5 +1,5 @@
 // Kiln's 1x1 convolution (codegen/cpu/pointwise_conv_kernel.h) and the swish it computes in
-// registers (codegen/cpu/avx512_epilogue.h): which calls it takes, its values against the
+// registers (codegen/cpu/avx512_conv.h): which calls it takes, its values against the
 // reference interpreter with the post-ops applied in double, at 1 and 2 threads.
 //
 // Tolerances: swishPs against double, 5e-7 relative where |swish| >= 1e-30 (its e^-r polynomial
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "codegen/cpu/avx512_epilogue.h"
+#include "codegen/cpu/avx512_conv.h"
 #include "codegen/cpu/onednn.h"
 #include "interp/interpreter.h"
 #include "ir/text/text.h"

@@ -6,7 +6,7 @@
 #include <string>
 #include <utility>
 
-#include "codegen/cpu/avx512_epilogue.h"
+#include "codegen/cpu/avx512_conv.h"
 #include "codegen/cpu/onednn_internal.h"
 #include "codegen/cpu/thread_pool.h"
 

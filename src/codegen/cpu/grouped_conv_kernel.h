@@ -10,7 +10,7 @@
 // for the eight); for a window 3 wide at stride 1 the ten input pixels of eight outputs are
 // shuffled once per input channel and used by all three taps. Padding is checked per tap only at
 // the row's ends; rows are split over the pool's threads. Post-ops: adds and muls of a
-// per-channel vector or of an operand of the result's shape, clamps and swish (avx512_epilogue.h),
+// per-channel vector or of an operand of the result's shape, clamps and swish (avx512_conv.h),
 // in registers before the store. Groups of 8 stay on oneDNN: there a shuffle crosses 128-bit lanes,
 // and in ResNeXt the two ran equally fast (docs/codegen.md, "Grouped convolutions").
 //

@@ -9,7 +9,7 @@
 #include <optional>
 #include <vector>
 
-#include "codegen/cpu/avx512_epilogue.h"
+#include "codegen/cpu/avx512_conv.h"
 #include "codegen/cpu/onednn_internal.h"
 #include "ir/op.h"
 

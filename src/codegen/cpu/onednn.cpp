@@ -127,7 +127,7 @@ StatusOr<std::unique_ptr<LibraryKernel>> create(const Node& n,
     } else if (n.op() == OpCode::DotGeneral) {
       k = onednn::createMatmul(n, postOps, threads, prepacked, probe, dstStrides);
     } else if (n.op() == OpCode::Convolution) {
-      // Kiln's 1x1, grouped or depthwise kernel where it takes the call on the IR's layout
+      // Kiln's 1x1 or grouped kernel where it takes the call on the IR's layout
       // (pointwise_conv_kernel.h and grouped_conv_kernel.h say why), else oneDNN's.
       const bool blocked =
           form.layout ? !form.layout->empty() : !blockedConvolutionLayout(n, n.operand(0)).empty();

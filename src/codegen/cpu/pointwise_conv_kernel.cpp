@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "codegen/cpu/avx512_epilogue.h"
+#include "codegen/cpu/avx512_conv.h"
 #include "codegen/cpu/onednn_internal.h"
 #include "codegen/cpu/thread_pool.h"
 
@@ -126,6 +126,11 @@ bool densePixels(const std::vector<onednn::Axis>& axes, int64_t channels) {
     next *= axes[i].ext;
   }
   return axes[0].ext == 1 || axes[0].stride == next;
+}
+
+bool hasSwish(const std::vector<Epilogue>& epilogue) {
+  return std::any_of(epilogue.begin(), epilogue.end(),
+                     [](const Epilogue& e) { return e.kind == kernel::PostOp::Kind::Swish; });
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
 // multiply-adds where the input has few channels: efficientnet_b0's 16 -> 96 expansion over
 // 112x112 took 0.32 ms without it and 0.80 with it. Here a tile of up to 24 accumulators (pixels
 // by vectors of 16 output channels) sums over the input channels and gets its post-ops in
-// registers, the swish in 17 operations (avx512_epilogue.h): 0.44 ms for that layer. The tile
+// registers, the swish in 17 operations (avx512_conv.h): 0.44 ms for that layer. The tile
 // reads its weights (K rows of up to 96 channels) once per pixel block, so they must stay in L1:
 // the kernel declines weights of more than kPointwiseMaxPanelBytes a column block, where
 // oneDNN's blocking over K wins (112 -> 672 over 14x14 ran 0.23 ms here, 0.21 in oneDNN).

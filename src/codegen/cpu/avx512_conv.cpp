@@ -1,7 +1,6 @@
-// The post-ops of Kiln's own convolution kernels. See avx512_epilogue.h.
-#include "codegen/cpu/avx512_epilogue.h"
+// The post-ops of Kiln's own convolution kernels as they apply them. See avx512_conv.h.
+#include "codegen/cpu/avx512_conv.h"
 
-#include <algorithm>
 #include <string>
 
 namespace kiln::codegen::cpu {
@@ -29,11 +28,6 @@ StatusOr<std::vector<Epilogue>> epilogueOf(const std::vector<kernel::PostOp>& po
     out.push_back(e);
   }
   return out;
-}
-
-bool hasSwish(const std::vector<Epilogue>& epilogue) {
-  return std::any_of(epilogue.begin(), epilogue.end(),
-                     [](const Epilogue& e) { return e.kind == kernel::PostOp::Kind::Swish; });
 }
 
 }  // namespace kiln::codegen::cpu

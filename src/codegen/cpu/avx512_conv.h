@@ -73,8 +73,6 @@ struct Epilogue {
 // of the result's shape, clamps and swish; or why not.
 StatusOr<std::vector<Epilogue>> epilogueOf(const std::vector<kernel::PostOp>& postOps,
                                            const std::vector<int64_t>& result);
-// Whether the post-ops carry a swish (the kernels take some calls only then).
-bool hasSwish(const std::vector<Epilogue>& epilogue);
 
 // Applies the post-ops to v, the 16 channels from c0 of the output element at `at` (operands:
 // the add/mul post-ops' buffers, in order), and stores it to y + at.
