@@ -29,31 +29,10 @@
 #include "codegen/cpu/onednn_internal.h"
 #include "interp/interpreter.h"
 #include "ir/text/text.h"
+#include "library_kernel_util.h"
 
 namespace kiln::codegen::cpu {
 namespace {
-
-// A parsed one-op function: the module and its dot_general or convolution node.
-struct OneOp {
-  std::unique_ptr<Module> module;
-  const Node* node = nullptr;
-};
-
-// `func @main(params) -> (result) { [prelude] %y = result body; return %y }`, parsed.
-OneOp parseOp(const std::string& params, const std::string& result, const std::string& body,
-              const std::string& prelude = "") {
-  std::string text = "func @main(" + params + ") -> (" + result + ") {\n" + prelude +
-                     "  %y = " + result + " " + body + "\n  return %y\n}\n";
-  auto parsed = parseModule(text, "onednn_test.kir");
-  EXPECT_TRUE(parsed.isOk()) << parsed.status().str() << "\n" << text;
-  OneOp r;
-  if (!parsed) return r;
-  r.module = std::move(*parsed);
-  for (const auto& n : r.module->entry()->nodes())
-    if (n->op() == OpCode::DotGeneral || n->op() == OpCode::Convolution) r.node = n.get();
-  EXPECT_NE(r.node, nullptr) << text;
-  return r;
-}
 
 Tensor randomTensor(const TensorType& t, std::mt19937& rng) {
   Tensor x(t.dtype(), t.staticDims());
@@ -70,17 +49,6 @@ std::vector<Tensor> operandValues(const Node& n, std::mt19937& rng) {
     else ops.push_back(randomTensor(v->type(), rng));
   }
   return ops;
-}
-
-// Runs `k` on `ops` into a fresh result tensor.
-Tensor runKernel(const LibraryKernel& k, const Node& n, const std::vector<Tensor>& ops) {
-  Tensor out(n.result()->type().dtype(), n.result()->type().staticDims());
-  std::vector<void*> buffers;
-  for (const Tensor& t : ops) buffers.push_back(const_cast<std::byte*>(t.bytes()));
-  buffers.push_back(out.mutableBytes());
-  Status s = k.run(buffers.data());
-  EXPECT_TRUE(s.isOk()) << s.str();
-  return out;
 }
 
 // Largest |got - want| divided by max(1, max |want|).
@@ -369,15 +337,7 @@ TEST(OneDnn, GroupedKernelPostOps) {
     want.setDouble(i,
                    std::max(0.0, (want.getDouble(i) + bias.getDouble(i % 32) + res.getDouble(i)) *
                                      scale.getDouble(i % 32)));
-  Tensor got(DType::F32, {1, 10, 11, 32});
-  std::vector<void*> buffers{const_cast<std::byte*>(in[0].bytes()),
-                             const_cast<std::byte*>(in[1].bytes()),
-                             got.mutableBytes(),
-                             const_cast<std::byte*>(bias.bytes()),
-                             const_cast<std::byte*>(res.bytes()),
-                             const_cast<std::byte*>(scale.bytes())};
-  ASSERT_TRUE((*k)->run(buffers.data()).isOk());
-  EXPECT_LE(relativeError(got, want), 1e-4);
+  EXPECT_LE(relativeError(runKernel(**k, *conv.node, in, {bias, res, scale}), want), 1e-4);
   // A sigmoid is not among its post-ops: oneDNN's kernel takes the call.
   PostOp sigmoid;
   sigmoid.kind = PostOp::Kind::Sigmoid;

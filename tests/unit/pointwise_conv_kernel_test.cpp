@@ -17,7 +17,7 @@
 #include "codegen/cpu/avx512_conv.h"
 #include "codegen/cpu/onednn.h"
 #include "interp/interpreter.h"
-#include "ir/text/text.h"
+#include "library_kernel_util.h"
 
 namespace kiln::codegen::cpu {
 namespace {
@@ -49,35 +49,21 @@ TEST(PointwiseConv, SwishAgainstDouble) {
   EXPECT_TRUE(std::isnan(swishOf(std::numeric_limits<float>::quiet_NaN())));
 }
 
-struct Conv {
-  std::unique_ptr<Module> module;
-  const Node* node = nullptr;
-};
-
 // A 1x1 convolution of x: f32[n, h, w, in] (nhwc) by a parameter w: f32[1, 1, in, out] (hwio),
 // of `stride` and `pad` on every side.
-Conv conv(int64_t n, int64_t h, int64_t w, int64_t in, int64_t out, int64_t stride = 1,
-          int64_t pad = 0) {
+OneOp conv(int64_t n, int64_t h, int64_t w, int64_t in, int64_t out, int64_t stride = 1,
+           int64_t pad = 0) {
   auto dims = [](std::vector<int64_t> d) {
     std::string s = "f32[";
     for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
     return s + "]";
   };
   const int64_t oh = (h + 2 * pad - 1) / stride + 1, ow = (w + 2 * pad - 1) / stride + 1;
-  const std::string y = dims({n, oh, ow, out}), s = std::to_string(stride), p = std::to_string(pad);
-  const std::string text = "func @main(%x: " + dims({n, h, w, in}) +
-                           ", %w: " + dims({1, 1, in, out}) + ") -> (" + y + ") {\n  %y = " + y +
-                           " convolution(%x, %w) {window_strides = [" + s + ", " + s +
-                           "], padding_low = [" + p + ", " + p + "], padding_high = [" + p + ", " +
-                           p + "], dimension_numbers = \"b01f_01io->b01f\"}\n" + "  return %y\n}\n";
-  auto parsed = parseModule(text, "pointwise_conv_kernel_test.kir");
-  EXPECT_TRUE(parsed.isOk()) << parsed.status().str() << "\n" << text;
-  Conv c;
-  if (!parsed) return c;
-  c.module = std::move(*parsed);
-  for (const auto& node : c.module->entry()->nodes())
-    if (node->op() == OpCode::Convolution) c.node = node.get();
-  return c;
+  const std::string s = std::to_string(stride), p = std::to_string(pad);
+  return parseOp(
+      "%x: " + dims({n, h, w, in}) + ", %w: " + dims({1, 1, in, out}), dims({n, oh, ow, out}),
+      "convolution(%x, %w) {window_strides = [" + s + ", " + s + "], padding_low = [" + p + ", " +
+          p + "], padding_high = [" + p + ", " + p + "], dimension_numbers = \"b01f_01io->b01f\"}");
 }
 
 PostOp kind(PostOp::Kind k) {
@@ -99,7 +85,7 @@ Tensor random(std::vector<int64_t> dims, std::mt19937& rng) {
   return t;
 }
 
-std::string describe(const Conv& c, const std::vector<PostOp>& ops) {
+std::string describe(const OneOp& c, const std::vector<PostOp>& ops) {
   auto k = createOneDnnKernel(*c.node, ops, 1);
   return k.isOk() ? (*k)->describe() : k.status().str();
 }
@@ -119,7 +105,7 @@ TEST(PointwiseConv, ValuesAgainstTheInterpreter) {
                                    {1, 1, 50, 40, 80}};
   std::mt19937 rng(5);
   for (const Case& c : cases) {
-    Conv op = conv(c.n, c.h, c.w, c.in, c.out);
+    OneOp op = conv(c.n, c.h, c.w, c.in, c.out);
     ASSERT_NE(op.node, nullptr);
     const std::vector<int64_t> y{c.n, c.h, c.w, c.out};
     const std::vector<PostOp> ops{
@@ -142,14 +128,7 @@ TEST(PointwiseConv, ValuesAgainstTheInterpreter) {
       ASSERT_TRUE(k.isOk()) << k.status().str();
       EXPECT_NE((*k)->describe().find("Kiln 1x1 convolution"), std::string::npos)
           << (*k)->describe();
-      Tensor got(DType::F32, y);
-      std::vector<void*> buffers{const_cast<std::byte*>(in[0].bytes()),
-                                 const_cast<std::byte*>(in[1].bytes()),
-                                 got.mutableBytes(),
-                                 const_cast<std::byte*>(bias.bytes()),
-                                 const_cast<std::byte*>(res.bytes()),
-                                 const_cast<std::byte*>(scale.bytes())};
-      ASSERT_TRUE((*k)->run(buffers.data()).isOk());
+      const Tensor got = runKernel(**k, *op.node, in, {bias, res, scale});
       double worst = 0;
       for (int64_t i = 0; i < got.numElements(); ++i)
         worst = std::max(worst, std::fabs(got.getDouble(i) - want.getDouble(i)));
