@@ -80,9 +80,10 @@ TEST(PanelProduct, ValuesAgainstTheReference) {
     int rc;
     std::string result;
   };
-  // Rows 16 (the least), 17 and 23 (passes of 6 with 5 rows left), 50 over two dims, 64 (the
-  // most); weights [K, N] and [N, K]; one and several panels; K in chunks (2500: three chunks
-  // of 834, 834 and 832 rows; 2048 on 2 threads: two chunks a panel).
+  // Rows 1 (a matrix-vector product), 16 (the least of the others), 17 and 23 (passes of 6 with 5
+  // rows left), 50 over two dims, 64 (the most); weights [K, N] and [N, K]; one and several panels;
+  // K in chunks (2500: three chunks of 834, 834 and 832 rows; 2048 on 2 threads: two chunks a
+  // panel).
   const std::vector<Case> cases = {
       {"f32[16,1024]", {1024, 64}, 0, "f32[16,64]"},
       {"f32[17,1024]", {1024, 128}, 0, "f32[17,128]"},
@@ -92,6 +93,10 @@ TEST(PanelProduct, ValuesAgainstTheReference) {
       {"f32[20,1024]", {1024, 640}, 0, "f32[20,640]"},  // 2.5 MiB: also on 2 threads
       {"f32[18,2500]", {2500, 128}, 0, "f32[18,128]"},
       {"f32[16,2048]", {256, 2048}, 1, "f32[16,256]"},  // 2 MiB: also on 2 threads
+      // One row, without fetches: several panels, [N, K], chunks of K, and 2 threads.
+      {"f32[1,1024]", {1024, 192}, 0, "f32[1,192]"},
+      {"f32[1,2500]", {128, 2500}, 1, "f32[1,128]"},
+      {"f32[1,4096]", {4096, 256}, 0, "f32[1,256]"},  // 4 MiB: also on 2 threads
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.lhs + " x " + std::to_string(c.w[0]) + "x" + std::to_string(c.w[1]));
@@ -109,6 +114,11 @@ TEST(PanelProduct, ValuesAgainstTheReference) {
     auto k = createOneDnnKernel(*p.node, {}, 1);
     ASSERT_TRUE(k.isOk()) << k.status().str();
     EXPECT_NE((*k)->describe().find("Kiln panel product"), std::string::npos) << (*k)->describe();
+    const bool oneRow = c.lhs.rfind("f32[1,", 0) == 0;
+    EXPECT_NE((*k)->describe().find(oneRow ? "streamed by the hardware's prefetchers"
+                                           : "fetched two chunks ahead"),
+              std::string::npos)
+        << (*k)->describe();
     EXPECT_LE(error(**k, *p.node, rng), 1e-5);
     // Again from the weights it packed, as an artifact holds them: used in place.
     std::optional<PackedWeights> packed = (*k)->packedWeights();
@@ -132,8 +142,12 @@ TEST(PanelProduct, WhatItLeavesToOneDnn) {
     const bool t = p.node && panelProductTakes(*p.node, threads, &why);
     return t ? std::string("takes") : why;
   };
-  EXPECT_EQ(takes("f32[15,1024]", {1024, 64}, "f32[15,64]", 1), "15 rows (it takes 16 to 64)");
-  EXPECT_EQ(takes("f32[65,1024]", {1024, 64}, "f32[65,64]", 1), "65 rows (it takes 16 to 64)");
+  EXPECT_EQ(takes("f32[15,1024]", {1024, 64}, "f32[15,64]", 1),
+            "15 rows (it takes 1, or 16 to 64)");
+  EXPECT_EQ(takes("f32[65,1024]", {1024, 64}, "f32[65,64]", 1),
+            "65 rows (it takes 1, or 16 to 64)");
+  EXPECT_EQ(takes("f32[2,1024]", {1024, 64}, "f32[2,64]", 1), "2 rows (it takes 1, or 16 to 64)");
+  EXPECT_EQ(takes("f32[1,1024]", {1024, 64}, "f32[1,64]", 1), "takes");
   EXPECT_EQ(takes("f32[16,1024]", {1024, 80}, "f32[16,80]", 1), "N = 80 is not a multiple of 64");
   EXPECT_EQ(takes("f32[16,256]", {256, 64}, "f32[16,64]", 1), "weights that stay in cache");
   EXPECT_EQ(takes("f32[16,9216]", {9216, 64}, "f32[16,64]", 1), "takes");  // in 9 chunks

@@ -23,9 +23,9 @@ constexpr int64_t kPanelsAhead = 2;  // the chunk fetched while one is computed
 
 // Why the kernel does not take an f32 product of m x k x n, or "".
 std::string shapeRefusal(int64_t m, int64_t k, int64_t n) {
-  if (m < kPanelProductMinRows || m > kPanelProductMaxRows)
-    return std::to_string(m) + " rows (it takes " + std::to_string(kPanelProductMinRows) + " to " +
-           std::to_string(kPanelProductMaxRows) + ")";
+  if (m != 1 && (m < kPanelProductMinRows || m > kPanelProductMaxRows))
+    return std::to_string(m) + " rows (it takes 1, or " + std::to_string(kPanelProductMinRows) +
+           " to " + std::to_string(kPanelProductMaxRows) + ")";
   if (n % kPanel != 0) return "N = " + std::to_string(n) + " is not a multiple of 64";
   if (k * n * 4 < kPanelProductMinWeightBytes) return "weights that stay in cache";
   return "";
@@ -140,8 +140,9 @@ class PanelProduct final : public LibraryKernel {
             const int64_t kc = std::min(depth, s_.k - k0);
             const int64_t row = p * s_.k + k0;  // the chunk's first row among all panels' rows
             const float* chunk = panels_ + row * kPanel;
-            // Rows past the thread's run are not fetched.
-            const int64_t fetchEnd = std::min(kc, end * s_.k - row - kPanelsAhead * depth);
+            // Rows past the thread's run are not fetched; one row leaves it to the hardware.
+            const int64_t fetchEnd =
+                fetches() ? std::min(kc, end * s_.k - row - kPanelsAhead * depth) : 0;
             for (int64_t pass = 0, r = 0; r < s_.m; ++pass, r += kRowsPerPass) {
               const int rowsHere = int(std::min<int64_t>(kRowsPerPass, s_.m - r));
               kRows[rowsHere](a + r * s_.k + k0, s_.k, kc, chunk, c + r * s_.n + p * kPanel, s_.n,
@@ -159,8 +160,9 @@ class PanelProduct final : public LibraryKernel {
     return "Kiln panel product (" + std::to_string(s_.m) + "x" + std::to_string(s_.k) + "x" +
            std::to_string(s_.n) + (s_.rhsTransposed ? ", rhs transposed" : "") +
            ", weights in panels of 64 columns computed in chunks of " +
-           std::to_string(chunkDepth(s_.k)) + " rows fetched two chunks ahead, constant weights " +
-           (prepacked_ ? "prepacked" : "packed") + ")";
+           std::to_string(chunkDepth(s_.k)) + " rows" +
+           (fetches() ? " fetched two chunks ahead" : " streamed by the hardware's prefetchers") +
+           ", constant weights " + (prepacked_ ? "prepacked" : "packed") + ")";
   }
 
   bool holdsWeights() const override { return true; }
@@ -179,6 +181,10 @@ class PanelProduct final : public LibraryKernel {
   }
 
  private:
+  // Whether a pass fetches the chunk two ahead: not for one row, whose single pass over the
+  // weights the hardware's stream prefetcher keeps up with.
+  bool fetches() const { return s_.m >= kPanelProductMinRows; }
+
   Shape s_;
   const float* panels_;
   std::shared_ptr<const void> owner_;

@@ -1,5 +1,6 @@
 // Kiln's matrix product of a few rows against constant weights that stream from memory
-// (AVX-512): vit_b_32's and BERT-like encoders' layers at batch 1 (16 to 64 rows).
+// (AVX-512): vit_b_32's and BERT-like encoders' layers at batch 1 (16 to 64 rows), and
+// matrix-vector products (one row: classifier layers at batch 1).
 //
 // Such a product does 2 x rows flops per weight, so with weights that are not in cache it waits
 // on memory unless the weights arrive ahead of their use. oneDNN's brgemm matmul leaves that to
@@ -8,10 +9,13 @@
 // columns, each panel K x 64 contiguous, and while a panel's rows are computed (6 rows a pass:
 // 24 accumulators) the panel two ahead is fetched into L2, spread over the passes: 1.20 ms cold.
 // Warm it runs as fast as oneDNN's kernel (1.24 against 1.16-1.33 ms); with more rows oneDNN's
-// blocking is faster warm (128 rows: 3.03 against 2.70 ms), with one row the prefetches only get
-// in the way of the hardware's stream. A panel deeper than kPanelProductChunkDepth rows is
-// computed in chunks of K, C holding the sums between them, with the chunk two ahead fetched.
-// On several threads each takes one run of panels. Post-ops run as loops after the call.
+// blocking is faster warm (128 rows: 3.03 against 2.70 ms), and so it is with 2 to 15 (9 rows:
+// 0.43 against 0.29 ms). One row (a matrix-vector product) streams its panels without fetches,
+// which only get in the way of the hardware's stream there: alexnet's 1x9216x4096 took 4.97 ms
+// in oneDNN's matmul and 4.70 here (2 threads: 2.43 against 2.31). A panel deeper than
+// kPanelProductChunkDepth rows is computed in chunks of K, C holding the sums between them, with
+// the chunk two ahead fetched. On several threads each takes one run of panels. Post-ops run as
+// loops after the call.
 #pragma once
 
 #include <memory>
@@ -24,6 +28,7 @@
 
 namespace kiln::codegen::cpu {
 
+// Rows it takes: 1, or kPanelProductMinRows to kPanelProductMaxRows (those fetched ahead).
 inline constexpr int64_t kPanelProductMinRows = 16;
 inline constexpr int64_t kPanelProductMaxRows = 64;
 // Weights of at least this many bytes: smaller ones stay in cache from run to run.
@@ -39,8 +44,8 @@ inline constexpr int64_t kPanelProductChunkDepth = 1024;
 
 // Whether the kernel takes dot_general `n` on a run of `threads` threads: AVX-512, on several
 // threads kPanelProductMinWeightBytesPerThread, f32 lhs [..., K] contracting its last dim into M =
-// kPanelProductMinRows..kPanelProductMaxRows rows, constant 2-D weights [K, N] or [N, K] of N a
-// multiple of 64, at least kPanelProductMinWeightBytes, no batch dims. Else why not (`why`).
+// 1 or kPanelProductMinRows..kPanelProductMaxRows rows, constant 2-D weights [K, N] or [N, K] of N
+// a multiple of 64, at least kPanelProductMinWeightBytes, no batch dims. Else why not (`why`).
 bool panelProductTakes(const Node& n, int threads, std::string* why = nullptr);
 // The same for an f32 product of m rows by k by n against constant 2-D weights.
 bool panelProductTakes(int64_t m, int64_t k, int64_t n, int threads, std::string* why = nullptr);
