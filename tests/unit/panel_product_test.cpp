@@ -116,7 +116,7 @@ TEST(PanelProduct, ValuesAgainstTheReference) {
     EXPECT_NE((*k)->describe().find("Kiln panel product"), std::string::npos) << (*k)->describe();
     const bool oneRow = c.lhs.rfind("f32[1,", 0) == 0;
     EXPECT_NE((*k)->describe().find(oneRow ? "streamed by the hardware's prefetchers"
-                                           : "fetched two chunks ahead"),
+                                           : "fetched one chunk ahead"),
               std::string::npos)
         << (*k)->describe();
     EXPECT_LE(error(**k, *p.node, rng), 1e-5);

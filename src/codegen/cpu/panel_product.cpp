@@ -19,7 +19,7 @@ namespace {
 
 constexpr int64_t kPanel = 64;       // columns of a panel: four vectors
 constexpr int kRowsPerPass = 6;      // 6 x 4 accumulators, 4 weight vectors and a broadcast
-constexpr int64_t kPanelsAhead = 2;  // the chunk fetched while one is computed
+constexpr int64_t kPanelsAhead = 1;  // the chunk fetched while one is computed (panel_product.h)
 
 // Why the kernel does not take an f32 product of m x k x n, or "".
 std::string shapeRefusal(int64_t m, int64_t k, int64_t n) {
@@ -127,7 +127,7 @@ class PanelProduct final : public LibraryKernel {
     const int64_t count = s_.n / kPanel;
     const int64_t depth = chunkDepth(s_.k);
     const int64_t passes = (s_.m + kRowsPerPass - 1) / kRowsPerPass;
-    // Each pass fetches its share of the rows two chunks ahead, spread over its steps.
+    // Each pass fetches its share of the next chunk's rows, spread over its steps.
     const int64_t share = (depth + passes - 1) / passes;
     const int64_t every = std::max<int64_t>(1, depth / std::max<int64_t>(share, 1));
     // Each thread takes one run of panels and fetches ahead within it.
@@ -161,7 +161,7 @@ class PanelProduct final : public LibraryKernel {
            std::to_string(s_.n) + (s_.rhsTransposed ? ", rhs transposed" : "") +
            ", weights in panels of 64 columns computed in chunks of " +
            std::to_string(chunkDepth(s_.k)) + " rows" +
-           (fetches() ? " fetched two chunks ahead" : " streamed by the hardware's prefetchers") +
+           (fetches() ? " fetched one chunk ahead" : " streamed by the hardware's prefetchers") +
            ", constant weights " + (prepacked_ ? "prepacked" : "packed") + ")";
   }
 
@@ -181,7 +181,7 @@ class PanelProduct final : public LibraryKernel {
   }
 
  private:
-  // Whether a pass fetches the chunk two ahead: not for one row, whose single pass over the
+  // Whether a pass fetches the next chunk: not for one row, whose single pass over the
   // weights the hardware's stream prefetcher keeps up with.
   bool fetches() const { return s_.m >= kPanelProductMinRows; }
 

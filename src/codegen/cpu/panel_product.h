@@ -7,14 +7,16 @@
 // the hardware prefetchers, which do not keep up: 50x768x3072 with weights cold took 1.77 ms
 // (5.3 GB/s of weights) against 1.16 ms warm. Here the weights are packed into panels of 64
 // columns, each panel K x 64 contiguous, and while a panel's rows are computed (6 rows a pass:
-// 24 accumulators) the panel two ahead is fetched into L2, spread over the passes: 1.20 ms cold.
+// 24 accumulators) the next one is fetched into L2, spread over the passes: 1.20 ms cold (then
+// fetching the panel two ahead; fetching the next one instead ran the products of 13 zoo models
+// 5% faster, at 1 and at 2 threads).
 // Warm it runs as fast as oneDNN's kernel (1.24 against 1.16-1.33 ms); with more rows oneDNN's
 // blocking is faster warm (128 rows: 3.03 against 2.70 ms), and so it is with 2 to 15 (9 rows:
 // 0.43 against 0.29 ms). One row (a matrix-vector product) streams its panels without fetches,
 // which only get in the way of the hardware's stream there: alexnet's 1x9216x4096 took 4.97 ms
 // in oneDNN's matmul and 4.70 here (2 threads: 2.43 against 2.31). A panel deeper than
 // kPanelProductChunkDepth rows is computed in chunks of K, C holding the sums between them, with
-// the chunk two ahead fetched. On several threads each takes one run of panels. Post-ops run as
+// the next chunk fetched. On several threads each takes one run of panels. Post-ops run as
 // loops after the call.
 #pragma once
 
@@ -38,7 +40,7 @@ inline constexpr int64_t kPanelProductMinWeightBytes = 256 * 1024;
 // 0.87 ms, vit_b_32's 2.3-9.4 MiB ones 30.0 -> 27.2 ms).
 inline constexpr int64_t kPanelProductMinWeightBytesPerThread = 1024 * 1024;
 // Panels are computed in chunks of at most this many rows of K (256 KiB), so that the chunk
-// computed and the two fetched ahead share L2 with room (wide_resnet50_2's 16x9216x1024 ran at
+// computed and the one fetched ahead share L2 with room (wide_resnet50_2's 16x9216x1024 ran at
 // 10 GB/s of weights in oneDNN's matmul, 14 in chunks; whole panels of K = 3072 overflowed L2).
 inline constexpr int64_t kPanelProductChunkDepth = 1024;
 
