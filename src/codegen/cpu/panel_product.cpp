@@ -19,7 +19,7 @@ namespace {
 
 constexpr int64_t kPanel = 64;       // columns of a panel: four vectors
 constexpr int kRowsPerPass = 6;      // 6 x 4 accumulators, 4 weight vectors and a broadcast
-constexpr int64_t kPanelsAhead = 1;  // the chunk fetched while one is computed (panel_product.h)
+constexpr int64_t kChunksAhead = 1;  // the chunk fetched while one is computed (panel_product.h)
 
 // Why the kernel does not take an f32 product of m x k x n, or "".
 std::string shapeRefusal(int64_t m, int64_t k, int64_t n) {
@@ -142,12 +142,12 @@ class PanelProduct final : public LibraryKernel {
             const float* chunk = panels_ + row * kPanel;
             // Rows past the thread's run are not fetched; one row leaves it to the hardware.
             const int64_t fetchEnd =
-                fetches() ? std::min(kc, end * s_.k - row - kPanelsAhead * depth) : 0;
+                fetches() ? std::min(kc, end * s_.k - row - kChunksAhead * depth) : 0;
             for (int64_t pass = 0, r = 0; r < s_.m; ++pass, r += kRowsPerPass) {
               const int rowsHere = int(std::min<int64_t>(kRowsPerPass, s_.m - r));
               kRows[rowsHere](a + r * s_.k + k0, s_.k, kc, chunk, c + r * s_.n + p * kPanel, s_.n,
                               k0 > 0,
-                              fetchEnd > 0 ? chunk + kPanelsAhead * depth * kPanel : nullptr,
+                              fetchEnd > 0 ? chunk + kChunksAhead * depth * kPanel : nullptr,
                               pass * share, std::min(fetchEnd, (pass + 1) * share), every);
             }
           }
