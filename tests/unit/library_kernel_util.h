@@ -1,5 +1,5 @@
-// Helpers of the library-kernel tests (onednn_test.cpp, pointwise_conv_kernel_test.cpp): one op
-// parsed from text, and a kernel run on tensors.
+// Helpers of the library-kernel tests (onednn_test.cpp, pointwise_conv_kernel_test.cpp,
+// panel_product_test.cpp): one op parsed from text, and a kernel run on tensors.
 #pragma once
 
 #include <gtest/gtest.h>

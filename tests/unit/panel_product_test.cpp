@@ -15,37 +15,25 @@
 #include "codegen/cpu/onednn.h"
 #include "codegen/cpu/panel_product.h"
 #include "interp/interpreter.h"
-#include "ir/text/text.h"
+#include "library_kernel_util.h"
 
 namespace kiln::codegen::cpu {
 namespace {
 
-struct Product {
-  std::unique_ptr<Module> module;
-  const Node* node = nullptr;
-};
-
 // x: f32[rows..., K] times a constant w of `wdims`, contracting w's dim `rc`.
-Product product(const std::string& lhs, const std::vector<int64_t>& wdims, int rc,
-                const std::string& result, std::mt19937& rng) {
+OneOp product(const std::string& lhs, const std::vector<int64_t>& wdims, int rc,
+              const std::string& result, std::mt19937& rng) {
   std::uniform_real_distribution<double> u(-1, 1);
   std::string values = "[";
   for (int64_t i = 0; i < wdims[0] * wdims[1]; ++i)
     values += (i ? ", " : "") + std::to_string(std::round(u(rng) * 64) / 64);
   const int lc = int(std::count(lhs.begin(), lhs.end(), ','));
-  std::string text = "func @main(%x: " + lhs + ") -> (" + result + ") {\n  %w = f32[" +
-                     std::to_string(wdims[0]) + "," + std::to_string(wdims[1]) +
-                     "] constant() {value = " + values + "]}\n  %y = " + result +
-                     " dot_general(%x, %w) {lhs_contracting = [" + std::to_string(lc) +
-                     "], rhs_contracting = [" + std::to_string(rc) + "]}\n  return %y\n}\n";
-  auto parsed = parseModule(text, "panel_product_test.kir");
-  EXPECT_TRUE(parsed.isOk()) << parsed.status().str();
-  Product p;
-  if (!parsed) return p;
-  p.module = std::move(*parsed);
-  for (const auto& n : p.module->entry()->nodes())
-    if (n->op() == OpCode::DotGeneral) p.node = n.get();
-  return p;
+  const std::string w = "  %w = f32[" + std::to_string(wdims[0]) + "," + std::to_string(wdims[1]) +
+                        "] constant() {value = " + values + "]}\n";
+  return parseOp("%x: " + lhs, result,
+                 "dot_general(%x, %w) {lhs_contracting = [" + std::to_string(lc) +
+                     "], rhs_contracting = [" + std::to_string(rc) + "]}",
+                 w);
 }
 
 // The kernel's result for a random lhs against the reference's: the largest difference over the
@@ -100,7 +88,7 @@ TEST(PanelProduct, ValuesAgainstTheReference) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.lhs + " x " + std::to_string(c.w[0]) + "x" + std::to_string(c.w[1]));
-    Product p = product(c.lhs, c.w, c.rc, c.result, rng);
+    OneOp p = product(c.lhs, c.w, c.rc, c.result, rng);
     ASSERT_NE(p.node, nullptr);
     std::string why;
     ASSERT_TRUE(panelProductTakes(*p.node, 1, &why)) << why;
@@ -137,7 +125,7 @@ TEST(PanelProduct, WhatItLeavesToOneDnn) {
   std::mt19937 rng(12);
   auto takes = [&](const std::string& lhs, std::vector<int64_t> w, const std::string& result,
                    int threads) {
-    Product p = product(lhs, w, 0, result, rng);
+    OneOp p = product(lhs, w, 0, result, rng);
     std::string why;
     const bool t = p.node && panelProductTakes(*p.node, threads, &why);
     return t ? std::string("takes") : why;
@@ -155,7 +143,7 @@ TEST(PanelProduct, WhatItLeavesToOneDnn) {
             "256 KiB of weights over 2 threads");
   EXPECT_EQ(takes("f32[16,1024]", {1024, 512}, "f32[16,512]", 2), "takes");
   // On two threads oneDNN's matmul runs the one of 256 KiB.
-  Product p = product("f32[16,1024]", {1024, 64}, 0, "f32[16,64]", rng);
+  OneOp p = product("f32[16,1024]", {1024, 64}, 0, "f32[16,64]", rng);
   ASSERT_NE(p.node, nullptr);
   auto k = createOneDnnKernel(*p.node, {}, 2);
   ASSERT_TRUE(k.isOk()) << k.status().str();
